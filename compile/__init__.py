@@ -1,0 +1,1 @@
+"""Fast mode: numba code generation from tinyad IR (CPU and CUDA). Not built yet (issue 5)."""

@@ -1,0 +1,41 @@
+"""tinyad: Taichi-style differentiable programming you can see inside.
+
+`import tinyad as ti` runs Taichi autodiff programs. The public API is re-exported here.
+"""
+from tinyad import ad
+from tinyad import math
+from tinyad.ad import Tape
+from tinyad.errors import (AutodiffRuleError, KernelSimplicityRuleError, TinyadError,
+                           TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
+                           TinyadTypeError)
+from tinyad.field import Axis, Field, SNode, field, root, var
+from tinyad.kernel import func, kernel, real_func
+from tinyad.lang import (atomic_add, atomic_max, atomic_min, atomic_sub, cast, grouped,
+                         loop_config, ndrange, random, select, static, stop_grad, sync,
+                         template, types)
+from tinyad.math import (abs, acos, asin, atan2, ceil, cos, exp, floor, log, max, min, pow,
+                         round, rsqrt, sin, sqrt, tan, tanh)
+from tinyad.matrix import Matrix, Vector
+from tinyad.runtime import init
+from tinyad.types import f32, f64, i32, i64, u8
+
+__version__ = "0.1.0"
+
+float32, float64, int32, int64, uint8 = f32, f64, i32, i64, u8
+cpu, x64, arm64 = "cpu", "cpu", "cpu"
+gpu, cuda, vulkan, metal, opengl = "cuda", "cuda", "cuda", "cuda", "cuda"
+i, j, k, l = Axis(1), Axis(1), Axis(1), Axis(1)  # noqa: E741  (Taichi's names)
+ij, ik, jk, ijk, ijkl = Axis(2), Axis(2), Axis(2), Axis(3), Axis(4)
+
+
+def polar_decompose(A, dt=None):
+    from tinyad.linalg import polar_decompose as impl  # noqa: PLC0415
+    return impl(A, dt)
+
+
+def svd(A, dt=None):
+    from tinyad.linalg import svd as impl  # noqa: PLC0415
+    return impl(A, dt)
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]

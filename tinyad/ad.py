@@ -1,0 +1,133 @@
+"""`ti.ad`: Tape, custom gradients, no_grad, clearing gradients.
+
+A Tape records every kernel launched inside it; on exit it seeds loss.grad = 1 and runs the
+adjoint kernels in reverse order with the recorded arguments (Taichi's semantics).
+"""
+from __future__ import annotations
+
+import functools
+
+from tinyad.errors import TinyadRuntimeError, TinyadTypeError
+from tinyad.field import Field
+from tinyad.runtime import active_recorder, note, runtime
+
+
+def clear_all_gradients(gradient_type=None) -> None:
+    """Zero every field's .grad (or, with gradient_type="dual", every .dual)."""
+    role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
+    for f in runtime.fields:
+        twin = getattr(f, role)
+        if twin is not None and twin.is_placed:
+            twin.fill(0)
+
+
+class Tape:
+    """`with ti.ad.Tape(loss): ...` records launches, then differentiates them on exit."""
+
+    def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
+        self.loss = loss
+        self.clear_gradients = clear_gradients
+        self.validation = validation
+        self.grad_check = grad_check
+        self.entries: list = []      # (adjoint callable, args, kwargs), in launch order
+        self.entered = False
+        self.gradient_evaluated = False
+        self._token = None
+
+    def __enter__(self):
+        if self.entered:
+            raise TinyadRuntimeError("Tape can be entered only once.")
+        if active_recorder.get() is not None:
+            raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest")
+        self.entered = True
+        loss = self.loss
+        if loss is not None:
+            if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
+                raise TinyadRuntimeError("The loss of Tape must be a 0-D field, i.e. scalar",
+                                         hint="declare it as ti.field(ti.f32, shape=())")
+            if loss.grad is None:
+                raise TinyadRuntimeError(
+                    "Gradients of loss are not allocated, please set needs_grad=True for all "
+                    "fields that are required by autodiff.",
+                    hint=f"declare {loss.name} with needs_grad=True")
+        if self.clear_gradients:
+            clear_all_gradients()
+        if loss is not None:
+            loss.fill(0)
+        if self.grad_check:
+            note("Tape(grad_check=...) is not available yet: the gradient check is skipped")
+        self._token = active_recorder.set(self)
+        return self
+
+    def record(self, kernel, args, kwargs):
+        """Called by each kernel launched while this Tape is active."""
+        self.entries.append((kernel.grad, args, kwargs))
+
+    def record_custom(self, grad_fn, args, kwargs):
+        """Called by a grad_replaced function: its gradient replaces its kernels'."""
+        self.entries.append((grad_fn, args, kwargs))
+
+    def __exit__(self, exc_type, exc, tb):
+        active_recorder.reset(self._token)
+        if exc_type is None:
+            self.grad()
+
+    def grad(self):
+        if self.gradient_evaluated:
+            raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
+        if self.loss is not None:
+            self.loss.grad.fill(1)
+        for adjoint, args, kwargs in reversed(self.entries):
+            adjoint(*args, **kwargs)
+        self.gradient_evaluated = True
+
+
+def grad_replaced(func):
+    """Mark a Python function whose gradient is given by a @grad_for function."""
+    from tinyad.kernel import Kernel  # noqa: PLC0415  (kernel.py imports the recorder)
+    if isinstance(func, Kernel):
+        raise TinyadTypeError("Primal function must be a **python** function instead of a "
+                              "taichi kernel. Please wrap the taichi kernel in a "
+                              "@ti.ad.grad_replaced decorated python function instead.")
+
+    @functools.wraps(func)
+    def decorated(*args, **kwargs):
+        recorder = active_recorder.get()
+        if recorder is None:
+            return func(*args, **kwargs)
+        token = active_recorder.set(None)   # the kernels inside are not recorded one by one
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            active_recorder.reset(token)
+        recorder.record_custom(decorated.grad, args, kwargs)
+        return result
+
+    def missing_grad(*args, **kwargs):
+        raise TinyadRuntimeError(f"{func.__name__} is grad_replaced but has no @ti.ad.grad_for "
+                                 "function")
+    decorated.grad = missing_grad
+    decorated.grad_replaced = True
+    return decorated
+
+
+def grad_for(primal):
+    """`@ti.ad.grad_for(primal)`: this function computes primal's gradient."""
+    if not getattr(primal, "grad_replaced", False):
+        raise TinyadTypeError("Primal function must be decorated by ti.ad.grad_replaced")
+
+    def decorator(grad_fn):
+        primal.grad = grad_fn
+        return grad_fn
+    return decorator
+
+
+def no_grad(func):
+    """A kernel (or Python function) whose gradient is skipped."""
+    from tinyad.kernel import Kernel  # noqa: PLC0415
+    if isinstance(func, Kernel):
+        func.is_no_grad = True
+        return func
+    wrapped = grad_replaced(func)
+    wrapped.grad = lambda *args, **kwargs: None
+    return wrapped

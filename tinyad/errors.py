@@ -1,0 +1,56 @@
+"""Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
+from __future__ import annotations
+
+from tinyad.srcloc import SrcLoc
+
+
+class TinyadError(Exception):
+    """Base class. `loc` is the user's source location, when the error has one."""
+
+    def __init__(self, message: str, loc: SrcLoc | None = None, hint: str = ""):
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.loc is not None:
+            parts.append(self.loc.snippet())
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class TinyadSyntaxError(SyntaxError):
+    """A construct a kernel may not use. A SyntaxError, so Python shows file, line and caret."""
+
+    def __init__(self, message: str, loc: SrcLoc, hint: str = ""):
+        full = message + (f"\nhint: {hint}" if hint else "")
+        end = (loc.end_col + 1) if loc.end_col is not None else None
+        super().__init__(full, (loc.file, loc.line, loc.col + 1, loc.text + "\n", loc.line, end))
+        self.loc = loc
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.msg}\n{self.loc.snippet()}"
+
+
+class TinyadTypeError(TinyadError, TypeError):
+    """A value of the wrong type or shape in a kernel, a kernel argument or a field operation."""
+
+
+class TinyadIndexError(TinyadError, IndexError):
+    """A field index outside the field's shape."""
+
+
+class TinyadRuntimeError(TinyadError, RuntimeError):
+    """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
+
+
+class AutodiffRuleError(TinyadError):
+    """A program whose gradient would be wrong. Subclasses name the rule."""
+
+
+class KernelSimplicityRuleError(AutodiffRuleError):
+    """A loop shape the reverse-mode transform cannot differentiate."""

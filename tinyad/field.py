@@ -1,0 +1,286 @@
+"""Global fields: numpy-backed arrays with optional gradient (`.grad`) and tangent (`.dual`) twins.
+
+A vector or matrix field stores its components on trailing axes: `ti.Vector.field(2, f32, N)`
+is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+
+from tinyad import types as T
+from tinyad.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
+from tinyad.matrix import Matrix
+from tinyad.runtime import runtime
+
+_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
+
+
+def _caller_variable_name() -> str | None:
+    """`x` in `x = ti.field(...)`, read from the user's calling line, so errors can name it."""
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tinyad":
+        frame = frame.f_back
+    if frame is None:
+        return None
+    info = inspect.getframeinfo(frame, context=1)
+    line = info.code_context[0] if info.code_context else ""
+    match = _ASSIGNED_NAME.match(line)
+    return match.group(1) if match else None
+
+
+def resolve_dtype(dtype) -> T.DType:
+    if isinstance(dtype, T.DType):
+        return dtype
+    if dtype is float:
+        return runtime.config.default_fp
+    if dtype is int:
+        return runtime.config.default_ip
+    try:
+        return T.from_numpy(dtype)
+    except TypeError:
+        raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
+                              "ti.i64, float or int)") from None
+
+
+def normalize_shape(shape) -> tuple[int, ...] | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise TinyadTypeError(f"field shape {shape} has a negative extent")
+    return shape
+
+
+class Field:
+    """One global field. `data` is its numpy array once its shape is known."""
+
+    def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
+                 needs_dual=False, primal=None, role="primal"):
+        self.dtype = resolve_dtype(dtype)
+        self.element_shape = tuple(element_shape)
+        self.name = name or f"field{len(runtime.fields)}"
+        self.role = role          # "primal", "grad" or "dual"
+        self.primal = primal      # for .grad/.dual fields: the field they belong to
+        self.grad: Field | None = None
+        self.dual: Field | None = None
+        self.data: np.ndarray | None = None
+        self._shape = None
+        if role == "primal":
+            runtime.fields.append(self)
+            if (needs_grad or needs_dual) and not self.dtype.is_float:
+                raise TinyadTypeError(
+                    f"field {self.name} has dtype {self.dtype}: only float fields can have "
+                    "needs_grad=True or needs_dual=True")
+            if needs_grad:
+                self.grad = self._twin("grad")
+            if needs_dual:
+                self.dual = self._twin("dual")
+        if shape is not None:
+            self._place(normalize_shape(shape))
+
+    def _twin(self, role: str) -> "Field":
+        twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
+                     role=role)
+        if self._shape is not None:
+            twin._place(self._shape)
+        return twin
+
+    def _place(self, shape: tuple[int, ...]) -> None:
+        if self._shape is not None:
+            raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
+        self._shape = shape
+        self.data = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
+        for twin in (self.grad, self.dual):
+            if twin is not None and twin._shape is None:
+                twin._place(shape)
+
+    # ---- properties --------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self._require_placed()
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def n(self) -> int:
+        return self.element_shape[0] if self.element_shape else 1
+
+    @property
+    def m(self) -> int:
+        return self.element_shape[1] if len(self.element_shape) > 1 else 1
+
+    @property
+    def is_placed(self) -> bool:
+        return self._shape is not None
+
+    def _require_placed(self):
+        if self._shape is None:
+            raise TinyadRuntimeError(
+                f"field {self.name} has no shape yet: give shape= or place it with "
+                f"ti.root.dense(...).place({self.name})")
+
+    def __repr__(self):
+        shape = self._shape if self._shape is not None else "unplaced"
+        kind = f"{'x'.join(map(str, self.element_shape))} " if self.element_shape else ""
+        return f"<tinyad field {self.name}: {kind}{self.dtype} {shape}>"
+
+    # ---- Python-scope access -----------------------------------------------------------
+    def _index(self, key) -> tuple[int, ...]:
+        self._require_placed()
+        if key is None:
+            key = ()
+        elif isinstance(key, Matrix):
+            key = tuple(key.entries)
+        elif not isinstance(key, tuple):
+            key = (key,)
+        if len(key) != len(self._shape):
+            raise TinyadIndexError(f"field {self.name} has {len(self._shape)} dimension(s) "
+                                   f"{self._shape}, indexed with {len(key)} index(es) {key}")
+        index = tuple(int(k) for k in key)
+        for k, extent in zip(index, self._shape):
+            if not 0 <= k < extent:
+                raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
+                                       f"of shape {self._shape}")
+        return index
+
+    def __getitem__(self, key):
+        value = self.data[self._index(key)]
+        if self.element_shape:
+            return Matrix(value.tolist())
+        return value.item()
+
+    def __setitem__(self, key, value):
+        index = self._index(key)
+        self.data[index] = _as_element(value, self.element_shape, self.name)
+
+    def to_numpy(self, dtype=None) -> np.ndarray:
+        self._require_placed()
+        return self.data.astype(dtype) if dtype is not None else self.data.copy()
+
+    def from_numpy(self, array) -> None:
+        self._require_placed()
+        array = np.asarray(array)
+        expected = self._shape + self.element_shape
+        if array.shape != expected:
+            raise TinyadTypeError(f"from_numpy: field {self.name} has shape {expected} "
+                                  f"(field shape {self._shape} + element {self.element_shape}), "
+                                  f"the array has shape {array.shape}")
+        if array.dtype.kind not in "biuf":
+            raise TinyadTypeError(f"from_numpy: array dtype {array.dtype} is not numeric")
+        if self.dtype.is_int and array.dtype.kind == "f":
+            raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
+                                  f"is {array.dtype}; convert it with .astype() first")
+        self.data[...] = array
+
+    def fill(self, value) -> None:
+        self._require_placed()
+        self.data[...] = value
+
+    def copy_from(self, other: "Field") -> None:
+        self.from_numpy(other.data)
+
+
+def _as_element(value, element_shape, name):
+    if not element_shape:
+        if isinstance(value, (Matrix, list, tuple, np.ndarray)):
+            raise TinyadTypeError(f"field {name} holds scalars, got {type(value).__name__}")
+        return value
+    array = np.asarray(value.to_numpy() if isinstance(value, Matrix) else value)
+    if array.shape != element_shape:
+        raise TinyadTypeError(f"field {name} holds {element_shape} elements, got shape "
+                              f"{array.shape}")
+    return array
+
+
+# ---- ti.field / ti.Vector.field / ti.Matrix.field and the old ti.var spellings ----------------
+
+def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
+          layout=None) -> Field:
+    if offset is not None:
+        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
+    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual)
+
+
+def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
+                 needs_dual=False, layout=None) -> Field:
+    if offset is not None:
+        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
+    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual)
+
+
+def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=False,
+                 needs_dual=False, layout=None) -> Field:
+    if offset is not None:
+        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
+    return Field(dtype, shape, (int(n), int(m)), name or _caller_variable_name(), needs_grad,
+                 needs_dual)
+
+
+def var(dt, shape=None, offset=None, needs_grad=False) -> Field:
+    """The old spelling of ti.field (seed 000)."""
+    return field(dt, shape, offset=offset, needs_grad=needs_grad)
+
+
+# ---- ti.root: the dense layouts Taichi programs use to place fields ---------------------------
+
+class Axis:
+    """ti.i, ti.j, ti.ij, ...: how many dimensions a `dense` level adds."""
+
+    def __init__(self, count: int):
+        self.count = count
+
+
+class SNode:
+    """A level of Taichi's layout tree. tinyad stores every field densely, so only the total
+    shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3)."""
+
+    def __init__(self, shape=()):
+        self._shape = tuple(shape)
+
+    def dense(self, axes, dimensions) -> "SNode":
+        dims = normalize_shape(dimensions)
+        count = axes.count if isinstance(axes, Axis) else len(axes)
+        if len(dims) == 1 and count > 1:
+            dims = dims * count
+        if len(dims) != count:
+            raise TinyadTypeError(f"dense: {count} axes but {len(dims)} dimensions {dims}")
+        return SNode(self._shape + dims)
+
+    def pointer(self, axes, dimensions) -> "SNode":
+        return self.dense(axes, dimensions)   # no sparsity in tinyad: stored densely
+
+    bitmasked = pointer
+
+    def place(self, *fields, offset=None) -> "SNode":
+        for f in fields:
+            if isinstance(f, Field):
+                f._place(self._shape)
+            else:
+                raise TinyadTypeError(f"place() takes fields, got {type(f).__name__}")
+        return self
+
+    def lazy_grad(self) -> None:
+        """Give every float field that has none a gradient field (Taichi's ti.root.lazy_grad)."""
+        for f in runtime.fields:
+            if f.dtype.is_float and f.grad is None:
+                f.grad = f._twin("grad")
+
+    def lazy_dual(self) -> None:
+        for f in runtime.fields:
+            if f.dtype.is_float and f.dual is None:
+                f.dual = f._twin("dual")
+
+    @property
+    def shape(self):
+        return self._shape
+
+
+root = SNode()

@@ -1,0 +1,552 @@
+"""Frontend: a Python kernel -> tinyad IR.
+
+The Tracer walks the kernel's Python AST once, with one visit_X per supported construct; anything
+else is rejected with a TinyadSyntaxError at the user's line. While walking it evaluates what is
+known at trace time (ti.static, closures, constants), unrolls vectors and matrices into scalars,
+and inlines @ti.func calls, so the IR it emits only has scalar statements.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import inspect
+import numbers
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinyad import build as B
+from tinyad import ir
+from tinyad import lang
+from tinyad import types as T
+from tinyad.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
+                           TinyadTypeError)
+from tinyad.field import Field, resolve_dtype
+from tinyad.frontend_expr import ExprVisitor, is_traced
+from tinyad.frontend_scope import (FunctionFrame, LocalMatrix, Namer, Source, assigned_names,
+                                   check_tail_returns, is_leaf, rewrite_early_returns)
+from tinyad.matrix import Matrix, entry_dtype
+
+STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
+MAX_INLINE_DEPTH = 64
+
+
+@dataclass
+class LocalRef:
+    var: ir.Var
+
+
+@dataclass
+class FieldRef:
+    field: Field
+    indices: tuple
+
+
+@dataclass
+class LValue:
+    """Something assignable: scalar slots, row-major, with the shape of the value they hold."""
+    slots: list
+    shape: tuple
+
+    def pick(self, key, loc):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(self.shape) == 1 and len(key) == 1:
+            flat = key[0]
+            width = self.shape[0]
+        elif len(self.shape) == 2 and len(key) == 2:
+            flat = B.binary("add", B.binary("mul", key[0], self.shape[1]), key[1])
+            width = self.shape[0] * self.shape[1]
+        elif len(self.shape) == 2 and len(key) == 1 and not B.is_expr(key[0]):
+            m = self.shape[1]
+            return LValue(self.slots[int(key[0]) * m:(int(key[0]) + 1) * m], (m,))
+        else:
+            raise TinyadTypeError(f"cannot index a value of shape {self.shape} with {key}", loc)
+        if B.is_expr(flat):
+            return LValue([DynamicSlot(flat, self.slots)], ())
+        if not 0 <= int(flat) < width:
+            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc)
+        return LValue([self.slots[int(flat)]], ())
+
+
+@dataclass
+class DynamicSlot:
+    """slots[index] with index known only at run time (a vector local indexed by a variable)."""
+    index: ir.Expr
+    slots: list
+
+
+def resolve_annotation(annotation):
+    """A kernel or func parameter annotation -> 'template', a dtype, or a vector/matrix type."""
+    if annotation is lang.template or isinstance(annotation, lang.template):
+        return "template"
+    if isinstance(annotation, (lang.VectorType, lang.MatrixType)):
+        return annotation
+    return resolve_dtype(annotation)
+
+
+class Tracer(ExprVisitor):
+    def __init__(self):
+        self.namer = Namer()
+        self.blocks: list[list] = []
+        self.frames: list[FunctionFrame] = []
+        self.dynamic_depth = 0        # enclosing run-time loops and ifs in the kernel body
+        self.loops: list[bool] = []   # enclosing run-time loops: parallel or not
+        self.pending_serialize = False
+        self.kernel_ret = None
+
+    # ---- plumbing ---------------------------------------------------------------------------
+    @property
+    def frame(self) -> FunctionFrame:
+        return self.frames[-1]
+
+    def loc(self, node):
+        return self.frame.source.loc(node)
+
+    def visit(self, node):
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is None:
+            self.unsupported(node)
+        with B.at(self.loc(node)):
+            try:
+                return method(node)
+            except (TinyadError, TinyadSyntaxError):
+                raise
+            except RecursionError:
+                raise TinyadSyntaxError("expression nesting too deep", self.loc(node)) from None
+
+    def emit(self, stmt):
+        self.blocks[-1].append(stmt)
+
+    @contextlib.contextmanager
+    def block(self, dynamic=True):
+        self.blocks.append([])
+        self.frame.scopes.append({})
+        if dynamic:
+            self.dynamic_depth += 1
+        try:
+            yield self.blocks[-1]
+        finally:
+            if dynamic:
+                self.dynamic_depth -= 1
+            self.frame.scopes.pop()
+            self.blocks.pop()
+
+    def visit_block(self, stmts):
+        for stmt in stmts:
+            self.visit(stmt)
+
+    def stopped_fields(self):
+        out = set()
+        for frame in self.frames:
+            for scope in frame.scopes:
+                out |= scope.get(STOP_GRAD_KEY, set())
+        return out
+
+    # ---- declaring and assigning locals ------------------------------------------------------
+    def declare(self, name: str, value, node, dtype=None):
+        """Bind a new name in the innermost scope; kernel values get fresh IR locals."""
+        scope = self.frame.scopes[-1]
+        if isinstance(value, Matrix):
+            common = dtype or entry_dtype(value.entries) or B.python_dtype(value.entries[0])
+            for e in value.entries:
+                if not B.is_expr(e):
+                    common = T.promote(common, B.python_dtype(e)) if dtype is None else common
+            names = [self.namer.fresh(f"{name}_{k}") for k in range(len(value.entries))]
+            variables = [ir.Var(n, common, self.loc(node)) for n in names]
+            for var, entry in zip(variables, value.entries):
+                self.emit(ir.Assign(var.name, B.cast(entry, common), self.loc(node)))
+            scope[name] = LocalMatrix(variables, value.n, value.m, value.ndim)
+        elif B.is_expr(value) or isinstance(value, (numbers.Number, np.generic)) and dtype is None \
+                or dtype is not None:
+            if not B.is_expr(value) and not isinstance(value, (numbers.Number, np.generic)):
+                raise TinyadTypeError(f"cannot store {type(value).__name__} in a {dtype} local",
+                                      self.loc(node))
+            dtype = dtype or (value.dtype if B.is_expr(value) else B.python_dtype(value))
+            var = ir.Var(self.namer.fresh(name), dtype, self.loc(node))
+            self.emit(ir.Assign(var.name, self.coerce(value, dtype, node), self.loc(node)))
+            scope[name] = var
+        else:
+            scope[name] = value   # a Python object (field, function, tuple): known at trace time
+
+    def coerce(self, value, dtype, node):
+        """Convert a value for storing into a `dtype` slot, warning where Taichi warns."""
+        if isinstance(value, Matrix):
+            raise TinyadTypeError(f"cannot store a {value.shape} matrix in a scalar", self.loc(node))
+        if not B.is_expr(value) and not isinstance(value, (numbers.Number, np.generic)):
+            raise TinyadTypeError(f"cannot store {type(value).__name__} {value!r} in a kernel "
+                                  "variable", self.loc(node))
+        source_dtype = value.dtype if B.is_expr(value) else B.python_dtype(value)
+        if T.loses_precision(dtype, source_dtype) and not isinstance(value, ir.Const):
+            loc = self.loc(node)
+            warnings.warn_explicit(f"Local store may lose precision: {dtype} <- {source_dtype}",
+                                   UserWarning, loc.file, loc.line)
+        return B.cast(value, dtype)
+
+    def lvalue(self, node) -> LValue:
+        if isinstance(node, ast.Name):
+            binding = self.frame.lookup(node.id, self.loc(node))
+            if isinstance(binding, ir.Var):
+                return LValue([LocalRef(binding)], ())
+            if isinstance(binding, LocalMatrix):
+                shape = (binding.n,) if binding.ndim == 1 else (binding.n, binding.m)
+                return LValue([LocalRef(v) for v in binding.vars], shape)
+            raise TinyadSyntaxError(f"'{node.id}' is a trace-time value and cannot be assigned "
+                                    "here", self.loc(node), hint="assign to a new variable name")
+        if isinstance(node, ast.Subscript):
+            base = self.visit(node.value) if not isinstance(node.value, (ast.Name, ast.Subscript,
+                                                                         ast.Attribute)) else None
+            target = base if base is not None else self._lvalue_or_field(node.value)
+            if isinstance(target, Field):
+                indices = self.field_indices(target, self.subscript_key(node), node)
+                comps = ([()] if not target.element_shape else
+                         [c for c in np.ndindex(*target.element_shape)])
+                slots = [FieldRef(target, indices + tuple(B.const(c, T.i32) for c in comp))
+                         for comp in comps]
+                return LValue(slots, target.element_shape)
+            return target.pick(self.visit(node.slice), self.loc(node))
+        if isinstance(node, ast.Attribute) and node.attr in "xyzw" and len(node.attr) == 1:
+            base = self._lvalue_or_field(node.value)
+            if isinstance(base, LValue):
+                return base.pick("xyzw".index(node.attr), self.loc(node))
+        raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
+
+    def _lvalue_or_field(self, node):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            value = self.visit(node) if isinstance(node, ast.Attribute) else \
+                self.frame.lookup(node.id, self.loc(node))
+            if isinstance(value, Field):
+                return value
+        return self.lvalue(node)
+
+    def read_slot(self, slot):
+        if isinstance(slot, LocalRef):
+            return slot.var
+        if isinstance(slot, FieldRef):
+            return ir.Load(slot.field, slot.indices, slot.field.dtype, B.current_loc())
+        from tinyad.matrix import _dynamic_pick  # noqa: PLC0415
+        return _dynamic_pick(slot.index, [self.read_slot(s) for s in slot.slots])
+
+    def write_slot(self, slot, value, node):
+        loc = self.loc(node)
+        if isinstance(slot, LocalRef):
+            self.emit(ir.Assign(slot.var.name, self.coerce(value, slot.var.dtype, node), loc))
+        elif isinstance(slot, FieldRef):
+            if isinstance(value, Matrix) or not (B.is_expr(value) or isinstance(value, (numbers.Number, np.generic))):
+                raise TinyadTypeError(f"cannot store {type(value).__name__} in an element of "
+                                      f"field {slot.field.name}", loc)
+            self.emit(ir.Store(slot.field, slot.indices, B.cast(value, slot.field.dtype), loc))
+        else:  # a run-time index: every candidate keeps its value unless it is the one picked
+            for k, candidate in enumerate(slot.slots):
+                hit = B.binary("eq", slot.index, k)
+                self.write_slot(candidate, B.select(hit, value, self.read_slot(candidate)), node)
+
+    def assign(self, lv: LValue, value, node):
+        values = self.spread(value, lv, node)
+        for slot, v in zip(lv.slots, values):
+            self.write_slot(slot, v, node)
+
+    def spread(self, value, lv: LValue, node):
+        """The scalars to write into each slot of `lv` (a matrix must match its shape)."""
+        if isinstance(value, (list, tuple)) and lv.shape:
+            value = Matrix(list(value))
+        if isinstance(value, Matrix):
+            if value.shape != lv.shape and not (len(value.entries) == len(lv.slots) and
+                                               lv.shape and lv.shape[0] == len(lv.slots)):
+                raise TinyadTypeError(f"cannot assign a {value.shape} value to a {lv.shape} "
+                                      "target", self.loc(node))
+            return value.entries
+        return [value] * len(lv.slots)
+
+    # ---- statements -------------------------------------------------------------------------
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.visit(node.value)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        static = _is_static_call(node.value, self)
+        for target in node.targets:
+            self.assign_to(target, value, node, static)
+
+    def assign_to(self, target, value, node, static=False):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = value.entries if isinstance(value, Matrix) and value.ndim == 1 else \
+                (list(value) if isinstance(value, Matrix) else value)
+            if is_traced(items) or not hasattr(items, "__len__") or len(items) != len(target.elts):
+                raise TinyadSyntaxError(f"cannot unpack this value into {len(target.elts)} names",
+                                        self.loc(node))
+            for t, v in zip(target.elts, list(items)):
+                self.assign_to(t, v, node, static)
+            return
+        if isinstance(target, ast.Name):
+            scope = self.frame.find_scope(target.id)
+            if scope is None or not isinstance(scope[target.id], (ir.Var, LocalMatrix)):
+                if scope is not None and is_traced(value) and scope is not self.frame.scopes[-1]:
+                    raise TinyadSyntaxError(f"'{target.id}' holds a trace-time value from an outer "
+                                            "block; give the kernel value a new name",
+                                            self.loc(node))
+                if static:
+                    self.frame.scopes[-1][target.id] = value
+                else:
+                    self.declare(target.id, value, node)
+                return
+        self.assign(self.lvalue(target), value, node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None or not isinstance(node.target, ast.Name):
+            self.unsupported(node, "annotations without a value")
+        kind = resolve_annotation(self.visit(node.annotation))
+        value = self.visit(node.value)
+        if isinstance(kind, (lang.VectorType, lang.MatrixType)):
+            value = value if isinstance(value, Matrix) else Matrix(value)
+            self.declare(node.target.id, value, node, resolve_dtype(kind.dtype) if kind.dtype else None)
+        elif kind == "template":
+            self.frame.scopes[-1][node.target.id] = value
+        else:
+            self.declare(node.target.id, value, node, kind)
+
+    def visit_AugAssign(self, node):
+        name, _ = _binop_name(node)
+        lv = self.lvalue(node.target)
+        values = self.spread(self.visit(node.value), lv, node)
+        for slot, v in zip(lv.slots, values):
+            if isinstance(slot, FieldRef) and name in ("add", "sub"):
+                value = B.cast(v, slot.field.dtype)
+                self.emit(ir.AtomicOp(name, slot.field, slot.indices, value, None, self.loc(node)))
+            else:
+                self.write_slot(slot, B.binary(name, self.read_slot(slot), v), node)
+
+    def atomic_call(self, op, node):
+        if len(node.args) != 2:
+            raise TinyadSyntaxError(f"ti.atomic_{op}(target, value) takes two arguments",
+                                    self.loc(node))
+        lv = self.lvalue(node.args[0])
+        values = self.spread(self.visit(node.args[1]), lv, node)
+        olds = []
+        for slot, v in zip(lv.slots, values):
+            if isinstance(slot, FieldRef):
+                old = ir.Var(self.namer.fresh("old"), slot.field.dtype, self.loc(node))
+                self.emit(ir.AtomicOp(op, slot.field, slot.indices, B.cast(v, slot.field.dtype),
+                                      old.name, self.loc(node)))
+            else:
+                current = self.read_slot(slot)
+                old = ir.Var(self.namer.fresh("old"), current.dtype, self.loc(node))
+                self.emit(ir.Assign(old.name, current, self.loc(node)))
+                self.write_slot(slot, B.binary(op, old, v), node)
+            olds.append(old)
+        return olds[0] if not lv.shape else Matrix._make(olds, lv.shape[0],
+                                                          lv.shape[1] if len(lv.shape) > 1 else 1,
+                                                          len(lv.shape))
+
+    def stop_grad_call(self, node):
+        value = self.visit(node.args[0])
+        if isinstance(value, Field):  # ti.stop_grad(x): later loads of x here pass no gradient
+            self.frame.scopes[-1].setdefault(STOP_GRAD_KEY, set()).add(value)
+            return None
+        return lang.stop_grad(value)
+
+    def visit_If(self, node):
+        cond = self.visit(node.test)
+        if isinstance(cond, Matrix):
+            raise TinyadTypeError("`if` on a vector; reduce it first (e.g. with .sum() or .all())",
+                                  self.loc(node.test))
+        if not B.is_expr(cond):  # known at trace time: only the taken branch exists
+            with self.block(dynamic=False) as taken:
+                self.visit_block(node.body if cond else node.orelse)
+            self.blocks[-1].extend(taken)
+            return
+        with self.block() as then:
+            self.visit_block(node.body)
+        with self.block() as orelse:
+            self.visit_block(node.orelse)
+        self.emit(ir.If(cond, tuple(then), tuple(orelse), self.loc(node)))
+
+    def visit_While(self, node):
+        if node.orelse:
+            self.unsupported(node, "while ... else")
+        cond = self.visit(node.test)
+        if isinstance(cond, Matrix) or not (B.is_expr(cond) or cond):
+            if isinstance(cond, Matrix):
+                raise TinyadTypeError("`while` on a vector", self.loc(node.test))
+            return
+        self.loops.append(False)
+        with self.block() as body:
+            self.visit_block(node.body)
+        self.loops.pop()
+        self.emit(ir.While(B.as_expr(cond), tuple(body), self.loc(node)))
+
+    def visit_Break(self, node):
+        if not self.loops:
+            raise TinyadSyntaxError("`break` outside a run-time loop", self.loc(node),
+                                    hint="loops under ti.static are unrolled and cannot break")
+        if self.loops[-1]:
+            raise KernelSimplicityRuleError("`break` in the kernel's outermost (parallel) loop",
+                                            self.loc(node), hint="move the loop into a ti.func "
+                                            "called from an outer loop, or use ti.loop_config("
+                                            "serialize=True)... and a while loop")
+        self.emit(ir.Break(self.loc(node)))
+
+    def visit_Continue(self, node):
+        self.unsupported(node, "`continue` statements",
+                         "wrap the rest of the loop body in an `if` instead")
+
+    def visit_Return(self, node):
+        value = self.visit(node.value) if node.value is not None else None
+        frame = self.frame
+        if frame.is_kernel:
+            if self.kernel_ret is None:
+                raise TinyadSyntaxError("the kernel returns a value but declares no return type",
+                                        self.loc(node), hint="annotate it, e.g. `-> ti.f32`")
+            self.emit(ir.Return(self.coerce(value, self.kernel_ret, node), self.loc(node)))
+        elif frame.ret_insert_at is None:
+            frame.ret_binding = value   # the func's single return at its end
+        else:
+            self._assign_return(value, node)
+
+    def _assign_return(self, value, node):
+        frame = self.frame
+        if frame.ret_binding is None:  # first return: declare the result where the call began
+            block, index = frame.ret_insert_at
+            holder = []
+            self.blocks.append(holder)
+            self.frame.scopes.append({})
+            self.declare("ret", value if is_traced(value) else B.as_expr(value), node)
+            frame.ret_binding = self.frame.scopes.pop()["ret"]
+            self.blocks.pop()
+            block[index:index] = holder
+        lv = self._binding_lvalue(frame.ret_binding)
+        self.assign(lv, value, node)
+
+    def _binding_lvalue(self, binding):
+        if isinstance(binding, ir.Var):
+            return LValue([LocalRef(binding)], ())
+        shape = (binding.n,) if binding.ndim == 1 else (binding.n, binding.m)
+        return LValue([LocalRef(v) for v in binding.vars], shape)
+
+    def visit_With(self, node):
+        self.unsupported(node, "`with` blocks")
+
+    def visit_FunctionDef(self, node):
+        self.unsupported(node, "nested function definitions", "define a @ti.func at module level")
+
+    def visit_Assert(self, node):
+        self.unsupported(node, "`assert` statements",
+                         "check values in Python scope, or rely on tinyad's bounds checks")
+
+    from tinyad.frontend_loops import bind_static_target, visit_For  # noqa: E402  (loops module)
+
+    # ---- ti.func inlining ----------------------------------------------------------------------
+    def inline(self, func, args, kwargs, node):
+        if len(self.frames) > MAX_INLINE_DEPTH:
+            raise TinyadSyntaxError(f"ti.func {func.fn.__name__} calls itself too deeply (tinyad "
+                                    "inlines funcs, so recursion is not supported)", self.loc(node))
+        source = func.source
+        try:
+            bound = inspect.signature(func.fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TinyadTypeError(f"{func.fn.__name__}(): {exc}", self.loc(node)) from None
+        bound.apply_defaults()
+        body = rewrite_early_returns(source.tree.body)
+        returns = check_tail_returns(body, source)
+        reassigned = assigned_names(body)
+        frame = FunctionFrame(source)
+        if returns > 1 or (returns == 1 and not isinstance(body[-1], ast.Return)):
+            frame.ret_insert_at = (self.blocks[-1], len(self.blocks[-1]))
+        self.frames.append(frame)
+        try:
+            for name, value in bound.arguments.items():
+                annotation = func.fn.__annotations__.get(name)
+                kind = resolve_annotation(annotation) if annotation is not None else None
+                if kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
+                    frame.scopes[-1][name] = value
+                elif name in reassigned or (is_traced(value) and not _all_leaves(value)):
+                    self.declare(name, value, node, kind if isinstance(kind, T.DType) else None)
+                elif isinstance(kind, T.DType):
+                    frame.scopes[-1][name] = B.cast(value, kind)
+                else:
+                    frame.scopes[-1][name] = value
+            self.visit_block(body)
+        finally:
+            self.frames.pop()
+        binding = frame.ret_binding
+        if isinstance(binding, LocalMatrix):
+            return Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
+        return binding
+
+
+def _all_leaves(value):
+    entries = value.entries if isinstance(value, Matrix) else [value]
+    return all(is_leaf(e) or not B.is_expr(e) for e in entries)
+
+
+def _binop_name(node):
+    from tinyad.frontend_expr import BINOPS  # noqa: PLC0415
+    name, py_op = BINOPS[type(node.op)]
+    return name, py_op
+
+
+def _is_static_call(node, tracer) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    try:
+        return tracer.visit(node.func) is lang.static
+    except (TinyadError, TinyadSyntaxError):
+        return False
+
+
+def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
+    """Trace `fn` (a @ti.kernel's function) into an IR kernel."""
+    source = Source.of(fn)
+    tracer = Tracer()
+    frame = FunctionFrame(source, is_kernel=True)
+    tracer.frames.append(frame)
+    tracer.blocks.append([])
+    signature = inspect.signature(fn)
+    args = []
+    for pname, param in signature.parameters.items():
+        loc = source.loc(source.tree)
+        if param.annotation is inspect.Parameter.empty:
+            raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation", loc,
+                                    hint=f"write `{pname}: ti.f32`, `{pname}: int` or "
+                                         f"`{pname}: ti.template()`")
+        kind = resolve_annotation(_eval_annotation(param.annotation, fn))
+        if kind == "template":
+            frame.scopes[-1][pname] = template_args[pname]
+        elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
+            dtype = resolve_dtype(kind.dtype) if kind.dtype else T.f32
+            count = int(np.prod(kind.shape))
+            names = [tracer.namer.fresh(f"{pname}_{k}") for k in range(count)]
+            args.extend(ir.Arg(n, dtype) for n in names)
+            frame.scopes[-1][pname] = LocalMatrix([ir.Var(n, dtype, loc) for n in names],
+                                                  kind.shape[0], kind.shape[-1] if len(kind.shape) > 1 else 1,
+                                                  len(kind.shape))
+        else:
+            arg = ir.Arg(tracer.namer.fresh(pname), kind)
+            args.append(arg)
+            frame.scopes[-1][pname] = ir.Var(arg.name, kind, loc)
+    ret = signature.return_annotation
+    tracer.kernel_ret = None if ret in (inspect.Signature.empty, None) else \
+        resolve_dtype(_eval_annotation(ret, fn))
+    body = source.tree.body
+    returns = check_tail_returns(body, source)
+    if returns and not isinstance(body[-1], ast.Return):
+        raise TinyadSyntaxError("a kernel's `return` must be its last top-level statement",
+                                source.loc(body[-1]))
+    tracer.visit_block(body)
+    return ir.Kernel(name, tuple(args), tuple(tracer.blocks[0]), tracer.kernel_ret,
+                     source.loc(source.tree))
+
+
+def _eval_annotation(annotation, fn):
+    if isinstance(annotation, str):
+        return eval(annotation, fn.__globals__)  # noqa: S307  (`from __future__ import annotations`)
+    return annotation
+
+
+__all__ = ["trace_kernel", "Tracer", "builtins"]

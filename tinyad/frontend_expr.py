@@ -1,0 +1,335 @@
+"""Frontend, expressions: Python expression syntax -> traced values.
+
+A traced value is an IR expression (a scalar known at run time), a Matrix of them, or any Python
+object known at trace time (numbers, fields, functions, tuples). Python values are computed right
+away, which is what makes `ti.static`, closures and constants free.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+
+from tinyad import build as B
+from tinyad import ir
+from tinyad import lang
+from tinyad import types as T
+from tinyad.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
+from tinyad.field import Field
+from tinyad.frontend_scope import LocalMatrix
+from tinyad.matrix import Matrix
+
+BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub),
+          ast.Mult: ("mul", operator.mul), ast.Div: ("truediv", operator.truediv),
+          ast.FloorDiv: ("floordiv", operator.floordiv), ast.Mod: ("mod", operator.mod),
+          ast.Pow: ("pow", operator.pow), ast.BitAnd: ("bit_and", operator.and_),
+          ast.BitOr: ("bit_or", operator.or_), ast.BitXor: ("bit_xor", operator.xor),
+          ast.LShift: ("shl", operator.lshift), ast.RShift: ("shr", operator.rshift),
+          ast.MatMult: ("matmul", operator.matmul)}
+COMPARES = {ast.Lt: ("lt", operator.lt), ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt),
+            ast.GtE: ("ge", operator.ge), ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne)}
+SUGGESTIONS = {
+    ast.Lambda: "define a @ti.func instead",
+    ast.JoinedStr: "kernels cannot build strings",
+    ast.Dict: "kernels have no dicts; use ti.static on a dict built outside the kernel",
+    ast.Set: "kernels have no sets",
+    ast.Await: "kernels cannot await",
+    ast.Yield: "kernels cannot yield",
+    ast.NamedExpr: "assign on a separate line",
+}
+
+
+def is_traced(value) -> bool:
+    return B.is_expr(value) or isinstance(value, Matrix)
+
+
+class ExprVisitor:
+    """Mixin of the Tracer: one visit_X per supported expression node."""
+
+    def unsupported(self, node, what=None, hint=None):
+        what = what or f"`{type(node).__name__}` expressions"
+        raise TinyadSyntaxError(f"{what} are not supported in tinyad kernels", self.loc(node),
+                                hint or SUGGESTIONS.get(type(node), ""))
+
+    # ---- leaves ---------------------------------------------------------------------------
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_Name(self, node):
+        binding = self.frame.lookup(node.id, self.loc(node))
+        if isinstance(binding, LocalMatrix):
+            return Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
+        return binding
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    def visit_List(self, node):
+        return [self.visit(e) for e in node.elts]
+
+    def visit_ListComp(self, node):
+        """Evaluated at trace time over static iterables: [x[i] for i in range(3)]."""
+        out = []
+        self._comprehend(node.generators, lambda: out.append(self.visit(node.elt)))
+        return out
+
+    def _comprehend(self, generators, emit):
+        if not generators:
+            emit()
+            return
+        gen = generators[0]
+        iterable = self.visit(gen.iter)
+        if is_traced(iterable) and not isinstance(iterable, Matrix):
+            self.unsupported(gen, "comprehensions over run-time values")
+        for item in iterable:
+            self.frame.scopes.append({})
+            self.bind_static_target(gen.target, item)
+            if all(self._static_truth(self.visit(cond), cond) for cond in gen.ifs):
+                self._comprehend(generators[1:], emit)
+            self.frame.scopes.pop()
+
+    def _static_truth(self, value, node):
+        if is_traced(value):
+            raise TinyadSyntaxError("this condition must be known at trace time",
+                                    self.loc(node), hint="wrap it in ti.static(...)")
+        return bool(value)
+
+    # ---- operators ------------------------------------------------------------------------
+    def visit_BinOp(self, node):
+        a, b = self.visit(node.left), self.visit(node.right)
+        name, py_op = BINOPS.get(type(node.op), (None, None))
+        if name is None:
+            self.unsupported(node, f"the operator {type(node.op).__name__}")
+        if not is_traced(a) and not is_traced(b):
+            return self.python(py_op, a, b, node=node)
+        if name == "matmul":
+            return a @ b
+        if isinstance(a, Matrix) or isinstance(b, Matrix):
+            return py_op(a, b)
+        return B.binary(name, a, b)
+
+    def visit_UnaryOp(self, node):
+        value = self.visit(node.operand)
+        if isinstance(node.op, ast.Not):
+            return B.unary("not", value) if B.is_expr(value) else self.python(operator.not_, value, node=node)
+        if isinstance(node.op, ast.Invert) and B.is_expr(value):
+            return B.unary("bit_not", value)
+        py_op = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+        return self.python(py_op[type(node.op)], value, node=node)
+
+    def visit_BoolOp(self, node):
+        name = "and" if isinstance(node.op, ast.And) else "or"
+        result = self.visit(node.values[0])
+        for value_node in node.values[1:]:
+            if not is_traced(result):  # Python short-circuit on values known now
+                if (name == "and") != bool(result):
+                    return result
+                result = self.visit(value_node)
+                continue
+            result = B.binary(name, result, self.visit(value_node))
+        return result
+
+    def visit_Compare(self, node):
+        left = self.visit(node.left)
+        results = []
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.visit(right_node)
+            traced = is_traced(left) or is_traced(right)
+            if type(op) in COMPARES:
+                name, py_op = COMPARES[type(op)]
+                if not traced:
+                    results.append(self.python(py_op, left, right, node=node))
+                elif isinstance(left, Matrix) or isinstance(right, Matrix):
+                    results.append(py_op(left, right))
+                else:
+                    results.append(B.binary(name, left, right))
+            elif traced:
+                self.unsupported(node, f"`{type(op).__name__}` on kernel values")
+            else:
+                py_op = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                         ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}[type(op)]
+                results.append(self.python(py_op, left, right, node=node))
+            left = right
+        out = results[0]
+        for value in results[1:]:  # a < b < c is (a < b) and (b < c)
+            out = B.binary("and", out, value) if is_traced(out) or is_traced(value) else (out and value)
+        return out
+
+    def visit_IfExp(self, node):
+        cond = self.visit(node.test)
+        if not is_traced(cond):
+            return self.visit(node.body) if cond else self.visit(node.orelse)
+        return lang.select(cond, self.visit(node.body), self.visit(node.orelse))
+
+    # ---- attributes and subscripts -----------------------------------------------------------
+    def visit_Attribute(self, node):
+        obj = self.visit(node.value)
+        if isinstance(obj, Field) and node.attr in ("grad", "dual"):
+            twin = getattr(obj, node.attr)
+            if twin is None:
+                flag = "needs_grad" if node.attr == "grad" else "needs_dual"
+                raise TinyadRuntimeError(
+                    f"Gradient {obj.name}.{node.attr} has not been placed, check whether "
+                    f"`{flag}=True`", self.loc(node),
+                    hint=f"declare {obj.name} with {flag}=True, or call ti.root.lazy_grad()")
+            return twin
+        try:
+            return getattr(obj, node.attr)
+        except AttributeError:
+            raise TinyadSyntaxError(f"{type(obj).__name__} has no attribute '{node.attr}'",
+                                    self.loc(node)) from None
+
+    def subscript_key(self, node):
+        """The evaluated index of a subscript, as a tuple."""
+        slice_node = node.slice
+        if isinstance(slice_node, ast.Slice):
+            self.unsupported(node, "slices")
+        key = self.visit(slice_node)
+        if key is None:
+            return ()
+        if isinstance(key, Matrix):
+            return tuple(key.entries)
+        if not isinstance(key, tuple):
+            return (key,)
+        flat = []
+        for k in key:
+            flat.extend(k.entries if isinstance(k, Matrix) else [k])
+        return tuple(flat)
+
+    def field_indices(self, fld: Field, key: tuple, node) -> tuple:
+        if not fld.is_placed:
+            raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
+                                     self.loc(node))
+        if len(key) != fld.ndim:
+            raise TinyadTypeError(f"field {fld.name} has {fld.ndim} dimension(s) {fld.shape}, "
+                                  f"indexed with {len(key)} index(es)", self.loc(node),
+                                  hint=f"write {fld.name}[None] for a 0-D field" if fld.ndim == 0 else "")
+        indices = []
+        for k in key:
+            if isinstance(k, float) or (B.is_expr(k) and k.dtype.is_float):
+                raise TinyadTypeError(f"field {fld.name} is indexed with a float", self.loc(node),
+                                      hint="convert the index with ti.cast(i, ti.i32) or int(i)")
+            if not (B.is_expr(k) or isinstance(k, int) or hasattr(k, "__index__")):
+                raise TinyadTypeError(f"field {fld.name} is indexed with {type(k).__name__} {k!r}",
+                                      self.loc(node))
+            indices.append(B.as_expr(k if B.is_expr(k) else int(k)))
+        return tuple(indices)
+
+    def load_field(self, fld: Field, indices: tuple, node):
+        loc = self.loc(node)
+        stop = fld in self.stopped_fields()
+        if not fld.element_shape:
+            load = ir.Load(fld, indices, fld.dtype, loc)
+            return B.unary("stop_grad", load) if stop else load
+        loads = []
+        for comp in _component_indices(fld.element_shape):
+            load = ir.Load(fld, indices + tuple(B.const(c, T.i32) for c in comp), fld.dtype, loc)
+            loads.append(B.unary("stop_grad", load) if stop else load)
+        n, m = fld.n, fld.m
+        return Matrix._make(loads, n, m, len(fld.element_shape))
+
+    def visit_Subscript(self, node):
+        obj = self.visit(node.value)
+        if isinstance(obj, Field):
+            return self.load_field(obj, self.field_indices(obj, self.subscript_key(node), node), node)
+        key = self.visit(node.slice)
+        if isinstance(obj, Matrix):
+            return obj[key]
+        if is_traced(key):
+            self.unsupported(node, "indexing a Python list with a run-time value")
+        return self.python(operator.getitem, obj, key, node=node)
+
+    # ---- calls ------------------------------------------------------------------------------
+    def visit_Call(self, node):
+        fn = self.visit(node.func)
+        if fn is lang.static:
+            return self.visit_static(node)
+        if fn in lang.ATOMICS:
+            return self.atomic_call(lang.ATOMICS[fn], node)
+        if fn is lang.loop_config:
+            self.pending_serialize = bool(self.evaluate_kwargs(node).get("serialize", False))
+            return None
+        if fn is lang.stop_grad:
+            return self.stop_grad_call(node)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.visit(a.value))
+            else:
+                args.append(self.visit(a))
+        kwargs = self.evaluate_kwargs(node)
+        from tinyad.kernel import Func, Kernel  # noqa: PLC0415  (kernel.py uses the frontend)
+        if isinstance(fn, Func):
+            return self.inline(fn, args, kwargs, node)
+        if isinstance(fn, Kernel):
+            raise TinyadSyntaxError("a kernel cannot call another kernel", self.loc(node),
+                                    hint="make the callee a @ti.func")
+        if fn in BUILTIN_OVERRIDES and any(is_traced(a) for a in args):
+            return BUILTIN_OVERRIDES[fn](*args, **kwargs)
+        if fn is print:
+            self.unsupported(node, "print() calls", "print fields from Python scope after the kernel")
+        if any(is_traced(a) for a in (*args, *kwargs.values())) and not _is_tinyad_callable(fn):
+            raise TinyadSyntaxError(
+                f"{getattr(fn, '__name__', fn)!s} is a plain Python function called with kernel "
+                "values", self.loc(node), hint="decorate it with @ti.func")
+        return self.python(fn, *args, node=node, **kwargs)
+
+    def evaluate_kwargs(self, node):
+        return {kw.arg: self.visit(kw.value) for kw in node.keywords if kw.arg is not None}
+
+    def visit_static(self, node):
+        values = [self.visit(a) for a in node.args]
+        for a, v in zip(node.args, values):
+            if B.is_expr(v) or (isinstance(v, Matrix) and any(B.is_expr(e) for e in v.entries)):
+                raise TinyadSyntaxError("ti.static() needs a value known at trace time, but this "
+                                        "is only known when the kernel runs", self.loc(a),
+                                        hint="use a Python constant, a field, or a template argument")
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def python(self, fn, *args, node=None, **kwargs):
+        """Call Python code at trace time; its failures become errors at the user's line."""
+        try:
+            return fn(*args, **kwargs)
+        except (TinyadSyntaxError, TinyadTypeError, TinyadRuntimeError):
+            raise
+        except Exception as exc:  # noqa: BLE001  (any failure of user code at trace time)
+            raise TinyadTypeError(f"{type(exc).__name__}: {exc}", self.loc(node)) from exc
+
+
+def _component_indices(element_shape):
+    if len(element_shape) == 1:
+        return [(i,) for i in range(element_shape[0])]
+    return [(i, j) for i in range(element_shape[0]) for j in range(element_shape[1])]
+
+
+def _is_tinyad_callable(fn) -> bool:
+    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", "")
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, Matrix):
+        return True
+    return isinstance(module, str) and module.split(".")[0] == "tinyad"
+
+
+def _to_float(x):
+    from tinyad.runtime import runtime  # noqa: PLC0415
+    return lang.cast(x, runtime.config.default_fp)
+
+
+def _to_int(x):
+    from tinyad.runtime import runtime  # noqa: PLC0415
+    return lang.cast(x, runtime.config.default_ip)
+
+
+def _builtin_max(*args):
+    from tinyad import math  # noqa: PLC0415
+    return math.max(*args)
+
+
+def _builtin_min(*args):
+    from tinyad import math  # noqa: PLC0415
+    return math.min(*args)
+
+
+BUILTIN_OVERRIDES = {builtins.float: _to_float, builtins.int: _to_int,
+                     builtins.abs: lambda x: abs(x), builtins.max: _builtin_max,
+                     builtins.min: _builtin_min}

@@ -1,0 +1,155 @@
+"""What the frontend keeps while tracing: scopes of local bindings, fresh names, source lines."""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from tinyad import ir
+from tinyad.errors import TinyadSyntaxError
+from tinyad.srcloc import SrcLoc
+
+
+@dataclass
+class LocalMatrix:
+    """A vector or matrix local: one IR local per entry."""
+    vars: list          # ir.Var per entry, row-major
+    n: int
+    m: int
+    ndim: int
+
+
+@dataclass
+class Source:
+    """A kernel's or func's parsed source, with the offsets that map AST positions to the file."""
+    fn: object
+    tree: ast.FunctionDef
+    file: str
+    line_offset: int
+    col_offset: int
+
+    @classmethod
+    def of(cls, fn) -> "Source":
+        try:
+            lines, first_line = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as exc:
+            raise TypeError(f"tinyad needs the source of {fn.__qualname__} to trace it: {exc}") from None
+        text = "".join(lines)
+        dedented = textwrap.dedent(text)
+        indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
+        tree = ast.parse(dedented)
+        node = tree.body[0]
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            raise TypeError(f"{fn.__qualname__} is not a plain function")
+        return cls(fn, node, inspect.getsourcefile(fn) or "<unknown>", first_line - 1, indent)
+
+    def loc(self, node: ast.AST) -> SrcLoc:
+        line = getattr(node, "lineno", self.tree.lineno)
+        col = getattr(node, "col_offset", 0)
+        end_line = getattr(node, "end_lineno", line)
+        end_col = getattr(node, "end_col_offset", None) if end_line == line else None
+        return SrcLoc(self.file, line + self.line_offset, col + self.col_offset,
+                      end_col + self.col_offset if end_col is not None else None,
+                      self.fn.__name__)
+
+
+@dataclass
+class FunctionFrame:
+    """The state of one kernel or inlined func being traced."""
+    source: Source
+    scopes: list = field(default_factory=lambda: [{}])
+    is_kernel: bool = False
+    ret_binding: object = None       # where a func's returns go (set at its first return)
+    ret_insert_at: tuple = None      # (block list, index) where the result local is declared
+
+    def lookup(self, name: str, loc: SrcLoc):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        fn = self.source.fn
+        if fn.__code__.co_freevars and fn.__closure__:
+            cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+            if name in cells:
+                try:
+                    return cells[name].cell_contents
+                except ValueError:
+                    pass
+        if name in fn.__globals__:
+            return fn.__globals__[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise TinyadSyntaxError(f"name '{name}' is not defined", loc)
+
+    def find_scope(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope
+        return None
+
+
+class Namer:
+    """Unique IR names: the user's name when free, then name_1, name_2, ..."""
+
+    def __init__(self):
+        self.used: set[str] = set()
+
+    def fresh(self, base: str) -> str:
+        base = base or "t"
+        name, k = base, 1
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+
+def assigned_names(body: list[ast.stmt]) -> set[str]:
+    """Names a function body assigns to (so its parameters that need their own local copy)."""
+    names = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def rewrite_early_returns(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`if c: ...; return a` followed by more statements becomes `if c: ... else: <rest>`, so
+    every return ends up in tail position, where inlining can handle it."""
+    out = []
+    for k, stmt in enumerate(body):
+        if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
+                and isinstance(stmt.body[-1], ast.Return) and k + 1 < len(body)):
+            rest = rewrite_early_returns(body[k + 1:])
+            new = ast.If(test=stmt.test, body=rewrite_early_returns(stmt.body), orelse=rest)
+            out.append(ast.copy_location(new, stmt))
+            return out
+        if isinstance(stmt, ast.If):
+            stmt = ast.copy_location(ast.If(test=stmt.test, body=rewrite_early_returns(stmt.body),
+                                            orelse=rewrite_early_returns(stmt.orelse)), stmt)
+        out.append(stmt)
+    return out
+
+
+def check_tail_returns(body: list[ast.stmt], source: Source, tail: bool = True) -> int:
+    """Reject `return` anywhere but at the end of the function (possibly inside if/else).
+    Returns how many returns there are."""
+    count = 0
+    for k, stmt in enumerate(body):
+        last = k == len(body) - 1
+        if isinstance(stmt, ast.Return):
+            if not (tail and last):
+                raise TinyadSyntaxError(
+                    "`return` must be the last statement of a ti.func or kernel", source.loc(stmt),
+                    hint="store the result in a variable and return it at the end")
+            count += 1
+        elif isinstance(stmt, ast.If):
+            count += check_tail_returns(stmt.body, source, tail and last)
+            count += check_tail_returns(stmt.orelse, source, tail and last)
+        elif isinstance(stmt, (ast.For, ast.While, ast.With)):
+            count += check_tail_returns(stmt.body, source, False)
+    return count
+
+
+def is_leaf(expr) -> bool:
+    return isinstance(expr, (ir.Var, ir.Const))

@@ -1,0 +1,262 @@
+"""tinyad IR: a small, closed set of frozen nodes. Every consumer sees only these.
+
+Expressions are trees (as in the source); statements form nested blocks (tuples). Only scalars
+exist here: the frontend unrolls vectors, matrices, `ti.static` and `@ti.func` calls before IR.
+Every node carries the user's source location, so any consumer can point at the user's line.
+
+    expressions: Const  Var  Load  Op
+    statements:  Assign  Store  AtomicOp  If  For  While  Break  Return  Save  Restore
+    top level:   Kernel
+
+A field referenced by Load/Store/AtomicOp is the runtime Field object itself (x, x.grad, x.dual);
+the IR only uses its `.name`, `.dtype` and `.ndim`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from tinyad.srcloc import UNKNOWN, SrcLoc
+from tinyad.types import DType
+
+LOC = field(default=UNKNOWN, compare=False, repr=False)
+
+
+class Expr:
+    """Base of expressions. Arithmetic on expressions builds new IR; the typing rules for that
+    live in tinyad/build.py, imported late because build.py itself builds on this module."""
+
+    dtype: DType
+    loc: SrcLoc
+
+    def _b(self):
+        from tinyad import build  # noqa: PLC0415  (build imports ir)
+        return build
+
+    def __add__(self, o): return self._b().binary("add", self, o)
+    def __radd__(self, o): return self._b().binary("add", o, self)
+    def __sub__(self, o): return self._b().binary("sub", self, o)
+    def __rsub__(self, o): return self._b().binary("sub", o, self)
+    def __mul__(self, o): return self._b().binary("mul", self, o)
+    def __rmul__(self, o): return self._b().binary("mul", o, self)
+    def __truediv__(self, o): return self._b().binary("truediv", self, o)
+    def __rtruediv__(self, o): return self._b().binary("truediv", o, self)
+    def __floordiv__(self, o): return self._b().binary("floordiv", self, o)
+    def __rfloordiv__(self, o): return self._b().binary("floordiv", o, self)
+    def __mod__(self, o): return self._b().binary("mod", self, o)
+    def __rmod__(self, o): return self._b().binary("mod", o, self)
+    def __pow__(self, o): return self._b().binary("pow", self, o)
+    def __rpow__(self, o): return self._b().binary("pow", o, self)
+    def __neg__(self): return self._b().unary("neg", self)
+    def __pos__(self): return self
+    def __abs__(self): return self._b().unary("abs", self)
+    def __lt__(self, o): return self._b().binary("lt", self, o)
+    def __le__(self, o): return self._b().binary("le", self, o)
+    def __gt__(self, o): return self._b().binary("gt", self, o)
+    def __ge__(self, o): return self._b().binary("ge", self, o)
+
+    def __bool__(self):
+        from tinyad.errors import TinyadSyntaxError  # noqa: PLC0415
+        raise TinyadSyntaxError(
+            "a kernel value has no Python truth value at trace time", self.loc,
+            hint="use `if` on it inside the kernel, or ti.select(cond, a, b)")
+
+    # Dataclasses with eq=True drop __hash__; expressions are hashed by identity.
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: Any
+    dtype: DType
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A read of a kernel-local scalar variable."""
+    name: str
+    dtype: DType
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    """A read of one element of a global field."""
+    field: Any
+    indices: tuple[Expr, ...]
+    dtype: DType
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    """An operation from the op table (tinyad/ops.py): arithmetic, math, compare, select, cast."""
+    op: str
+    args: tuple[Expr, ...]
+    dtype: DType
+    loc: SrcLoc = LOC
+
+
+class Stmt:
+    loc: SrcLoc
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    """`name = value` on a kernel-local scalar; the first assignment declares it."""
+    name: str
+    value: Expr
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    """`field[indices] = value`: a plain (non-accumulating) global write."""
+    field: Any
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class AtomicOp(Stmt):
+    """`field[indices] op= value` for op in add, sub, min, max; `result` names a local that
+    receives the old value (`old = ti.atomic_add(...)`), or is None."""
+    op: str
+    field: Any
+    indices: tuple[Expr, ...]
+    value: Expr
+    result: str | None = None
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in range(start, stop)`. `parallel` marks the kernel's outermost loops (Taichi runs
+    their iterations in any order); `reverse` iterates stop-1 down to start (adjoint loops)."""
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple[Stmt, ...]
+    parallel: bool = False
+    reverse: bool = False
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    cond: Expr
+    body: tuple[Stmt, ...]
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Break(Stmt):
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Return(Stmt):
+    """The kernel's return value; only at the kernel's top level, as its last statement."""
+    value: Expr
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Save(Stmt):
+    """Adjoint kernels only: push the current value of local `name` on its own stack."""
+    name: str
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Restore(Stmt):
+    """Adjoint kernels only: pop the last saved value of local `name` back into it."""
+    name: str
+    loc: SrcLoc = LOC
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    args: tuple[Arg, ...]
+    body: tuple[Stmt, ...]
+    ret: DType | None = None
+    loc: SrcLoc = LOC
+
+    def __str__(self) -> str:
+        from tinyad.printer import format_kernel  # noqa: PLC0415  (the printer imports ir)
+        return format_kernel(self)
+
+
+EXPR_NODES = (Const, Var, Load, Op)
+STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore)
+
+
+def child_blocks(stmt: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The nested statement blocks of a statement."""
+    if isinstance(stmt, If):
+        return (stmt.then, stmt.orelse)
+    if isinstance(stmt, (For, While)):
+        return (stmt.body,)
+    return ()
+
+
+def walk_stmts(block: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement in a block, nested ones included, in source order."""
+    for stmt in block:
+        yield stmt
+        for inner in child_blocks(stmt):
+            yield from walk_stmts(inner)
+
+
+def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions a statement evaluates itself (not those of nested blocks)."""
+    if isinstance(stmt, (Assign, Return)):
+        return (stmt.value,)
+    if isinstance(stmt, (Store, AtomicOp)):
+        return (*stmt.indices, stmt.value)
+    if isinstance(stmt, (If, While)):
+        return (stmt.cond,)
+    if isinstance(stmt, For):
+        return (stmt.start, stmt.stop)
+    return ()
+
+
+def walk_expr(expr: Expr) -> Iterator[Expr]:
+    """An expression and all its sub-expressions, parents first."""
+    yield expr
+    if isinstance(expr, Load):
+        for index in expr.indices:
+            yield from walk_expr(index)
+    elif isinstance(expr, Op):
+        for arg in expr.args:
+            yield from walk_expr(arg)
+
+
+def fields_of(block: tuple[Stmt, ...]) -> list:
+    """The global fields a block reads or writes, in first-use order."""
+    seen: dict[int, Any] = {}
+    for stmt in walk_stmts(block):
+        if isinstance(stmt, (Store, AtomicOp)):
+            seen.setdefault(id(stmt.field), stmt.field)
+        for expr in stmt_exprs(stmt):
+            for sub in walk_expr(expr):
+                if isinstance(sub, Load):
+                    seen.setdefault(id(sub.field), sub.field)
+    return list(seen.values())

@@ -1,0 +1,215 @@
+"""`@ti.kernel` and `@ti.func`: tracing on first call, running, recording on the active Tape."""
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+
+import numpy as np
+
+from tinyad import ir
+from tinyad import lang
+from tinyad import types as T
+from tinyad.errors import TinyadError, TinyadSyntaxError, TinyadTypeError
+from tinyad.frontend import resolve_annotation, trace_kernel
+from tinyad.frontend_scope import Source
+from tinyad.matrix import Matrix
+from tinyad.runtime import active_recorder, note, runtime
+from tinyad.verify import verify
+
+
+def _user_facing(call):
+    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames."""
+    try:
+        return call()
+    except (TinyadError, TinyadSyntaxError) as exc:
+        raise exc.with_traceback(None) from None
+
+
+class Func:
+    """A @ti.func: inlined into the kernels that call it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self._source = None
+
+    @property
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = Source.of(self.fn)
+        return self._source
+
+    def __call__(self, *args, **kwargs):
+        raise TinyadTypeError(f"ti.func {self.fn.__name__} can only be called from a kernel or "
+                              "another ti.func", hint="wrap the call in a @ti.kernel")
+
+
+class Kernel:
+    """A @ti.kernel. Traced to IR on first call (and per template argument set)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self.signature = inspect.signature(fn)
+        self._kinds = None
+        self._traces: dict = {}
+        self._last_key = None
+        self.grad = AdjointKernel(self)
+        self.is_no_grad = False
+
+    # ---- arguments --------------------------------------------------------------------------
+    def kinds(self):
+        if self._kinds is None:
+            self._kinds = {}
+            for name, param in self.signature.parameters.items():
+                annotation = param.annotation
+                if isinstance(annotation, str):
+                    annotation = eval(annotation, self.fn.__globals__)  # noqa: S307
+                self._kinds[name] = (None if annotation is inspect.Parameter.empty
+                                     else resolve_annotation(annotation))
+        return self._kinds
+
+    def bind(self, args, kwargs):
+        """-> (template values, flat scalar values for the IR's arguments)."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        templates, scalars = {}, []
+        for name, value in bound.arguments.items():
+            kind = self.kinds()[name]
+            if kind == "template":
+                templates[name] = value
+            elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
+                entries = value.entries if isinstance(value, Matrix) else np.ravel(value).tolist()
+                scalars.extend(_check_scalar(self, name, e, T.f32) for e in entries)
+            elif isinstance(kind, T.DType):
+                scalars.append(_check_scalar(self, name, value, kind))
+        return templates, tuple(scalars)
+
+    def _key(self, templates):
+        return (runtime.generation, runtime.config.default_fp, runtime.config.default_ip,
+                tuple((n, _template_key(v)) for n, v in templates.items()))
+
+    def ir_for(self, templates) -> ir.Kernel:
+        key = self._key(templates)
+        if key not in self._traces:
+            kernel = trace_kernel(self.fn, templates, self.fn.__name__)
+            self._traces[key] = _Compiled(verify(kernel))
+        self._last_key = key
+        return self._traces[key]
+
+    @property
+    def ir(self) -> ir.Kernel:
+        """The IR of the last call (traced now if the kernel takes no template arguments)."""
+        return self._compiled_for_inspection().ir
+
+    def _compiled_for_inspection(self):
+        if self._last_key is None:
+            if any(k == "template" for k in self.kinds().values()):
+                raise TinyadTypeError(f"{self.fn.__name__} takes template arguments: call it once "
+                                      "before asking for its IR")
+            return _user_facing(lambda: self.ir_for({}))
+        return self._traces[self._last_key]
+
+    # ---- launching ----------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        return _user_facing(lambda: self._launch(args, kwargs))
+
+    def _launch(self, args, kwargs):
+        templates, scalars = self.bind(args, kwargs)
+        compiled = self.ir_for(templates)
+        recorder = active_recorder.get()
+        if recorder is not None:
+            recorder.record(self, args, kwargs)
+        return compiled.run_forward(scalars)
+
+
+class AdjointKernel:
+    """`kernel.grad`: the reverse-mode adjoint of a kernel, built from its IR on first use."""
+
+    def __init__(self, primal: Kernel):
+        self.primal = primal
+
+    def __call__(self, *args, **kwargs):
+        return _user_facing(lambda: self._launch(args, kwargs))
+
+    def _launch(self, args, kwargs):
+        if self.primal.is_no_grad:
+            return None
+        templates, scalars = self.primal.bind(args, kwargs)
+        self.primal.ir_for(templates).run_adjoint(scalars)
+        return None
+
+    @property
+    def ir(self) -> ir.Kernel:
+        compiled = self.primal._compiled_for_inspection()
+        return _user_facing(compiled.adjoint_ir)
+
+
+class _Compiled:
+    """One traced kernel: its IR, its adjoint IR, and their interpreter programs."""
+
+    def __init__(self, kernel_ir: ir.Kernel):
+        self.ir = kernel_ir
+        self._adjoint = None
+        self._programs = {}
+
+    def adjoint_ir(self) -> ir.Kernel:
+        if self._adjoint is None:
+            from tinyad.reverse import reverse  # noqa: PLC0415
+            self._adjoint = reverse(self.ir)
+        return self._adjoint
+
+    def _program(self, which, kernel_ir):
+        if which not in self._programs:
+            from interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
+            self._programs[which] = Program(kernel_ir)
+        return self._programs[which]
+
+    def run_forward(self, scalars):
+        return self._program("forward", self.ir).run(scalars)
+
+    def run_adjoint(self, scalars):
+        self._program("adjoint", self.adjoint_ir()).run(scalars)
+
+
+def _check_scalar(kernel, name, value, dtype: T.DType):
+    if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, complex):
+        raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
+                              f"got {type(value).__name__}")
+    if dtype.is_int and not float(value).is_integer():
+        raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
+                              f"got the non-integer {value!r}")
+    return value
+
+
+def _template_key(value):
+    if isinstance(value, (numbers.Number, str, bool, type(None))):
+        return (type(value).__name__, value)
+    if isinstance(value, tuple):
+        return tuple(_template_key(v) for v in value)
+    return ("id", id(value))
+
+
+def kernel(fn=None, **_options):
+    """`@ti.kernel`: mark a function as a kernel."""
+    if fn is None:
+        return lambda f: Kernel(f)
+    return Kernel(fn)
+
+
+def func(fn=None, **_options):
+    """`@ti.func`: a function inlined into the kernels that call it."""
+    if fn is None:
+        return lambda f: Func(f)
+    return Func(fn)
+
+
+def real_func(fn):
+    note(f"ti.real_func {fn.__name__} is inlined like a ti.func in tinyad")
+    return Func(fn)

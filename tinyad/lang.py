@@ -1,0 +1,178 @@
+"""Kernel-language functions that are not math: static, ndrange, atomics, select, cast, random,
+types. Functions the frontend treats specially (it passes them the unevaluated syntax) are
+listed in SPECIAL_FORMS."""
+from __future__ import annotations
+
+import itertools
+
+from tinyad import build as B
+from tinyad import types as T
+from tinyad.errors import TinyadTypeError
+from tinyad.field import resolve_dtype
+from tinyad.matrix import Matrix
+from tinyad.runtime import runtime
+
+
+def static(value, *more):
+    """Evaluate at trace time (loops unrolled, branches chosen); tinyad checks it is static."""
+    return (value, *more) if more else value
+
+
+class ndrange:  # noqa: N801  (Taichi's name)
+    """`ti.ndrange(4, (1, 5))`: a multi-dimensional range; parallel when outermost."""
+
+    def __init__(self, *extents):
+        self.bounds = []
+        for e in extents:
+            if isinstance(e, (tuple, list)):
+                if len(e) != 2:
+                    raise TinyadTypeError(f"ndrange bounds must be (start, stop), got {e!r}",
+                                          B.current_loc())
+                self.bounds.append((e[0], e[1]))
+            else:
+                self.bounds.append((0, e))
+
+    def __iter__(self):  # static iteration: ti.static(ti.ndrange(3, 3))
+        if any(B.is_expr(v) for b in self.bounds for v in b):
+            raise TinyadTypeError("ti.static(ti.ndrange(...)) needs bounds known at trace time",
+                                  B.current_loc())
+        return itertools.product(*(range(int(a), int(b)) for a, b in self.bounds))
+
+
+class grouped:  # noqa: N801
+    """`ti.grouped(x)` or `ti.grouped(ti.ndrange(...))`: one vector index instead of several."""
+
+    def __init__(self, iterable):
+        self.iterable = iterable
+
+    def __iter__(self):
+        for index in self.iterable:
+            yield Matrix(list(index))
+
+
+def select(cond, a, b):
+    """`a if cond else b`, without branching; element-wise when any operand is a matrix."""
+    shaped = next((v for v in (cond, a, b) if isinstance(v, Matrix)), None)
+    if shaped is None:
+        return B.select(cond, a, b)
+    c, x, y = (_as_matrix(v, shaped) for v in (cond, a, b))
+    return shaped._like([B.select(*triple) for triple in zip(c.entries, x.entries, y.entries)])
+
+
+def _as_matrix(value, like: Matrix) -> Matrix:
+    if isinstance(value, Matrix):
+        return value
+    return like._like([value] * len(like.entries))
+
+
+def cast(value, dtype):
+    dtype = resolve_dtype(dtype)
+    if isinstance(value, Matrix):
+        return value.cast(dtype)
+    if not B.is_expr(value):
+        return float(value) if dtype.is_float else int(value)
+    return B.cast(value, dtype)
+
+
+def random(dtype=float):
+    """Uniform in [0, 1) for floats; a random 32-bit integer for int types."""
+    dtype = resolve_dtype(dtype)
+    if B.current_loc().line == 0:  # Python scope
+        return float(runtime.rng.random()) if dtype.is_float else int(runtime.rng.integers(2**31))
+    return B.random(dtype)
+
+
+def stop_grad(value):
+    """The value, with no gradient flowing back through it. (On a field, see the frontend.)"""
+    if isinstance(value, Matrix):
+        return value.map(lambda v: B.unary("stop_grad", v))
+    return B.unary("stop_grad", value) if B.is_expr(value) else value
+
+
+def atomic_add(target, value):  # bodies live in the frontend: these need the target's location
+    raise TinyadTypeError("ti.atomic_add is only available inside kernels", B.current_loc())
+
+
+def atomic_sub(target, value):
+    raise TinyadTypeError("ti.atomic_sub is only available inside kernels", B.current_loc())
+
+
+def atomic_min(target, value):
+    raise TinyadTypeError("ti.atomic_min is only available inside kernels", B.current_loc())
+
+
+def atomic_max(target, value):
+    raise TinyadTypeError("ti.atomic_max is only available inside kernels", B.current_loc())
+
+
+def loop_config(serialize=False, block_dim=None, parallelize=None, **_ignored):
+    """Applies to the next outermost loop; handled by the frontend."""
+
+
+def sync():
+    """Wait for queued kernels. Interp mode runs kernels synchronously, so nothing to do."""
+
+
+ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max"}
+SPECIAL_FORMS = (static, loop_config, stop_grad, *ATOMICS)
+
+
+# ---- annotations and types ---------------------------------------------------------------
+
+class template:  # noqa: N801
+    """`x: ti.template()`: the argument is captured at trace time (fields, Python values)."""
+
+
+class VectorType:
+    def __init__(self, n, dtype):
+        self.n, self.dtype = n, dtype
+        self.shape = (n,)
+
+    def __call__(self, *entries):
+        flat = _flatten_entries(entries)
+        if len(flat) == 1 and self.n > 1:
+            flat = flat * self.n
+        if len(flat) != self.n:
+            raise TinyadTypeError(f"vector({self.n}) needs {self.n} entries, got {len(flat)}",
+                                  B.current_loc())
+        return Matrix(flat, dt=resolve_dtype(self.dtype) if self.dtype else None)
+
+
+class MatrixType:
+    def __init__(self, n, m, dtype):
+        self.n, self.m, self.dtype = n, m, dtype
+        self.shape = (n, m)
+
+    def __call__(self, *entries):
+        flat = _flatten_entries(entries)
+        if len(flat) == 1:
+            flat = flat * (self.n * self.m)
+        if len(flat) != self.n * self.m:
+            raise TinyadTypeError(f"matrix({self.n}, {self.m}) needs {self.n * self.m} entries",
+                                  B.current_loc())
+        rows = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
+        return Matrix(rows, dt=resolve_dtype(self.dtype) if self.dtype else None)
+
+
+def _flatten_entries(entries):
+    flat = []
+    for e in entries:
+        if isinstance(e, Matrix):
+            flat.extend(e.entries)
+        elif isinstance(e, (list, tuple)):
+            flat.extend(_flatten_entries(e))
+        else:
+            flat.append(e)
+    return flat
+
+
+class types:  # noqa: N801  (the `ti.types` namespace)
+    vector = VectorType
+    matrix = MatrixType
+    template = template
+    i32, i64, f32, f64, u8 = T.i32, T.i64, T.f32, T.f64, T.u8
+
+    @staticmethod
+    def ndarray(*args, **kwargs):
+        raise TinyadTypeError("ti.types.ndarray() arguments are not supported by tinyad yet: "
+                              "use fields")

@@ -1,0 +1,378 @@
+"""`ti.Vector` / `ti.Matrix` values: small fixed-size arrays of scalars.
+
+The entries are Python numbers in Python scope and IR expressions while a kernel is traced;
+every operation here is written once for both (tinyad/build.py folds numbers). This is how
+vectors and matrices are scalarized: the IR only ever sees the entries.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from tinyad import build as B
+from tinyad import types as T
+from tinyad.errors import TinyadTypeError
+
+
+class Matrix:
+    """An n x m matrix, or an n-vector when `ndim == 1`. Entries are stored row-major, flat."""
+
+    def __init__(self, entries, dt=None):
+        rows = _to_nested(entries)
+        if rows and isinstance(rows[0], list):
+            self.n, self.m = len(rows), len(rows[0])
+            if any(len(r) != self.m for r in rows):
+                raise TinyadTypeError("matrix rows must all have the same length", B.current_loc())
+            self.entries = [e for r in rows for e in r]
+            self.ndim = 2
+        else:
+            self.n, self.m, self.ndim = len(rows), 1, 1
+            self.entries = list(rows)
+        if dt is not None:
+            self.entries = [_cast_entry(e, dt) for e in self.entries]
+
+    @classmethod
+    def _make(cls, entries, n, m, ndim):
+        out = cls.__new__(cls)
+        out.entries, out.n, out.m, out.ndim = list(entries), n, m, ndim
+        return out
+
+    def _like(self, entries):
+        return Matrix._make(entries, self.n, self.m, self.ndim)
+
+    # ---- shape and element access -------------------------------------------------------
+    @property
+    def shape(self):
+        return (self.n,) if self.ndim == 1 else (self.n, self.m)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        if self.ndim == 1:
+            return iter(self.entries)
+        return iter(self._row(i) for i in range(self.n))
+
+    def _row(self, i):
+        return Matrix._make(self.entries[i * self.m:(i + 1) * self.m], self.m, 1, 1)
+
+    def _flat_index(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if any(B.is_expr(k) for k in key):
+            return None
+        if self.ndim == 1 and len(key) == 1:
+            i = int(key[0])
+            return i if -self.n <= i < self.n else _oob(key, self.shape)
+        if self.ndim == 2 and len(key) == 2:
+            i, j = int(key[0]), int(key[1])
+            if 0 <= i < self.n and 0 <= j < self.m:
+                return i * self.m + j
+            return _oob(key, self.shape)
+        raise TinyadTypeError(f"a {'x'.join(map(str, self.shape))} matrix needs {self.ndim} "
+                              f"indices, got {len(key)}", B.current_loc())
+
+    def __getitem__(self, key):
+        if self.ndim == 2 and not isinstance(key, tuple):
+            if B.is_expr(key):
+                rows = [self._row(i) for i in range(self.n)]
+                return Matrix([[_dynamic_pick(key, [r.entries[j] for r in rows])
+                                for j in range(self.m)]]).to_vector()
+            return self._row(int(key))
+        flat = self._flat_index(key)
+        if flat is None:  # an index only known at run time: pick with selects
+            key = key if isinstance(key, tuple) else (key,)
+            linear = key[0] if self.ndim == 1 else B.binary("add", B.binary("mul", key[0], self.m), key[1])
+            return _dynamic_pick(linear, self.entries)
+        return self.entries[flat]
+
+    def __setitem__(self, key, value):
+        """Python-scope assignment; kernels assign entries through the frontend."""
+        flat = self._flat_index(key)
+        if flat is None:
+            raise TinyadTypeError("set matrix entries with indices known at trace time",
+                                  B.current_loc())
+        self.entries[flat] = value
+
+    @property
+    def x(self): return self.entries[0]
+    @property
+    def y(self): return self.entries[1]
+    @property
+    def z(self): return self.entries[2]
+    @property
+    def w(self): return self.entries[3]
+
+    def to_vector(self):
+        return Matrix._make(self.entries, len(self.entries), 1, 1)
+
+    # ---- element-wise arithmetic ----------------------------------------------------------
+    def _zip(self, other, fn, reflected=False):
+        if isinstance(other, Matrix):
+            if other.shape != self.shape:
+                raise TinyadTypeError(f"shape mismatch: {self.shape} and {other.shape}",
+                                      B.current_loc())
+            pairs = zip(other.entries, self.entries) if reflected else zip(self.entries, other.entries)
+            return self._like([fn(a, b) for a, b in pairs])
+        if isinstance(other, (list, tuple, np.ndarray)):
+            return self._zip(Matrix(other), fn, reflected)
+        if reflected:
+            return self._like([fn(other, a) for a in self.entries])
+        return self._like([fn(a, other) for a in self.entries])
+
+    def _map(self, fn):
+        return self._like([fn(a) for a in self.entries])
+
+    def __add__(self, o): return self._zip(o, lambda a, b: B.binary("add", a, b))
+    def __radd__(self, o): return self._zip(o, lambda a, b: B.binary("add", a, b), True)
+    def __sub__(self, o): return self._zip(o, lambda a, b: B.binary("sub", a, b))
+    def __rsub__(self, o): return self._zip(o, lambda a, b: B.binary("sub", a, b), True)
+    def __mul__(self, o): return self._zip(o, lambda a, b: B.binary("mul", a, b))
+    def __rmul__(self, o): return self._zip(o, lambda a, b: B.binary("mul", a, b), True)
+    def __truediv__(self, o): return self._zip(o, lambda a, b: B.binary("truediv", a, b))
+    def __rtruediv__(self, o): return self._zip(o, lambda a, b: B.binary("truediv", a, b), True)
+    def __floordiv__(self, o): return self._zip(o, lambda a, b: B.binary("floordiv", a, b))
+    def __mod__(self, o): return self._zip(o, lambda a, b: B.binary("mod", a, b))
+    def __pow__(self, o): return self._zip(o, lambda a, b: B.binary("pow", a, b))
+    def __rpow__(self, o): return self._zip(o, lambda a, b: B.binary("pow", a, b), True)
+    def __neg__(self): return self._map(lambda a: B.unary("neg", a))
+    def __pos__(self): return self
+    def __abs__(self): return self._map(lambda a: B.unary("abs", a))
+    def __lt__(self, o): return self._zip(o, lambda a, b: B.binary("lt", a, b))
+    def __le__(self, o): return self._zip(o, lambda a, b: B.binary("le", a, b))
+    def __gt__(self, o): return self._zip(o, lambda a, b: B.binary("gt", a, b))
+    def __ge__(self, o): return self._zip(o, lambda a, b: B.binary("ge", a, b))
+
+    def map(self, fn):
+        """Apply a scalar function to every entry."""
+        return self._map(fn)
+
+    # ---- linear algebra ------------------------------------------------------------------
+    def __matmul__(self, other):
+        if not isinstance(other, Matrix):
+            other = Matrix(other)
+        if self.ndim == 1:
+            raise TinyadTypeError("`@` needs a matrix on the left; use v.dot(w) for vectors",
+                                  B.current_loc())
+        if self.m != other.n:
+            raise TinyadTypeError(f"cannot multiply {self.shape} by {other.shape}", B.current_loc())
+        if other.ndim == 1:
+            return Matrix([_sum(self[i, k] * other.entries[k] for k in range(self.m))
+                           for i in range(self.n)])
+        return Matrix([[_sum(self[i, k] * other[k, j] for k in range(self.m))
+                        for j in range(other.m)] for i in range(self.n)])
+
+    def __rmatmul__(self, other):
+        return Matrix(other) @ self
+
+    def dot(self, other):
+        other = other if isinstance(other, Matrix) else Matrix(other)
+        if len(other.entries) != len(self.entries):
+            raise TinyadTypeError(f"dot of {self.shape} and {other.shape}", B.current_loc())
+        return _sum(a * b for a, b in zip(self.entries, other.entries))
+
+    def cross(self, other):
+        a, b = self.entries, (other if isinstance(other, Matrix) else Matrix(other)).entries
+        if len(a) == 2:
+            return a[0] * b[1] - a[1] * b[0]
+        return Matrix([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
+                       a[0] * b[1] - a[1] * b[0]])
+
+    def outer_product(self, other):
+        other = other if isinstance(other, Matrix) else Matrix(other)
+        return Matrix([[a * b for b in other.entries] for a in self.entries])
+
+    def norm_sqr(self):
+        return _sum(a * a for a in self.entries)
+
+    def norm(self, eps=0):
+        return B.unary("sqrt", B.binary("add", self.norm_sqr(), eps) if eps else self.norm_sqr())
+
+    def norm_inv(self, eps=0):
+        return B.unary("rsqrt", B.binary("add", self.norm_sqr(), eps) if eps else self.norm_sqr())
+
+    def normalized(self, eps=0):
+        return self * self.norm_inv(eps)
+
+    def sum(self):
+        return _sum(self.entries)
+
+    def max(self):
+        return _reduce(lambda a, b: B.binary("max", a, b), self.entries)
+
+    def min(self):
+        return _reduce(lambda a, b: B.binary("min", a, b), self.entries)
+
+    def transpose(self):
+        if self.ndim == 1:
+            return Matrix([self.entries])
+        return Matrix([[self[i, j] for i in range(self.n)] for j in range(self.m)])
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def trace(self):
+        return _sum(self[i, i] for i in range(self.n))
+
+    def determinant(self):
+        from tinyad.linalg import determinant  # noqa: PLC0415  (linalg builds on Matrix)
+        return determinant(self)
+
+    def inverse(self):
+        from tinyad.linalg import inverse  # noqa: PLC0415
+        return inverse(self)
+
+    def cast(self, dtype):
+        return self._map(lambda a: _cast_entry(a, dtype))
+
+    def to_numpy(self):
+        if any(B.is_expr(e) for e in self.entries):
+            raise TinyadTypeError("to_numpy() is for Python scope", B.current_loc())
+        return np.array(self.entries).reshape(self.shape)
+
+    def to_list(self):
+        return self.to_numpy().tolist()
+
+    def __repr__(self):
+        if any(B.is_expr(e) for e in self.entries):
+            return f"Matrix(<traced {self.shape}>)"
+        return repr(self.to_numpy())
+
+    def __eq__(self, other):
+        if any(B.is_expr(e) for e in self.entries):
+            return self._zip(other, lambda a, b: B.binary("eq", a, b))
+        return np.array_equal(self.to_numpy(), np.asarray(other))
+
+    __hash__ = object.__hash__
+
+    # ---- constructors (ti.Matrix.identity, ti.Vector.zero, ...) -----------------------
+    @staticmethod
+    def identity(dt, n):
+        return Matrix([[_cast_entry(1 if i == j else 0, dt) for j in range(n)] for i in range(n)])
+
+    @staticmethod
+    def zero(dt, n, m=None):
+        if m is None:
+            return Matrix([_cast_entry(0, dt) for _ in range(n)])
+        return Matrix([[_cast_entry(0, dt) for _ in range(m)] for _ in range(n)])
+
+    @staticmethod
+    def one(dt, n, m=None):
+        if m is None:
+            return Matrix([_cast_entry(1, dt) for _ in range(n)])
+        return Matrix([[_cast_entry(1, dt) for _ in range(m)] for _ in range(n)])
+
+    @staticmethod
+    def unit(n, i, dt=None):
+        return Matrix([_cast_entry(1 if k == i else 0, dt) for k in range(n)])
+
+    @staticmethod
+    def rows(rows):
+        return Matrix([list(r) for r in rows])
+
+    @staticmethod
+    def cols(cols):
+        return Matrix([list(c) for c in cols]).transpose()
+
+    @staticmethod
+    def field(n, m, dtype, *args, **kwargs):
+        from tinyad.field import matrix_field  # noqa: PLC0415  (fields hold matrices)
+        return matrix_field(n, m, dtype, *args, **kwargs)
+
+    @staticmethod
+    def var(n, m, dt, shape=None, offset=None, needs_grad=False):
+        """The old spelling of ti.Matrix.field."""
+        from tinyad.field import matrix_field  # noqa: PLC0415
+        return matrix_field(n, m, dt, shape, offset=offset, needs_grad=needs_grad)
+
+    @staticmethod
+    def diag(dim, val):
+        return Matrix([[val if i == j else 0 for j in range(dim)] for i in range(dim)])
+
+
+def _to_nested(entries):
+    if isinstance(entries, Matrix):
+        return [list(r.entries) for r in entries] if entries.ndim == 2 else list(entries.entries)
+    if isinstance(entries, np.ndarray):
+        entries = entries.tolist()
+    if isinstance(entries, (numbers.Number,)) or B.is_expr(entries):
+        raise TinyadTypeError("ti.Vector / ti.Matrix need a list of entries", B.current_loc())
+    out = []
+    for e in entries:
+        if isinstance(e, Matrix):
+            out.append(list(e.entries))
+        elif isinstance(e, (list, tuple, np.ndarray)):
+            out.append(list(np.asarray(e).tolist()) if isinstance(e, np.ndarray) else list(e))
+        else:
+            out.append(e)
+    return out
+
+
+def _cast_entry(value, dt):
+    if dt is None:
+        return value
+    if B.is_expr(value):
+        return B.cast(value, dt)
+    return float(value) if dt.is_float else int(value)
+
+
+def _sum(values):
+    return _reduce(lambda a, b: B.binary("add", a, b), list(values))
+
+
+def _reduce(fn, values):
+    values = list(values)
+    acc = values[0]
+    for v in values[1:]:
+        acc = fn(acc, v)
+    return acc
+
+
+def _dynamic_pick(index, entries):
+    """entries[index] for an index known only at run time: a chain of selects."""
+    out = entries[-1]
+    for k in range(len(entries) - 2, -1, -1):
+        out = B.select(B.binary("eq", index, k), entries[k], out)
+    return out
+
+
+def _oob(key, shape):
+    from tinyad.errors import TinyadIndexError  # noqa: PLC0415
+    raise TinyadIndexError(f"index {key} is out of range for a matrix of shape {shape}",
+                           B.current_loc())
+
+
+class Vector(Matrix):
+    """`ti.Vector([...])`: a Matrix with one index. Also home of `ti.Vector.field`."""
+
+    def __new__(cls, entries=None, dt=None, **kwargs):
+        return Matrix(entries if entries is not None else [], dt=dt or kwargs.get("dtype"))
+
+    @staticmethod
+    def zero(dt, n):
+        return Matrix.zero(dt, n)
+
+    @staticmethod
+    def field(n, dtype, *args, **kwargs):
+        from tinyad.field import vector_field  # noqa: PLC0415
+        return vector_field(n, dtype, *args, **kwargs)
+
+    @staticmethod
+    def var(n, dt, shape=None, offset=None, needs_grad=False):
+        """The old spelling of ti.Vector.field."""
+        from tinyad.field import vector_field  # noqa: PLC0415
+        return vector_field(n, dt, shape, offset=offset, needs_grad=needs_grad)
+
+    @staticmethod
+    def one(dt, n):
+        return Matrix.one(dt, n)
+
+
+def entry_dtype(entries) -> T.DType | None:
+    """The common dtype of traced entries (None when all are Python numbers)."""
+    dtype = None
+    for e in entries:
+        if B.is_expr(e):
+            dtype = e.dtype if dtype is None else T.promote(dtype, e.dtype)
+    return dtype

@@ -1,0 +1,121 @@
+"""IR -> readable text, for lessons, error messages and `kernel.ir`.
+
+    kernel compute_y():
+      y[] = sin(x[])                                      # prog.py:7
+"""
+from __future__ import annotations
+
+import os
+
+from tinyad import ir
+from tinyad.ops import TABLE
+
+PRECEDENCE = {"or": 1, "and": 2, "lt": 4, "le": 4, "gt": 4, "ge": 4, "eq": 4, "ne": 4,
+              "bit_or": 5, "bit_xor": 6, "bit_and": 7, "shl": 8, "shr": 8, "add": 9, "sub": 9,
+              "mul": 10, "truediv": 10, "floordiv": 10, "mod": 10, "neg": 11, "pow": 12}
+COMMENT_COLUMN = 60
+
+
+def format_expr(expr: ir.Expr, parent_precedence: int = 0) -> str:
+    if isinstance(expr, ir.Const):
+        return repr(expr.value) if expr.dtype.is_float else str(expr.value)
+    if isinstance(expr, ir.Var):
+        return expr.name
+    if isinstance(expr, ir.Load):
+        return f"{expr.field.name}[{', '.join(format_expr(i) for i in expr.indices)}]"
+    op, args = expr.op, expr.args
+    if op == "cast":
+        return f"{expr.dtype}({format_expr(args[0])})"
+    if op == "neg":
+        text = "-" + format_expr(args[0], PRECEDENCE["neg"])
+    elif op == "pow":
+        text = f"{format_expr(args[0], 13)} ** {format_expr(args[1], 12)}"
+    elif TABLE[op].infix and len(args) == 2:
+        mine = PRECEDENCE[op]
+        text = f"{format_expr(args[0], mine)} {TABLE[op].infix} {format_expr(args[1], mine + 1)}"
+    else:
+        inner = ", ".join(format_expr(a) for a in args)
+        return f"{op}({inner})" if op != "random" else f"random({expr.dtype})"
+    mine = PRECEDENCE.get(op, 13)
+    return f"({text})" if mine < parent_precedence else text
+
+
+def _target(field, indices) -> str:
+    return f"{field.name}[{', '.join(format_expr(i) for i in indices)}]"
+
+
+class _Printer:
+    def __init__(self):
+        self.lines: list[str] = []
+        self.declared: set[str] = set()
+        self.last_loc = None
+
+    def line(self, depth: int, text: str, loc=None):
+        text = "  " * depth + text
+        if loc is not None and loc.line and loc != self.last_loc:
+            text = f"{text.ljust(COMMENT_COLUMN)}  # {os.path.basename(loc.file)}:{loc.line}"
+            self.last_loc = loc
+        self.lines.append(text)
+
+    def block(self, stmts, depth):
+        if not stmts:
+            self.line(depth, "pass")
+        for stmt in stmts:
+            self.stmt(stmt, depth)
+
+    def stmt(self, s, depth):
+        if isinstance(s, ir.Assign):
+            typed = s.name if s.name in self.declared else f"{s.name}: {s.value.dtype}"
+            self.declared.add(s.name)
+            self.line(depth, f"{typed} = {format_expr(s.value)}", s.loc)
+        elif isinstance(s, ir.Store):
+            self.line(depth, f"{_target(s.field, s.indices)} = {format_expr(s.value)}", s.loc)
+        elif isinstance(s, ir.AtomicOp):
+            target = _target(s.field, s.indices)
+            text = (f"{target} += {format_expr(s.value)}" if s.op == "add" and not s.result else
+                    f"atomic_{s.op}({target}, {format_expr(s.value)})")
+            if s.result:
+                text = f"{s.result} = {text}"
+            self.line(depth, text, s.loc)
+        elif isinstance(s, ir.If):
+            self.line(depth, f"if {format_expr(s.cond)}:", s.loc)
+            self.block(s.then, depth + 1)
+            if s.orelse:
+                self.line(depth, "else:")
+                self.block(s.orelse, depth + 1)
+        elif isinstance(s, ir.For):
+            rng = f"range({format_expr(s.start)}, {format_expr(s.stop)})"
+            if s.reverse:
+                rng = f"reversed({rng})"
+            kind = "  parallel" if s.parallel else ""
+            self.line(depth, f"for {s.var} in {rng}:{kind}", s.loc)
+            self.block(s.body, depth + 1)
+        elif isinstance(s, ir.While):
+            self.line(depth, f"while {format_expr(s.cond)}:", s.loc)
+            self.block(s.body, depth + 1)
+        elif isinstance(s, ir.Break):
+            self.line(depth, "break", s.loc)
+        elif isinstance(s, ir.Return):
+            self.line(depth, f"return {format_expr(s.value)}", s.loc)
+        elif isinstance(s, ir.Save):
+            self.line(depth, f"save {s.name}", s.loc)
+        elif isinstance(s, ir.Restore):
+            self.line(depth, f"restore {s.name}", s.loc)
+        else:  # pragma: no cover  (the IR is a closed set)
+            raise TypeError(f"unknown statement {s!r}")
+
+
+def format_kernel(kernel: ir.Kernel) -> str:
+    printer = _Printer()
+    printer.declared.update(a.name for a in kernel.args)
+    args = ", ".join(f"{a.name}: {a.dtype}" for a in kernel.args)
+    ret = f" -> {kernel.ret}" if kernel.ret else ""
+    printer.line(0, f"kernel {kernel.name}({args}){ret}:")
+    printer.block(kernel.body, 1)
+    return "\n".join(printer.lines)
+
+
+def format_stmt(stmt: ir.Stmt) -> str:
+    printer = _Printer()
+    printer.stmt(stmt, 0)
+    return "\n".join(line.split("  #")[0].rstrip() for line in printer.lines)

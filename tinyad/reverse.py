@@ -1,0 +1,347 @@
+"""Reverse-mode autodiff as an IR -> IR transform: a kernel -> its adjoint ("grad") kernel.
+
+Taichi's semantics. The adjoint kernel writes no primal field. It has two sweeps:
+
+* forward sweep (replay): recompute the kernel's locals from the *current* global values, with
+  stores dropped. An assignment inside a serial loop, or one that overwrites a value, first
+  `save`s the old value on the local's own stack (Taichi's adstack, but it never overflows).
+* backward sweep: the statements' adjoints in reverse order, loops reversed. Before a statement's
+  adjoint runs, every local is `restore`d to the value it had when the statement ran forward, so
+  each partial derivative (tinyad/ops.py) is evaluated at the right point.
+
+Adjoints of statements (g is the adjoint flowing out of the statement):
+    x = e              g = x_adj; x_adj = 0; restore x; e receives g
+    f[i] = e           g = f.grad[i]; f.grad[i] = 0; e receives g   (an overwrite hides the past)
+    f[i] += e          e receives f.grad[i]          (-= passes -f.grad[i])
+    atomic_max(f[i],e) if e == f[i] (e won): g = f.grad[i]; f.grad[i] = 0; e receives g
+    ... e receives g:  each load f[j] in e adds  g * d(e)/d(f[j])  to f.grad[j] (atomically)
+
+A parallel loop whose iterations share no local (the usual case) becomes one parallel loop whose
+iterations each replay and then run the adjoint of their own body.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tinyad import build as B
+from tinyad import ir
+from tinyad import types as T
+from tinyad.errors import KernelSimplicityRuleError
+from tinyad.frontend_scope import Namer
+from tinyad.ops import TABLE, cast_keeps_gradient
+from tinyad.verify import verify
+
+
+def reverse(kernel: ir.Kernel) -> ir.Kernel:
+    """The adjoint kernel of `kernel` (same arguments, no return value)."""
+    transform = _Reverse(kernel)
+    body = transform.region(kernel.body, assigned=frozenset(a.name for a in kernel.args))
+    body = eliminate_dead_code(body)
+    return verify(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None, kernel.loc))
+
+
+@dataclass
+class _Sweep:
+    """What the forward sweep decided, for the backward sweep to mirror."""
+    saved: set = field(default_factory=set)         # id(statement) whose target was saved
+    names: dict = field(default_factory=dict)       # id(statement) -> helper local names
+
+
+class _Reverse:
+    def __init__(self, kernel: ir.Kernel):
+        self.namer = Namer()
+        self.local_types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
+        for stmt in ir.walk_stmts(kernel.body):
+            if isinstance(stmt, ir.Assign):
+                self.local_types[stmt.name] = stmt.value.dtype
+            elif isinstance(stmt, ir.For):
+                self.local_types[stmt.var] = T.i32
+        self.namer.used.update(self.local_types)
+        self.adjoint_names: dict[str, str] = {}
+        self.temps: set[str] = set()
+        self.parallel_bodies: set[int] = set()   # id() of parallel loops handled per iteration
+        self._relevant: dict[int, bool] = {}
+
+    # ---- names ------------------------------------------------------------------------------
+    def adj(self, name: str) -> ir.Var:
+        if name not in self.adjoint_names:
+            self.adjoint_names[name] = self.namer.fresh(f"{name}_adj")
+        return ir.Var(self.adjoint_names[name], self.local_types[name])
+
+    def temp(self, value: ir.Expr, out: list, base="t") -> ir.Var:
+        name = self.namer.fresh(base)
+        self.temps.add(name)
+        out.append(ir.Assign(name, value, B.current_loc()))
+        return ir.Var(name, value.dtype, B.current_loc())
+
+    # ---- regions ------------------------------------------------------------------------------
+    def region(self, stmts, assigned) -> list:
+        """Replay, zero the adjoints, then the reversed adjoints, for one independent region."""
+        sweep = _Sweep()
+        forward = self.forward(stmts, sweep, set(assigned), in_loop=False)
+        backward = self.backward(stmts, sweep)
+        zero = [ir.Assign(self.adj(n).name, B.const(0, t)) for n, t in self.local_types.items()
+                if t.is_float and n in _assigned_in(stmts, self.parallel_bodies) | set(assigned)]
+        return forward + zero + backward
+
+    def is_independent_parallel(self, loop: ir.For, assigned: set) -> bool:
+        if not loop.parallel:
+            return False
+        inner = _assigned_in(loop.body, set())
+        return not (inner & assigned) and not any(isinstance(s, ir.Break)
+                                                  for s in ir.walk_stmts(loop.body))
+
+    # ---- forward sweep ------------------------------------------------------------------------
+    def forward(self, stmts, sweep: _Sweep, assigned: set, in_loop: bool) -> list:
+        out = []
+        for s in stmts:
+            with B.at(s.loc):
+                self.forward_stmt(s, sweep, assigned, in_loop, out)
+        return out
+
+    def _assign(self, name, value, stmt_key, sweep, assigned, in_loop, out):
+        if in_loop or name in assigned:
+            out.append(ir.Save(name, B.current_loc()))
+            sweep.saved.add(stmt_key)
+        assigned.add(name)
+        out.append(ir.Assign(name, value, B.current_loc()))
+
+    def _helper(self, value, base, key, sweep, assigned, in_loop, out):
+        """Keep a value the backward sweep needs (a condition, a loop bound) in its own local."""
+        if isinstance(value, ir.Const):
+            return value
+        name = self.namer.fresh(base)
+        self.local_types[name] = value.dtype
+        sweep.names.setdefault(key, []).append(name)
+        self._assign(name, value, (key, name), sweep, assigned, in_loop, out)
+        return ir.Var(name, value.dtype, B.current_loc())
+
+    def forward_stmt(self, s, sweep, assigned, in_loop, out):
+        if isinstance(s, ir.Assign):
+            self._assign(s.name, s.value, id(s), sweep, assigned, in_loop, out)
+        elif isinstance(s, ir.AtomicOp) and s.result is not None:
+            raise KernelSimplicityRuleError(
+                "the value returned by an atomic operation cannot be replayed by the adjoint "
+                "kernel", s.loc, hint="move this kernel out of the differentiated code, or "
+                "record the returned values in a field in a separate kernel")
+        elif isinstance(s, ir.If):
+            cond = self._helper(s.cond, "cond", id(s), sweep, assigned, in_loop, out)
+            then = self.forward(s.then, sweep, assigned, in_loop)
+            orelse = self.forward(s.orelse, sweep, assigned, in_loop)
+            out.append(ir.If(cond, tuple(then), tuple(orelse), s.loc))
+        elif isinstance(s, ir.For):
+            if self.is_independent_parallel(s, assigned):
+                self.parallel_bodies.add(id(s))
+                return
+            start = self._helper(s.start, "start", id(s), sweep, assigned, in_loop, out)
+            stop = self._helper(s.stop, "stop", id(s), sweep, assigned, in_loop, out)
+            assigned.add(s.var)
+            body = self.forward(s.body, sweep, assigned, in_loop=True)
+            out.append(ir.For(s.var, start, stop, tuple(body), False, False, s.loc))
+        elif isinstance(s, ir.While):
+            count = self._helper(B.const(0, T.i32), "n_iter", id(s), sweep, assigned, in_loop, out)
+            body = self.forward(s.body, sweep, assigned, in_loop=True)
+            body.append(ir.Assign(count.name, B.binary("add", count, 1), s.loc))
+            out.append(ir.While(s.cond, tuple(body), s.loc))
+        elif isinstance(s, ir.Break):
+            raise KernelSimplicityRuleError(
+                "`break` cannot be differentiated: the adjoint kernel cannot tell where the loop "
+                "stopped", s.loc, hint="loop a fixed number of times and guard the body with "
+                "an `if`, or keep this loop in a kernel that is not differentiated")
+        # Store, AtomicOp and Return: the adjoint kernel writes no primal value.
+
+    def _helper_var(self, key, sweep, index=0):
+        name = sweep.names[key][index]
+        return ir.Var(name, self.local_types[name])
+
+    # ---- backward sweep -----------------------------------------------------------------------
+    def backward(self, stmts, sweep: _Sweep) -> list:
+        out = []
+        for s in reversed(stmts):
+            with B.at(s.loc):
+                self.backward_stmt(s, sweep, out)
+        return out
+
+    def _restore_helpers(self, key, sweep, out):
+        for name in reversed(sweep.names.get(key, [])):
+            if (key, name) in sweep.saved:
+                out.append(ir.Restore(name, B.current_loc()))
+
+    def backward_stmt(self, s, sweep, out):
+        if isinstance(s, ir.Assign):
+            dtype = s.value.dtype
+            g = None
+            if dtype.is_float:
+                adj = self.adj(s.name)
+                if self.relevant(s.value):
+                    g = self.temp(adj, out, "g")
+                out.append(ir.Assign(adj.name, B.const(0, dtype), B.current_loc()))
+            if id(s) in sweep.saved:
+                out.append(ir.Restore(s.name, B.current_loc()))
+            if g is not None:
+                self.propagate(s.value, g, out)
+        elif isinstance(s, ir.Store):
+            grad = _grad_field(s.field)
+            if grad is not None:
+                g = self.temp(ir.Load(grad, s.indices, grad.dtype, s.loc), out, "g")
+                out.append(ir.Store(grad, s.indices, B.const(0, grad.dtype), s.loc))
+                self.propagate(s.value, g, out)
+        elif isinstance(s, ir.AtomicOp):
+            self.backward_atomic(s, out)
+        elif isinstance(s, ir.If):
+            then = self.backward(s.then, sweep)
+            orelse = self.backward(s.orelse, sweep)
+            cond = self._helper_var(id(s), sweep) if id(s) in sweep.names else s.cond
+            out.append(ir.If(cond, tuple(then), tuple(orelse), s.loc))
+            self._restore_helpers(id(s), sweep, out)
+        elif isinstance(s, ir.For):
+            if id(s) in self.parallel_bodies:
+                body = self.region(s.body, assigned=frozenset())
+                out.append(ir.For(s.var, s.start, s.stop, tuple(body), True, False, s.loc))
+                return
+            names = iter(sweep.names.get(id(s), []))
+            start = s.start if isinstance(s.start, ir.Const) else self._var(next(names))
+            stop = s.stop if isinstance(s.stop, ir.Const) else self._var(next(names))
+            body = self.backward(s.body, sweep)
+            out.append(ir.For(s.var, start, stop, tuple(body), False, True, s.loc))
+            self._restore_helpers(id(s), sweep, out)
+        elif isinstance(s, ir.While):
+            count = self._helper_var(id(s), sweep)
+            body = self.backward(s.body, sweep)
+            step = self.namer.fresh("k")
+            out.append(ir.For(step, B.const(0, T.i32), count, tuple(body), False, True, s.loc))
+            self._restore_helpers(id(s), sweep, out)
+
+    def _var(self, name):
+        return ir.Var(name, self.local_types[name])
+
+    def backward_atomic(self, s: ir.AtomicOp, out):
+        grad = _grad_field(s.field)
+        if grad is None or not self.relevant(s.value):
+            return
+        current = ir.Load(grad, s.indices, grad.dtype, s.loc)
+        if s.op in ("add", "sub"):
+            g = current if s.op == "add" else B.unary("neg", current)
+            self.propagate(s.value, self.temp(g, out, "g"), out)
+            return
+        # min / max: only the value that won (equals the final element) receives the gradient
+        winner = []
+        g = self.temp(current, winner, "g")
+        winner.append(ir.Store(grad, s.indices, B.const(0, grad.dtype), s.loc))
+        self.propagate(s.value, g, winner)
+        final = ir.Load(s.field, s.indices, s.field.dtype, s.loc)
+        out.append(ir.If(B.binary("eq", s.value, final), tuple(winner), (), s.loc))
+
+    # ---- expressions ----------------------------------------------------------------------------
+    def relevant(self, e: ir.Expr) -> bool:
+        """Can a gradient flow from `e` to a float local or to a field with a gradient?"""
+        key = id(e)
+        if key not in self._relevant:
+            self._relevant[key] = self._compute_relevant(e)
+        return self._relevant[key]
+
+    def _compute_relevant(self, e):
+        if not e.dtype.is_float:
+            return False
+        if isinstance(e, ir.Var):
+            return True
+        if isinstance(e, ir.Load):
+            return _grad_field(e.field) is not None
+        if isinstance(e, ir.Op):
+            if TABLE[e.op].partials is None:
+                return False
+            if e.op == "cast" and not cast_keeps_gradient(e.dtype, e.args[0].dtype):
+                return False
+            return any(self.relevant(a) for a in e.args)
+        return False
+
+    def propagate(self, e: ir.Expr, g: ir.Expr, out: list):
+        """Emit code adding g * d(e)/d(leaf) into the adjoint of every leaf of e."""
+        values: dict[int, ir.Expr] = {}
+        self._recompute(e, values, out)
+        self._push(e, g, values, out)
+
+    def _recompute(self, e, values, out):
+        """Bind the value of every relevant operation to a temp (post-order), once."""
+        if not isinstance(e, ir.Op) or not self.relevant(e) or id(e) in values:
+            return
+        for a in e.args:
+            self._recompute(a, values, out)
+        args = tuple(values.get(id(a), a) for a in e.args)
+        values[id(e)] = self.temp(ir.Op(e.op, args, e.dtype, e.loc), out)
+
+    def _push(self, e, g, values, out):
+        if isinstance(e, ir.Var):
+            adj = self.adj(e.name)
+            out.append(ir.Assign(adj.name, B.binary("add", adj, g), B.current_loc()))
+        elif isinstance(e, ir.Load):
+            grad = _grad_field(e.field)
+            out.append(ir.AtomicOp("add", grad, e.indices, B.cast(g, grad.dtype), None, e.loc))
+        elif isinstance(e, ir.Op):
+            args = tuple(values.get(id(a), a) for a in e.args)
+            partials = TABLE[e.op].partials(args, values[id(e)])
+            for arg, partial in zip(e.args, partials):
+                if partial is None or not self.relevant(arg):
+                    continue
+                g_arg = B.cast(B.binary("mul", g, partial), arg.dtype)
+                if isinstance(arg, ir.Op) and not isinstance(g_arg, (ir.Var, ir.Const)):
+                    g_arg = self.temp(g_arg, out, "g")
+                self._push(arg, g_arg, values, out)
+
+
+def _grad_field(fld):
+    grad = getattr(fld, "grad", None)
+    return grad if grad is not None and fld.dtype.is_float else None
+
+
+def _assigned_in(stmts, skip: set) -> set:
+    """Locals assigned in a block, not counting parallel loops handled as their own region."""
+    names = set()
+    for s in stmts:
+        if isinstance(s, ir.Assign):
+            names.add(s.name)
+        elif isinstance(s, ir.For) and id(s) in skip:
+            continue
+        elif isinstance(s, ir.For):
+            names.add(s.var)
+        for inner in ir.child_blocks(s):
+            names |= _assigned_in(inner, skip)
+    return names
+
+
+def eliminate_dead_code(body) -> list:
+    """Drop locals that are assigned (or saved/restored) but never read, then the loops and
+    branches left empty. (The adjoint kernel writes no primal field, so its replay of a local
+    nothing reads is useless.)"""
+    while True:
+        read = set()
+        for s in ir.walk_stmts(body):
+            for e in ir.stmt_exprs(s):
+                read.update(x.name for x in ir.walk_expr(e) if isinstance(x, ir.Var))
+        dead = {s.name for s in ir.walk_stmts(body)
+                if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name not in read}
+        new_body = _prune(body, dead)
+        if new_body == list(body):
+            return new_body
+        body = new_body
+
+
+def _prune(stmts, dead) -> list:
+    out = []
+    for s in stmts:
+        if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name in dead:
+            continue
+        if isinstance(s, ir.If):
+            then, orelse = _prune(s.then, dead), _prune(s.orelse, dead)
+            if not then and not orelse:
+                continue
+            s = ir.If(s.cond, tuple(then), tuple(orelse), s.loc)
+        elif isinstance(s, ir.For):
+            body = _prune(s.body, dead)
+            if not body:
+                continue
+            s = ir.For(s.var, s.start, s.stop, tuple(body), s.parallel, s.reverse, s.loc)
+        elif isinstance(s, ir.While):
+            s = ir.While(s.cond, tuple(_prune(s.body, dead)), s.loc)
+        out.append(s)
+    return out

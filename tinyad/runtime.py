@@ -1,0 +1,84 @@
+"""Process-wide tinyad state set by `ti.init`: defaults, the mode, the random source, the fields.
+
+Taichi keeps this state global too (`ti.init` resets it); tinyad keeps all of it in one object.
+"""
+from __future__ import annotations
+
+import contextvars
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinyad import types as T
+
+MODES = ("interp", "fast")
+CHECKS = ("error", "warn", "off")
+
+
+@dataclass
+class Config:
+    arch: str = "cpu"
+    default_fp: T.DType = T.f32
+    default_ip: T.DType = T.i32
+    random_seed: int = 0
+    debug: bool = False
+    mode: str = "interp"
+    check: str = "error"
+
+
+@dataclass
+class Runtime:
+    config: Config = field(default_factory=Config)
+    fields: list = field(default_factory=list)   # every field created since the last init
+    generation: int = 0                           # bumped by init: traced kernels are stale
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+
+runtime = Runtime()
+
+# The Tape (or grad_replaced scope) currently recording kernel launches, if any.
+active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorder", default=None)
+
+
+def note(message: str) -> None:
+    """A one-line notice to the user (Taichi prints these as [Taichi] lines)."""
+    print(f"[tinyad] {message}", file=sys.stderr)
+
+
+# Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.
+IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_threads",
+                   "kernel_profiler", "log_level", "ad_stack_size", "device_memory_GB",
+                   "device_memory_fraction", "print_ir", "advanced_optimization", "fast_math",
+                   "packed", "dynamic_index", "excepthook", "verbose", "print_kernel_llvm_ir",
+                   "default_gpu_block_dim", "async_mode", "flatten_if", "make_thread_local",
+                   "opt_level", "real_matrix_scalarize", "check_out_of_bound", "gdb_trigger",
+                   "experimental_real_function", "short_circuit_operators", "debug_info"}
+
+
+def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
+         mode: str | None = None, check: str | None = None, **options) -> None:
+    """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
+    import os  # noqa: PLC0415
+
+    mode = mode or os.environ.get("TINYAD_MODE", "interp")
+    if mode not in MODES:
+        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {MODES}")
+    check = check or "error"
+    if check not in CHECKS:
+        raise ValueError(f"ti.init(check={check!r}): check must be one of {CHECKS}")
+    ignored = sorted(set(options) & IGNORED_OPTIONS)
+    unknown = sorted(set(options) - IGNORED_OPTIONS)
+    if unknown:
+        raise TypeError(f"ti.init() got unknown option(s): {', '.join(unknown)}")
+    if ignored:
+        note(f"ti.init: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no "
+             "meaning in tinyad and is ignored")
+    runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
+                            default_ip=default_ip or T.i32, random_seed=random_seed,
+                            debug=debug, mode=mode, check=check)
+    if mode == "fast":
+        note("mode='fast' (numba) is not built yet: kernels run in the interpreter")
+    runtime.fields = []
+    runtime.generation += 1
+    runtime.rng = np.random.default_rng(random_seed)

@@ -1,0 +1,40 @@
+"""Where a piece of IR came from in the user's program, and how to show it."""
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SrcLoc:
+    file: str
+    line: int
+    col: int = 0          # 0-based, like Python's ast
+    end_col: int | None = None
+    function: str = ""    # the kernel or func the line belongs to
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def text(self) -> str:
+        """The source line itself, without its newline ('' when the file is gone)."""
+        return linecache.getline(self.file, self.line).rstrip("\n")
+
+    def snippet(self) -> str:
+        """`File "f.py", line 3, in k` + the line + carets under the construct."""
+        where = f'File "{self.file}", line {self.line}'
+        if self.function:
+            where += f", in {self.function}"
+        text = self.text
+        if not text:
+            return where
+        stripped = text.lstrip()
+        indent = len(text) - len(stripped)
+        end = self.end_col if self.end_col and self.end_col > self.col else len(text)
+        start = max(self.col, indent)
+        carets = " " * (start - indent) + "^" * max(1, end - start)
+        return f"{where}\n    {stripped}\n    {carets}"
+
+
+UNKNOWN = SrcLoc("<unknown>", 0)

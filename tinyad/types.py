@@ -1,0 +1,68 @@
+"""Scalar data types and Taichi's promotion rules.
+
+Every IR expression carries one of these. Vectors and matrices never reach the IR: the
+frontend scalarizes them, so a dtype is always a scalar type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str          # "f32", as printed in the IR
+    kind: str          # "float" or "int"
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def np(self) -> type:
+        """The numpy scalar type that holds values of this dtype."""
+        return _NUMPY[self.name]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+i32 = DType("i32", "int", 32)
+i64 = DType("i64", "int", 64)
+u8 = DType("u8", "int", 8)
+f32 = DType("f32", "float", 32)
+f64 = DType("f64", "float", 64)
+
+_NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64}
+ALL = (i32, i64, u8, f32, f64)
+BY_NAME = {t.name: t for t in ALL}
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Taichi's binary promotion: float beats int, then the wider type wins."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    return a if a.bits >= b.bits else b
+
+
+def from_numpy(dtype) -> DType:
+    kind = np.dtype(dtype)
+    for t in ALL:
+        if np.dtype(t.np) == kind:
+            return t
+    raise TypeError(f"tinyad has no field type for numpy dtype {kind}")
+
+
+def loses_precision(target: DType, source: DType) -> bool:
+    """True when storing a `source` value into a `target` slot can lose information."""
+    if target.is_int and source.is_float:
+        return True
+    return target.kind == source.kind and target.bits < source.bits

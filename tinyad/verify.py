@@ -1,0 +1,84 @@
+"""IR well-formedness, checked after the frontend and after every transform.
+
+A failure here is a bug in tinyad, not in the user's program, so it raises AssertionError-like
+IRVerifyError with the printed statement.
+"""
+from __future__ import annotations
+
+from tinyad import ir
+from tinyad import types as T
+from tinyad.ops import TABLE
+
+
+class IRVerifyError(Exception):
+    """The IR broke an invariant: a tinyad bug. The message shows the statement."""
+
+
+def verify(kernel: ir.Kernel) -> ir.Kernel:
+    local_types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
+    _check_block(kernel.body, local_types, in_loop=False, top=True)
+    return kernel
+
+
+def _fail(message, node):
+    from tinyad.printer import format_stmt  # noqa: PLC0415
+    shown = format_stmt(node) if isinstance(node, ir.Stmt) else repr(node)
+    raise IRVerifyError(f"{message}\n  in: {shown}\n  at: {node.loc}")
+
+
+def _define(name, dtype, types, node):
+    if types.setdefault(name, dtype) != dtype:
+        _fail(f"local {name} assigned {dtype}, but it is {types[name]}", node)
+
+
+def _check_block(block, types, in_loop, top=False):
+    for k, stmt in enumerate(block):
+        if not isinstance(stmt, ir.STMT_NODES):
+            _fail(f"not a statement: {type(stmt).__name__}", stmt)
+        for expr in ir.stmt_exprs(stmt):
+            _check_expr(expr, types, stmt)
+        if isinstance(stmt, ir.Assign):
+            _define(stmt.name, stmt.value.dtype, types, stmt)
+        elif isinstance(stmt, (ir.Store, ir.AtomicOp)):
+            if stmt.value.dtype != stmt.field.dtype:
+                _fail(f"{stmt.field.name} is {stmt.field.dtype}, stored value is {stmt.value.dtype}", stmt)
+            if len(stmt.indices) != stmt.field.data.ndim:
+                _fail(f"{stmt.field.name} needs {stmt.field.data.ndim} indices", stmt)
+            if isinstance(stmt, ir.AtomicOp) and stmt.result:
+                _define(stmt.result, stmt.field.dtype, types, stmt)
+        elif isinstance(stmt, ir.For):
+            _define(stmt.var, T.i32, types, stmt)
+            _check_block(stmt.body, types, True)
+        elif isinstance(stmt, ir.While):
+            _check_block(stmt.body, types, True)
+        elif isinstance(stmt, ir.If):
+            _check_block(stmt.then, types, in_loop)
+            _check_block(stmt.orelse, types, in_loop)
+        elif isinstance(stmt, ir.Break) and not in_loop:
+            _fail("break outside a loop", stmt)
+        elif isinstance(stmt, ir.Return) and not (top and k == len(block) - 1):
+            _fail("return must end the kernel", stmt)
+        elif isinstance(stmt, (ir.Save, ir.Restore)) and stmt.name not in types:
+            _fail(f"{type(stmt).__name__.lower()} of undefined local {stmt.name}", stmt)
+
+
+def _check_expr(expr, types, stmt):
+    for sub in ir.walk_expr(expr):
+        if isinstance(sub, ir.Var):
+            if sub.name not in types:
+                _fail(f"local {sub.name} read before any assignment", stmt)
+            if types[sub.name] != sub.dtype:
+                _fail(f"{sub.name} read as {sub.dtype}, but it is {types[sub.name]}", stmt)
+        elif isinstance(sub, ir.Load):
+            if len(sub.indices) != sub.field.data.ndim:
+                _fail(f"{sub.field.name} needs {sub.field.data.ndim} indices", stmt)
+            if any(not i.dtype.is_int for i in sub.indices):
+                _fail(f"{sub.field.name} indexed with a non-integer", stmt)
+        elif isinstance(sub, ir.Op):
+            spec = TABLE.get(sub.op)
+            if spec is None or len(sub.args) != spec.arity:
+                _fail(f"bad op {sub.op} with {len(sub.args)} operands", stmt)
+            if spec.kind in ("arith", "float") and any(a.dtype != sub.dtype for a in sub.args):
+                _fail(f"{sub.op} operands {[a.dtype for a in sub.args]} differ from {sub.dtype}", stmt)
+        elif not isinstance(sub, ir.Const):
+            _fail(f"not an expression: {type(sub).__name__}", stmt)
