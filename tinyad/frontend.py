@@ -263,6 +263,13 @@ class Tracer(ExprVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
+        call = node.value
+        if isinstance(call, ast.Call):
+            fn = self.visit(call.func)
+            if fn in lang.ATOMICS:  # a statement: the old value is not needed
+                with B.at(self.loc(call)):
+                    self.atomic_call(lang.ATOMICS[fn], call, want_result=False)
+                return
         self.visit(node.value)
 
     def visit_Pass(self, node):
@@ -322,7 +329,7 @@ class Tracer(ExprVisitor):
             else:
                 self.write_slot(slot, B.binary(name, self.read_slot(slot), v), node)
 
-    def atomic_call(self, op, node):
+    def atomic_call(self, op, node, want_result=True):
         if len(node.args) != 2:
             raise TinyadSyntaxError(f"ti.atomic_{op}(target, value) takes two arguments",
                                     self.loc(node))
@@ -333,7 +340,7 @@ class Tracer(ExprVisitor):
             if isinstance(slot, FieldRef):
                 old = ir.Var(self.namer.fresh("old"), slot.field.dtype, self.loc(node))
                 self.emit(ir.AtomicOp(op, slot.field, slot.indices, B.cast(v, slot.field.dtype),
-                                      old.name, self.loc(node)))
+                                      old.name if want_result else None, self.loc(node)))
             else:
                 current = self.read_slot(slot)
                 old = ir.Var(self.namer.fresh("old"), current.dtype, self.loc(node))
@@ -507,15 +514,9 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
     frame = FunctionFrame(source, is_kernel=True)
     tracer.frames.append(frame)
     tracer.blocks.append([])
-    signature = inspect.signature(fn)
     args = []
-    for pname, param in signature.parameters.items():
+    for pname, kind in parameter_kinds(fn, source).items():
         loc = source.loc(source.tree)
-        if param.annotation is inspect.Parameter.empty:
-            raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation", loc,
-                                    hint=f"write `{pname}: ti.f32`, `{pname}: int` or "
-                                         f"`{pname}: ti.template()`")
-        kind = resolve_annotation(_eval_annotation(param.annotation, fn))
         if kind == "template":
             frame.scopes[-1][pname] = template_args[pname]
         elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
@@ -530,7 +531,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
             arg = ir.Arg(tracer.namer.fresh(pname), kind)
             args.append(arg)
             frame.scopes[-1][pname] = ir.Var(arg.name, kind, loc)
-    ret = signature.return_annotation
+    ret = inspect.signature(fn).return_annotation
     tracer.kernel_ret = None if ret in (inspect.Signature.empty, None) else \
         resolve_dtype(_eval_annotation(ret, fn))
     body = source.tree.body
@@ -541,6 +542,20 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
     tracer.visit_block(body)
     return ir.Kernel(name, tuple(args), tuple(tracer.blocks[0]), tracer.kernel_ret,
                      source.loc(source.tree))
+
+
+def parameter_kinds(fn, source: Source | None = None) -> dict:
+    """Each kernel parameter's kind: 'template', a dtype, or a vector/matrix type."""
+    kinds = {}
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.annotation is inspect.Parameter.empty:
+            source = source or Source.of(fn)
+            node = next(a for a in source.tree.args.args if a.arg == pname)
+            raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation",
+                                    source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
+                                    f"int` or `{pname}: ti.template()`")
+        kinds[pname] = resolve_annotation(_eval_annotation(param.annotation, fn))
+    return kinds
 
 
 def _eval_annotation(annotation, fn):

@@ -11,7 +11,7 @@ from tinyad import ir
 from tinyad import lang
 from tinyad import types as T
 from tinyad.errors import TinyadError, TinyadSyntaxError, TinyadTypeError
-from tinyad.frontend import resolve_annotation, trace_kernel
+from tinyad.frontend import parameter_kinds, trace_kernel
 from tinyad.frontend_scope import Source
 from tinyad.matrix import Matrix
 from tinyad.runtime import active_recorder, note, runtime
@@ -61,17 +61,12 @@ class Kernel:
     # ---- arguments --------------------------------------------------------------------------
     def kinds(self):
         if self._kinds is None:
-            self._kinds = {}
-            for name, param in self.signature.parameters.items():
-                annotation = param.annotation
-                if isinstance(annotation, str):
-                    annotation = eval(annotation, self.fn.__globals__)  # noqa: S307
-                self._kinds[name] = (None if annotation is inspect.Parameter.empty
-                                     else resolve_annotation(annotation))
+            self._kinds = parameter_kinds(self.fn)
         return self._kinds
 
     def bind(self, args, kwargs):
         """-> (template values, flat scalar values for the IR's arguments)."""
+        kinds = self.kinds()
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -79,7 +74,7 @@ class Kernel:
         bound.apply_defaults()
         templates, scalars = {}, []
         for name, value in bound.arguments.items():
-            kind = self.kinds()[name]
+            kind = kinds[name]
             if kind == "template":
                 templates[name] = value
             elif isinstance(kind, (lang.VectorType, lang.MatrixType)):

@@ -18,7 +18,10 @@ COMMENT_COLUMN = 60
 
 def format_expr(expr: ir.Expr, parent_precedence: int = 0) -> str:
     if isinstance(expr, ir.Const):
-        return repr(expr.value) if expr.dtype.is_float else str(expr.value)
+        if expr.dtype.is_float:  # shortest text that round-trips in the constant's precision
+            text = str(expr.dtype.np(expr.value))
+            return text if any(c in text for c in ".einf") else text + ".0"
+        return str(expr.value)
     if isinstance(expr, ir.Var):
         return expr.name
     if isinstance(expr, ir.Load):

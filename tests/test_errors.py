@@ -1,0 +1,388 @@
+"""Unsupported or wrong programs: each gets a clear error that names the user's source line.
+
+Every offending line below carries the marker comment `# <- error`; the tests check that the
+error points at exactly that line of this file."""
+import inspect
+
+import numpy as np
+import pytest
+
+import tinyad as ti
+
+
+def marked_line(fn) -> int:
+    """The line number of the `# <- error` marker inside fn's source."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, text in enumerate(lines):
+        if "# <- error" in text:
+            return first + offset
+    raise AssertionError(f"{fn.__name__} has no error marker")
+
+
+def assert_points_at(exc_info, fn, *fragments):
+    err = exc_info.value
+    loc = getattr(err, "loc", None)
+    assert loc is not None, f"error has no source location: {err}"
+    assert loc.file == __file__
+    assert loc.line == marked_line(fn), str(err)
+    text = str(err)
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+@pytest.fixture
+def fields(mode):
+    x = ti.field(ti.f32, shape=4, needs_grad=True)
+    y = ti.field(ti.f32, shape=4, needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+    return x, y, loss
+
+
+# ---- syntax a kernel may not use: TinyadSyntaxError (a SyntaxError) -------------------------
+
+def _lambda_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            f = lambda v: v * 2  # <- error  # noqa: E731
+            x[i] = f(x[i])
+    return k
+
+
+def _continue_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            if x[i] > 0:
+                continue  # <- error
+            x[i] = 1
+    return k
+
+
+def _try_kernel(x):
+    @ti.kernel
+    def k():
+        try:  # <- error
+            x[0] = 1
+        except Exception:
+            pass
+    return k
+
+
+def _undefined_name_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = undefined_thing * 2  # <- error  # noqa: F821
+    return k
+
+
+def _plain_python_call_kernel(x):
+    def helper(v):
+        return v * 2
+
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = helper(x[i])  # <- error
+    return k
+
+
+def _print_kernel(x):
+    @ti.kernel
+    def k():
+        print(x[0])  # <- error
+    return k
+
+
+def _static_of_runtime_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            if ti.static(x[i] > 0):  # <- error
+                x[i] = 0
+    return k
+
+
+def _stepped_range_kernel(x):
+    @ti.kernel
+    def k():
+        for i in range(0, 4, 2):  # <- error
+            x[i] = 1
+    return k
+
+
+def _missing_annotation_kernel(x):
+    @ti.kernel
+    def k(a):  # <- error
+        x[0] = a
+    return k
+
+
+def _return_without_type_kernel(x):
+    @ti.kernel
+    def k():
+        return x[0]  # <- error
+    return k
+
+
+def _non_tail_return_func(x):
+    @ti.func
+    def first_positive():
+        for i in range(4):
+            if x[i] > 0:
+                return i  # <- error
+        return -1
+
+    @ti.kernel
+    def k():
+        x[0] = first_positive()
+    return k
+
+
+SYNTAX_CASES = [
+    (_lambda_kernel, ["Lambda", "@ti.func"]),
+    (_continue_kernel, ["continue", "if"]),
+    (_try_kernel, ["Try"]),
+    (_undefined_name_kernel, ["undefined_thing"]),
+    (_plain_python_call_kernel, ["helper", "@ti.func"]),
+    (_print_kernel, ["print"]),
+    (_static_of_runtime_kernel, ["ti.static"]),
+    (_stepped_range_kernel, ["step"]),
+    (_missing_annotation_kernel, ["'a'", "annotation"]),
+    (_return_without_type_kernel, ["return type"]),
+    (_non_tail_return_func, ["return", "last statement"]),
+]
+
+
+@pytest.mark.parametrize("make, fragments", SYNTAX_CASES, ids=[c[0].__name__ for c in SYNTAX_CASES])
+def test_unsupported_syntax_names_the_line(fields, make, fragments):
+    x, _, _ = fields
+    kernel = make(x)
+    with pytest.raises(ti.TinyadSyntaxError) as info:
+        kernel()
+    assert isinstance(info.value, SyntaxError)
+    assert_points_at(info, make, *fragments)
+
+
+# ---- type and shape errors: TinyadTypeError -------------------------------------------------
+
+def _float_index_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i * 0.5] = 1  # <- error
+    return k
+
+
+def _wrong_index_count_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i, 0] = 1  # <- error
+    return k
+
+
+def _vector_shape_mismatch_kernel(x):
+    @ti.kernel
+    def k():
+        a = ti.Vector([1.0, 2.0])
+        b = ti.Vector([1.0, 2.0, 3.0])
+        c = a + b  # <- error
+        x[0] = c[0]
+    return k
+
+
+def _matrix_into_scalar_field_kernel(x):
+    @ti.kernel
+    def k():
+        x[0] = ti.Vector([1.0, 2.0])  # <- error
+    return k
+
+
+def _int_bit_op_on_float_kernel(x):
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = x[i] & 1  # <- error
+    return k
+
+
+TYPE_CASES = [
+    (_float_index_kernel, ["float", "x"]),
+    (_wrong_index_count_kernel, ["1 dimension", "2 index"]),
+    (_vector_shape_mismatch_kernel, ["shape mismatch"]),
+    (_matrix_into_scalar_field_kernel, ["x"]),
+    (_int_bit_op_on_float_kernel, ["integer"]),
+]
+
+
+@pytest.mark.parametrize("make, fragments", TYPE_CASES, ids=[c[0].__name__ for c in TYPE_CASES])
+def test_type_errors_name_the_line(fields, make, fragments):
+    x, _, _ = fields
+    with pytest.raises(ti.TinyadTypeError) as info:
+        make(x)()
+    assert_points_at(info, make, *fragments)
+
+
+def test_kernel_argument_types(fields):
+    x, _, _ = fields
+
+    @ti.kernel
+    def k(a: ti.f32, n: ti.i32):
+        x[n] = a
+
+    with pytest.raises(ti.TinyadTypeError, match="'a' is declared f32, got Field"):
+        k(x, 0)
+    with pytest.raises(ti.TinyadTypeError, match="'n' is declared i32, got the non-integer 1.5"):
+        k(1.0, 1.5)
+    with pytest.raises(ti.TinyadTypeError, match="missing a required argument"):
+        k(1.0)
+
+
+# ---- out-of-bounds indices --------------------------------------------------------------------
+
+def test_out_of_bounds_in_kernel_names_field_index_shape_and_line(fields):
+    x, y, _ = fields
+
+    def make(x):
+        @ti.kernel
+        def shift():
+            for i in x:
+                y[i] = x[i + 1]  # <- error
+        return shift
+
+    with pytest.raises(ti.TinyadIndexError) as info:
+        make(x)()
+    assert_points_at(info, make, "index (4,)", "field x", "shape (4,)")
+
+
+def test_out_of_bounds_vector_component(mode):
+    v = ti.Vector.field(3, ti.f32, shape=2)
+
+    def make(v):
+        @ti.kernel
+        def k(n: ti.i32):
+            v[n][0] = 1.0  # <- error
+        return k
+
+    with pytest.raises(ti.TinyadIndexError) as info:
+        make(v)(5)
+    assert_points_at(info, make, "index (5,)", "field v", "shape (2,)")
+
+
+def test_out_of_bounds_in_python_scope(fields):
+    x, _, _ = fields
+    with pytest.raises(ti.TinyadIndexError, match=r"index \(7,\) is out of bounds for field x"):
+        x[7] = 1.0
+    with pytest.raises(ti.TinyadIndexError, match="has 1 dimension"):
+        _ = x[1, 2]
+
+
+# ---- fields and numpy ------------------------------------------------------------------------
+
+def test_from_numpy_shape_and_dtype_are_checked(mode):
+    x = ti.field(ti.f32, shape=(3, 2))
+    v = ti.Vector.field(2, ti.f32, shape=3)
+    n = ti.field(ti.i32, shape=3)
+    with pytest.raises(ti.TinyadTypeError, match=r"field x has shape \(3, 2\).*array has shape \(2, 3\)"):
+        x.from_numpy(np.zeros((2, 3)))
+    with pytest.raises(ti.TinyadTypeError, match=r"field v has shape \(3, 2\)"):
+        v.from_numpy(np.zeros(3))
+    with pytest.raises(ti.TinyadTypeError, match="astype"):
+        n.from_numpy(np.zeros(3, dtype=np.float64))
+
+
+def test_integer_fields_cannot_need_grad(mode):
+    with pytest.raises(ti.TinyadTypeError, match="only float fields can have needs_grad"):
+        ti.field(ti.i32, shape=3, needs_grad=True)
+
+
+def test_reading_an_unplaced_gradient_names_the_line(mode):
+    x = ti.field(ti.f32, shape=3)
+
+    def make(x):
+        @ti.kernel
+        def k():
+            for i in x:
+                x.grad[i] = 0  # <- error
+        return k
+
+    with pytest.raises(ti.TinyadRuntimeError) as info:
+        make(x)()
+    assert_points_at(info, make, "x.grad has not been placed", "needs_grad=True")
+
+
+# ---- Tape misuse ------------------------------------------------------------------------------
+
+def test_tape_loss_must_be_0d(fields):
+    x, _, _ = fields
+    with pytest.raises(RuntimeError, match="The loss of Tape must be a 0-D field, i.e. scalar"):
+        with ti.ad.Tape(loss=x):
+            pass
+
+
+def test_tape_loss_needs_a_gradient(mode):
+    loss = ti.field(ti.f32, shape=())
+    with pytest.raises(RuntimeError, match="Gradients of loss are not allocated"):
+        with ti.ad.Tape(loss=loss):
+            pass
+
+
+def test_tape_enters_once_and_does_not_nest(fields):
+    _, _, loss = fields
+    tape = ti.ad.Tape(loss=loss)
+    with tape:
+        with pytest.raises(RuntimeError, match="do not nest"):
+            with ti.ad.Tape(loss=loss):
+                pass
+    with pytest.raises(RuntimeError, match="entered only once"):
+        with tape:
+            pass
+
+
+# ---- shapes the reverse transform cannot handle ---------------------------------------------
+
+def test_break_in_parallel_loop(fields):
+    x, _, _ = fields
+
+    def make(x):
+        @ti.kernel
+        def k():
+            for i in x:
+                if x[i] > 0:
+                    break  # <- error
+        return k
+
+    with pytest.raises(ti.KernelSimplicityRuleError) as info:
+        make(x)()
+    assert_points_at(info, make, "break")
+
+
+def test_break_cannot_be_differentiated(fields):
+    x, _, loss = fields
+
+    def make(x):
+        @ti.kernel
+        def k():
+            for i in x:
+                for j in range(4):
+                    if j > i:
+                        break  # <- error
+                    loss[None] += x[j]
+        return k
+
+    kernel = make(x)
+    kernel()  # runs forward fine
+    with pytest.raises(ti.AutodiffRuleError) as info:
+        kernel.grad()
+    assert_points_at(info, make, "break")
+
+
+def test_func_called_from_python_scope(mode):
+    @ti.func
+    def f(v):
+        return v * 2
+
+    with pytest.raises(ti.TinyadTypeError, match="can only be called from a kernel"):
+        f(1.0)
