@@ -35,6 +35,30 @@ def current_loc() -> SrcLoc:
     return _current_loc.get()
 
 
+# While a kernel is traced, the frontend installs a function here that stores a value in a new
+# kernel local and returns a read of it. Library code (tinyad/linalg.py) passes reused values
+# through `local()`, so a long chain of shared sub-expressions runs once, instead of being copied
+# into every expression tree that uses it (such trees grow exponentially).
+_local_sink: contextvars.ContextVar = contextvars.ContextVar("tinyad_local_sink", default=None)
+
+
+@contextlib.contextmanager
+def local_sink(sink):
+    token = _local_sink.set(sink)
+    try:
+        yield
+    finally:
+        _local_sink.reset(token)
+
+
+def local(value, base: str = "t"):
+    """`value`, kept in a fresh kernel local while tracing; numbers and leaves pass through."""
+    sink = _local_sink.get()
+    if sink is None or not isinstance(value, ir.Op):
+        return value
+    return sink(value, base)
+
+
 def is_expr(value) -> bool:
     return isinstance(value, ir.Expr)
 

@@ -119,6 +119,12 @@ class Tracer(ExprVisitor):
     def emit(self, stmt):
         self.blocks[-1].append(stmt)
 
+    def new_local(self, value, base):
+        """B.local's sink: `value` in a fresh local of the current block."""
+        var = ir.Var(self.namer.fresh(base), value.dtype, B.current_loc())
+        self.emit(ir.Assign(var.name, value, var.loc))
+        return var
+
     @contextlib.contextmanager
     def block(self, dynamic=True):
         self.blocks.append([])
@@ -377,7 +383,8 @@ class Tracer(ExprVisitor):
     def visit_While(self, node):
         if node.orelse:
             self.unsupported(node, "while ... else")
-        cond = self.visit(node.test)
+        with B.local_sink(None):  # the condition is re-evaluated: no locals set before the loop
+            cond = self.visit(node.test)
         if isinstance(cond, Matrix) or not (B.is_expr(cond) or cond):
             if isinstance(cond, Matrix):
                 raise TinyadTypeError("`while` on a vector", self.loc(node.test))
@@ -394,9 +401,8 @@ class Tracer(ExprVisitor):
                                     hint="loops under ti.static are unrolled and cannot break")
         if self.loops[-1]:
             raise KernelSimplicityRuleError("`break` in the kernel's outermost (parallel) loop",
-                                            self.loc(node), hint="move the loop into a ti.func "
-                                            "called from an outer loop, or use ti.loop_config("
-                                            "serialize=True)... and a while loop")
+                                            self.loc(node), hint="put ti.loop_config(serialize="
+                                            "True) before the loop: a serial loop may break")
         self.emit(ir.Break(self.loc(node)))
 
     def visit_Continue(self, node):
@@ -539,7 +545,8 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
     if returns and not isinstance(body[-1], ast.Return):
         raise TinyadSyntaxError("a kernel's `return` must be its last top-level statement",
                                 source.loc(body[-1]))
-    tracer.visit_block(body)
+    with B.local_sink(tracer.new_local):
+        tracer.visit_block(body)
     return ir.Kernel(name, tuple(args), tuple(tracer.blocks[0]), tracer.kernel_ret,
                      source.loc(source.tree))
 

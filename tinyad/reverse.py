@@ -82,6 +82,9 @@ class _Reverse:
         backward = self.backward(stmts, sweep)
         zero = [ir.Assign(self.adj(n).name, B.const(0, t)) for n, t in self.local_types.items()
                 if t.is_float and n in _assigned_in(stmts, self.parallel_bodies) | set(assigned)]
+        # A local the backward sweep never reads needs no saving and restoring.
+        needed = _names_read(backward)
+        forward, backward = _drop_saves(forward, needed), _drop_saves(backward, needed)
         return forward + zero + backward
 
     def is_independent_parallel(self, loop: ir.For, assigned: set) -> bool:
@@ -106,9 +109,9 @@ class _Reverse:
         assigned.add(name)
         out.append(ir.Assign(name, value, B.current_loc()))
 
-    def _helper(self, value, base, key, sweep, assigned, in_loop, out):
+    def _helper(self, value, base, key, sweep, assigned, in_loop, out, always=False):
         """Keep a value the backward sweep needs (a condition, a loop bound) in its own local."""
-        if isinstance(value, ir.Const):
+        if isinstance(value, ir.Const) and not always:
             return value
         name = self.namer.fresh(base)
         self.local_types[name] = value.dtype
@@ -139,7 +142,8 @@ class _Reverse:
             body = self.forward(s.body, sweep, assigned, in_loop=True)
             out.append(ir.For(s.var, start, stop, tuple(body), False, False, s.loc))
         elif isinstance(s, ir.While):
-            count = self._helper(B.const(0, T.i32), "n_iter", id(s), sweep, assigned, in_loop, out)
+            count = self._helper(B.const(0, T.i32), "n_iter", id(s), sweep, assigned, in_loop,
+                                 out, always=True)
             body = self.forward(s.body, sweep, assigned, in_loop=True)
             body.append(ir.Assign(count.name, B.binary("add", count, 1), s.loc))
             out.append(ir.While(s.cond, tuple(body), s.loc))
@@ -309,15 +313,37 @@ def _assigned_in(stmts, skip: set) -> set:
     return names
 
 
+def _names_read(stmts) -> set:
+    names = set()
+    for s in ir.walk_stmts(stmts):
+        for e in ir.stmt_exprs(s):
+            names.update(x.name for x in ir.walk_expr(e) if isinstance(x, ir.Var))
+    return names
+
+
+def _drop_saves(stmts, needed: set) -> list:
+    out = []
+    for s in stmts:
+        if isinstance(s, (ir.Save, ir.Restore)) and s.name not in needed:
+            continue
+        if isinstance(s, ir.If):
+            s = ir.If(s.cond, tuple(_drop_saves(s.then, needed)),
+                      tuple(_drop_saves(s.orelse, needed)), s.loc)
+        elif isinstance(s, ir.For):
+            s = ir.For(s.var, s.start, s.stop, tuple(_drop_saves(s.body, needed)), s.parallel,
+                       s.reverse, s.loc)
+        elif isinstance(s, ir.While):
+            s = ir.While(s.cond, tuple(_drop_saves(s.body, needed)), s.loc)
+        out.append(s)
+    return out
+
+
 def eliminate_dead_code(body) -> list:
     """Drop locals that are assigned (or saved/restored) but never read, then the loops and
     branches left empty. (The adjoint kernel writes no primal field, so its replay of a local
     nothing reads is useless.)"""
     while True:
-        read = set()
-        for s in ir.walk_stmts(body):
-            for e in ir.stmt_exprs(s):
-                read.update(x.name for x in ir.walk_expr(e) if isinstance(x, ir.Var))
+        read = _names_read(body)
         dead = {s.name for s in ir.walk_stmts(body)
                 if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name not in read}
         new_body = _prune(body, dead)

@@ -1,0 +1,269 @@
+"""Forward semantics of the kernel language (values, not gradients), each against numpy or an
+exact expectation."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+
+
+def test_while_and_break_in_forward_kernels(mode):
+    out = ti.field(ti.i32, shape=5)
+
+    @ti.kernel
+    def collatz_steps():
+        for i in out:
+            n = i + 3
+            steps = 0
+            while n != 1:
+                if n % 2 == 0:
+                    n = n // 2
+                else:
+                    n = 3 * n + 1
+                steps += 1
+            out[i] = steps
+
+    @ti.kernel
+    def first_square_above(limit: ti.i32) -> ti.i32:
+        found = 0
+        ti.loop_config(serialize=True)  # an outermost loop must be serial to break
+        for k in range(100):
+            if k * k > limit:
+                found = k
+                break
+        return found
+
+    collatz_steps()
+    def steps(n):
+        count = 0
+        while n != 1:
+            n, count = (n // 2 if n % 2 == 0 else 3 * n + 1), count + 1
+        return count
+    assert out.to_numpy().tolist() == [steps(i + 3) for i in range(5)]
+    assert first_square_above(50) == 8
+
+
+def test_kernel_return_values_and_scalar_arguments(mode):
+    x = ti.field(ti.f64, shape=4)
+    x.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]))
+
+    @ti.kernel
+    def weighted_sum(w: ti.f64, skip: ti.i32) -> ti.f64:
+        total = 0.0
+        for i in range(4):
+            if i != skip:
+                total += w * x[i]
+        return total
+
+    assert weighted_sum(0.5, 1) == pytest.approx(0.5 * (1 + 3 + 4))
+
+
+def test_integer_arithmetic_follows_taichi(mode):
+    out = ti.field(ti.f64, shape=6)
+    iout = ti.field(ti.i32, shape=4)
+
+    @ti.kernel
+    def k(a: ti.i32, b: ti.i32):
+        out[0] = a / b            # true division gives a float
+        out[1] = ti.cast(2.7, ti.i32)
+        out[2] = ti.cast(-2.7, ti.i32)
+        out[3] = float(a) ** 0.5
+        out[4] = ti.floor(-2.5)
+        out[5] = ti.round(2.5)
+        iout[0] = a // b
+        iout[1] = a % b
+        iout[2] = -a // b         # floor division, like Python
+        iout[3] = -a % b          # result takes the divisor's sign, like Python
+
+    k(7, 2)
+    assert out.to_numpy().tolist() == [3.5, 2, -2, pytest.approx(7 ** 0.5), -3, 2]
+    assert iout.to_numpy().tolist() == [3, 1, -4, 1]
+
+
+def test_f32_kernels_round_like_f32(f32_mode):
+    x = ti.field(ti.f32, shape=())
+
+    @ti.kernel
+    def k():
+        x[None] = 0.1 + 0.2
+
+    k()
+    assert x[None] == float(np.float32(0.1) + np.float32(0.2))
+    assert x.dtype == ti.f32 and x.to_numpy().dtype == np.float32
+
+
+def test_precision_loss_warns_at_the_users_line(mode):
+    x = ti.field(ti.f64, shape=())
+
+    @ti.kernel
+    def k():
+        a = 1
+        a = x[None] * 2.5
+        x[None] = a
+
+    x[None] = 1.0
+    with pytest.warns(UserWarning, match="Local store may lose precision: i32 <- f64"):
+        k()
+    assert x[None] == 2
+
+
+def test_static_loops_ifs_and_closures(mode):
+    weights = [1.0, 10.0, 100.0]
+    use_offset = True
+    x = ti.field(ti.f64, shape=3)
+
+    @ti.kernel
+    def k():
+        for i in ti.static(range(3)):
+            x[i] = weights[i]
+            if ti.static(use_offset and i == 2):
+                x[i] += 0.5
+
+    k()
+    assert x.to_numpy().tolist() == [1.0, 10.0, 100.5]
+
+
+def test_ndrange_offsets_grouped_and_struct_for(mode):
+    grid = ti.field(ti.i32, shape=(4, 5))
+    box = ti.field(ti.i32, shape=(4, 5))
+    vec = ti.Vector.field(2, ti.i32, shape=(4, 5))
+
+    @ti.kernel
+    def k():
+        for i, j in grid:
+            grid[i, j] = 10 * i + j
+        for i, j in ti.ndrange((1, 3), (2, 5)):
+            box[i, j] = 1
+        for I in ti.grouped(vec):
+            vec[I] = I
+
+    k()
+    assert grid.to_numpy().tolist() == [[10 * i + j for j in range(5)] for i in range(4)]
+    expected = np.zeros((4, 5), int)
+    expected[1:3, 2:5] = 1
+    assert box.to_numpy().tolist() == expected.tolist()
+    assert vec.to_numpy()[3, 4].tolist() == [3, 4]
+
+
+def test_atomics_return_old_values(mode):
+    counter = ti.field(ti.i32, shape=())
+    slots = ti.field(ti.i32, shape=6)
+    best = ti.field(ti.f64, shape=2)
+
+    @ti.kernel
+    def k():
+        for i in range(6):
+            slot = ti.atomic_add(counter[None], 1)
+            slots[slot] = i
+        for i in range(6):
+            ti.atomic_max(best[0], ti.sin(float(i)))
+            ti.atomic_min(best[1], ti.sin(float(i)))
+
+    k()
+    assert counter[None] == 6
+    assert sorted(slots.to_numpy().tolist()) == list(range(6))
+    assert best.to_numpy().tolist() == [max(0, max(np.sin(range(6)))), min(np.sin(range(6)))]
+
+
+def test_funcs_inline_with_vectors_and_early_returns(mode):
+    out = ti.field(ti.f64, shape=4)
+
+    @ti.func
+    def clamp01(v):
+        if v < 0:
+            return 0.0
+        if v > 1:
+            return 1.0
+        return v
+
+    @ti.func
+    def rotate(p, angle):
+        c, s = ti.cos(angle), ti.sin(angle)
+        return ti.Vector([c * p[0] - s * p[1], s * p[0] + c * p[1]])
+
+    @ti.kernel
+    def k():
+        out[0] = clamp01(-3.0)
+        out[1] = clamp01(0.25)
+        q = rotate(ti.Vector([1.0, 0.0]), np.pi / 2)
+        out[2] = q.x
+        out[3] = q.y + clamp01(7.0)
+
+    k()
+    assert out.to_numpy() == pytest.approx([0.0, 0.25, 0.0, 2.0], abs=1e-12)
+
+
+def test_vectors_and_matrices_in_python_scope_and_kernels(mode):
+    m = ti.Matrix.field(2, 2, ti.f64, shape=())
+    v = ti.Vector.field(3, ti.f64, shape=2)
+
+    @ti.kernel
+    def k():
+        a = ti.Matrix([[1.0, 2.0], [3.0, 4.0]])
+        m[None] = a @ a.transpose() + ti.Matrix.identity(ti.f64, 2) * a.determinant()
+        u = ti.Vector([1.0, 2.0, 3.0])
+        w = ti.Vector([0.0, 1.0, 0.0])
+        v[0] = u.cross(w) + u.normalized() * u.norm()
+        v[1] = ti.Vector([u.dot(w), u.norm_sqr(), (u.outer_product(w)).trace()])
+
+    k()
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    assert m.to_numpy()[()] == pytest.approx(a @ a.T + np.eye(2) * np.linalg.det(a))
+    u, w = np.array([1.0, 2.0, 3.0]), np.array([0.0, 1.0, 0.0])
+    assert v.to_numpy()[0] == pytest.approx(np.cross(u, w) + u)
+    assert v.to_numpy()[1] == pytest.approx([2.0, 14.0, 2.0])
+    p = ti.Vector([3.0, 4.0])
+    assert p.norm() == 5.0 and (p * 2).to_numpy().tolist() == [6.0, 8.0]
+    v[1] = [1, 2, 3]
+    assert v[1].to_numpy().tolist() == [1, 2, 3]
+
+
+def test_random_is_reproducible_from_the_seed(mode):
+    x = ti.field(ti.f64, shape=8)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = ti.random()
+
+    def draw():
+        ti.init(mode=mode, random_seed=7, default_fp=ti.f64)
+        nonlocal x
+        x = ti.field(ti.f64, shape=8)
+        k()
+        return x.to_numpy()
+
+    first, second = draw(), draw()
+    assert np.array_equal(first, second)
+    assert ((0 <= first) & (first < 1)).all() and len(set(first.tolist())) == 8
+
+
+def test_serialized_loop_runs_in_order(mode):
+    x = ti.field(ti.i32, shape=6)
+
+    @ti.kernel
+    def prefix_sum():
+        ti.loop_config(serialize=True)
+        for i in range(1, 6):
+            x[i] += x[i - 1]
+
+    x.from_numpy(np.arange(6, dtype=np.int32))
+    prefix_sum()
+    assert x.to_numpy().tolist() == np.cumsum(np.arange(6)).tolist()
+    assert "parallel" not in str(prefix_sum.ir)
+
+
+def test_root_dense_layouts_and_fill(mode):
+    a = ti.field(ti.f32)
+    b = ti.Vector.field(2, ti.f32)
+    ti.root.dense(ti.ij, (3, 2)).place(a, b)
+    ti.root.dense(ti.i, 3).dense(ti.j, 4)
+    assert a.shape == (3, 2) and b.shape == (3, 2) and b.to_numpy().shape == (3, 2, 2)
+    a.fill(1.5)
+    assert a.to_numpy().sum() == 9.0
+
+
+def test_init_accepts_taichi_options(capsys):
+    ti.init(arch=ti.cpu, offline_cache=False, cpu_max_num_threads=1)
+    assert "offline_cache" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="unknown option"):
+        ti.init(not_an_option=1)

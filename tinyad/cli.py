@@ -1,0 +1,233 @@
+"""The `tinyad` command: run an unmodified Taichi program under tinyad, check it, run examples.
+
+    tinyad run prog.py [args...]      `import taichi` inside prog.py gets tinyad
+    tinyad check prog.py [args...]    the same, with the autodiff rule checker set to "error"
+    tinyad example [name]             list the examples, or run one
+    tinyad --version
+
+Errors in the user's program end the command with exit status 1. A tinyad error prints its
+message only: it already names the user's file and line and draws a caret under the code.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.abc
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+import tinyad
+from tinyad import lang
+from tinyad.errors import TinyadError, TinyadSyntaxError
+from tinyad.runtime import MODES
+
+# tinyad's own source folders: frames in them are hidden from the user's tracebacks.
+_ROOT = Path(tinyad.__file__).resolve().parent.parent
+_INTERNAL_DIRS = tuple(str(_ROOT / name) + os.sep for name in ("tinyad", "interp", "compile"))
+# Examples live beside the packages in a source checkout; a wheel install has none.
+EXAMPLES_DIR = _ROOT / "examples"
+
+
+# ---- `import taichi` gives tinyad ------------------------------------------------------------
+def _taichi_aliases() -> dict:
+    """The module names a Taichi program imports, and the tinyad object that answers each."""
+    return {"taichi": tinyad, "taichi.ad": tinyad.ad, "taichi.math": tinyad.math,
+            "taichi.types": lang.types}   # a namespace class: `from taichi.types import f32`
+
+
+class _NoSuchTaichiModule(importlib.abc.MetaPathFinder):
+    """Say clearly that a Taichi submodule tinyad does not provide is missing.
+
+    Without this finder, `import taichi.lang` would search tinyad's folder and load a second
+    copy of a tinyad module under a Taichi name, with its own state.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("taichi."):
+            provided = ", ".join(sorted(_taichi_aliases()))
+            raise ModuleNotFoundError(f"tinyad stands in for taichi here and has no {fullname!r} "
+                                      f"(it provides {provided})", name=fullname)
+        return None
+
+
+@contextlib.contextmanager
+def taichi_is_tinyad():
+    """While active, `import taichi` / `from taichi import ...` resolve to tinyad."""
+    saved = {name: sys.modules.get(name) for name in _taichi_aliases()}
+    finder = _NoSuchTaichiModule()
+    sys.modules.update(_taichi_aliases())
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+# ---- running a program -----------------------------------------------------------------------
+def run_program(path: Path, args: list[str], *, mode: str | None, check: str | None,
+                full_traceback: bool = False) -> int:
+    """Run `path` as __main__ with `args`, as `python path args...` would. -> exit status."""
+    # ti.init reads TINYAD_MODE. The rule checker comes in a later issue: ti.init does not
+    # read TINYAD_CHECK yet.
+    env = {"TINYAD_MODE": mode, "TINYAD_CHECK": check}
+    program = str(path.resolve())
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [program, *args]
+    sys.path.insert(0, str(path.resolve().parent))   # the program's own folder, as python does
+    try:
+        with _environment(env), taichi_is_tinyad():
+            runpy.run_path(program, run_name="__main__")
+    except (TinyadError, TinyadSyntaxError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001  (the user's own error: report it, then exit 1)
+        _print_user_traceback(exc, full_traceback)
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return 0
+
+
+@contextlib.contextmanager
+def _environment(variables: dict):
+    """Set the environment variables whose value is not None, and restore them afterwards."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update({name: value for name, value in variables.items() if value is not None})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _in_tinyad(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_INTERNAL_DIRS)
+
+
+def _is_frozen(filename: str) -> bool:
+    return filename.startswith("<frozen")   # runpy and importlib, compiled into Python
+
+
+def _print_user_traceback(exc: BaseException, full: bool) -> None:
+    """Python's traceback, without the frames of tinyad, runpy and this command."""
+    report = traceback.TracebackException.from_exception(exc)
+    frames = list(report.stack)
+    hidden_at_top = bool(frames) and _in_tinyad(frames[-1].filename) and not full
+    if not full:
+        report.stack = traceback.StackSummary.from_list(
+            [f for f in frames if not (_in_tinyad(f.filename) or _is_frozen(f.filename))])
+    if report.stack or not isinstance(exc, SyntaxError):
+        print("".join(report.format()), end="", file=sys.stderr)
+    else:   # a syntax error in the program itself: Python's own caret display says it all
+        print("".join(report.format_exception_only()), end="", file=sys.stderr)
+    if hidden_at_top and frames[-1].filename != __file__:
+        print("[tinyad] raised inside tinyad; --traceback shows tinyad's own frames",
+              file=sys.stderr)
+
+
+# ---- examples --------------------------------------------------------------------------------
+def _examples() -> dict[str, Path]:
+    if not EXAMPLES_DIR.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(EXAMPLES_DIR.glob("*.py")) if not p.stem.startswith("_")}
+
+
+def _summary(path: Path) -> str:
+    """The first line of the example's docstring."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip().strip('"').strip("'").strip()
+        if text:
+            return text
+    return ""
+
+
+def _example_command(options) -> int:
+    examples = _examples()
+    if not examples:
+        print(f"tinyad example: no examples found (looked in {EXAMPLES_DIR}); they come with "
+              "a source checkout of tinyad", file=sys.stderr)
+        return 1
+    if options.name is None:
+        width = max(len(name) for name in examples)
+        for name, path in examples.items():
+            print(f"  {name:<{width}}  {_summary(path)}")
+        print("\nrun one with: tinyad example NAME")
+        return 0
+    name = options.name.removesuffix(".py")
+    if name not in examples:
+        print(f"tinyad example: no example {name!r}; choose one of: {', '.join(examples)}",
+              file=sys.stderr)
+        return 2
+    return run_program(examples[name], options.args, mode=options.mode, check=None,
+                       full_traceback=options.traceback)
+
+
+# ---- the command line ------------------------------------------------------------------------
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=MODES, help="execution mode (sets TINYAD_MODE)")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an error, show tinyad's own frames too (to debug tinyad)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tinyad", description="Taichi-style differentiable programming you can see inside.")
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, text in (("run", "run a Taichi program under tinyad"),
+                       ("check", "run a Taichi program with the autodiff rule checker on")):
+        sub = commands.add_parser(name, help=text, description=text + "; `import taichi` "
+                                  "inside it gets tinyad")
+        _add_run_options(sub)
+        sub.add_argument("program", help="the Python file to run")
+        sub.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
+    sub = commands.add_parser("example", help="list the examples, or run one")
+    _add_run_options(sub)
+    sub.add_argument("name", nargs="?", help="the example to run (omit to list them)")
+    sub.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the example")
+    return parser
+
+
+def _version() -> str:
+    import numpy  # noqa: PLC0415
+
+    return (f"tinyad {tinyad.__version__} (Python {sys.version.split()[0]}, "
+            f"numpy {numpy.__version__})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    if options.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if options.command == "example":
+        return _example_command(options)
+    path = Path(options.program)
+    if not path.is_file():
+        parser.error(f"{options.command}: no such file: {options.program}")
+    check = "error" if options.command == "check" else None
+    if check:
+        # TODO(rule checker issue): drop this notice once ti.init reads TINYAD_CHECK.
+        print("[tinyad] check: the autodiff rule checker is not built yet; the program runs "
+              "with TINYAD_CHECK=error, and only errors tinyad already raises are reported",
+              file=sys.stderr)
+    return run_program(path, options.args, mode=options.mode, check=check,
+                       full_traceback=options.traceback)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
