@@ -429,7 +429,13 @@ class Tracer(ExprVisitor):
             holder = []
             self.blocks.append(holder)
             self.frame.scopes.append({})
-            self.declare("ret", value if is_traced(value) else B.as_expr(value), node)
+            value = value if is_traced(value) else B.as_expr(value)
+            if isinstance(value, Matrix):
+                dtype = entry_dtype(value.entries) or B.python_dtype(value.entries[0])
+                zero = value._like([B.const(0, dtype)] * len(value.entries))
+            else:
+                zero = B.const(0, value.dtype)
+            self.declare("ret", zero, node)   # the result local, declared before the call
             frame.ret_binding = self.frame.scopes.pop()["ret"]
             self.blocks.pop()
             block[index:index] = holder

@@ -17,6 +17,11 @@ class IRVerifyError(Exception):
 def verify(kernel: ir.Kernel) -> ir.Kernel:
     local_types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
     _check_block(kernel.body, local_types, in_loop=False, top=True)
+    # A save may come before the local's first assignment (in a loop's first iteration), so
+    # saves and restores are checked against every local of the kernel.
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, (ir.Save, ir.Restore)) and stmt.name not in local_types:
+            _fail(f"{type(stmt).__name__.lower()} of a local that is never assigned", stmt)
     return kernel
 
 
@@ -58,8 +63,6 @@ def _check_block(block, types, in_loop, top=False):
             _fail("break outside a loop", stmt)
         elif isinstance(stmt, ir.Return) and not (top and k == len(block) - 1):
             _fail("return must end the kernel", stmt)
-        elif isinstance(stmt, (ir.Save, ir.Restore)) and stmt.name not in types:
-            _fail(f"{type(stmt).__name__.lower()} of undefined local {stmt.name}", stmt)
 
 
 def _check_expr(expr, types, stmt):

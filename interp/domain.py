@@ -1,0 +1,61 @@
+"""Value domains of the interpreter: what a value is, and how an op or a branch computes.
+
+The interpreter walks the same IR whatever the domain; a domain supplies the closures for
+constants, operations and branches. `NumericDomain` (the default) computes with numpy scalars
+of each node's dtype, so f32 kernels round like f32 hardware. A symbolic domain (sympy) plugs in
+the same way.
+"""
+from __future__ import annotations
+
+from tinyad import ir
+from tinyad.ops import TABLE
+from tinyad.runtime import runtime
+
+
+class NumericDomain:
+    def const(self, e: ir.Const):
+        value = e.dtype.np(e.value)
+        return lambda fr: value
+
+    def op(self, e: ir.Op, args):
+        result_type = e.dtype.np
+        if e.op == "select":
+            cond, a, b = args
+            return lambda fr: a(fr) if cond(fr) else b(fr)
+        if e.op in ("cast", "stop_grad"):
+            (a,) = args
+            return lambda fr: result_type(a(fr))
+        if e.op == "random":
+            if e.dtype.is_float:
+                return lambda fr: result_type(runtime.rng.random())
+            return lambda fr: result_type(runtime.rng.integers(-2**31, 2**31))
+        fn = TABLE[e.op].eval
+
+        def fix(value):
+            return value if type(value) is result_type else result_type(value)
+        if len(args) == 1:
+            (a,) = args
+            return lambda fr: fix(fn(a(fr)))
+        a, b = args
+        return lambda fr: fix(fn(a(fr), b(fr)))
+
+    def branch(self, cond, then, orelse):
+        def run(fr):
+            if cond(fr):
+                then(fr)
+            else:
+                orelse(fr)
+        return run
+
+    def truth(self, value) -> bool:
+        """A loop condition's value as a Python bool."""
+        return bool(value)
+
+    def argument(self, arg: ir.Arg, value):
+        return arg.dtype.np(value)
+
+    def result(self, value):
+        return value.item() if hasattr(value, "item") else value
+
+
+NUMERIC = NumericDomain()
