@@ -42,8 +42,8 @@ class _Compiler:
             name = e.name
             return lambda fr: fr.env[name]
         if isinstance(e, ir.Load):
-            field, loc, index = e.field, e.loc, self.indices(e.indices)
-            return lambda fr: fr.mem.load(field, index(fr), loc)
+            field, index = e.field, self.indices(e.indices)
+            return lambda fr: fr.mem.load(field, index(fr), e)
         return self.domain.op(e, tuple(self.expr(a) for a in e.args))
 
     def indices(self, indices):
@@ -76,8 +76,8 @@ class _Compiler:
                 fr.env[name] = value(fr)
             return assign
         if kind is ir.Store:
-            field, loc, index, value = s.field, s.loc, self.indices(s.indices), self.expr(s.value)
-            return lambda fr: fr.mem.store(field, index(fr), value(fr), loc)
+            field, index, value = s.field, self.indices(s.indices), self.expr(s.value)
+            return lambda fr: fr.mem.store(field, index(fr), value(fr), s)
         if kind is ir.AtomicOp:
             return self.atomic(s)
         if kind is ir.If:
@@ -108,13 +108,13 @@ class _Compiler:
         raise TypeError(f"interp: unknown statement {s!r}")  # pragma: no cover  (closed IR)
 
     def atomic(self, s: ir.AtomicOp):
-        op, field, loc, result = s.op, s.field, s.loc, s.result
+        op, field, result = s.op, s.field, s.result
         index, value = self.indices(s.indices), self.expr(s.value)
         if result is None:
-            return lambda fr: fr.mem.atomic(op, field, index(fr), value(fr), loc)
+            return lambda fr: fr.mem.atomic(op, field, index(fr), value(fr), s)
 
         def atomic_with_result(fr):
-            fr.env[result] = fr.mem.atomic(op, field, index(fr), value(fr), loc)
+            fr.env[result] = fr.mem.atomic(op, field, index(fr), value(fr), s)
         return atomic_with_result
 
     def loop(self, s: ir.For):
@@ -133,6 +133,8 @@ class _Compiler:
                     body(fr)
             except _Break:
                 pass
+            if parallel:
+                fr.mem.begin_iteration(s, None)
         return run
 
     def while_loop(self, s: ir.While):

@@ -1,5 +1,8 @@
 """Global memory as the interpreter sees it: every access bounds-checked, with hooks that the
-access log (a subclass) uses to record each read, store and atomic."""
+access log (a subclass) uses to record each read, store and atomic.
+
+Each access names its `site`: the IR node doing it (a Load, Store or AtomicOp), whose `.loc` is
+the user's source line."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +10,7 @@ import numpy as np
 from tinyad.errors import TinyadIndexError
 
 
-def _out_of_bounds(field, index, loc):
+def _out_of_bounds(field, index, site):
     ndim = len(field.shape)
     user, component = index[:ndim], index[ndim:]
     where = f"index {tuple(int(i) for i in user)}"
@@ -15,29 +18,29 @@ def _out_of_bounds(field, index, loc):
         where += f" (component {tuple(int(c) for c in component)})"
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
                             f"{field.shape}" + (f" with {field.element_shape} elements"
-                                                if field.element_shape else ""), loc)
+                                                if field.element_shape else ""), site.loc)
 
 
 class Memory:
     """Plain memory: numpy arrays, checked indices."""
 
-    def check(self, field, index, loc):
+    def check(self, field, index, site):
         shape = field.data.shape
         for k, extent in zip(index, shape):
             if not 0 <= k < extent:
-                raise _out_of_bounds(field, index, loc)
+                raise _out_of_bounds(field, index, site)
 
-    def load(self, field, index, loc):
-        self.check(field, index, loc)
+    def load(self, field, index, site):
+        self.check(field, index, site)
         return field.data[index]
 
-    def store(self, field, index, value, loc):
-        self.check(field, index, loc)
+    def store(self, field, index, value, site):
+        self.check(field, index, site)
         field.data[index] = value
 
-    def atomic(self, op, field, index, value, loc):
+    def atomic(self, op, field, index, value, site):
         """Apply `op` in place; returns the old value, as ti.atomic_* do."""
-        self.check(field, index, loc)
+        self.check(field, index, site)
         data = field.data
         old = data[index]
         if op == "add":
@@ -51,4 +54,5 @@ class Memory:
         return old
 
     def begin_iteration(self, loop, index):
-        """A new iteration of a parallel loop starts (the access log keys accesses by it)."""
+        """Iteration `index` of a parallel loop starts (None: the loop has ended). The access
+        log keys accesses by it."""
