@@ -133,9 +133,8 @@ def test_seed001_lazy_grad_places_gradients(mode):
     assert x.grad.to_numpy().tolist() == [3, 3, 3, 3]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="breaks Global Data Access Rule 1: caught by the rule checker (issue 3)")
 def test_seed001_func_broke_rule_1(mode):
+    """The document's bad example: tinyad stops it at the overwrite, naming both lines."""
     N = 16
     x = ti.field(dtype=ti.f32, shape=N, needs_grad=True)
     loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
@@ -150,9 +149,14 @@ def test_seed001_func_broke_rule_1(mode):
         x[i] = i
     b[None] = 10
     loss.grad[None] = 1
-    with ti.Tape(loss):
-        func_broke_rule_1()
-    assert x.grad[1] == 10.0
+    with pytest.raises(ti.AutodiffRuleError) as info:
+        with ti.Tape(loss):
+            func_broke_rule_1()
+    report = info.value.report
+    assert report.rule == "Global Data Access Rule 1" and report.element_text == "b[]"
+    assert report.read.loc.text.strip() == "loss[None] = x[1] * b[None]"
+    assert report.write.loc.text.strip() == "b[None] += 100"
+    assert (report.read.value, report.write.value) == (10, 110)
 
 
 def test_seed001_func_equivalent_rule_1(mode):
@@ -171,9 +175,8 @@ def test_seed001_func_equivalent_rule_1(mode):
     assert x.grad[1] == 10.0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="breaks Global Data Access Rule 2: caught by the rule checker (issue 3)")
 def test_seed001_func_break_rule_2(mode):
+    """The document's second bad example: caught when its gradient is asked for."""
     N = 16
     x = ti.field(dtype=ti.f32, shape=N, needs_grad=True)
     loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
@@ -188,9 +191,12 @@ def test_seed001_func_break_rule_2(mode):
     loss.grad[None] = 1
     loss[None] = 2
     func_break_rule_2()
-    func_break_rule_2.grad()
-    assert x.grad[1] == 4.0
-    assert x.grad[2] == 3.0
+    with pytest.raises(ti.AutodiffRuleError) as info:
+        func_break_rule_2.grad()
+    report = info.value.report
+    assert report.rule == "Global Data Access Rule 2" and report.element_text == "loss[]"
+    assert report.earlier[0].loc.text.strip() == "loss[None] += x[1] ** 2"
+    assert report.read.loc.text.strip() == report.write.loc.text.strip() == "loss[None] *= x[2]"
 
 
 def test_seed001_func_equivalent_rule_2(mode):

@@ -1,7 +1,9 @@
-"""`ti.ad`: Tape, custom gradients, no_grad, clearing gradients.
+"""`ti.ad`: Tape, custom gradients, no_grad, clearing gradients, gradient verification.
 
 A Tape records every kernel launched inside it; on exit it seeds loss.grad = 1 and runs the
 adjoint kernels in reverse order with the recorded arguments (Taichi's semantics).
+`Tape(loss, grad_check=[fields])` then checks the gradients by finite differences
+(tinyad/tapecheck.py); `verify` and `formula` check them against sympy (tinyad/gradverify.py).
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ class Tape:
         self.entered = False
         self.gradient_evaluated = False
         self._token = None
+        self.calls: list = []        # (primal callable, args, kwargs): what grad_check replays
+        self._grad_checker = None
 
     def __enter__(self):
         if self.entered:
@@ -55,20 +59,29 @@ class Tape:
         if loss is not None:
             loss.fill(0)
         if self.grad_check:
-            note("Tape(grad_check=...) is not available yet: the gradient check is skipped")
+            from tinyad.tapecheck import GradChecker  # noqa: PLC0415
+            self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
+        self._checker = _checker()
+        if self._checker is not None:
+            self._checker.begin_tape()
         self._token = active_recorder.set(self)
         return self
 
-    def record(self, kernel, args, kwargs):
+    def record(self, kernel, args, kwargs, launch=None):
         """Called by each kernel launched while this Tape is active."""
-        self.entries.append((kernel.grad, args, kwargs))
+        self.calls.append((kernel, args, kwargs))
+        self.entries.append((kernel.grad, args, kwargs, launch))
 
-    def record_custom(self, grad_fn, args, kwargs):
+    def record_custom(self, grad_fn, args, kwargs, primal=None):
         """Called by a grad_replaced function: its gradient replaces its kernels'."""
-        self.entries.append((grad_fn, args, kwargs))
+        if primal is not None:
+            self.calls.append((primal, args, kwargs))
+        self.entries.append((grad_fn, args, kwargs, None))
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
+        if self._checker is not None:
+            self._checker.end_tape()
         if exc_type is None:
             self.grad()
 
@@ -77,9 +90,27 @@ class Tape:
             raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
         if self.loss is not None:
             self.loss.grad.fill(1)
-        for adjoint, args, kwargs in reversed(self.entries):
-            adjoint(*args, **kwargs)
+        for adjoint, args, kwargs, launch in reversed(self.entries):
+            if hasattr(adjoint, "replay"):
+                adjoint.replay(args, kwargs, launch)
+                continue
+            checker = _checker()   # a custom gradient function (grad_for)
+            if checker is not None:
+                checker.in_custom_grad += 1
+            try:
+                adjoint(*args, **kwargs)
+            finally:
+                if checker is not None:
+                    checker.in_custom_grad -= 1
         self.gradient_evaluated = True
+        if self._grad_checker is not None:
+            self._grad_checker.check(self.calls)
+
+
+def _checker():
+    """The interpreter's rule checker, when checks are on."""
+    from interp import launchchecks  # noqa: PLC0415  (the checker lives with the interpreter)
+    return launchchecks.get_checker() if launchchecks.checks_on() else None
 
 
 def grad_replaced(func):
@@ -93,14 +124,14 @@ def grad_replaced(func):
     @functools.wraps(func)
     def decorated(*args, **kwargs):
         recorder = active_recorder.get()
-        if recorder is None:
-            return func(*args, **kwargs)
+        if recorder is None or getattr(recorder, "records_primal_kernels", False):
+            return func(*args, **kwargs)   # (gradverify's recorder wants the kernels inside)
         token = active_recorder.set(None)   # the kernels inside are not recorded one by one
         try:
             result = func(*args, **kwargs)
         finally:
             active_recorder.reset(token)
-        recorder.record_custom(decorated.grad, args, kwargs)
+        recorder.record_custom(decorated.grad, args, kwargs, primal=decorated)
         return result
 
     def missing_grad(*args, **kwargs):
@@ -131,3 +162,16 @@ def no_grad(func):
     wrapped = grad_replaced(func)
     wrapped.grad = lambda *args, **kwargs: None
     return wrapped
+
+
+def verify(run, loss, params, method="sympy", at=None, **options):
+    """Check the autodiff gradient of `loss` w.r.t. `params` against sympy and/or finite
+    differences (tinyad/gradverify.py). sympy is imported only when this is called."""
+    from tinyad.gradverify import verify as impl  # noqa: PLC0415
+    return impl(run, loss, params, method, at, **options)
+
+
+def formula(run, loss, params=None, **options):
+    """The loss that `run()` computes, as a sympy expression (tinyad/gradverify.py)."""
+    from tinyad.gradverify import formula as impl  # noqa: PLC0415
+    return impl(run, loss, params, **options)

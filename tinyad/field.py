@@ -152,14 +152,23 @@ class Field:
         return index
 
     def __getitem__(self, key):
-        value = self.data[self._index(key)]
+        index = self._index(key)
+        value = self.data[index]
         if self.element_shape:
             return Matrix(value.tolist())
+        if runtime.checker is not None:
+            runtime.checker.python_read(self, index, value)
         return value.item()
 
     def __setitem__(self, key, value):
         index = self._index(key)
         self.data[index] = _as_element(value, self.element_shape, self.name)
+        self._python_wrote(index)
+
+    def _python_wrote(self, index=None):
+        """Tell the rule checker (interp mode) about a Python-scope write."""
+        if runtime.checker is not None:
+            runtime.checker.python_write(self, index, None)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
@@ -179,10 +188,12 @@ class Field:
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
                                   f"is {array.dtype}; convert it with .astype() first")
         self.data[...] = array
+        self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
         self.data[...] = value
+        self._python_wrote()
 
     def copy_from(self, other: "Field") -> None:
         self.from_numpy(other.data)

@@ -116,10 +116,11 @@ class Kernel:
     def _launch(self, args, kwargs):
         templates, scalars = self.bind(args, kwargs)
         compiled = self.ir_for(templates)
+        result, launch = compiled.run_forward(scalars, self.fn.__name__)
         recorder = active_recorder.get()
         if recorder is not None:
-            recorder.record(self, args, kwargs)
-        return compiled.run_forward(scalars)
+            recorder.record(self, args, kwargs, launch)
+        return result
 
 
 class AdjointKernel:
@@ -131,11 +132,16 @@ class AdjointKernel:
     def __call__(self, *args, **kwargs):
         return _user_facing(lambda: self._launch(args, kwargs))
 
-    def _launch(self, args, kwargs):
+    def replay(self, args, kwargs, launch):
+        """The Tape's call: the adjoint of one recorded launch."""
+        return _user_facing(lambda: self._launch(args, kwargs, launch, manual=False))
+
+    def _launch(self, args, kwargs, launch=None, manual=True):
         if self.primal.is_no_grad:
             return None
         templates, scalars = self.primal.bind(args, kwargs)
-        self.primal.ir_for(templates).run_adjoint(scalars)
+        self.primal.ir_for(templates).run_adjoint(scalars, self.primal.fn.__name__, launch,
+                                                  manual)
         return None
 
     @property
@@ -160,15 +166,44 @@ class _Compiled:
 
     def _program(self, which, kernel_ir):
         if which not in self._programs:
-            from interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
-            self._programs[which] = Program(kernel_ir)
+            if runtime.config.mode == "fast":   # numba: compile/ (CPU, or CUDA when usable)
+                from compile import backend_for, compile_kernel  # noqa: PLC0415
+                self._programs[which] = compile_kernel(
+                    kernel_ir, backend_for(runtime.config.arch), runtime.config.debug)
+            else:
+                from interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
+                self._programs[which] = Program(kernel_ir)
         return self._programs[which]
 
-    def run_forward(self, scalars):
-        return self._program("forward", self.ir).run(scalars)
+    def run_forward(self, scalars, kernel_name):
+        """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
+        from interp import launchchecks  # noqa: PLC0415
+        program = self._program("forward", self.ir)
+        if not launchchecks.checks_on():
+            return program.run(scalars), None
+        from interp.accesslog import LoggedMemory  # noqa: PLC0415
+        checker = launchchecks.get_checker()
+        launchchecks.before_forward(checker, self, kernel_name,
+                                    [a.name for a in self.ir.args], scalars)
+        launch = checker.new_launch(kernel_name, self, scalars)
+        replayed = launchchecks.kernel_facts(self).replayed
+        return program.run(scalars, LoggedMemory(checker, launch, replayed)), launch
 
-    def run_adjoint(self, scalars):
-        self._program("adjoint", self.adjoint_ir()).run(scalars)
+    def run_adjoint(self, scalars, kernel_name, launch=None, manual=True):
+        """Run the adjoint kernel for a forward launch (found by its arguments if not given)."""
+        from interp import launchchecks  # noqa: PLC0415
+        program = self._program("adjoint", self.adjoint_ir())
+        if not launchchecks.checks_on():
+            program.run(scalars)
+            return
+        from interp.accesslog import ReplayMemory  # noqa: PLC0415
+        checker = launchchecks.get_checker()
+        if launch is None:
+            launch = checker.find_launch(self, scalars)
+        launchchecks.before_adjoint(checker, self, kernel_name, launch, manual)
+        program.run(scalars, ReplayMemory(checker, launch, kernel_name))
+        if launch is not None:
+            launch.adjoint_runs += 1
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):

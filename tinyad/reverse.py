@@ -239,10 +239,11 @@ class _Reverse:
     # ---- expressions ----------------------------------------------------------------------------
     def relevant(self, e: ir.Expr) -> bool:
         """Can a gradient flow from `e` to a float local or to a field with a gradient?"""
-        key = id(e)
-        if key not in self._relevant:
-            self._relevant[key] = self._compute_relevant(e)
-        return self._relevant[key]
+        # Keyed by the node itself (identity hash), not id(): the transform builds and drops
+        # temporary nodes, and a recycled id must not inherit a stale answer.
+        if e not in self._relevant:
+            self._relevant[e] = self._compute_relevant(e)
+        return self._relevant[e]
 
     def _compute_relevant(self, e):
         if not e.dtype.is_float:
@@ -261,6 +262,8 @@ class _Reverse:
 
     def propagate(self, e: ir.Expr, g: ir.Expr, out: list):
         """Emit code adding g * d(e)/d(leaf) into the adjoint of every leaf of e."""
+        if not self.relevant(e):
+            return
         values: dict[int, ir.Expr] = {}
         self._recompute(e, values, out)
         self._push(e, g, values, out)

@@ -33,6 +33,7 @@ class Runtime:
     fields: list = field(default_factory=list)   # every field created since the last init
     generation: int = 0                           # bumped by init: traced kernels are stale
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    checker: object = None                        # interp's rule checker (interp/accesslog.py)
 
 
 runtime = Runtime()
@@ -62,6 +63,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     import os  # noqa: PLC0415
 
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
+    check = check or os.environ.get("TINYAD_CHECK")
     if mode not in MODES:
         raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {MODES}")
     check = check or "error"
@@ -77,8 +79,11 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, mode=mode, check=check)
-    if mode == "fast":
-        note("mode='fast' (numba) is not built yet: kernels run in the interpreter")
+    if mode == "fast" and runtime.config.arch == "cuda":
+        from compile import backend_for  # noqa: PLC0415
+        if backend_for("cuda") != "cuda":
+            note("ti.init(arch=cuda): no CUDA GPU found, fast mode runs on the CPU")
     runtime.fields = []
     runtime.generation += 1
+    runtime.checker = None
     runtime.rng = np.random.default_rng(random_seed)

@@ -1,0 +1,375 @@
+"""The access log of interp mode, and the rule checks it makes possible.
+
+Every global read, store and atomic of a checked launch passes through `LoggedMemory`, which
+knows the field, the element, the launch, the parallel-loop iteration, the source line and the
+value. From that it checks, element by element:
+
+* within a Tape (or within one launch that is later differentiated by hand), that no element is
+  changed after a read whose value the adjoint kernel replays (Global Data Access Rules 1 and 2,
+  reads during accumulation). Which reads matter is exact: the loads that survive in the kernel's
+  adjoint IR;
+* that no two iterations of a parallel loop touch one element in conflicting ways;
+* when an adjoint kernel runs, that each load it replays reads the value the forward read
+  (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
+The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
+path) live in interp/launchchecks.py.
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+
+from tinyad.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulationRuleError,
+                          ReadThenOverwriteRuleError, Report, ReplayDivergenceRuleError,
+                          SecondWriteRuleError)
+
+from interp.memory import Memory
+
+ACCUMULATE = ("atomic_add", "atomic_sub")
+
+
+def same_value(a, b) -> bool:
+    return bool(a == b) or (a != a and b != b)   # NaN equals NaN here: nothing changed
+
+
+def user_loc():
+    """The user's source line calling into tinyad from Python scope."""
+    from tinyad.srcloc import SrcLoc  # noqa: PLC0415
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("tinyad", "interp"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return SrcLoc(frame.f_code.co_filename, frame.f_lineno, 0, None, frame.f_code.co_name)
+
+
+@dataclass
+class Launch:
+    """One forward launch of a kernel, as far as its adjoint needs to know."""
+    number: int
+    kernel: str
+    compiled: object
+    scalars: tuple
+    time: int
+    reads: dict = field(default_factory=dict)     # (id(load), index) -> Access, reads replayed
+    problems: list = field(default_factory=list)  # violations to raise if it is differentiated
+    adjoint_runs: int = 0
+
+
+class Scope:
+    """What has been read and written since a Tape began (or during one launch)."""
+
+    def __init__(self, deferred: bool):
+        self.deferred = deferred       # record violations instead of raising them now
+        self.reads: dict = {}          # element -> first Access whose value the adjoint replays
+        self.first_write: dict = {}    # element -> first write Access
+        self.accumulated: dict = {}    # element -> first += Access
+
+
+class Checker:
+    """Everything the checks remember across launches (one per ti.init)."""
+
+    def __init__(self, generation: int, report):
+        self.generation = generation
+        self.report = report           # called with each violation: raises, or warns
+        self.clock = 0
+        self.launches = 0
+        self.history: deque = deque(maxlen=512)
+        self.last_write: dict = {}     # element -> last write Access (attribution)
+        self.bulk_write: dict = {}     # field -> last whole-field Python write Access
+        self.tape: Scope | None = None
+        self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
+        self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
+        self.in_custom_grad = 0
+        self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
+        self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def new_launch(self, kernel, compiled, scalars) -> Launch:
+        self.launches += 1
+        launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
+        self.history.append(launch)
+        return launch
+
+    def begin_tape(self):
+        self.tape, self.taint, self.python_reads = Scope(deferred=False), {}, {}
+
+    def end_tape(self):
+        self.tape, self.taint, self.python_reads = None, {}, {}
+
+    def find_launch(self, compiled, scalars) -> Launch | None:
+        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
+        for launch in reversed(self.history):
+            if launch.compiled is compiled and launch.scalars == scalars:
+                return launch
+        return None
+
+    def grad_accumulated(self, grad_field):
+        self.grad_accumulated_at[grad_field] = self.clock
+
+    def custom_grad_write(self, fld, index, kind, site, old, new):
+        """Inside a grad_for function: a plain store must not discard an earlier gradient."""
+        from tinyad.rules import SilentZeroRuleError  # noqa: PLC0415
+        if kind == "store" and old != 0 and not same_value(old, new):
+            write = Access(kind, site.loc, None, None, None, new, self.tick())
+            self.report(SilentZeroRuleError(Report(
+                "Custom gradient assigns", f"a grad_for function assigns {fld.name}"
+                f"[{', '.join(map(str, index))}] instead of accumulating into it.", None,
+                fld.name, index, None, write, [],
+                f"the {_fmt(old)} already in {fld.name} (from other kernels) is thrown away",
+                f"accumulate: {fld.name}[i] += ... instead of {fld.name}[i] = ...")))
+
+    def python_read(self, fld, index, value):
+        if self.tape is not None and fld.grad is not None:
+            self.python_reads[float(value)] = (fld, index, user_loc())
+
+    def last_writer(self, fld, index) -> Access | None:
+        element, bulk = self.last_write.get((fld, index)), self.bulk_write.get(fld)
+        if element is None or (bulk is not None and bulk.time > element.time):
+            return bulk
+        return element
+
+    # ---- Python scope -----------------------------------------------------------------------
+    def python_write(self, fld, index, new_value) -> None:
+        """A Python-scope write to one element (index) or to the whole field (index None)."""
+        access = Access("python write", user_loc(), None, None, None, new_value, self.tick())
+        if fld.role == "grad":
+            self.grad_cleared_at[fld] = access.time
+        if index is None:
+            self.bulk_write[fld] = access
+        else:
+            self.last_write[(fld, index)] = access
+        if self.tape is None or fld.role != "primal":
+            return
+        for (f, element), read in list(self.tape.reads.items()):
+            if f is fld and (index is None or element == index):
+                value = fld.data[element]
+                if not same_value(value, read.value):
+                    access.value = value
+                    self.report(ReadThenOverwriteRuleError(overwrite_report(
+                        fld, element, read, access, self.tape, python=True)))
+
+
+class LoggedMemory(Memory):
+    """Memory of a forward launch with the access log on."""
+
+    def __init__(self, checker: Checker, launch: Launch, replayed_loads: frozenset):
+        self.checker = checker
+        self.launch = launch
+        self.replayed = replayed_loads
+        self.scope = checker.tape if checker.tape is not None else Scope(deferred=True)
+        self.iteration = None
+        self.loop = None
+        self.elements: dict = {}       # element -> [reader it, store it, accumulator it] this loop
+
+    def begin_iteration(self, loop, index):
+        if loop is not self.loop:
+            self.loop, self.elements = loop, {}
+        self.iteration = index
+        if index is None:
+            self.loop, self.elements = None, {}
+
+    def _access(self, kind, site, value) -> Access:
+        return Access(kind, site.loc, self.launch.kernel, self.launch.number, self.iteration,
+                      value, self.checker.tick())
+
+    def _raise(self, error):
+        if self.scope.deferred:
+            self.launch.problems.append(error)
+        else:
+            self.checker.report(error)
+
+    # ---- the three kinds of access -------------------------------------------------------
+    def load(self, fld, index, site):
+        value = Memory.load(self, fld, index, site)
+        if fld.role != "primal":
+            return value
+        key = (fld, index)
+        if self.iteration is not None:
+            self._cross_iteration(key, SLOTS["read"], "read", site, value)
+        if id(site) in self.replayed:
+            access = None
+            if (id(site), index) not in self.launch.reads:
+                access = self._access("read", site, value)
+                self.launch.reads[(id(site), index)] = access
+            if key not in self.scope.reads:
+                self.scope.reads[key] = access or self._access("read", site, value)
+        return value
+
+    def store(self, fld, index, value, site):
+        self.check(fld, index, site)
+        old = fld.data[index]
+        fld.data[index] = value
+        self._written(fld, index, "store", site, old)
+
+    def atomic(self, op, fld, index, value, site):
+        old = Memory.atomic(self, op, fld, index, value, site)
+        self._written(fld, index, "atomic_" + op, site, old)
+        return old
+
+    def _written(self, fld, index, kind, site, old):
+        new = fld.data[index]
+        if fld.role != "primal":
+            if fld.role == "grad" and self.checker.in_custom_grad:
+                self.checker.custom_grad_write(fld, index, kind, site, old, new)
+            return
+        key = (fld, index)
+        write = self._access(kind, site, new)
+        if self.iteration is not None:
+            self._cross_iteration(key, SLOTS[kind], kind, site, new)
+        read = self.scope.reads.get(key)
+        if read is not None and not same_value(new, read.value):
+            self._raise(_overwrite_error(fld, index, read, write, self.scope))
+            del self.scope.reads[key]       # one report per read
+        self.scope.first_write.setdefault(key, write)
+        if kind in ACCUMULATE:
+            self.scope.accumulated.setdefault(key, write)
+        self.checker.last_write[key] = write
+
+    def _cross_iteration(self, key, slot, kind, site, value):
+        """Two iterations conflict on an element unless both only read it, or both apply the
+        same commutative atomic (+= / -=, min, max) to it."""
+        it = self.iteration
+        seen = self.elements.get(key)
+        if seen is None:
+            seen = self.elements[key] = [None] * len(CONFLICTS)
+        for other in CONFLICTS[slot]:
+            earlier = seen[other]
+            if earlier is not None and earlier.iteration != it:
+                if slot == other == SLOTS["store"] and same_value(earlier.value, value):
+                    continue   # the same value stored twice: no race in the result
+                self._raise(ParallelConflictRuleError(conflict_report(
+                    key, earlier, self._access(kind, site, value), self.launch.kernel)))
+                seen[other] = None
+        if seen[slot] is None:
+            seen[slot] = self._access(kind, site, value)
+
+
+# Access kinds for the cross-iteration check, and which kinds conflict with each.
+SLOTS = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
+         "atomic_max": 4}
+CONFLICTS = {0: (1, 2, 3, 4), 1: (0, 1, 2, 3, 4), 2: (0, 1, 3, 4), 3: (0, 1, 2, 4),
+             4: (0, 1, 2, 3)}
+
+
+class ReplayMemory(Memory):
+    """Memory of an adjoint launch: each replayed load must read what the forward read."""
+
+    def __init__(self, checker: Checker, launch: Launch | None, kernel: str):
+        self.checker, self.launch, self.kernel = checker, launch, kernel
+
+    def load(self, fld, index, site):
+        value = Memory.load(self, fld, index, site)
+        if self.launch is not None and fld.role == "primal":
+            read = self.launch.reads.get((id(site), index))
+            if read is not None and not same_value(value, read.value):
+                self.checker.report(ReplayDivergenceRuleError(divergence_report(
+                    fld, index, read, value, self.checker.last_writer(fld, index), self.kernel)))
+                del self.launch.reads[(id(site), index)]
+        return value
+
+    def atomic(self, op, fld, index, value, site):
+        old = Memory.atomic(self, op, fld, index, value, site)
+        if fld.role == "grad":
+            self.checker.grad_accumulated(fld)
+        return old
+
+
+# ---- reports ------------------------------------------------------------------------------
+
+def _element(index, fld):
+    return index[:len(fld.shape)] + index[len(fld.shape):]
+
+
+def _overwrite_error(fld, index, read, write, scope):
+    report = overwrite_report(fld, index, read, write, scope)
+    if report.rule.startswith("Global Data Access Rule 2"):
+        return SecondWriteRuleError(report)
+    if report.rule.startswith("Read during"):
+        return ReadDuringAccumulationRuleError(report)
+    return ReadThenOverwriteRuleError(report)
+
+
+def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
+    key = (fld, index)
+    first = scope.first_write.get(key)
+    accumulated = scope.accumulated.get(key)
+    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    consequence = (f"the adjoint replays the read at line {read.loc.line} and would see "
+                   f"{name} = {_fmt(write.value)} instead of {_fmt(read.value)}, so every "
+                   "gradient that flows through that read would be computed at the wrong value")
+    if python:
+        return Report("Global Data Access Rule 1",
+                      f"{name} was read by a kernel in this Tape, then changed in Python scope.",
+                      read.kernel, fld.name, index, read, write, [], consequence,
+                      "change fields before the Tape starts, or after it ends")
+    if write.kind in ACCUMULATE and accumulated is not None and accumulated.time < read.time:
+        return Report("Read during accumulation",
+                      f"{name} was read while it was still being accumulated into with +=.",
+                      write.kernel, fld.name, index, read, write, [accumulated], consequence,
+                      "finish the accumulation first: read the total in a later kernel, after "
+                      "every += into it")
+    if first is not None and first.time < read.time and write.kind not in ACCUMULATE:
+        return Report("Global Data Access Rule 2",
+                      f"{name} was written, read, then written again without +=.",
+                      write.kernel, fld.name, index, read, write, [first], consequence,
+                      "write each element once and accumulate with +=: compute the final value "
+                      "in a local and store it once (e.g. loss[None] = (a + b) * c), or keep "
+                      "each intermediate result in its own field")
+    return Report("Global Data Access Rule 1",
+                  f"{name} was read, then changed before the adjoint used the value read.",
+                  write.kernel, fld.name, index, read, write, [], consequence,
+                  f"keep the value the adjoint needs: write the new value to another field or "
+                  f"to a time-indexed slot ({fld.name}[t + 1] = ... rather than overwriting "
+                  f"{fld.name}[t]), or update {fld.name} in a kernel outside the Tape")
+
+
+def conflict_report(key, earlier: Access, later: Access, kernel) -> Report:
+    fld, index = key
+    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    kinds = {earlier.kind.split("_")[0], later.kind.split("_")[0]}
+    if kinds == {"store"}:
+        summary = f"iterations {earlier.iteration} and {later.iteration} of a parallel loop both store {name}."
+    elif "read" in kinds:
+        summary = (f"iteration {later.iteration if later.kind != 'read' else earlier.iteration} "
+                   f"of a parallel loop writes {name}, which iteration "
+                   f"{earlier.iteration if later.kind != 'read' else later.iteration} reads.")
+    else:
+        summary = f"iterations {earlier.iteration} and {later.iteration} of a parallel loop store and accumulate into {name}."
+    return Report("Parallel loop conflict", summary, kernel, fld.name, index, None, later,
+                  [earlier],
+                  "iterations of a parallel loop run in any order (and their adjoints in yet "
+                  "another), so the result and its gradient depend on the schedule",
+                  "make the iterations independent: write results to a separate field "
+                  "(y[i] = f(x[i - 1]) instead of x[i] = f(x[i - 1])), accumulate with +=, or "
+                  "run the loop in order with ti.loop_config(serialize=True)")
+
+
+def divergence_report(fld, index, read: Access, now, writer: Access | None, kernel) -> Report:
+    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    if writer is None:
+        cause = "it was changed after the forward ran"
+    elif writer.kernel is None:
+        cause = "a Python-scope write changed it after the forward ran"
+    else:
+        cause = f"kernel {writer.kernel} changed it after the forward ran"
+    write = Access(writer.kind, writer.loc, writer.kernel, writer.launch, writer.iteration, now,
+                   writer.time) if writer else None
+    return Report("Replay divergence",
+                  f"the adjoint of {kernel} replays a read of {name} and finds {_fmt(now)}, but "
+                  f"the forward read {_fmt(read.value)}: {cause}.",
+                  kernel, fld.name, index, read, write, [],
+                  f"the gradient of {kernel} would be computed at {name} = {_fmt(now)}",
+                  "run the forward kernel again right before .grad(), and change no field it "
+                  "reads between the forward and its gradient (launch such kernels outside "
+                  "the Tape, after it)")
+
+
+def _fmt(value) -> str:
+    if hasattr(value, "item"):
+        value = value.item()
+    return f"{value:.9g}" if isinstance(value, float) else str(value)
