@@ -5,8 +5,8 @@
 from tinyad import ad
 from tinyad import math
 from tinyad.ad import Tape
-from tinyad.errors import (AutodiffRuleError, KernelSimplicityRuleError, TinyadError,
-                           TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
+from tinyad.errors import (AutodiffRuleError, GradientMismatchError, KernelSimplicityRuleError,
+                           TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
                            TinyadTypeError)
 from tinyad.field import Axis, Field, SNode, field, root, var
 from tinyad.kernel import func, kernel, real_func

@@ -54,3 +54,18 @@ class AutodiffRuleError(TinyadError):
 
 class KernelSimplicityRuleError(AutodiffRuleError):
     """A loop shape the reverse-mode transform cannot differentiate."""
+
+
+class GradientMismatchError(TinyadError):
+    """The autodiff gradient disagrees with an independent truth (sympy's derivative of the
+    program's formula, or finite differences). `report` holds the element-by-element comparison
+    (`report.to_dict()` for tools)."""
+
+    def __init__(self, message: str, report=None, hint: str = ""):
+        self.report = report
+        super().__init__(message, None, hint)
+
+
+class NonDifferentiableWarning(UserWarning):
+    """A note: an operation without a derivative (floor, round, an int cast, a comparison) sits
+    on a gradient path, so no gradient flows through it."""

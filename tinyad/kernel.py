@@ -4,13 +4,15 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import warnings
 
 import numpy as np
 
 from tinyad import ir
 from tinyad import lang
 from tinyad import types as T
-from tinyad.errors import TinyadError, TinyadSyntaxError, TinyadTypeError
+from tinyad.errors import (NonDifferentiableWarning, TinyadError, TinyadSyntaxError,
+                           TinyadTypeError)
 from tinyad.frontend import parameter_kinds, trace_kernel
 from tinyad.frontend_scope import Source
 from tinyad.matrix import Matrix
@@ -161,8 +163,18 @@ class _Compiled:
     def adjoint_ir(self) -> ir.Kernel:
         if self._adjoint is None:
             from tinyad.reverse import reverse  # noqa: PLC0415
-            self._adjoint = reverse(self.ir)
+            self._notes = []
+            self._adjoint = reverse(self.ir, self._notes)
         return self._adjoint
+
+    def _warn_non_differentiable(self):
+        """Once per kernel, when its gradient first runs: where gradient paths are cut."""
+        for loc, op in getattr(self, "_notes", ()):
+            warnings.warn_explicit(
+                f"`{op}` has no derivative: no gradient flows back through it (a note, not an "
+                "error; use ti.stop_grad(...) to say this is intended)",
+                NonDifferentiableWarning, loc.file, loc.line)
+        self._notes = []
 
     def _program(self, which, kernel_ir):
         if which not in self._programs:
@@ -193,6 +205,7 @@ class _Compiled:
         """Run the adjoint kernel for a forward launch (found by its arguments if not given)."""
         from interp import launchchecks  # noqa: PLC0415
         program = self._program("adjoint", self.adjoint_ir())
+        self._warn_non_differentiable()
         if not launchchecks.checks_on():
             program.run(scalars)
             return

@@ -32,12 +32,32 @@ from tinyad.ops import TABLE, cast_keeps_gradient
 from tinyad.verify import verify
 
 
-def reverse(kernel: ir.Kernel) -> ir.Kernel:
-    """The adjoint kernel of `kernel` (same arguments, no return value)."""
+def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
+    """The adjoint kernel of `kernel` (same arguments, no return value). Non-differentiable
+    operations met on a gradient path are appended to `notes` as (loc, op)."""
     transform = _Reverse(kernel)
     body = transform.region(kernel.body, assigned=frozenset(a.name for a in kernel.args))
     body = eliminate_dead_code(body)
+    _reject_random(body, kernel.name)
+    if notes is not None:
+        notes.extend(transform.notes)
     return verify(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None, kernel.loc))
+
+
+def _reject_random(body, name):
+    """A replay of ti.random() draws new numbers: the adjoint would differentiate other values."""
+    from tinyad.rules import Access, Report, ReplayDivergenceRuleError  # noqa: PLC0415
+    for stmt in ir.walk_stmts(body):
+        for expr in ir.stmt_exprs(stmt):
+            for sub in ir.walk_expr(expr):
+                if isinstance(sub, ir.Op) and sub.op == "random":
+                    raise ReplayDivergenceRuleError(Report(
+                        "Replay divergence", f"{name}'s gradient depends on ti.random(), which "
+                        "the adjoint kernel would draw anew.", name, None, None,
+                        Access("random", sub.loc, name), None, [],
+                        "the adjoint would use different random numbers than the forward did",
+                        "draw the random numbers into a field in a kernel before the Tape (or "
+                        "outside the differentiated kernels) and read them from there"))
 
 
 @dataclass
@@ -60,7 +80,8 @@ class _Reverse:
         self.adjoint_names: dict[str, str] = {}
         self.temps: set[str] = set()
         self.parallel_bodies: set[int] = set()   # id() of parallel loops handled per iteration
-        self._relevant: dict[int, bool] = {}
+        self._relevant: dict = {}
+        self.notes: list = []                     # (loc, op) of non-differentiable ops met
 
     # ---- names ------------------------------------------------------------------------------
     def adj(self, name: str) -> ir.Var:
@@ -246,18 +267,20 @@ class _Reverse:
         return self._relevant[e]
 
     def _compute_relevant(self, e):
+        if isinstance(e, ir.Op):
+            args = e.args[1:] if e.op == "select" else e.args   # a condition carries no gradient
+            carries = any(a.dtype.is_float and self.relevant(a) for a in args)
+            cut = TABLE[e.op].partials is None or (
+                e.op == "cast" and not cast_keeps_gradient(e.dtype, e.args[0].dtype))
+            if cut and carries and e.op not in ("stop_grad", "random"):
+                self.notes.append((e.loc, e.op))   # the gradient path ends here
+            return e.dtype.is_float and carries and not cut
         if not e.dtype.is_float:
             return False
         if isinstance(e, ir.Var):
             return True
         if isinstance(e, ir.Load):
             return _grad_field(e.field) is not None
-        if isinstance(e, ir.Op):
-            if TABLE[e.op].partials is None:
-                return False
-            if e.op == "cast" and not cast_keeps_gradient(e.dtype, e.args[0].dtype):
-                return False
-            return any(self.relevant(a) for a in e.args)
         return False
 
     def propagate(self, e: ir.Expr, g: ir.Expr, out: list):
@@ -273,7 +296,8 @@ class _Reverse:
         if not isinstance(e, ir.Op) or not self.relevant(e) or id(e) in values:
             return
         for a in e.args:
-            self._recompute(a, values, out)
+            if a.dtype.is_float:   # integer operands (conditions, indices) carry no gradient
+                self._recompute(a, values, out)
         args = tuple(values.get(id(a), a) for a in e.args)
         values[id(e)] = self.temp(ir.Op(e.op, args, e.dtype, e.loc), out)
 
