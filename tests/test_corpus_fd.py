@@ -177,10 +177,7 @@ def _(a, b, c):
     t = ti.cast(ti.cast(a, ti.f32), ti.f64)
     return t * t * b + ti.cast(b, ti.f32) * 2.0
 
-@elementwise("dtype-call-cast", S(), S(), eps=1e-3, rtol=1e-4, atol=1e-5, xfail=(
-    "tinyad bug: Taichi casts with a primitive type called on one expression (ti.f64(x), "
-    "ti.i32(x), ti.f32(x)); tinyad raises TinyadTypeError 'DType object is not callable' "
-    "(frontend_expr.visit_Call has no DType branch)"))
+@elementwise("dtype-call-cast", S(), S(), eps=1e-3, rtol=1e-4, atol=1e-5)
 @ti.func
 def _(a, b, c):
     return ti.f64(ti.f32(a)) * b + ti.i32(a * 3.0 + 4.0) * b + ti.f64(a * b) ** 2
@@ -582,16 +579,12 @@ def _(a, b, c):
     e = d * a + 0.5 * a ** 2 - ti.sin(a) / 4.0
     return e.sum() + e[1, 0] * d[2, 2] + a[0, 1]
 
-@elementwise("vec-swizzle", V(3), V(3), xfail=(
-    "tinyad bug: Taichi vectors have GLSL swizzles (v.xy, v.zyx, v.rgb, v.xxy); tinyad's Matrix "
-    "only defines .x/.y/.z/.w, so `a.xy` raises TinyadSyntaxError 'Matrix has no attribute xy'"))
+@elementwise("vec-swizzle", V(3), V(3))
 @ti.func
 def _(a, b, c):
     return a.xy.dot(b.zx) + a.zyx.cross(b.rgb).norm_sqr() + a.xxy.sum()
 
-@elementwise("vec-mat-constant-slices", V(3), M(3, 3), xfail=(
-    "tinyad bug: Taichi allows constant slices of vectors/matrices in kernels (v[:2], "
-    "m[1, :], m[0:2, 1]); tinyad raises TinyadSyntaxError '`Slice` expressions are not supported'"))
+@elementwise("vec-mat-constant-slices", V(3), M(3, 3))
 @ti.func
 def _(a, b, c):
     return a[:2].dot(a[1:]) + (b[1, :] * a).sum() + b[0:2, 1].norm_sqr()
@@ -613,10 +606,7 @@ def _(a, b, c):
         s += a[r, k] * b[k] ** (r + 1)
     return s
 
-@case("scalar-expr-times-vector", xfail=(
-    "tinyad bug: `<scalar expr> * <vector>` (x[i] * v[i], (x[i] + 1.0) * v[i]) raises "
-    "TinyadTypeError 'Matrix value ... cannot be used as a number'; v[i] * x[i] works: ir.Expr's "
-    "operators (tinyad/ir.py) do not return NotImplemented for a Matrix operand"))
+@case("scalar-expr-times-vector")
 def _():
     x, v, loss = inp(), inp(vec=2, lo=0.3, hi=1.0, signed=True), scalar_loss()
     @ti.kernel

@@ -179,12 +179,18 @@ class ExprVisitor:
             raise TinyadSyntaxError(f"{type(obj).__name__} has no attribute '{node.attr}'",
                                     self.loc(node)) from None
 
+    def visit_Slice(self, node):
+        """A constant slice (v[:2], m[1, :]); its bounds must be known at trace time."""
+        bounds = [self.visit(b) if b is not None else None for b in (node.lower, node.upper, node.step)]
+        if any(B.is_expr(b) for b in bounds):
+            self.unsupported(node, "slices with run-time bounds")
+        return slice(*bounds)
+
     def subscript_key(self, node):
-        """The evaluated index of a subscript, as a tuple."""
-        slice_node = node.slice
-        if isinstance(slice_node, ast.Slice):
-            self.unsupported(node, "slices")
-        key = self.visit(slice_node)
+        """The evaluated index of a field subscript, as a tuple."""
+        key = self.visit(node.slice)
+        if isinstance(key, slice) or (isinstance(key, tuple) and any(isinstance(k, slice) for k in key)):
+            self.unsupported(node, "slices of fields", "index each element")
         if key is None:
             return ()
         if isinstance(key, Matrix):

@@ -22,9 +22,20 @@ from tinyad.types import DType
 LOC = field(default=UNKNOWN, compare=False, repr=False)
 
 
+def _operator(name: str, reflected: bool = False):
+    """An arithmetic dunder that builds an IR op (typing rules in tinyad/build.py). With a
+    vector or matrix on the other side it returns NotImplemented, so Python asks the matrix."""
+    def method(self, other):
+        if getattr(other, "is_tinyad_matrix", False):
+            return NotImplemented
+        from tinyad import build  # noqa: PLC0415  (build.py builds on this module)
+        return build.binary(name, other, self) if reflected else build.binary(name, self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
 class Expr:
-    """Base of expressions. Arithmetic on expressions builds new IR; the typing rules for that
-    live in tinyad/build.py, imported late because build.py itself builds on this module."""
+    """Base of expressions. Arithmetic on expressions builds new IR (used while tracing)."""
 
     dtype: DType
     loc: SrcLoc
@@ -33,27 +44,19 @@ class Expr:
         from tinyad import build  # noqa: PLC0415  (build imports ir)
         return build
 
-    def __add__(self, o): return self._b().binary("add", self, o)
-    def __radd__(self, o): return self._b().binary("add", o, self)
-    def __sub__(self, o): return self._b().binary("sub", self, o)
-    def __rsub__(self, o): return self._b().binary("sub", o, self)
-    def __mul__(self, o): return self._b().binary("mul", self, o)
-    def __rmul__(self, o): return self._b().binary("mul", o, self)
-    def __truediv__(self, o): return self._b().binary("truediv", self, o)
-    def __rtruediv__(self, o): return self._b().binary("truediv", o, self)
-    def __floordiv__(self, o): return self._b().binary("floordiv", self, o)
-    def __rfloordiv__(self, o): return self._b().binary("floordiv", o, self)
-    def __mod__(self, o): return self._b().binary("mod", self, o)
-    def __rmod__(self, o): return self._b().binary("mod", o, self)
-    def __pow__(self, o): return self._b().binary("pow", self, o)
-    def __rpow__(self, o): return self._b().binary("pow", o, self)
+    __add__, __radd__ = _operator("add"), _operator("add", True)
+    __sub__, __rsub__ = _operator("sub"), _operator("sub", True)
+    __mul__, __rmul__ = _operator("mul"), _operator("mul", True)
+    __truediv__, __rtruediv__ = _operator("truediv"), _operator("truediv", True)
+    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", True)
+    __mod__, __rmod__ = _operator("mod"), _operator("mod", True)
+    __pow__, __rpow__ = _operator("pow"), _operator("pow", True)
+    __lt__, __le__ = _operator("lt"), _operator("le")
+    __gt__, __ge__ = _operator("gt"), _operator("ge")
+
     def __neg__(self): return self._b().unary("neg", self)
     def __pos__(self): return self
     def __abs__(self): return self._b().unary("abs", self)
-    def __lt__(self, o): return self._b().binary("lt", self, o)
-    def __le__(self, o): return self._b().binary("le", self, o)
-    def __gt__(self, o): return self._b().binary("gt", self, o)
-    def __ge__(self, o): return self._b().binary("ge", self, o)
 
     def __bool__(self):
         from tinyad.errors import TinyadSyntaxError  # noqa: PLC0415

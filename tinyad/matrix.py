@@ -15,8 +15,13 @@ from tinyad import types as T
 from tinyad.errors import TinyadTypeError
 
 
+SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
+
+
 class Matrix:
     """An n x m matrix, or an n-vector when `ndim == 1`. Entries are stored row-major, flat."""
+
+    is_tinyad_matrix = True   # IR expressions defer their operators to us (tinyad/ir.py)
 
     def __init__(self, entries, dt=None):
         rows = _to_nested(entries)
@@ -72,7 +77,35 @@ class Matrix:
         raise TinyadTypeError(f"a {'x'.join(map(str, self.shape))} matrix needs {self.ndim} "
                               f"indices, got {len(key)}", B.current_loc())
 
+    def __getattr__(self, name):
+        """Swizzles: v.xy, v.zyx, c.rgb, t.st (up to 4 letters of one set)."""
+        for letters in SWIZZLE_SETS:
+            if 1 <= len(name) <= 4 and all(c in letters for c in name):
+                picks = [letters.index(c) for c in name]
+                if self.ndim == 1 and max(picks) < self.n:
+                    if len(picks) == 1:
+                        return self.entries[picks[0]]
+                    return Matrix([self.entries[k] for k in picks])
+        raise AttributeError(f"Matrix has no attribute '{name}'")
+
+    def _sliced(self, key):
+        """Constant slices: v[:2], m[1, :], m[0:2, 1]."""
+        key = key if isinstance(key, tuple) else (key,)
+        if self.ndim == 1:
+            return Matrix(self.entries[key[0]])
+        rows = range(self.n)[key[0]] if isinstance(key[0], slice) else [int(key[0])]
+        cols = range(self.m)[key[1]] if len(key) > 1 and isinstance(key[1], slice) else \
+            ([int(key[1])] if len(key) > 1 else range(self.m))
+        picked = [[self[i, j] for j in cols] for i in rows]
+        if len(key) > 1 and not isinstance(key[0], slice):
+            return Matrix(picked[0])
+        if len(key) > 1 and not isinstance(key[1], slice):
+            return Matrix([row[0] for row in picked])
+        return Matrix(picked)
+
     def __getitem__(self, key):
+        if any(isinstance(k, slice) for k in (key if isinstance(key, tuple) else (key,))):
+            return self._sliced(key)
         if self.ndim == 2 and not isinstance(key, tuple):
             if B.is_expr(key):
                 rows = [self._row(i) for i in range(self.n)]
@@ -93,15 +126,6 @@ class Matrix:
             raise TinyadTypeError("set matrix entries with indices known at trace time",
                                   B.current_loc())
         self.entries[flat] = value
-
-    @property
-    def x(self): return self.entries[0]
-    @property
-    def y(self): return self.entries[1]
-    @property
-    def z(self): return self.entries[2]
-    @property
-    def w(self): return self.entries[3]
 
     def to_vector(self):
         return Matrix._make(self.entries, len(self.entries), 1, 1)

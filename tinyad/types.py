@@ -32,6 +32,11 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
+    def __call__(self, value):
+        """`ti.f32(x)`: cast to this type, as Taichi allows."""
+        from tinyad.lang import cast  # noqa: PLC0415  (lang builds on types)
+        return cast(value, self)
+
 
 i32 = DType("i32", "int", 32)
 i64 = DType("i64", "int", 64)
