@@ -163,6 +163,9 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
     if not manual:
         return
     facts = kernel_facts(compiled)
+    if launch is not None:   # the specific diagnoses first: they explain an unseeded output too
+        _check_order(checker, launch, facts, kernel_name)
+        _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
         report(SilentZeroRuleError(Report(
@@ -180,9 +183,6 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
             "all gradients it produces are zero",
             f"seed the output first, e.g. {outputs[0].name}.grad[None] = 1 for a 0-D loss, "
             "or use ti.ad.Tape(loss)")))
-    if launch is not None:
-        _check_order(checker, launch, facts, kernel_name)
-        _check_rounds(checker, launch, facts, kernel_name)
 
 
 def _check_order(checker, launch, facts, kernel_name):

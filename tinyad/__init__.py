@@ -6,8 +6,11 @@ from tinyad import ad
 from tinyad import math
 from tinyad.ad import Tape
 from tinyad.errors import (AutodiffRuleError, GradientMismatchError, KernelSimplicityRuleError,
-                           TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
-                           TinyadTypeError)
+                           NonDifferentiableWarning, TinyadError, TinyadIndexError,
+                           TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError)
+from tinyad.rules import (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
+                          ReadThenOverwriteRuleError, ReplayDivergenceRuleError,
+                          SecondWriteRuleError, SilentZeroRuleError)
 from tinyad.field import Axis, Field, SNode, field, root, var
 from tinyad.kernel import func, kernel, real_func
 from tinyad.lang import (atomic_add, atomic_max, atomic_min, atomic_sub, cast, grouped,

@@ -1,0 +1,676 @@
+"""The rule checker: for every check, programs that break it (each must raise the right rule
+naming both source lines) and a clean twin (it must give the true gradient, checked by finite
+differences, with no report at all)."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+from gradcheck import finite_difference
+
+pytestmark = pytest.mark.filterwarnings("error::tinyad.errors.NonDifferentiableWarning")
+
+
+def line_text(access):
+    return access.loc.text.strip()
+
+
+def assert_no_report(capsys):
+    err = capsys.readouterr().err
+    assert "Rule" not in err and "warning" not in err.lower(), err
+
+
+@pytest.fixture
+def scalars(mode):
+    """x (4 elements), b and loss (0-D), all with gradients."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    b = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.array([0.5, 1.5, -1.0, 2.0]))
+    b[None] = 3.0
+    return x, b, loss
+
+
+# ---- Global Data Access Rule 1: read, then changed ----------------------------------------------
+
+def test_rule1_across_kernels_in_a_tape(scalars):
+    x, b, loss = scalars
+
+    @ti.kernel
+    def use_b():
+        loss[None] += x[0] * b[None]
+
+    @ti.kernel
+    def bump_b():
+        b[None] = b[None] + 1.0
+
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            use_b()
+            bump_b()
+    report = info.value.report
+    assert report.rule == "Global Data Access Rule 1" and report.element_text == "b[]"
+    assert line_text(report.read) == "loss[None] += x[0] * b[None]"
+    assert line_text(report.write) == "b[None] = b[None] + 1.0"
+    assert (report.read.kernel, report.write.kernel) == ("use_b", "bump_b")
+    assert (report.read.value, report.write.value) == (3.0, 4.0)
+    assert "time-indexed" in report.fix
+
+
+def _ewma_fields(row_num, column_num):
+    data = ti.field(ti.f64, shape=(row_num, column_num), needs_grad=True, name="data_field")
+    tape = ti.field(ti.f64, shape=(row_num, column_num), needs_grad=True, name="ewma_tape")
+    loss = ti.field(ti.f64, (), needs_grad=True, name="loss")
+    data.from_numpy(np.random.default_rng(0).standard_normal((row_num, column_num)))
+    return data, tape, loss
+
+
+def test_rule1_integer_field_that_steers_indexing_seed003(mode):
+    """Seed 003's calc_ewma_err: `sample[row] += 1` mutates the index the adjoint replays."""
+    row_num, column_num = 1, 3
+    data_field, ewma_tape, loss = _ewma_fields(row_num, column_num)
+    sample = ti.field(ti.i32, shape=row_num)
+
+    @ti.kernel
+    def calc_ewma_err():
+        for row in range(row_num):
+            for col in range(column_num):
+                col_idx = sample[row]
+                if col_idx == 0:
+                    ewma_tape[row, col_idx] = data_field[row, col_idx]
+                else:
+                    ewma_tape[row, col_idx] = ewma_tape[row, col_idx - 1] * 0.5 + data_field[row, col_idx] * 0.5
+                sample[row] += 1  # Data Access Rule violation here
+
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss):
+            calc_ewma_err()
+    report = info.value.report
+    assert report.element_text == "sample[0]"
+    assert line_text(report.read) == "col_idx = sample[row]"
+    assert line_text(report.write) == "sample[row] += 1  # Data Access Rule violation here"
+
+
+def test_rule1_clean_twin_seed003_time_indexed(mode, capsys):
+    """Seed 003's fix (calc_ewma_ok), with its loss kernel's index corrected: the seed reads
+    ewma_tape[row_num, ...], one past the end, which tinyad reports as out of bounds."""
+    row_num, column_num = 2, 3
+    data_field, ewma_tape, loss = _ewma_fields(row_num, column_num)
+    sample_tape = ti.field(ti.i32, shape=(row_num, column_num))
+
+    @ti.kernel
+    def prepare_sample_tape():
+        for row in range(row_num):
+            for col in range(column_num):
+                sample_tape[row, col] = col
+
+    @ti.kernel
+    def calc_ewma_ok():
+        for row in range(row_num):
+            for col in range(column_num):
+                col_idx = sample_tape[row, col]
+                if col_idx == 0:
+                    ewma_tape[row, col_idx] = data_field[row, col_idx]
+                else:
+                    ewma_tape[row, col_idx] = ewma_tape[row, col_idx - 1] * 0.5 + data_field[row, col_idx] * 0.5
+
+    @ti.kernel
+    def calc_loss_as_seeded():
+        for i in range(row_num):
+            loss[None] += ewma_tape[row_num, column_num - 1] ** 2
+
+    @ti.kernel
+    def calc_loss():
+        for i in range(row_num):
+            loss[None] += ewma_tape[i, column_num - 1] ** 2
+
+    prepare_sample_tape()
+    with pytest.raises(ti.TinyadIndexError, match="index \\(2, 2\\) is out of bounds for field ewma_tape"):
+        calc_loss_as_seeded()
+
+    def run():
+        loss[None] = 0
+        calc_ewma_ok()
+        calc_loss()
+        return loss[None]
+
+    with ti.ad.Tape(loss):
+        calc_ewma_ok()
+        calc_loss()
+    assert_no_report(capsys)
+    expected = finite_difference(run, data_field)
+    assert np.allclose(data_field.grad.to_numpy(), expected, rtol=1e-6, atol=1e-9)
+
+
+# ---- Global Data Access Rule 2: a second plain write after a read ----------------------------
+
+def test_rule2_store_read_store_in_one_iteration(scalars):
+    x, _, loss = scalars
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            y[i] = x[i]
+            y[i] = y[i] * x[i]
+        for i in x:
+            loss[None] += y[i]
+
+    with pytest.raises(ti.SecondWriteRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            k()
+    report = info.value.report
+    assert report.rule == "Global Data Access Rule 2" and report.element_text == "y[0]"
+    assert line_text(report.earlier[0]) == "y[i] = x[i]"
+    assert line_text(report.read) == line_text(report.write) == "y[i] = y[i] * x[i]"
+
+
+def test_rule2_clean_twins_store_store_and_store_then_read(scalars, capsys):
+    x, _, loss = scalars
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+    z = ti.field(ti.f64, shape=4, needs_grad=True)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            y[i] = x[i]              # overwritten before anyone reads it: harmless
+            y[i] = 2 * x[i] * x[i]
+            z[i] = y[i] * 3          # store, then read in the same iteration: harmless
+        for i in x:
+            loss[None] += z[i] + y[i]
+
+    def run():
+        loss[None] = 0
+        k()
+        return loss[None]
+
+    with ti.ad.Tape(loss=loss):
+        k()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), 16 * x.to_numpy())
+    assert np.allclose(x.grad.to_numpy(), finite_difference(run, x))
+
+
+# ---- reading an element while it is being accumulated ---------------------------------------
+
+def test_read_during_accumulation_in_one_kernel(scalars):
+    x, _, loss = scalars
+    s = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        s[None] += x[0]
+        loss[None] = s[None] * s[None]
+        s[None] += x[1]
+
+    with pytest.raises(ti.ReadDuringAccumulationRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            k()
+    report = info.value.report
+    assert line_text(report.read) == "loss[None] = s[None] * s[None]"
+    assert line_text(report.write) == "s[None] += x[1]"
+
+
+def test_read_during_accumulation_across_kernels(scalars):
+    x, _, loss = scalars
+    s = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def accumulate():
+        for i in x:
+            s[None] += x[i]
+
+    @ti.kernel
+    def square():
+        loss[None] += s[None] ** 2
+
+    with pytest.raises(ti.ReadDuringAccumulationRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            accumulate()
+            square()
+            accumulate()
+    assert (info.value.report.read.kernel, info.value.report.write.kernel) == ("square", "accumulate")
+
+
+def test_read_after_accumulation_is_clean(scalars, capsys):
+    x, _, loss = scalars
+    s = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def accumulate():
+        for i in x:
+            s[None] += x[i]
+
+    @ti.kernel
+    def square():
+        loss[None] += s[None] ** 2
+
+    def run():
+        s[None] = 0
+        loss[None] = 0
+        accumulate()
+        accumulate()
+        square()
+        return loss[None]
+
+    s[None] = 0
+    with ti.ad.Tape(loss=loss):
+        accumulate()
+        accumulate()
+        square()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), finite_difference(run, x))
+
+
+# ---- dependences between iterations of a parallel loop -------------------------------------------
+
+def _recurrence_fields():
+    f = ti.field(ti.f64, shape=9, needs_grad=True)
+    th = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    th[None] = 1.0
+    return f, th, loss
+
+
+def test_parallel_loop_carried_dependence(mode):
+    """Taichi gives th.grad = 1.0 here without a word; the true value is 1.992."""
+    f, th, loss = _recurrence_fields()
+
+    @ti.kernel
+    def recurrence():
+        for i in range(8):
+            f[i + 1] = f[i] * 0.5 + th[None]
+
+    with pytest.raises(ti.ParallelConflictRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            recurrence()
+    report = info.value.report
+    assert report.element_text == "f[1]"
+    assert {report.write.iteration, report.earlier[0].iteration} == {0, 1}
+    assert "serialize=True" in report.fix
+
+
+def test_parallel_plain_store_loss_and_scatter_collision(scalars):
+    x, _, loss = scalars
+    y = ti.field(ti.f64, shape=2, needs_grad=True)
+
+    @ti.kernel
+    def store_loss():
+        for i in x:
+            loss[None] = x[i] * x[i]
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            y[i // 2] = x[i]
+
+    for kernel, element in ((store_loss, "loss[]"), (scatter, "y[0]")):
+        with pytest.raises(ti.ParallelConflictRuleError) as info:
+            with ti.ad.Tape(loss=loss):
+                kernel()
+        assert info.value.report.element_text == element
+        assert "both store" in info.value.report.summary
+
+
+def test_serialized_recurrence_is_clean_and_right(mode, capsys):
+    f, th, loss = _recurrence_fields()
+
+    @ti.kernel
+    def recurrence():
+        ti.loop_config(serialize=True)
+        for i in range(8):
+            f[i + 1] = f[i] * 0.5 + th[None]
+
+    @ti.kernel
+    def last():
+        loss[None] = f[8]
+
+    def run():
+        f.fill(0)
+        recurrence()
+        last()
+        return loss[None]
+
+    with ti.ad.Tape(loss=loss):
+        recurrence()
+        last()
+    assert_no_report(capsys)
+    assert th.grad[None] == pytest.approx(2 * (1 - 0.5 ** 8))
+    assert th.grad[None] == pytest.approx(finite_difference(run, th)[()])
+
+
+# ---- replay divergence: the adjoint must replay what the forward read ---------------------------
+
+@pytest.fixture
+def cube(scalars):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += x[i] ** 3
+
+    return x, loss, k
+
+
+def test_divergence_python_write_between_forward_and_grad(cube):
+    x, loss, k = cube
+    k()
+    x[2] = 7.0
+    loss.grad[None] = 1
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        k.grad()
+    report = info.value.report
+    assert report.element_text == "x[2]" and (report.read.value, report.write.value) == (-1.0, 7.0)
+    assert report.write.kernel is None and line_text(report.write) == "x[2] = 7.0"
+    assert line_text(report.read) == "loss[None] += x[i] ** 3"
+
+
+def test_divergence_kernel_outside_the_tape(cube):
+    x, loss, k = cube
+
+    @ti.kernel
+    def shift():
+        for i in x:
+            x[i] = x[i] + 1
+
+    k()
+    shift()
+    loss.grad[None] = 1
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        k.grad()
+    assert info.value.report.write.kernel == "shift"
+    assert line_text(info.value.report.write) == "x[i] = x[i] + 1"
+
+
+def test_python_write_inside_the_tape(cube):
+    x, loss, k = cube
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            k()
+            x[1] = 0.0
+    assert "Python scope" in info.value.report.summary
+    assert line_text(info.value.report.write) == "x[1] = 0.0"
+
+
+def test_random_on_the_gradient_path(scalars):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def noisy():
+        for i in x:
+            loss[None] += x[i] * ti.random()
+
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            noisy()
+    assert "ti.random()" in info.value.report.summary
+    assert line_text(info.value.report.read) == "loss[None] += x[i] * ti.random()"
+
+
+def test_clean_twins_forward_then_grad_and_precomputed_noise(cube, capsys):
+    x, loss, k = cube
+    noise = ti.field(ti.f64, shape=4)
+
+    @ti.kernel
+    def draw():
+        for i in noise:
+            noise[i] = ti.random()
+
+    @ti.kernel
+    def noisy():
+        for i in x:
+            loss[None] += x[i] * noise[i]
+
+    x[2] = 7.0
+    k()
+    loss.grad[None] = 1
+    k.grad()
+    assert np.allclose(x.grad.to_numpy(), 3 * x.to_numpy() ** 2)
+    draw()
+    with ti.ad.Tape(loss=loss):
+        noisy()
+    assert np.allclose(x.grad.to_numpy(), noise.to_numpy())
+    assert_no_report(capsys)
+
+
+# ---- silent zeros and misuse ----------------------------------------------------------------------
+
+def test_grad_without_seed_and_kernel_without_gradient_output(cube, mode):
+    x, loss, k = cube
+    k()
+    with pytest.raises(ti.SilentZeroRuleError, match="every output adjoint zero"):
+        k.grad()
+    plain = ti.field(ti.f64, shape=4)
+
+    @ti.kernel
+    def copy():
+        for i in x:
+            plain[i] = x[i]
+
+    copy()
+    with pytest.raises(ti.SilentZeroRuleError, match="writes no field that has a gradient"):
+        copy.grad()
+
+
+def _two_stage(x, loss):
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+
+    @ti.kernel
+    def stage1():
+        for i in x:
+            y[i] = ti.sin(x[i])
+
+    @ti.kernel
+    def stage2():
+        for i in y:
+            loss[None] += y[i] * y[i]
+
+    return y, stage1, stage2
+
+
+def test_adjoints_out_of_order(scalars):
+    x, _, loss = scalars
+    _, stage1, stage2 = _two_stage(x, loss)
+    stage1()
+    stage2()
+    loss.grad[None] = 1
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        stage1.grad()
+    assert "stage2.grad() before stage1.grad()" in info.value.report.fix
+
+
+def test_adjoints_in_order_are_clean(scalars, capsys):
+    x, _, loss = scalars
+    _, stage1, stage2 = _two_stage(x, loss)
+    stage1()
+    stage2()
+    loss.grad[None] = 1
+    stage2.grad()
+    stage1.grad()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), np.sin(2 * x.to_numpy()))
+
+
+def test_field_without_gradient_on_the_path(scalars):
+    x, _, loss = scalars
+    y = ti.field(ti.f64, shape=4)            # forgot needs_grad=True
+
+    @ti.kernel
+    def stage1():
+        for i in x:
+            y[i] = x[i] * 2
+
+    @ti.kernel
+    def stage2():
+        for i in y:
+            loss[None] += y[i]
+
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            stage1()
+            stage2()
+    report = info.value.report
+    assert report.field == "y" and "needs_grad=True" in report.fix
+    assert line_text(report.write) == "y[i] = x[i] * 2"
+    assert line_text(report.read) == "loss[None] += y[i]"
+
+
+def test_value_passed_around_the_tape_as_an_argument(scalars):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def scale(a: ti.f64):
+        for i in x:
+            loss[None] += a * x[i]
+
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            scale(x[3])
+    assert info.value.report.element_text == "x[3]"
+    assert line_text(info.value.report.read) == "scale(x[3])"
+
+
+def _custom_square(x, loss, accumulate):
+    @ti.kernel
+    def square():
+        for i in x:
+            loss[None] += x[i] * x[i]
+
+    @ti.kernel
+    def square_grad_assigning():
+        for i in x:
+            x.grad[i] = 2 * x[i] * loss.grad[None]
+
+    @ti.kernel
+    def square_grad_accumulating():
+        for i in x:
+            x.grad[i] += 2 * x[i] * loss.grad[None]
+
+    @ti.ad.grad_replaced
+    def custom_square():
+        square()
+
+    @ti.ad.grad_for(custom_square)
+    def custom_square_grad():
+        if accumulate:
+            square_grad_accumulating()
+        else:
+            square_grad_assigning()
+
+    return custom_square
+
+
+def _linear(x, loss):
+    @ti.kernel
+    def linear():
+        for i in x:
+            loss[None] += 2 * x[i]
+    return linear
+
+
+def test_custom_gradient_that_assigns(scalars):
+    x, _, loss = scalars
+    custom_square, linear = _custom_square(x, loss, accumulate=False), _linear(x, loss)
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            custom_square()
+            linear()          # its adjoint runs first and fills x.grad, then the custom one
+    assert "x.grad[i] += ..." in info.value.report.fix
+    assert line_text(info.value.report.write) == "x.grad[i] = 2 * x[i] * loss.grad[None]"
+
+
+def test_custom_gradient_that_accumulates_is_clean(scalars, capsys):
+    x, _, loss = scalars
+    custom_square, linear = _custom_square(x, loss, accumulate=True), _linear(x, loss)
+    with ti.ad.Tape(loss=loss):
+        custom_square()
+        linear()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), 2 * x.to_numpy() + 2)
+
+
+def test_accumulating_rounds_warns_and_clearing_is_clean(cube, capsys):
+    x, loss, k = cube
+    for _ in range(2):
+        k()
+        loss.grad[None] = 1
+        k.grad()
+    assert "Gradient accumulates across rounds" in capsys.readouterr().err
+    for _ in range(2):
+        ti.ad.clear_all_gradients()
+        k()
+        loss.grad[None] = 1
+        k.grad()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), 3 * x.to_numpy() ** 2)
+
+
+# ---- non-differentiable operations: a note ------------------------------------------------------
+
+def test_non_differentiable_ops_on_the_path_give_a_note(scalars):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += ti.floor(x[i]) * x[i]
+
+    with pytest.warns(ti.NonDifferentiableWarning, match="`floor` has no derivative") as notes:
+        with ti.ad.Tape(loss=loss):
+            k()
+    assert notes[0].lineno == k.ir.body[0].body[0].loc.line
+    assert np.allclose(x.grad.to_numpy(), np.floor(x.to_numpy()))   # d/dx floor(x) * x, a.e.
+
+
+# ---- check modes and reports ------------------------------------------------------------------------
+
+def test_warn_mode_reports_and_goes_on(capsys):
+    ti.init(check="warn", default_fp=ti.f64)
+    b = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    b[None] = 2.0
+
+    @ti.kernel
+    def k():
+        loss[None] = b[None] * b[None]
+        b[None] += 1
+
+    with ti.ad.Tape(loss=loss):
+        k()
+    err = capsys.readouterr().err
+    assert "Global Data Access Rule 1" in err and "b[None] += 1" in err
+    assert b.grad[None] == 6.0   # the wrong gradient Taichi would give, after the warning
+
+
+def test_off_mode_checks_nothing(capsys):
+    ti.init(check="off", default_fp=ti.f64)
+    b = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        loss[None] = b[None] * b[None]
+        b[None] += 1
+
+    with ti.ad.Tape(loss=loss):
+        k()
+    assert capsys.readouterr().err == ""
+
+
+def test_report_to_dict_and_text(scalars):
+    x, b, loss = scalars
+
+    @ti.kernel
+    def k():
+        loss[None] = x[0] * b[None]
+        b[None] += 100
+
+    with pytest.raises(ti.AutodiffRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            k()
+    data = info.value.report.to_dict()
+    assert data["rule"] == "Global Data Access Rule 1" and data["field"] == "b"
+    assert data["read"]["line"] + 1 == data["write"]["line"]
+    assert (data["read"]["value"], data["write"]["value"]) == (3.0, 103.0)
+    text = str(info.value)
+    assert "read  at test_rules.py" in text and "^" in text and "fix:" in text
