@@ -16,6 +16,7 @@ path) live in interp/launchchecks.py.
 """
 from __future__ import annotations
 
+import itertools
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,6 +28,15 @@ from tinyad.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulat
 from interp.memory import Memory
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
+
+
+def as_access(event):
+    """The log keeps writes as plain tuples (kind, site, launch, iteration, value, time), which
+    are cheap; a report gets them as Access objects."""
+    if event is None or isinstance(event, Access):
+        return event
+    kind, site, launch, iteration, value, time = event
+    return Access(kind, site.loc, launch.kernel, launch.number, iteration, value, time)
 
 
 def same_value(a, b) -> bool:
@@ -63,8 +73,8 @@ class Scope:
     def __init__(self, deferred: bool):
         self.deferred = deferred       # record violations instead of raising them now
         self.reads: dict = {}          # element -> first Access whose value the adjoint replays
-        self.first_write: dict = {}    # element -> first write Access
-        self.accumulated: dict = {}    # element -> first += Access
+        self.first_write: dict = {}    # element -> first write (an event tuple)
+        self.accumulated: dict = {}    # element -> first += (an event tuple)
 
 
 class Checker:
@@ -73,10 +83,10 @@ class Checker:
     def __init__(self, generation: int, report):
         self.generation = generation
         self.report = report           # called with each violation: raises, or warns
-        self.clock = 0
+        self.tick = itertools.count(1).__next__   # a global order of events
         self.launches = 0
         self.history: deque = deque(maxlen=512)
-        self.last_write: dict = {}     # element -> last write Access (attribution)
+        self.last_write: dict = {}     # element -> last write, for attribution
         self.bulk_write: dict = {}     # field -> last whole-field Python write Access
         self.tape: Scope | None = None
         self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
@@ -84,10 +94,6 @@ class Checker:
         self.in_custom_grad = 0
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
-
-    def tick(self) -> int:
-        self.clock += 1
-        return self.clock
 
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1
@@ -109,7 +115,7 @@ class Checker:
         return None
 
     def grad_accumulated(self, grad_field):
-        self.grad_accumulated_at[grad_field] = self.clock
+        self.grad_accumulated_at[grad_field] = self.tick()
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
         """Inside a grad_for function: a plain store must not discard an earlier gradient."""
@@ -128,7 +134,7 @@ class Checker:
             self.python_reads[float(value)] = (fld, index, user_loc())
 
     def last_writer(self, fld, index) -> Access | None:
-        element, bulk = self.last_write.get((fld, index)), self.bulk_write.get(fld)
+        element, bulk = as_access(self.last_write.get((fld, index))), self.bulk_write.get(fld)
         if element is None or (bulk is not None and bulk.time > element.time):
             return bulk
         return element
@@ -150,6 +156,7 @@ class Checker:
                 value = fld.data[element]
                 if not same_value(value, read.value):
                     access.value = value
+                    read.reported = True
                     self.report(ReadThenOverwriteRuleError(overwrite_report(
                         fld, element, read, access, self.tape, python=True)))
 
@@ -185,24 +192,33 @@ class LoggedMemory(Memory):
 
     # ---- the three kinds of access -------------------------------------------------------
     def load(self, fld, index, site):
-        value = Memory.load(self, fld, index, site)
+        # The hottest path of interp mode with checks on: kept inline on purpose.
+        if index and min(index) < 0:
+            self.check(fld, index, site)
+        try:
+            value = fld.data[index]
+        except IndexError:
+            return Memory.load(self, fld, index, site)   # raises the bounds error
         if fld.role != "primal":
             return value
         key = (fld, index)
-        if self.iteration is not None:
-            self._cross_iteration(key, SLOTS["read"], "read", site, value)
-        if id(site) in self.replayed:
-            access = None
-            if (id(site), index) not in self.launch.reads:
-                access = self._access("read", site, value)
-                self.launch.reads[(id(site), index)] = access
-            if key not in self.scope.reads:
-                self.scope.reads[key] = access or self._access("read", site, value)
+        it = self.iteration
+        if it is not None:
+            seen = self.elements.get(key)
+            if seen is None:
+                self.elements[key] = [it, ("read", site, self.launch, it, value, 0),
+                                      None, None, None, None]
+            elif seen[0] != it:
+                self._cross_iteration(key, SLOTS["read"], "read", site, value)
+        if id(site) in self.replayed:   # the adjoint replays this read: remember the value
+            access = self.launch.reads.get((id(site), index))
+            if access is None:
+                access = self.launch.reads[(id(site), index)] = self._access("read", site, value)
+            self.scope.reads.setdefault(key, access)
         return value
 
     def store(self, fld, index, value, site):
-        self.check(fld, index, site)
-        old = fld.data[index]
+        old = Memory.load(self, fld, index, site)
         fld.data[index] = value
         self._written(fld, index, "store", site, old)
 
@@ -218,13 +234,14 @@ class LoggedMemory(Memory):
                 self.checker.custom_grad_write(fld, index, kind, site, old, new)
             return
         key = (fld, index)
-        write = self._access(kind, site, new)
+        write = (kind, site, self.launch, self.iteration, new, self.checker.tick())
         if self.iteration is not None:
             self._cross_iteration(key, SLOTS[kind], kind, site, new)
         read = self.scope.reads.get(key)
         if read is not None and not same_value(new, read.value):
-            self._raise(_overwrite_error(fld, index, read, write, self.scope))
-            del self.scope.reads[key]       # one report per read
+            read.reported = True            # one report per read: not again at the replay
+            del self.scope.reads[key]
+            self._raise(_overwrite_error(fld, index, read, as_access(write), self.scope))
         self.scope.first_write.setdefault(key, write)
         if kind in ACCUMULATE:
             self.scope.accumulated.setdefault(key, write)
@@ -235,18 +252,24 @@ class LoggedMemory(Memory):
         same commutative atomic (+= / -=, min, max) to it."""
         it = self.iteration
         seen = self.elements.get(key)
-        if seen is None:
-            seen = self.elements[key] = [None] * len(CONFLICTS)
-        for other in CONFLICTS[slot]:
-            earlier = seen[other]
-            if earlier is not None and earlier.iteration != it:
-                if slot == other == SLOTS["store"] and same_value(earlier.value, value):
-                    continue   # the same value stored twice: no race in the result
-                self._raise(ParallelConflictRuleError(conflict_report(
-                    key, earlier, self._access(kind, site, value), self.launch.kernel)))
-                seen[other] = None
-        if seen[slot] is None:
-            seen[slot] = self._access(kind, site, value)
+        if seen is None:   # [the one iteration that touched it so far (or SHARED), event per kind]
+            seen = self.elements[key] = [it, None, None, None, None, None]
+        elif seen[0] != it:
+            for other in CONFLICTS[slot]:
+                earlier = seen[other + 1]
+                if earlier is not None and earlier[3] != it:
+                    if slot == other == SLOTS["store"] and same_value(earlier[4], value):
+                        continue   # the same value stored twice: no race in the result
+                    self._raise(ParallelConflictRuleError(conflict_report(
+                        key, as_access(earlier), self._access(kind, site, value),
+                        self.launch.kernel)))
+                    seen[other + 1] = None
+            seen[0] = SHARED
+        if seen[slot + 1] is None:
+            seen[slot + 1] = (kind, site, self.launch, it, value, 0)
+
+
+SHARED = object()   # an element touched by several iterations of the loop
 
 
 # Access kinds for the cross-iteration check, and which kinds conflict with each.
@@ -263,10 +286,16 @@ class ReplayMemory(Memory):
         self.checker, self.launch, self.kernel = checker, launch, kernel
 
     def load(self, fld, index, site):
-        value = Memory.load(self, fld, index, site)
+        if index and min(index) < 0:
+            self.check(fld, index, site)
+        try:
+            value = fld.data[index]
+        except IndexError:
+            return Memory.load(self, fld, index, site)   # raises the bounds error
         if self.launch is not None and fld.role == "primal":
             read = self.launch.reads.get((id(site), index))
-            if read is not None and not same_value(value, read.value):
+            if read is not None and value != read.value and not read.reported \
+                    and not same_value(value, read.value):
                 self.checker.report(ReplayDivergenceRuleError(divergence_report(
                     fld, index, read, value, self.checker.last_writer(fld, index), self.kernel)))
                 del self.launch.reads[(id(site), index)]
@@ -296,8 +325,8 @@ def _overwrite_error(fld, index, read, write, scope):
 
 def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
     key = (fld, index)
-    first = scope.first_write.get(key)
-    accumulated = scope.accumulated.get(key)
+    first = as_access(scope.first_write.get(key))
+    accumulated = as_access(scope.accumulated.get(key))
     name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
     consequence = (f"the adjoint replays the read at line {read.loc.line} and would see "
                    f"{name} = {_fmt(write.value)} instead of {_fmt(read.value)}, so every "

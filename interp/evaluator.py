@@ -8,6 +8,8 @@ can log them. Parallel loops run their iterations in order.
 """
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from tinyad import ir
@@ -160,6 +162,14 @@ class Program:
     def run(self, args: tuple, memory: Memory | None = None):
         env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
         frame = Frame(env, memory or Memory())
-        with np.errstate(all="ignore"):
-            self._body(frame)
+        # A launch makes no reference cycles, but the access log makes many objects, which would
+        # set off the cyclic collector again and again: pause it for the launch.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with np.errstate(all="ignore"):
+                self._body(frame)
+        finally:
+            if collecting:
+                gc.enable()
         return None if frame.ret is None else self.domain.result(frame.ret)

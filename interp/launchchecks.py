@@ -89,6 +89,7 @@ def _dependencies(body) -> tuple:
 
 def report(error) -> None:
     """A violation: raised (check="error") or shown and passed over (check="warn")."""
+    runtime.violations += 1
     if runtime.config.check == "warn":
         print_report(error.report)
     else:

@@ -25,24 +25,28 @@ class Memory:
     """Plain memory: numpy arrays, checked indices."""
 
     def check(self, field, index, site):
-        shape = field.data.shape
-        for k, extent in zip(index, shape):
-            if not 0 <= k < extent:
-                raise _out_of_bounds(field, index, site)
+        # numpy rejects indices past the end; negative ones it would wrap, so test them here
+        if index and min(index) < 0:
+            raise _out_of_bounds(field, index, site)
 
     def load(self, field, index, site):
         self.check(field, index, site)
-        return field.data[index]
+        try:
+            return field.data[index]
+        except IndexError:
+            raise _out_of_bounds(field, index, site) from None
 
     def store(self, field, index, value, site):
         self.check(field, index, site)
-        field.data[index] = value
+        try:
+            field.data[index] = value
+        except IndexError:
+            raise _out_of_bounds(field, index, site) from None
 
     def atomic(self, op, field, index, value, site):
         """Apply `op` in place; returns the old value, as ti.atomic_* do."""
-        self.check(field, index, site)
+        old = Memory.load(self, field, index, site)   # not a read of its own: no subclass hook
         data = field.data
-        old = data[index]
         if op == "add":
             data[index] = old + value
         elif op == "sub":

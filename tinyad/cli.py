@@ -1,7 +1,8 @@
 """The `tinyad` command: run an unmodified Taichi program under tinyad, check it, run examples.
 
     tinyad run prog.py [args...]      `import taichi` inside prog.py gets tinyad
-    tinyad check prog.py [args...]    the same, with the autodiff rule checker set to "error"
+    tinyad check prog.py [args...]    the same under the autodiff rule checker: every violation
+                                      is reported; the exit status is 1 if there was one
     tinyad example [name]             list the examples, or run one
     tinyad --version
 
@@ -75,8 +76,8 @@ def taichi_is_tinyad():
 def run_program(path: Path, args: list[str], *, mode: str | None, check: str | None,
                 full_traceback: bool = False) -> int:
     """Run `path` as __main__ with `args`, as `python path args...` would. -> exit status."""
-    # ti.init reads TINYAD_MODE. The rule checker comes in a later issue: ti.init does not
-    # read TINYAD_CHECK yet.
+    # ti.init reads TINYAD_MODE and TINYAD_CHECK; a program that never calls ti.init gets them
+    # from the init below.
     env = {"TINYAD_MODE": mode, "TINYAD_CHECK": check}
     program = str(path.resolve())
     saved_argv, saved_path = sys.argv, sys.path[:]
@@ -84,6 +85,7 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
     sys.path.insert(0, str(path.resolve().parent))   # the program's own folder, as python does
     try:
         with _environment(env), taichi_is_tinyad():
+            tinyad.init()
             runpy.run_path(program, run_name="__main__")
     except (TinyadError, TinyadSyntaxError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
@@ -219,14 +221,20 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(options.program)
     if not path.is_file():
         parser.error(f"{options.command}: no such file: {options.program}")
-    check = "error" if options.command == "check" else None
-    if check:
-        # TODO(rule checker issue): drop this notice once ti.init reads TINYAD_CHECK.
-        print("[tinyad] check: the autodiff rule checker is not built yet; the program runs "
-              "with TINYAD_CHECK=error, and only errors tinyad already raises are reported",
+    if options.command == "run":
+        return run_program(path, options.args, mode=options.mode, check="off",
+                           full_traceback=options.traceback)
+    # check: report every violation (warn mode), then fail if there was any
+    from tinyad.runtime import runtime  # noqa: PLC0415
+    status = run_program(path, options.args, mode="interp", check="warn",
+                         full_traceback=options.traceback)
+    if runtime.violations:
+        print(f"[tinyad] check: {runtime.violations} autodiff rule violation(s) found",
               file=sys.stderr)
-    return run_program(path, options.args, mode=options.mode, check=check,
-                       full_traceback=options.traceback)
+        return status or 1
+    if status == 0:
+        print("[tinyad] check: no autodiff rule violations", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from tinyad.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.srcloc import SrcLoc
 
 
-@dataclass
+@dataclass(slots=True)
 class Access:
     """One event of the access log."""
     kind: str                 # "read", "store", "atomic_add", ..., "python write"
@@ -29,6 +29,7 @@ class Access:
     iteration: int | None = None
     value: Any = None
     time: int = 0
+    reported: bool = False     # a read already blamed in a report is not reported again
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "file": self.loc.file if self.loc else None,

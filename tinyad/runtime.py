@@ -34,6 +34,7 @@ class Runtime:
     generation: int = 0                           # bumped by init: traced kernels are stale
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     checker: object = None                        # interp's rule checker (interp/accesslog.py)
+    violations: int = 0                           # rule violations reported since init
 
 
 runtime = Runtime()
@@ -86,4 +87,5 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.fields = []
     runtime.generation += 1
     runtime.checker = None
+    runtime.violations = 0
     runtime.rng = np.random.default_rng(random_seed)
