@@ -155,7 +155,7 @@ class Field:
         index = self._index(key)
         value = self.data[index]
         if self.element_shape:
-            return Matrix(value.tolist())
+            return _ElementView(self, index, value.tolist())
         if runtime.checker is not None:
             runtime.checker.python_read(self, index, value)
         return value.item()
@@ -197,6 +197,19 @@ class Field:
 
     def copy_from(self, other: "Field") -> None:
         self.from_numpy(other.data)
+
+
+class _ElementView(Matrix):
+    """`x[i]` of a vector or matrix field in Python scope: a Matrix whose entry assignments
+    (`x[i][1] = 0.5`) write through to the field, as in Taichi."""
+
+    def __init__(self, fld, index, entries):
+        super().__init__(entries)
+        self._field, self._index_in_field = fld, index
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._field[self._index_in_field] = self.to_numpy()
 
 
 def _as_element(value, element_shape, name):

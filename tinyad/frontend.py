@@ -333,7 +333,9 @@ class Tracer(ExprVisitor):
                 value = B.cast(v, slot.field.dtype)
                 self.emit(ir.AtomicOp(name, slot.field, slot.indices, value, None, self.loc(node)))
             else:
-                self.write_slot(slot, B.binary(name, self.read_slot(slot), v), node)
+                with B.at(self.loc(node.target)):   # the read is the target's, not the line's
+                    current = self.read_slot(slot)
+                self.write_slot(slot, B.binary(name, current, v), node)
 
     def atomic_call(self, op, node, want_result=True):
         if len(node.args) != 2:

@@ -5,6 +5,7 @@ Taichi keeps this state global too (`ti.init` resets it); tinyad keeps all of it
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -16,6 +17,11 @@ MODES = ("interp", "fast")
 CHECKS = ("error", "warn", "off")
 
 
+def _from_environment(name: str, default: str, allowed: tuple) -> str:
+    value = os.environ.get(name, default)
+    return value if value in allowed else default
+
+
 @dataclass
 class Config:
     arch: str = "cpu"
@@ -23,8 +29,9 @@ class Config:
     default_ip: T.DType = T.i32
     random_seed: int = 0
     debug: bool = False
-    mode: str = "interp"
-    check: str = "error"
+    # TINYAD_MODE / TINYAD_CHECK choose without editing a program (also before any ti.init)
+    mode: str = field(default_factory=lambda: _from_environment("TINYAD_MODE", "interp", MODES))
+    check: str = field(default_factory=lambda: _from_environment("TINYAD_CHECK", "error", CHECKS))
 
 
 @dataclass
@@ -61,8 +68,6 @@ IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_thre
 def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
          mode: str | None = None, check: str | None = None, **options) -> None:
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
-    import os  # noqa: PLC0415
-
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
     if mode not in MODES:
