@@ -13,7 +13,7 @@ the IR only uses its `.name`, `.dtype` and `.ndim`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from tinyad.srcloc import UNKNOWN, SrcLoc
@@ -218,6 +218,15 @@ def child_blocks(stmt: Stmt) -> tuple[tuple[Stmt, ...], ...]:
     if isinstance(stmt, (For, While)):
         return (stmt.body,)
     return ()
+
+
+def with_blocks(stmt: Stmt, blocks) -> Stmt:
+    """The statement with its nested blocks replaced, in `child_blocks` order."""
+    if isinstance(stmt, If):
+        return replace(stmt, then=tuple(blocks[0]), orelse=tuple(blocks[1]))
+    if isinstance(stmt, (For, While)):
+        return replace(stmt, body=tuple(blocks[0]))
+    return stmt
 
 
 def walk_stmts(block: tuple[Stmt, ...]) -> Iterator[Stmt]:

@@ -353,15 +353,7 @@ def _drop_saves(stmts, needed: set) -> list:
     for s in stmts:
         if isinstance(s, (ir.Save, ir.Restore)) and s.name not in needed:
             continue
-        if isinstance(s, ir.If):
-            s = ir.If(s.cond, tuple(_drop_saves(s.then, needed)),
-                      tuple(_drop_saves(s.orelse, needed)), s.loc)
-        elif isinstance(s, ir.For):
-            s = ir.For(s.var, s.start, s.stop, tuple(_drop_saves(s.body, needed)), s.parallel,
-                       s.reverse, s.loc)
-        elif isinstance(s, ir.While):
-            s = ir.While(s.cond, tuple(_drop_saves(s.body, needed)), s.loc)
-        out.append(s)
+        out.append(ir.with_blocks(s, [_drop_saves(b, needed) for b in ir.child_blocks(s)]))
     return out
 
 
@@ -384,17 +376,8 @@ def _prune(stmts, dead) -> list:
     for s in stmts:
         if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name in dead:
             continue
-        if isinstance(s, ir.If):
-            then, orelse = _prune(s.then, dead), _prune(s.orelse, dead)
-            if not then and not orelse:
-                continue
-            s = ir.If(s.cond, tuple(then), tuple(orelse), s.loc)
-        elif isinstance(s, ir.For):
-            body = _prune(s.body, dead)
-            if not body:
-                continue
-            s = ir.For(s.var, s.start, s.stop, tuple(body), s.parallel, s.reverse, s.loc)
-        elif isinstance(s, ir.While):
-            s = ir.While(s.cond, tuple(_prune(s.body, dead)), s.loc)
-        out.append(s)
+        blocks = [_prune(b, dead) for b in ir.child_blocks(s)]
+        if isinstance(s, (ir.If, ir.For)) and not any(blocks):
+            continue   # nothing left to do in it (a While still has to run its condition)
+        out.append(ir.with_blocks(s, blocks))
     return out
