@@ -92,6 +92,7 @@ class Checker:
         self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
+        self.shown: set = set()        # warn mode: report signatures already shown
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
 
@@ -360,17 +361,19 @@ def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
 def conflict_report(key, earlier: Access, later: Access, kernel) -> Report:
     fld, index = key
     name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
-    kinds = {earlier.kind.split("_")[0], later.kind.split("_")[0]}
-    if kinds == {"store"}:
-        summary = f"iterations {earlier.iteration} and {later.iteration} of a parallel loop both store {name}."
-    elif "read" in kinds:
-        summary = (f"iteration {later.iteration if later.kind != 'read' else earlier.iteration} "
-                   f"of a parallel loop writes {name}, which iteration "
-                   f"{earlier.iteration if later.kind != 'read' else later.iteration} reads.")
+    read = next((a for a in (earlier, later) if a.kind == "read"), None)
+    if read is not None:
+        write = later if read is earlier else earlier
+        summary = (f"iteration {write.iteration} of a parallel loop writes {name}, which "
+                   f"iteration {read.iteration} reads.")
+        story = []
     else:
-        summary = f"iterations {earlier.iteration} and {later.iteration} of a parallel loop store and accumulate into {name}."
-    return Report("Parallel loop conflict", summary, kernel, fld.name, index, None, later,
-                  [earlier],
+        read, write, story = None, later, [earlier]
+        summary = (f"iterations {earlier.iteration} and {later.iteration} of a parallel loop "
+                   + (f"both store {name}." if earlier.kind == later.kind == "store" else
+                      f"update {name} with {earlier.kind} and {later.kind}."))
+    return Report("Parallel loop conflict", summary, kernel, fld.name, index, read, write,
+                  story,
                   "iterations of a parallel loop run in any order (and their adjoints in yet "
                   "another), so the result and its gradient depend on the schedule",
                   "make the iterations independent: write results to a separate field "

@@ -61,7 +61,8 @@ def _lines(report: Report) -> list[tuple[str, str]]:
         lines += _access_lines("read ", report.read, f"value {_value(report.read.value)}")
     if report.write is not None:
         detail = report.write.kind
-        if report.read is not None and report.write.value is not None:
+        conflict = report.rule == "Parallel loop conflict"   # two iterations, not before/after
+        if report.read is not None and report.write.value is not None and not conflict:
             detail += f", {_value(report.read.value)} -> {_value(report.write.value)}"
         elif report.write.value is not None:
             detail += f", value {_value(report.write.value)}"

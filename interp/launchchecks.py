@@ -88,12 +88,18 @@ def _dependencies(body) -> tuple:
 # ---- the checker of this ti.init ----------------------------------------------------------------
 
 def report(error) -> None:
-    """A violation: raised (check="error") or shown and passed over (check="warn")."""
+    """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
+    mode a violation at the same lines as an earlier one (the next iteration, the next launch)
+    is counted but not shown again."""
     runtime.violations += 1
-    if runtime.config.check == "warn":
-        print_report(error.report)
-    else:
+    if runtime.config.check != "warn":
         raise error
+    r = error.report
+    signature = (r.rule, r.kernel, r.read.loc if r.read else None, r.write.loc if r.write else None)
+    shown = runtime.checker.shown if runtime.checker is not None else set()
+    if signature not in shown:
+        shown.add(signature)
+        print_report(r)
 
 
 def checks_on() -> bool:

@@ -285,7 +285,8 @@ def test_parallel_loop_carried_dependence(mode):
             recurrence()
     report = info.value.report
     assert report.element_text == "f[1]"
-    assert {report.write.iteration, report.earlier[0].iteration} == {0, 1}
+    assert (report.write.iteration, report.read.iteration) == (0, 1)
+    assert line_text(report.read) == line_text(report.write) == "f[i + 1] = f[i] * 0.5 + th[None]"
     assert "serialize=True" in report.fix
 
 

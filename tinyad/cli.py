@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_run_options(sub)
         sub.add_argument("program", help="the Python file to run")
         sub.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
+    sub = commands.add_parser("lesson", help="step through a lesson (lessons/NN_*.py)")
+    sub.add_argument("number", type=int, nargs="?", help="the lesson (omit to list them)")
+    sub.add_argument("--no-pause", action="store_true", help="run straight through")
     sub = commands.add_parser("example", help="list the examples, or run one")
     _add_run_options(sub)
     sub.add_argument("name", nargs="?", help="the example to run (omit to list them)")
@@ -218,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if options.command == "example":
         return _example_command(options)
+    if options.command == "lesson":
+        from tinyad import lessons  # noqa: PLC0415
+        if options.number is None:
+            for path in lessons.lesson_files():
+                print(path.stem)
+            return 0
+        lessons.run(options.number, pause=not options.no_pause)
+        return 0
     path = Path(options.program)
     if not path.is_file():
         parser.error(f"{options.command}: no such file: {options.program}")
