@@ -10,6 +10,14 @@ from gradcheck import finite_difference
 pytestmark = pytest.mark.filterwarnings("error::tinyad.errors.NonDifferentiableWarning")
 
 
+@pytest.fixture
+def mode():
+    """The access log and its checks are part of interp mode (fast mode runs compiled code
+    without them), so this file runs in interp mode only."""
+    ti.init(mode="interp", default_fp=ti.f64)
+    return "interp"
+
+
 def line_text(access):
     return access.loc.text.strip()
 
