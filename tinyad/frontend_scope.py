@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from tinyad import ir
-from tinyad.errors import TinyadSyntaxError
+from tinyad.errors import TinyadSyntaxError, TinyadTypeError
 from tinyad.srcloc import SrcLoc
 
 
@@ -35,14 +35,17 @@ class Source:
         try:
             lines, first_line = inspect.getsourcelines(fn)
         except (OSError, TypeError) as exc:
-            raise TypeError(f"tinyad needs the source of {fn.__qualname__} to trace it: {exc}") from None
+            raise TinyadTypeError(
+                f"tinyad needs the source code of {fn.__qualname__} to trace it ({exc})",
+                hint="define kernels and funcs in a .py file, not in `python -c` or a bare "
+                     "interactive prompt") from None
         text = "".join(lines)
         dedented = textwrap.dedent(text)
         indent = len(lines[0]) - len(lines[0].lstrip()) if dedented != text else 0
         tree = ast.parse(dedented)
         node = tree.body[0]
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            raise TypeError(f"{fn.__qualname__} is not a plain function")
+            raise TinyadTypeError(f"{fn.__qualname__} is not a plain function")
         return cls(fn, node, inspect.getsourcefile(fn) or "<unknown>", first_line - 1, indent)
 
     def loc(self, node: ast.AST) -> SrcLoc:
