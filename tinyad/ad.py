@@ -11,7 +11,7 @@ import functools
 
 from tinyad.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.runtime import active_recorder, note, runtime
+from tinyad.runtime import active_recorder, runtime
 
 
 def clear_all_gradients(gradient_type=None) -> None:

@@ -1,0 +1,431 @@
+"""`ti.ad.verify` and `ti.ad.formula`: check an autodiff gradient against an independent truth.
+
+Why two truths: sympy differentiates the exact formula the program computes (no step size, no
+rounding: a disagreement is a wrong gradient), but a formula can grow too big; central finite
+differences work at any size but only to a few digits, and only away from kinks.
+
+How: `run` (a Python callable that launches the forward kernels) is called
+  1. under a launch recorder, which keeps every kernel launch as (IR, scalar arguments); the
+     kernels inside a `grad_replaced` function are recorded too, since the truth is about the
+     program, not about its custom gradient;
+  2. under a `ti.ad.Tape(loss)`, which gives the autodiff gradient in `param.grad`.
+The recorded launches are then replayed by the interpreter from the starting values, never on
+the user's fields: in the symbolic domain (interp/symbolic.py) with the parameters seeded as
+symbols, which gives the loss as a formula that sympy differentiates and evaluates; and in the
+f64 domain (interp/wide.py) with one element nudged by +-h at a time, over a sweep of steps.
+
+Replaying recorded launches assumes `run` only launches kernels: field writes or reads made in
+Python inside `run` are not replayed (a note in the report says when the replayed loss differs).
+The truth is about the program as it runs: it differentiates through `no_grad` kernels too,
+so a deliberate `no_grad` shows up as a mismatch. `ti.stop_grad` is honoured: the value it
+wraps is a constant to sympy, as to autodiff.
+
+Side effects: none on field values (every field is restored, `at=` included); the `.grad`
+fields keep what the Tape computed (all gradients are cleared first, as a Tape does). Like a
+Tape, each run starts with the loss set to 0.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinyad import ir
+from tinyad.errors import GradientMismatchError, TinyadError, TinyadRuntimeError, TinyadTypeError
+from tinyad.field import Field
+from tinyad.gradreport import Report, judge, tolerance
+from tinyad.runtime import active_recorder, runtime
+
+METHODS = ("sympy", "fd", "both")
+EPS_SWEEP = (1e-5, 1e-4, 1e-6, 1e-3, 1e-7, 1e-2, 1e-8)   # relative steps, most promising first
+FORMULA_SYMBOLS, FORMULA_OPS = 16, 200   # the report shows the formula up to this size
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One recorded kernel launch, ready to replay on any domain."""
+    kernel_ir: ir.Kernel
+    scalars: tuple
+    name: str
+
+
+class LaunchRecorder:
+    """Installed as the active recorder while `run` runs once: keeps every kernel launch."""
+    records_primal_kernels = True   # grad_replaced functions let their kernels be recorded
+
+    def __init__(self):
+        self.launches: list[Launch] = []
+
+    def record(self, kernel, args, kwargs, launch=None):
+        templates, scalars = kernel.bind(args, kwargs)
+        self.launches.append(Launch(kernel.ir_for(templates).ir, scalars, kernel.fn.__name__))
+
+    def record_custom(self, grad_fn, args, kwargs, primal=None):  # pragma: no cover
+        raise TinyadRuntimeError("internal: a launch recorder sees the kernels themselves")
+
+
+def record_launches(run) -> list[Launch]:
+    """Call `run()` once and return the kernel launches it made, in order."""
+    _no_tape_active()
+    recorder = LaunchRecorder()
+    token = active_recorder.set(recorder)
+    try:
+        run()
+    finally:
+        active_recorder.reset(token)
+    return recorder.launches
+
+
+def _no_tape_active():
+    if active_recorder.get() is not None:
+        raise TinyadRuntimeError("ti.ad.verify/formula cannot run inside a Tape",
+                                 hint="call it outside the `with ti.ad.Tape(...)` block")
+
+
+class FieldState:
+    """The values of every placed field: taken once, restored as often as needed (through
+    from_numpy, so whatever watches Python-scope writes sees the restores)."""
+
+    def __init__(self):
+        self.fields = [f for f in runtime.fields if f.is_placed]
+        self.saved = {id(f): f.data.copy() for f in self.fields}
+
+    def values(self) -> dict:
+        return {f: self.saved[id(f)] for f in self.fields}
+
+    def restore(self, values: dict | None = None):
+        for f in self.fields:
+            f.from_numpy((values or {}).get(f, self.saved[id(f)]))
+
+
+# ---- arguments ----------------------------------------------------------------------------------
+
+def _check_loss(loss):
+    if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
+        raise TinyadTypeError("the loss must be a 0-D field, i.e. scalar",
+                              hint="declare it as ti.field(ti.f64, shape=())")
+    if not loss.dtype.is_float:
+        raise TinyadTypeError(f"the loss {loss.name} must be a float field, not {loss.dtype}")
+
+
+def _check_params(params, loss, need_grad=True) -> list[Field]:
+    params = [params] if isinstance(params, Field) else list(params)
+    if not params:
+        raise TinyadTypeError("verify needs at least one parameter field")
+    for p in params:
+        if not isinstance(p, Field) or p.role != "primal":
+            raise TinyadTypeError(f"parameters must be fields, got {p!r}")
+        if not p.dtype.is_float:
+            raise TinyadTypeError(f"parameter {p.name} is {p.dtype}: only float fields have "
+                                  "gradients")
+        if p is loss:
+            raise TinyadTypeError(f"the loss {p.name} cannot also be a parameter")
+        if need_grad and (p.grad is None or not p.grad.is_placed):
+            raise TinyadTypeError(f"parameter {p.name} has no gradient field",
+                                  hint=f"declare {p.name} with needs_grad=True")
+    return params
+
+
+def _start_values(state: FieldState, loss, at) -> dict:
+    """The values every run starts from: the current ones, with `at` applied and the loss 0."""
+    values = state.values()
+    for f, value in (at or {}).items():
+        array = np.broadcast_to(np.asarray(value, dtype=np.float64), f.data.shape)
+        values[f] = array.astype(f.dtype.np)
+    values[loss] = np.zeros_like(values[loss])
+    return values
+
+
+# ---- the symbolic truth -------------------------------------------------------------------------
+
+def _symbol_name(base: str, index: tuple) -> str:
+    if not index:
+        return base
+    if len(index) == 1:
+        return f"{base}_{index[0]}"
+    return f"{base}[{','.join(str(i) for i in index)}]"
+
+
+def _symbols(params) -> dict:
+    """A real sympy symbol per parameter element, named after the field (`x_0`, `m[1,2]`)."""
+    import sympy as sp  # noqa: PLC0415
+    taken, arrays = set(), {}
+    for p in params:
+        base = p.name.replace(".", "_")
+        k = 2
+        while base in taken:
+            base, k = f"{p.name}{k}", k + 1
+        taken.add(base)
+        array = np.empty(p.data.shape, dtype=object)
+        for index in np.ndindex(p.data.shape):
+            array[index] = sp.Symbol(_symbol_name(base, index), real=True)
+        arrays[p] = array
+    return arrays
+
+
+class SymbolicRun:
+    """The recorded launches replayed with `params` as symbols: `loss` is the formula."""
+
+    def __init__(self, launches, loss, params, values, max_symbols=256, timeout=20.0,
+                 max_ops=200_000):
+        from interp import Program  # noqa: PLC0415
+        from interp.symbolic import SymbolicDomain, SymbolicMemory, as_number  # noqa: PLC0415
+        from interp.symparts import Budget, SymbolicBudgetExceeded, limits  # noqa: PLC0415
+        count = sum(p.data.size for p in params)
+        if count > max_symbols:
+            raise SymbolicBudgetExceeded(f"{count} parameter elements would need {count} "
+                                         f"symbols, more than max_symbols={max_symbols}")
+        self.arrays = _symbols(params)
+        self.values = values
+        self.budget = Budget(max_ops, timeout)
+        self.limits = lambda: limits(self.budget.deadline - time.perf_counter())
+        self.domain = SymbolicDomain(self.budget)
+        memory = SymbolicMemory(seeds=self.arrays, values=values)
+        programs: dict = {}
+        with self.limits():
+            for launch in launches:
+                key = id(launch.kernel_ir)
+                if key not in programs:
+                    programs[key] = Program(launch.kernel_ir, self.domain)
+                programs[key].run(launch.scalars, memory)
+            self.loss = as_number(memory.value(loss))
+
+    def gradients(self) -> tuple[float, dict]:
+        """(loss value, {(param, index): d loss / d element}) at the starting point, in f64.
+        The stop_grad stand-ins get the values of the expressions they stand for."""
+        import sympy as sp  # noqa: PLC0415
+        from interp.symeval import evaluate  # noqa: PLC0415
+        point, memo, grads = {}, {}, {}
+        for p, array in self.arrays.items():
+            for index in np.ndindex(array.shape):
+                point[array[index]] = np.float64(self.values[p][index])
+        with self.limits():
+            for symbol, expr in self.domain.stopped:
+                point[symbol] = np.float64(evaluate(expr, point, memo))
+            for p, array in self.arrays.items():
+                for index in np.ndindex(array.shape):
+                    derivative = sp.diff(self.loss, array[index])
+                    grads[(p, index)] = evaluate(derivative, point, memo)
+            return evaluate(self.loss, point, memo), grads
+
+    def formula(self):
+        """The loss in plain sympy, each stop_grad stand-in shown as `stop_grad(expression)`."""
+        from interp.symparts import standard, stop_grad  # noqa: PLC0415
+        shown: dict = {}
+        for symbol, expr in self.domain.stopped:
+            shown[symbol] = stop_grad(expr.xreplace(shown))
+        return standard(self.loss.xreplace(shown) if shown else self.loss)
+
+
+# ---- the finite-difference truth ----------------------------------------------------------------
+
+class Replayer:
+    """The recorded launches replayed in f64 on private memory (interp/wide.py)."""
+
+    def __init__(self, launches, loss, values):
+        from interp import Program  # noqa: PLC0415
+        from interp.wide import F64Domain  # noqa: PLC0415
+        domain = F64Domain()
+        compiled: dict = {}
+        self.steps = []
+        for launch in launches:
+            if id(launch.kernel_ir) not in compiled:
+                compiled[id(launch.kernel_ir)] = Program(launch.kernel_ir, domain)
+            self.steps.append((compiled[id(launch.kernel_ir)], launch.scalars))
+        self.loss, self.values = loss, values
+
+    def loss_at(self, field=None, index=(), delta=0.0) -> float:
+        from interp.wide import ShadowMemory  # noqa: PLC0415
+        values = self.values
+        if field is not None:
+            shifted = self.values[field].astype(np.float64)
+            shifted[index] += delta
+            values = {**self.values, field: shifted}
+        memory = ShadowMemory(values)
+        for program, scalars in self.steps:
+            program.run(scalars, memory)
+        return float(memory.array(self.loss)[()])
+
+    def derivative(self, field, index, close_enough) -> float:
+        """Central differences over EPS_SWEEP; stops at the first step that `close_enough`
+        accepts, else returns the one that came closest (Taichi's GradChecker sweeps too)."""
+        x = float(self.values[field][index])
+        best, best_gap = math.nan, math.inf
+        for eps in EPS_SWEEP:
+            h = eps * max(1.0, abs(x))
+            fd = (self.loss_at(field, index, h) - self.loss_at(field, index, -h)) / (2 * h)
+            gap = close_enough(fd)
+            if gap <= 1.0:
+                return fd
+            if gap < best_gap or math.isnan(best):
+                best, best_gap = fd, gap
+        return best
+
+
+# ---- verify / formula ---------------------------------------------------------------------------
+
+def _user_facing(fn):
+    """tinyad's errors surface at the user's call, without tinyad's frames (as kernels do)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TinyadError as exc:
+            raise exc.with_traceback(None) from None
+    return call
+
+
+@_user_facing
+def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol=None,
+           fallback: bool = False, max_symbols: int = 256, timeout: float = 20.0,
+           raise_on_mismatch: bool = True) -> Report:
+    """Compare the autodiff gradient of `loss` w.r.t. each field of `params` with the truth.
+
+    `run()` launches the forward kernels. `method`: "sympy" (exact derivative of the program's
+    formula), "fd" (central finite differences in f64) or "both". `at`: {field: values} to check
+    at instead of the current values. A formula too large for sympy (more than `max_symbols`
+    parameter elements, or past `timeout` seconds) falls back to finite differences with
+    method="both" or fallback=True, else raises. Returns a Report; raises
+    ti.GradientMismatchError on a mismatch unless raise_on_mismatch=False.
+    """
+    if method not in METHODS:
+        raise TinyadTypeError(f"verify: method must be one of {METHODS}, got {method!r}")
+    _check_loss(loss)
+    params = _check_params(params, loss)
+    _no_tape_active()
+    state = FieldState()
+    try:
+        start = _start_values(state, loss, at)
+        state.restore(start)
+        launches = record_launches(run)
+        run_loss = float(loss.data[()])
+        state.restore(start)
+        from tinyad.ad import Tape  # noqa: PLC0415  (ad.py imports this module lazily)
+        with Tape(loss):
+            run()
+        autodiff = {p: p.grad.data.astype(np.float64) for p in params}
+        state.restore(start)
+        return _compare(launches, loss, params, method, start, autodiff, run_loss,
+                        rtol, atol, fallback, max_symbols, timeout, raise_on_mismatch)
+    finally:
+        state.restore()
+
+
+def _compare(launches, loss, params, method, start, autodiff, run_loss, rtol, atol, fallback,
+             max_symbols, timeout, raise_on_mismatch) -> Report:
+    precision = _precision(launches, loss, params)
+    report = Report(loss.name, [p.name for p in params], method, [], [])
+    truths, loss_values = {}, []
+    if method in ("sympy", "both"):
+        found = _sympy_truth(report, launches, loss, params, start, max_symbols, timeout,
+                             give_up=method == "sympy" and not fallback)
+        if found is not None:
+            loss_values.append(found[0])
+            truths["sympy"] = found[1]
+    if method in ("fd", "both") or not truths:
+        replayer = Replayer(launches, loss, start)
+        loss_values.append(replayer.loss_at())
+        tol = tolerance(rtol, atol, "fd", precision, autodiff)
+        truths["fd"] = {(p, i): replayer.derivative(p, i, _closeness(autodiff[p][i], tol))
+                        for p in params for i in np.ndindex(p.data.shape)}
+    report.truths = list(truths)
+    report.loss_value = loss_values[0]
+    judge(report, params, autodiff, truths, rtol, atol, precision)
+    if any(not math.isclose(v, run_loss, rel_tol=1e-3 if precision == "f32" else 1e-8,
+                            abs_tol=1e-12) for v in loss_values):
+        report.notes.append(f"the replayed loss {loss_values[0]:.10g} differs from the loss the "
+                            f"run computed ({run_loss:.10g}): does `run` change fields from "
+                            "Python, or choose kernels by field values?")
+    if not report.ok and raise_on_mismatch:
+        raise GradientMismatchError(
+            report.render(), report,
+            hint="a wrong custom gradient (grad_replaced/grad_for), or a kernel that breaks a "
+                 "global data access rule (check with ti.init(check='error')), gives this")
+    return report
+
+
+def _sympy_truth(report, launches, loss, params, start, max_symbols, timeout, give_up):
+    """(loss value, gradients) from sympy; None (with a note) when sympy cannot do it and
+    finite differences may stand in, else the reason is raised."""
+    from interp.symparts import SymbolicBudgetExceeded, SymbolicUnsupported  # noqa: PLC0415
+    try:
+        symbolic = SymbolicRun(launches, loss, params, start, max_symbols, timeout)
+        value, grads = symbolic.gradients()
+    except (SymbolicBudgetExceeded, SymbolicUnsupported) as exc:
+        if give_up:
+            raise type(exc)(f"sympy cannot verify this gradient: {exc.message}", exc.loc,
+                            hint="pass fallback=True or method='both' to use finite "
+                                 "differences instead") from None
+        report.notes.append(f"sympy gave up ({exc.message}); finite differences used")
+        return None
+    if sum(p.data.size for p in params) <= FORMULA_SYMBOLS and \
+            symbolic.budget.ops <= 20 * FORMULA_OPS:
+        shown = symbolic.formula()
+        if shown.count_ops() <= FORMULA_OPS:
+            report.formula = shown
+    return value, grads
+
+
+def _closeness(ad, tol):
+    """How far a finite difference is from the autodiff value, in tolerances (<= 1: close)."""
+    def distance(fd):
+        if fd == ad:
+            return 0.0
+        return abs(fd - ad) / tol(fd) if tol(fd) > 0 else math.inf
+    return distance
+
+
+def _precision(launches, loss, params) -> str:
+    """"f32" when any value of the program is f32 (then autodiff rounds like f32 too)."""
+    f32 = [f for f in (loss, *params) if f.dtype.is_float and f.dtype.np is np.float32]
+    for launch in launches:
+        if f32:
+            break
+        for stmt in ir.walk_stmts(launch.kernel_ir.body):
+            if any(sub.dtype.is_float and sub.dtype.np is np.float32
+                   for expr in ir.stmt_exprs(stmt) for sub in ir.walk_expr(expr)):
+                f32.append(stmt)
+                break
+    return "f32" if f32 else "f64"
+
+
+@_user_facing
+def formula(run, loss, params=None, simplify: bool = False, max_symbols: int = 256,
+            timeout: float = 20.0):
+    """The loss that `run()` computes, as a sympy expression in the elements of `params`
+    (default: the float fields with needs_grad that the launched kernels use). The loss starts
+    at 0, as under a Tape; field values are restored afterwards."""
+    _check_loss(loss)
+    _no_tape_active()
+    state = FieldState()
+    try:
+        start = _start_values(state, loss, None)
+        state.restore(start)
+        launches = record_launches(run)
+    finally:
+        state.restore()
+    if params is None:
+        used = {id(f): f for launch in launches for f in ir.fields_of(launch.kernel_ir.body)}
+        params = [f for f in used.values() if f.role == "primal" and f is not loss and
+                  f.dtype.is_float and f.grad is not None]
+    params = _check_params(params, loss, need_grad=False)
+    expr = SymbolicRun(launches, loss, params, start, max_symbols, timeout).formula()
+    if simplify:
+        import sympy as sp  # noqa: PLC0415
+        expr = sp.simplify(expr)
+    return expr
+
+
+def forward_reverse_check(run, loss, params, seed=None):
+    """Hook for the forward/reverse consistency ("dot-product") test: with random u, v, check
+    <u, J v> (forward mode, a JVP) == <J^T u, v> (reverse mode, a VJP). It needs no truth and
+    catches a bug in either mode (e.g. a forward mode whose plain stores accumulate tangents),
+    but not one both modes share (that needs verify). Forward mode does not exist in tinyad
+    yet; when it does, implement this with ti.ad.FwdMode and the Tape, and offer it from
+    verify as method="fwd"."""
+    raise TinyadRuntimeError("the forward/reverse consistency check needs forward mode, which "
+                             "tinyad does not have yet",
+                             hint="use ti.ad.verify(run, loss, params) meanwhile")
