@@ -22,7 +22,12 @@ def _out_of_bounds(field, index, site):
 
 
 class Memory:
-    """Plain memory: numpy arrays, checked indices."""
+    """Plain memory: numpy arrays, checked indices. Subclasses that keep values elsewhere
+    (wider copies, sympy objects) override `array`."""
+
+    def array(self, field):
+        """The array holding `field`'s elements."""
+        return field.data
 
     def check(self, field, index, site):
         # numpy rejects indices past the end; negative ones it would wrap, so test them here
@@ -32,21 +37,21 @@ class Memory:
     def load(self, field, index, site):
         self.check(field, index, site)
         try:
-            return field.data[index]
+            return self.array(field)[index]
         except IndexError:
             raise _out_of_bounds(field, index, site) from None
 
     def store(self, field, index, value, site):
         self.check(field, index, site)
         try:
-            field.data[index] = value
+            self.array(field)[index] = value
         except IndexError:
             raise _out_of_bounds(field, index, site) from None
 
     def atomic(self, op, field, index, value, site):
         """Apply `op` in place; returns the old value, as ti.atomic_* do."""
         old = Memory.load(self, field, index, site)   # not a read of its own: no subclass hook
-        data = field.data
+        data = self.array(field)
         if op == "add":
             data[index] = old + value
         elif op == "sub":

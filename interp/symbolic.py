@@ -284,23 +284,17 @@ class SymbolicMemory(Memory):
             self.arrays[key], self.fields[key] = array, field
         return self.arrays[key]
 
-    def load(self, field, index, loc):
-        self.check(field, index, loc)
-        return self.array(field)[index]
-
-    def store(self, field, index, value, loc):
-        self.check(field, index, loc)
-        self.array(field)
+    def store(self, field, index, value, site):
+        Memory.load(self, field, index, site)   # checks the index, makes the array
         self.put((id(field), index), value)
 
-    def atomic(self, op, field, index, value, loc):
-        self.check(field, index, loc)
-        old = self.array(field)[index]
+    def atomic(self, op, field, index, value, site):
+        old = Memory.load(self, field, index, site)
         a, b = as_number(old), as_number(value)
         new = {"add": lambda: a + b, "sub": lambda: a - b,
                "min": lambda: sp.Min(a, b), "max": lambda: sp.Max(a, b)}[op]()
         if isinstance(old, SymbolicInt) or isinstance(value, SymbolicInt):
-            new = SymbolicInt(new, loc)
+            new = SymbolicInt(new, site.loc)
         self.put((id(field), index), new)
         return old
 

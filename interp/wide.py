@@ -51,25 +51,3 @@ class ShadowMemory(Memory):
             wide = np.float64 if field.dtype.is_float else field.dtype.np
             self.arrays[key] = source.astype(wide, copy=True)
         return self.arrays[key]
-
-    def load(self, field, index, loc):
-        self.check(field, index, loc)
-        return self.array(field)[index]
-
-    def store(self, field, index, value, loc):
-        self.check(field, index, loc)
-        self.array(field)[index] = value
-
-    def atomic(self, op, field, index, value, loc):
-        self.check(field, index, loc)
-        data = self.array(field)
-        old = data[index]
-        if op == "add":
-            data[index] = old + value
-        elif op == "sub":
-            data[index] = old - value
-        elif op == "min":
-            data[index] = np.minimum(old, value)
-        else:
-            data[index] = np.maximum(old, value)
-        return old
