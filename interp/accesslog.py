@@ -172,7 +172,8 @@ class LoggedMemory(Memory):
         self.scope = checker.tape if checker.tape is not None else Scope(deferred=True)
         self.iteration = None
         self.loop = None
-        self.elements: dict = {}       # element -> [reader it, store it, accumulator it] this loop
+        self.elements: dict = {}       # element -> what this loop's iterations did to it
+        self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
@@ -182,8 +183,8 @@ class LoggedMemory(Memory):
             self.loop, self.elements = None, {}
 
     def _access(self, kind, site, value) -> Access:
-        return Access(kind, site.loc, self.launch.kernel, self.launch.number, self.iteration,
-                      value, self.checker.tick())
+        return Access(kind, site.loc, self._kernel, self._number, self.iteration, value,
+                      self._tick())
 
     def _raise(self, error):
         if self.scope.deferred:
@@ -208,8 +209,8 @@ class LoggedMemory(Memory):
             seen = self.elements.get(key)
             if seen is None:
                 self.elements[key] = [it, ("read", site, self.launch, it, value, 0),
-                                      None, None, None, None]
-            elif seen[0] != it:
+                                      None, None, None, None, 1]
+            elif seen[0] != it and seen[6] != 1:   # (reads alone never conflict)
                 self._cross_iteration(key, SLOTS["read"], "read", site, value)
         if id(site) in self.replayed:   # the adjoint replays this read: remember the value
             access = self.launch.reads.get((id(site), index))
@@ -235,7 +236,7 @@ class LoggedMemory(Memory):
                 self.checker.custom_grad_write(fld, index, kind, site, old, new)
             return
         key = (fld, index)
-        write = (kind, site, self.launch, self.iteration, new, self.checker.tick())
+        write = (kind, site, self.launch, self.iteration, new, self._tick())
         if self.iteration is not None:
             self._cross_iteration(key, SLOTS[kind], kind, site, new)
         read = self.scope.reads.get(key)
@@ -253,9 +254,12 @@ class LoggedMemory(Memory):
         same commutative atomic (+= / -=, min, max) to it."""
         it = self.iteration
         seen = self.elements.get(key)
-        if seen is None:   # [the one iteration that touched it so far (or SHARED), event per kind]
-            seen = self.elements[key] = [it, None, None, None, None, None]
+        # [the one iteration that touched it so far (or SHARED), event per kind, kinds bitmask]
+        if seen is None:
+            seen = self.elements[key] = [it, None, None, None, None, None, 0]
         elif seen[0] != it:
+            if seen[6] == 1 << slot and slot != SLOTS["store"]:
+                return   # only this same read or commutative atomic so far: no conflict
             for other in CONFLICTS[slot]:
                 earlier = seen[other + 1]
                 if earlier is not None and earlier[3] != it:
@@ -268,6 +272,7 @@ class LoggedMemory(Memory):
             seen[0] = SHARED
         if seen[slot + 1] is None:
             seen[slot + 1] = (kind, site, self.launch, it, value, 0)
+            seen[6] |= 1 << slot
 
 
 SHARED = object()   # an element touched by several iterations of the loop
@@ -302,11 +307,6 @@ class ReplayMemory(Memory):
                 del self.launch.reads[(id(site), index)]
         return value
 
-    def atomic(self, op, fld, index, value, site):
-        old = Memory.atomic(self, op, fld, index, value, site)
-        if fld.role == "grad":
-            self.checker.grad_accumulated(fld)
-        return old
 
 
 # ---- reports ------------------------------------------------------------------------------

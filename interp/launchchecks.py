@@ -29,6 +29,7 @@ class KernelFacts:
     replayed: frozenset     # id() of the loads the adjoint kernel replays
     dependencies: tuple     # (target field, source fields, store loc) per store
     first_store: dict       # field -> loc of its first store
+    adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -54,10 +55,19 @@ def _analyse(compiled) -> KernelFacts:
         replayed = frozenset(id(sub) for stmt in ir.walk_stmts(adjoint.body)
                              for expr in ir.stmt_exprs(stmt) for sub in ir.walk_expr(expr)
                              if isinstance(sub, ir.Load) and sub.field.role == "primal")
+        targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
+                   if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
-        replayed = frozenset()
+        replayed, targets = frozenset(), {}
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
-                       _dependencies(body), first_store)
+                       _dependencies(body), first_store, tuple(targets.values()))
+
+
+def after_adjoint(checker: Checker, compiled, launch) -> None:
+    if launch is not None:
+        launch.adjoint_runs += 1
+    for grad in kernel_facts(compiled).adjoint_targets:
+        checker.grad_accumulated(grad)
 
 
 def _dependencies(body) -> tuple:

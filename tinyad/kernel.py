@@ -215,8 +215,7 @@ class _Compiled:
             launch = checker.find_launch(self, scalars)
         launchchecks.before_adjoint(checker, self, kernel_name, launch, manual)
         program.run(scalars, ReplayMemory(checker, launch, kernel_name))
-        if launch is not None:
-            launch.adjoint_runs += 1
+        launchchecks.after_adjoint(checker, self, launch)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):
