@@ -1,1 +1,43 @@
-"""Fast mode: numba code generation from tinyad IR (CPU and CUDA). Not built yet (issue 5)."""
+"""Fast mode: tinyad IR -> readable Python source -> numba (CPU `njit`, or `cuda.jit`).
+
+    compile_kernel(kernel_ir, backend="cpu", debug=False)  ->  kernel(scalars)
+
+The same IR the interpreter runs (forward kernels and the adjoint kernels of reverse mode) is
+turned into a Python module (compile/pysource.py), cached on disk by a hash (compile/cache.py)
+and compiled by numba (compile/cpu.py, compile/cuda.py). The returned object is called with the
+kernel's scalar arguments, reads and writes the fields' numpy arrays, and returns the kernel's
+return value. `.source` is the generated code.
+"""
+from __future__ import annotations
+
+_cuda_ok: bool | None = None
+
+
+def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
+                   parallel_min: int | None = None):
+    """Compile one kernel. `parallel_min`: the smallest static trip count a parallel loop needs
+    to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always)."""
+    if backend == "cuda":
+        from compile.cuda import compile_cuda  # noqa: PLC0415
+        return compile_cuda(kernel_ir, debug=debug)
+    if backend != "cpu":
+        raise ValueError(f"unknown backend {backend!r}: use 'cpu' or 'cuda'")
+    from compile.cpu import compile_cpu  # noqa: PLC0415
+    return compile_cpu(kernel_ir, debug=debug, parallel_min=parallel_min)
+
+
+def cuda_available() -> bool:
+    """Is there a CUDA GPU numba can use (or the simulator, NUMBA_ENABLE_CUDASIM=1)?"""
+    global _cuda_ok
+    if _cuda_ok is None:
+        try:
+            from numba import cuda  # noqa: PLC0415
+            _cuda_ok = bool(cuda.is_available())
+        except Exception:           # no driver, no toolkit, a broken install: no CUDA
+            _cuda_ok = False
+    return _cuda_ok
+
+
+def backend_for(arch: str) -> str:
+    """The backend fast mode uses for `ti.init(arch=...)`: cuda when asked for and usable."""
+    return "cuda" if str(arch) == "cuda" and cuda_available() else "cpu"

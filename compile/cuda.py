@@ -1,0 +1,113 @@
+"""CUDA fast mode: generated source -> `numba.cuda.jit` kernels -> a launcher.
+
+A kernel becomes segments (compile/pysource.py): each parallel loop is a grid-stride
+`cuda.jit` kernel; the code between parallel loops runs in a one-thread kernel; top-level
+locals that cross segments travel in one-element device arrays. `ti.atomic_*` in a parallel
+loop is `cuda.atomic.*`; save stacks are `cuda.local.array`s of fixed size (CUDA_STACK; an
+overflow raises TinyadRuntimeError after the launch).
+
+Fields live in host numpy arrays (`field.data`), as on the CPU. This first version copies
+every field the kernel uses to the device at each launch and copies the fields it writes back
+afterwards: simple and always in sync with Python-scope access, but a launch pays for the
+transfers. (Keeping fields on the device between launches is the next step.) The generated
+module is cached on disk like the CPU's; the kernels themselves are compiled by numba at their
+first launch in each process.
+
+This module imports without a GPU. With NUMBA_ENABLE_CUDASIM=1 (set before numba is imported)
+numba's simulator runs the same kernels in Python threads: slow, but it executes the generated
+code, so CI tests it on tiny sizes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import config as numba_config
+from numba import cuda
+
+from tinyad.errors import TinyadRuntimeError
+from tinyad.runtime import runtime
+
+from compile import cache
+from compile.pysource import CUDA_STACK, Generated, generate_cuda, sanitize
+
+SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
+
+
+class _SimulatorLibdevice:
+    """The few libdevice functions the generated code calls, for the simulator (which has no
+    libdevice): numpy's, which keep float32 as float32."""
+    floorf = floor = staticmethod(np.floor)
+    ceilf = ceil = staticmethod(np.ceil)
+    rintf = rint = staticmethod(np.rint)
+
+
+if SIMULATOR:
+    libdevice = _SimulatorLibdevice()
+else:
+    try:
+        from numba.cuda import libdevice  # noqa: F401
+    except ImportError:            # a numba without its CUDA target: nothing can launch anyway
+        libdevice = _SimulatorLibdevice()
+
+
+def grid(n):
+    """(blocks, threads per block) for a parallel loop of n iterations (None: not known on the
+    host). Grid-stride loops make any grid correct; this one just keeps the GPU busy."""
+    if SIMULATOR:                 # every simulated thread is a Python thread: few and small
+        n = 64 if n is None else max(int(n), 1)
+        threads = min(n, 64)
+        return min(-(-n // threads), 4), threads
+    if n is None:
+        return 1024, 256
+    n = max(int(n), 1)
+    return min(-(-n // 256), 8192), 256
+
+
+class CudaKernel:
+    """A compiled kernel: `kernel(scalars)` copies fields in, launches, copies them back."""
+
+    def __init__(self, gen: Generated, module):
+        self.generated = gen
+        self.module = module
+        self.source = gen.source
+        self.launch = module.launch
+        names = [a.name for a in gen.kernel.args]
+        self.carried = [(np.dtype(dtype.np), names.index(name) if is_arg else None)
+                        for name, dtype, is_arg in gen.carried]
+        self.converts = tuple(d.np for d in gen.scalars)
+
+    def __call__(self, scalars=()):
+        gen = self.generated
+        host = [f.data if f.data.ndim else f.data.reshape(1) for f in gen.fields]
+        device = [cuda.to_device(h) for h in host]
+        values = [c(v) for c, v in zip(self.converts, scalars)]
+        carry = [cuda.to_device(np.array([values[k] if k is not None else 0], dtype))
+                 for dtype, k in self.carried]
+        err = cuda.to_device(np.zeros(1, np.int32))
+        extra = [err]
+        ret = None
+        if gen.ret is not None:
+            ret = cuda.to_device(np.zeros(1, gen.ret.np))
+            extra.append(ret)
+        if gen.uses_random:
+            extra.append(np.int64(runtime.rng.integers(0, 2**62)))
+        self.launch(*device, *values, *carry, *extra)
+        for k in gen.written:
+            device[k].copy_to_host(host[k])
+        if err.copy_to_host()[0]:
+            raise TinyadRuntimeError(
+                f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "
+                f"({CUDA_STACK} entries per thread on CUDA)", gen.kernel.loc,
+                hint="loop fewer times inside one parallel iteration, or run on the CPU")
+        if ret is not None:
+            return ret.copy_to_host()[0].item()
+        return None
+
+    run = __call__
+
+
+def compile_cuda(kernel_ir, debug: bool = False) -> CudaKernel:
+    gen = generate_cuda(kernel_ir, debug=debug)
+    flavour = "cudasim" if SIMULATOR else "cuda"
+    stem = f"{sanitize(kernel_ir.name)}_{cache.key(flavour, str(debug), gen.ir_text, gen.source)}"
+    gen.module_name = stem
+    return CudaKernel(gen, cache.load(stem, gen.source))

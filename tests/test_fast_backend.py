@@ -1,0 +1,597 @@
+"""Fast mode (compile/): numba code generation checked against the interpreter, the spec.
+
+* semantics: kernels that exercise every op, integer corner (floor division and modulo of
+  negatives, 32-bit wraparound), control flow, atomics with and without results, the adjoint's
+  save stacks; run in both modes, integer results must be equal bit for bit, floats to rounding;
+* the parallel code (prange, atomics, reductions) on a sample of tests/test_corpus_fd.py with
+  threads forced on, against interp mode;
+* float32 stays float32 in the generated code (numba's own type annotations);
+* the disk cache: a second process loads the machine code; a corrupt entry is rebuilt;
+* debug mode's bounds errors; the CUDA code run by numba's simulator.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import tinyad as ti
+from compile import compile_kernel
+from compile.pysource import generate_cpu
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_both(make, dtype=ti.f64, **init):
+    """`make()` declares fields and kernels, runs them and returns a dict of numpy results;
+    run it in interp mode, then in fast mode, on fresh fields."""
+    out = {}
+    for mode in ("interp", "fast"):
+        ti.init(mode=mode, default_fp=dtype, **init)
+        out[mode] = {k: np.asarray(v) for k, v in make().items()}
+    return out["interp"], out["fast"]
+
+
+def assert_same(a, b, rtol=1e-6):
+    assert a.keys() == b.keys()
+    for key in a:
+        x, y = a[key], b[key]
+        assert x.dtype == y.dtype and x.shape == y.shape, key
+        if x.dtype.kind in "iub":
+            np.testing.assert_array_equal(x, y, err_msg=key)
+        else:
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=rtol, err_msg=key)
+
+
+# ---- semantics --------------------------------------------------------------------------------
+
+def test_integer_semantics_match_the_interpreter():
+    def make():
+        n = 12
+        a = ti.field(ti.i32, shape=n)
+        out = ti.field(ti.i32, shape=(n, 12))
+        big = ti.field(ti.i64, shape=n)
+
+        @ti.kernel
+        def ints(k: ti.i32):
+            for i in a:
+                x = a[i]
+                out[i, 0] = x // k
+                out[i, 1] = x % k
+                out[i, 2] = x * 1103515245 + 12345          # wraps around in 32 bits
+                out[i, 3] = (x * 1103515245 + 12345) // 65536
+                out[i, 4] = (x & 7) | (x ^ 3) << 2
+                out[i, 5] = x >> 2
+                out[i, 6] = ti.max(x, -x) - ti.min(x, k)
+                out[i, 7] = ti.select(x > 0, x, -x * 2)
+                out[i, 8] = (x < k) + (x == 0) * 2 + (x != 3) * 4
+                out[i, 9] = ti.abs(x) % 5
+                out[i, 10] = x // 0 + x % 0                # numpy semantics: 0
+                out[i, 11] = ti.cast(ti.cast(x, ti.f32) * 0.75, ti.i32)
+                big[i] = ti.cast(x, ti.i64) * 3000000000 // 7
+
+        a.from_numpy(np.array([-40, -7, -6, -1, 0, 1, 3, 5, 6, 2**31 - 1, -2**31, 77],
+                              np.int32))
+        ints(5)
+        first = out.to_numpy()
+        ints(-3)
+        return {"k5": first, "km3": out.to_numpy(), "big": big.to_numpy()}
+
+    interp, fast = run_both(make)
+    assert_same(interp, fast)
+
+
+def test_float_ops_control_flow_and_returns():
+    def make():
+        n = 9
+        x = ti.field(ti.f32, shape=n)
+        y = ti.field(ti.f32, shape=(n, 20))
+        steps = ti.field(ti.i32, shape=n)
+
+        @ti.kernel
+        def floats():
+            for i in x:
+                v = x[i]
+                y[i, 0] = ti.sin(v) + ti.cos(v) * ti.tan(v * 0.3)
+                y[i, 1] = ti.exp(v * 0.5) - ti.log(ti.abs(v) + 1.0)
+                y[i, 2] = ti.sqrt(ti.abs(v)) + ti.rsqrt(ti.abs(v) + 0.5)
+                y[i, 3] = ti.asin(ti.tanh(v)) + ti.acos(ti.tanh(v * 0.5)) + ti.atan2(v, 1.5)
+                y[i, 4] = ti.floor(v) + ti.ceil(v) * 10.0 + ti.round(v * 2.0) * 100.0
+                y[i, 5] = v // 0.75 + v % 0.75
+                y[i, 6] = v ** 2 + ti.abs(v) ** 0.5
+                y[i, 7] = ti.max(v, 0.25) + ti.min(v, -0.25)
+                y[i, 8] = ti.select(v > 0.5, v * 3.0, v - 1.0)
+                y[i, 9] = ti.cast(ti.cast(v * 10.0, ti.i32), ti.f32)
+                y[i, 10] = 1.0 / v                      # inf at v == 0, no error
+                t = 0.0
+                k = 0
+                while k < 40:                           # while with break
+                    t += v * 0.5 + k
+                    if t > 30.0:
+                        break
+                    k += 1
+                steps[i] = k
+                y[i, 11] = t
+                for j in range(3):
+                    if j != 1:
+                        y[i, 12 + j] = v * j
+                for j in range(2, 6):                   # a serial loop with a carried local
+                    t = t * 0.5 + j
+                y[i, 15] = t
+
+        @ti.kernel
+        def total() -> ti.f32:
+            s = 0.0
+            for i in range(n):
+                s += x[i] * x[i]
+            return s
+
+        x.from_numpy(np.array([-2.5, -1.0, -0.3, 0.0, 0.3, 0.5, 0.75, 1.5, 2.5], np.float32))
+        floats()
+        return {"y": y.to_numpy(), "steps": steps.to_numpy(), "total": np.float32(total())}
+
+    interp, fast = run_both(make, ti.f32)
+    assert interp["y"].dtype == np.float32
+    assert_same(interp, fast, rtol=2e-6)
+    assert np.isinf(fast["y"][3, 10])
+
+
+def test_atomics_results_min_max_and_vector_fields():
+    def make():
+        n = 10
+        hist = ti.field(ti.i32, shape=4)
+        first = ti.field(ti.i32, shape=n)
+        lo = ti.field(ti.f32, shape=())
+        hi = ti.field(ti.i32, shape=())
+        v = ti.Vector.field(3, ti.f32, shape=n)
+        acc = ti.Vector.field(3, ti.f32, shape=())
+
+        @ti.kernel
+        def scatter():
+            for i in range(n):
+                first[i] = ti.atomic_add(hist[i % 4], 1)
+                ti.atomic_min(lo[None], ti.cast(i, ti.f32) - 3.5)
+                ti.atomic_max(hi[None], i * i % 7)
+                acc[None] += v[i] * 0.5
+                ti.atomic_sub(hist[(i + 1) % 4], 2)
+
+        v.from_numpy(np.arange(3 * n, dtype=np.float32).reshape(n, 3) / 4)
+        lo[None] = 100.0
+        scatter()
+        return {"hist": hist.to_numpy(), "first": first.to_numpy(), "lo": lo.to_numpy(),
+                "hi": hi.to_numpy(), "acc": acc.to_numpy()}
+
+    interp, fast = run_both(make, ti.f32)
+    assert_same(interp, fast)
+
+
+def test_gradient_with_save_stacks_and_reversed_loops():
+    """A serial loop inside the parallel loop: the adjoint saves a local per iteration (more
+    iterations than a stack's first capacity, so it grows) and replays the loop reversed."""
+    def make():
+        n = 6
+        x = ti.field(ti.f64, shape=n, needs_grad=True)
+        loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+        @ti.kernel
+        def compute(steps: ti.i32):
+            for i in x:
+                h = x[i]
+                for k in range(steps):
+                    h = ti.sin(h) * 1.1 + 0.01 * k
+                loss[None] += h * h
+
+        x.from_numpy(np.linspace(-1, 1, n))
+        with ti.ad.Tape(loss=loss):
+            compute(40)
+        return {"loss": loss.to_numpy(), "grad": x.grad.to_numpy()}
+
+    interp, fast = run_both(make)
+    assert_same(interp, fast, rtol=1e-12)
+
+
+def test_random_is_reproducible_in_fast_mode():
+    def draw(seed):
+        ti.init(mode="fast", random_seed=seed)
+        x = ti.field(ti.f32, shape=64)
+        r = ti.field(ti.i32, shape=64)
+
+        @ti.kernel
+        def k():
+            for i in x:
+                x[i] = ti.random() + ti.random(ti.f32) * 0.0
+                r[i] = ti.random(ti.i32)
+
+        k()
+        return x.to_numpy(), r.to_numpy()
+
+    a, b, c = draw(3), draw(3), draw(4)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert not np.array_equal(a[0], c[0])
+    assert ((0 <= a[0]) & (a[0] < 1)).all() and len(set(a[0].tolist())) == 64
+    assert 0.3 < a[0].mean() < 0.7 and (a[1] < 0).any() and (a[1] > 0).any()
+
+
+# ---- the parallel path on the corpus of gradient tests ---------------------------------------
+
+def _corpus_sample():
+    import test_corpus_fd as corpus
+    sample = [p for p in corpus.CASES if not p.marks][::9]
+    return corpus, sample
+
+
+@pytest.mark.parametrize("index", range(len(_corpus_sample()[1])))
+def test_parallel_code_matches_interp_on_the_corpus(index, monkeypatch):
+    """Threads forced on (TINYAD_PARALLEL_MIN=0): prange, atomics and reductions."""
+    corpus, sample = _corpus_sample()
+    builder = sample[index].values[0]
+    monkeypatch.setenv("TINYAD_PARALLEL_MIN", "0")
+    results = {}
+    for mode in ("interp", "fast"):
+        ti.init(mode=mode, default_fp=ti.f64)
+        corpus.RNG = np.random.default_rng(20240607)
+        c = builder()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", category=_numba_performance_warning())
+            if c.manual is None:
+                with ti.ad.Tape(loss=c.loss):
+                    c.run()
+            else:
+                ti.ad.clear_all_gradients()
+                c.loss[None] = 0
+                c.run()
+                c.loss.grad[None] = 1
+                c.manual()
+        results[mode] = [c.loss.to_numpy()] + [p.grad.to_numpy() for p in c.params]
+    for got, want in zip(results["fast"], results["interp"]):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+
+
+def _numba_performance_warning():
+    from numba.core.errors import NumbaPerformanceWarning
+    return NumbaPerformanceWarning
+
+
+def test_parallel_kernels_use_prange_reductions_and_atomics():
+    ti.init(mode="fast")
+    n = 4096
+    x = ti.field(ti.f32, shape=n)
+    grid = ti.field(ti.f32, shape=16)
+    big = ti.field(ti.i32, shape=5000)
+    loss = ti.field(ti.f32, shape=())
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += x[i] * 0.5              # a reduction into a local
+            grid[i % 16] += x[i]                  # per-thread copies (16 elements < 4096)
+            big[i * 7 % 5000] += 1                # atomics (5000 elements > 4096)
+            ti.atomic_sub(big[(i * 3 + 1) % 5000], 2)
+            x[i] = x[i] + 1.0                     # each iteration owns x[i]: plain
+
+    x.from_numpy(np.arange(n, dtype=np.float32) % 7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", category=_numba_performance_warning())
+        warnings.filterwarnings("error", message=".*Cannot cache")     # all of it is cached
+        k()
+    source = k._compiled_for_inspection()._programs["forward"].source
+    assert "prange(_CHUNKS)" in source and "atomic_add(big" in source and "atomic_sub(big" in source
+    assert "_acc += " in source and "_p_grid[_chunk, " in source
+    assert "x[i] = x[i] + _f32_1p0" in source
+    base = np.arange(n, dtype=np.float32) % 7
+    assert loss[None] == pytest.approx(float(base.sum()) * 0.5, rel=1e-6)
+    np.testing.assert_allclose(grid.to_numpy(), [base[j::16].sum() for j in range(16)])
+    expect = np.zeros(5000, np.int64)
+    np.add.at(expect, np.arange(n) * 7 % 5000, 1)
+    np.add.at(expect, (np.arange(n) * 3 + 1) % 5000, -2)
+    np.testing.assert_array_equal(big.to_numpy(), expect)
+
+
+# ---- float32 stays float32 ------------------------------------------------------------------
+
+def _float64_locals(dispatcher):
+    from numba import types
+    bad = set()
+    for cres in dispatcher.overloads.values():
+        for name, ty in cres.type_annotation.typemap.items():
+            if name.startswith("$const") or name.startswith("arg."):
+                continue
+            if ty == types.float64 or (isinstance(ty, types.Array) and ty.dtype == types.float64):
+                bad.add(name)
+    return sorted(bad)
+
+
+def test_float32_kernels_have_no_float64_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYAD_CACHE_DIR", str(tmp_path))    # compiled now: typed IR kept
+    ti.init(mode="fast", default_fp=ti.f32)
+    n = 300
+    x = ti.Vector.field(2, ti.f32, shape=n, needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def energy(scale: ti.f32):
+        for i in x:
+            r = x[i] * scale + 0.5
+            e = r.norm(1e-3) + ti.sin(r[0]) * ti.exp(-r[1]) + i * 0.001
+            e += ti.select(r[0] > 0, r[0] ** 2, ti.sqrt(ti.abs(r[1])))
+            e += ti.floor(r[0]) + ti.max(e, 1.5) + 2 / (1 + i)
+            loss[None] += e
+
+    @ti.kernel
+    def noise():
+        for i in x:
+            x[i][0] += ti.random() * 0.5 + ti.round(x[i][1]) + ti.cast(i, ti.f32) // 3
+
+    x.from_numpy(np.random.default_rng(0).random((n, 2)).astype(np.float32))
+    with ti.ad.Tape(loss=loss):
+        energy(1.5)
+    noise()
+    programs = [energy._compiled_for_inspection()._programs[which]
+                for which in ("forward", "adjoint")]
+    programs.append(noise._compiled_for_inspection()._programs["forward"])
+    for program in programs:
+        assert _float64_locals(program.fn) == [], program.source
+        assert "float32" in program.source
+
+
+# ---- debug mode: bounds errors name the field and the line -----------------------------------
+
+def test_debug_mode_reports_out_of_bounds_with_field_and_line():
+    ti.init(mode="fast", debug=True)
+    x = ti.field(ti.f32, shape=4)
+    y = ti.field(ti.f32, shape=4)
+    v = ti.Vector.field(3, ti.f32, shape=2)
+
+    @ti.kernel
+    def shift():
+        for i in x:
+            y[i] = x[i + 1]  # <- out of bounds
+
+    @ti.kernel
+    def component(n: ti.i32, c: ti.i32):
+        v[n][c] = 1.0
+
+    with pytest.raises(ti.TinyadIndexError) as info:
+        shift()
+    text = str(info.value)
+    assert "index (4,) is out of bounds for field x of shape (4,)" in text
+    assert "y[i] = x[i + 1]  # <- out of bounds" in text
+    component(1, 2)
+    with pytest.raises(ti.TinyadIndexError, match=r"index \(5,\) .* field v of shape \(2,\)"):
+        component(5, 0)
+    source = component._compiled_for_inspection()._programs["forward"].source
+    assert "check_index(" in source and "boundscheck=True" in source and "prange(" not in source
+
+
+def test_generated_source_is_readable_and_points_at_user_lines():
+    ti.init(mode="fast")
+    a = ti.field(ti.f32, shape=8)
+
+    @ti.kernel
+    def double(s: ti.f32):
+        for i in a:
+            a[i] = a[i] * 2.0 + s
+
+    double(1.0)
+    source = double._compiled_for_inspection()._programs["forward"].source
+    line = double.fn.__code__.co_firstlineno + 3
+    assert f"# test_fast_backend.py:{line}" in source
+    assert "def double(a, s):" in source and "for i in range(8):" in source
+
+
+def test_two_fields_with_one_name_do_not_collide():
+    ti.init(mode="fast")
+    first = ti.field(ti.f32, shape=3, name="x")
+    second = ti.field(ti.f32, shape=3, name="x")
+
+    @ti.kernel
+    def copy():
+        for i in range(3):
+            second[i] = first[i] + 1.0
+
+    first.from_numpy(np.array([1, 2, 3], np.float32))
+    copy()
+    assert second.to_numpy().tolist() == [2, 3, 4] and first.to_numpy().tolist() == [1, 2, 3]
+
+
+def test_cuda_arch_without_a_gpu_falls_back_to_cpu(capsys):
+    import compile
+    if compile.cuda_available():
+        pytest.skip("a CUDA device (or the simulator) is available here")
+    ti.init(mode="fast", arch=ti.cuda)
+    assert "no CUDA GPU found" in capsys.readouterr().err
+    x = ti.field(ti.f32, shape=4)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = i
+
+    k()
+    assert x.to_numpy().tolist() == [0, 1, 2, 3]
+
+
+# ---- the disk cache, across processes ------------------------------------------------------
+
+CACHE_SCRIPT = textwrap.dedent('''
+    import json, sys, time
+    t0 = time.perf_counter()
+    import numpy as np
+    import tinyad as ti
+    ti.init(mode="fast")
+    n = 64
+    x = ti.field(ti.f32, shape=n, needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def compute():
+        for i in x:
+            loss[None] += ti.sin(x[i]) * x[i]
+
+    x.from_numpy(np.linspace(0, 1, n).astype(np.float32))
+    t1 = time.perf_counter()
+    with ti.ad.Tape(loss=loss):
+        compute()
+    t2 = time.perf_counter()
+    programs = compute._compiled_for_inspection()._programs
+    stats = [p.fn.stats for p in programs.values()]
+    print(json.dumps({"first_call_s": t2 - t1, "process_s": t2 - t0,
+                      "hits": sum(sum(s.cache_hits.values()) for s in stats),
+                      "misses": sum(sum(s.cache_misses.values()) for s in stats),
+                      "loss": float(loss[None]), "grad": x.grad.to_numpy().tolist()}))
+''')
+
+
+def run_script(text, directory, **env):
+    """Run `text` as a program file (kernels need their source) in a fresh process."""
+    script = directory / "program.py"
+    script.write_text(text)
+    env = dict(os.environ, PYTHONPATH=ROOT, **env)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_disk_cache_is_hit_by_a_second_process_and_survives_corruption(tmp_path):
+    cache = tmp_path / "cache"
+    cold = run_script(CACHE_SCRIPT, tmp_path, TINYAD_CACHE_DIR=str(cache))
+    warm = run_script(CACHE_SCRIPT, tmp_path, TINYAD_CACHE_DIR=str(cache))
+    assert cold["misses"] >= 2 and cold["hits"] == 0
+    assert warm["hits"] >= 2 and warm["misses"] == 0
+    assert warm["loss"] == cold["loss"] and warm["grad"] == cold["grad"]
+    print(f"\ncache: first Tape cold {cold['first_call_s']:.2f} s, warm "
+          f"{warm['first_call_s']:.2f} s")
+    # damage every entry: a truncated module, garbage index and machine code
+    sources = sorted(cache.glob("*.py"))
+    assert len(sources) == 2
+    sources[0].write_text(sources[0].read_text()[:200])
+    for path in (cache / "__pycache__").iterdir():
+        path.write_bytes(b"not a numba cache file")
+    again = run_script(CACHE_SCRIPT, tmp_path, TINYAD_CACHE_DIR=str(cache))
+    assert again["loss"] == cold["loss"] and again["grad"] == cold["grad"]
+    fourth = run_script(CACHE_SCRIPT, tmp_path, TINYAD_CACHE_DIR=str(cache))
+    assert fourth["hits"] >= 2 and fourth["misses"] == 0
+
+
+def test_cache_key_depends_on_dtype_and_debug(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYAD_CACHE_DIR", str(tmp_path))
+    stems = set()
+    for dtype in (ti.f32, ti.f64):
+        for debug in (False, True):
+            ti.init(mode="fast", default_fp=dtype, debug=debug)
+            x = ti.field(dtype, shape=5)
+
+            @ti.kernel
+            def k():
+                for i in x:
+                    x[i] += 1.0
+
+            ir = k.ir
+            compiled = compile_kernel(ir, debug=debug)
+            stems.add(compiled.generated.module_name)
+            compiled(())
+            assert x.to_numpy().tolist() == [1.0] * 5
+    assert len(stems) == 4
+    assert generate_cpu(ir).source == generate_cpu(ir).source      # deterministic
+
+
+# ---- CUDA, run by numba's simulator ---------------------------------------------------------
+
+CUDA_SCRIPT = textwrap.dedent('''
+    import json, os, sys, warnings
+    warnings.simplefilter("ignore")
+    try:
+        from numba import cuda
+        assert cuda.is_available()
+    except Exception as exc:
+        print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
+        sys.exit(0)
+    import numpy as np
+    import tinyad as ti
+
+    def program():
+        n = 12
+        x = ti.Vector.field(2, ti.f32, shape=n, needs_grad=True)
+        U = ti.field(ti.f32, shape=(), needs_grad=True)
+        hist = ti.field(ti.i32, shape=3)
+        old = ti.field(ti.i32, shape=n)
+        m = ti.field(ti.f32, shape=())
+        y = ti.field(ti.f32, shape=n)
+
+        @ti.kernel
+        def energy():
+            for i, j in ti.ndrange(n, n):
+                r = x[i] - x[j]
+                U[None] += -1.0 / r.norm(1e-2)
+
+        @ti.kernel
+        def misc(k: ti.i32) -> ti.f32:
+            s = 0.0
+            for i in range(3):                 # serial: runs in one thread
+                s += i * 0.5
+            for i in range(n):                 # parallel: grid-stride, atomics
+                old[i] = ti.atomic_add(hist[i % 3], k)
+                ti.atomic_max(m[None], x[i][0] + s)
+                t = x[i][1]
+                for q in range(4):
+                    t = t * 0.5 + ti.floor(x[i][0] * 4.0)
+                y[i] = t + (i // 5) + s
+            return s * 2.0
+
+        h = ti.field(ti.f32, shape=5, needs_grad=True)
+        h_loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+        @ti.kernel
+        def chain(steps: ti.i32):
+            for i in h:
+                v = h[i]
+                for k in range(steps):
+                    v = ti.sin(v) * 1.1
+                h_loss[None] += v
+
+        x.from_numpy(np.random.default_rng(0).random((n, 2)).astype(np.float32))
+        with ti.ad.Tape(loss=U):
+            energy()
+        grad = x.grad.to_numpy().tolist()
+        assert any(g != 0 for row in grad for g in row)
+        r = misc(2)
+        h.from_numpy(np.linspace(-1, 1.3, 5).astype(np.float32))
+        with ti.ad.Tape(loss=h_loss):
+            chain(6)
+        return {"U": float(U[None]), "grad": grad,
+                "h_loss": float(h_loss[None]), "h_grad": h.grad.to_numpy().tolist(),
+                "hist": hist.to_numpy().tolist(), "old": sorted(old.to_numpy().tolist()),
+                "m": float(m[None]), "y": y.to_numpy().tolist(), "ret": r}
+
+    out = {}
+    for mode, arch in (("interp", ti.cpu), ("fast", ti.cuda)):
+        ti.init(mode=mode, arch=arch)
+        out[mode] = program()
+    import compile
+    out["backend"] = compile.backend_for("cuda")
+    print(json.dumps(out))
+''')
+
+
+def test_cuda_kernels_in_the_simulator(tmp_path):
+    cache = tmp_path / "cache"
+    out = run_script(CUDA_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",
+                     TINYAD_CACHE_DIR=str(cache))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["backend"] == "cuda"
+    interp, fast = out["interp"], out["fast"]
+    assert fast["hist"] == interp["hist"] and fast["old"] == interp["old"]
+    for key in ("U", "grad", "m", "y", "ret", "h_loss", "h_grad"):
+        np.testing.assert_allclose(fast[key], interp[key], rtol=1e-5, atol=1e-5, err_msg=key)
+    sources = "".join(p.read_text() for p in cache.glob("*.py"))
+    assert "cuda.atomic.add(" in sources and "cuda.gridsize(1)" in sources
+    assert "cuda.local.array(" in sources      # the save stack of chain's adjoint
