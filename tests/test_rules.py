@@ -631,6 +631,79 @@ def test_non_differentiable_ops_on_the_path_give_a_note(scalars):
     assert np.allclose(x.grad.to_numpy(), np.floor(x.to_numpy()))   # d/dx floor(x) * x, a.e.
 
 
+def test_int_cast_on_the_path_gives_a_note(scalars):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += ti.cast(x[i] * 4, ti.i32) + x[i]
+
+    with pytest.warns(ti.NonDifferentiableWarning, match="`cast` has no derivative"):
+        with ti.ad.Tape(loss=loss):
+            k()
+    assert x.grad.to_numpy().tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_stop_grad_says_the_cut_is_intended(scalars, capsys):
+    x, _, loss = scalars
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += ti.stop_grad(ti.floor(x[i])) + x[i]
+
+    with ti.ad.Tape(loss=loss):
+        k()      # no note: the module turns NonDifferentiableWarning into an error
+    assert_no_report(capsys)
+
+
+# ---- the Kernel Simplicity Rule: only shapes the transform cannot handle -------------------------
+
+def test_atomic_result_cannot_be_replayed(scalars):
+    x, _, loss = scalars
+    slot = ti.field(ti.i32, shape=())
+
+    @ti.kernel
+    def k():
+        for i in x:
+            n = ti.atomic_add(slot[None], 1)
+            loss[None] += x[i] * n
+
+    with pytest.raises(ti.KernelSimplicityRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            k()
+    assert info.value.loc.text.strip() == "n = ti.atomic_add(slot[None], 1)"
+
+
+def test_nested_loops_and_whiles_differentiate(scalars, capsys):
+    """Taichi's old rule forbade a loop next to other statements or two inner loops; tinyad's
+    transform handles both (and while loops), so there is nothing to report."""
+    x, _, loss = scalars
+
+    @ti.kernel
+    def k():
+        for i in x:
+            acc = x[i]
+            for j in range(3):
+                acc = acc * x[i] + 0.5
+            n = 0
+            while n < 2:
+                acc = ti.sin(acc)
+                n += 1
+            loss[None] += acc
+
+    def run():
+        loss[None] = 0
+        k()
+        return loss[None]
+
+    with ti.ad.Tape(loss=loss):
+        k()
+    assert_no_report(capsys)
+    assert np.allclose(x.grad.to_numpy(), finite_difference(run, x))
+
+
 # ---- check modes and reports ------------------------------------------------------------------------
 
 def test_warn_mode_reports_and_goes_on(capsys):

@@ -268,11 +268,13 @@ class _Reverse:
 
     def _compute_relevant(self, e):
         if isinstance(e, ir.Op):
+            if e.op in ("stop_grad", "random"):
+                return False   # cut on purpose: nothing to note below it
             args = e.args[1:] if e.op == "select" else e.args   # a condition carries no gradient
-            carries = any(a.dtype.is_float and self.relevant(a) for a in args)
+            carries = any(self.relevant(a) for a in args)
             cut = TABLE[e.op].partials is None or (
                 e.op == "cast" and not cast_keeps_gradient(e.dtype, e.args[0].dtype))
-            if cut and carries and e.op not in ("stop_grad", "random"):
+            if cut and carries:
                 self.notes.append((e.loc, e.op))   # the gradient path ends here
             return e.dtype.is_float and carries and not cut
         if not e.dtype.is_float:
