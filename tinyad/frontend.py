@@ -8,7 +8,6 @@ and inlines @ti.func calls, so the IR it emits only has scalar statements.
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import inspect
 import numbers
@@ -579,4 +578,4 @@ def _eval_annotation(annotation, fn):
     return annotation
 
 
-__all__ = ["trace_kernel", "Tracer", "builtins"]
+__all__ = ["trace_kernel", "parameter_kinds", "resolve_annotation", "Tracer"]
