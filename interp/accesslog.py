@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from tinyad.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                           ReadThenOverwriteRuleError, Report, ReplayDivergenceRuleError,
-                          SecondWriteRuleError)
+                          SecondWriteRuleError, SilentZeroRuleError, element_name)
 
 from interp.memory import Memory
 
@@ -120,7 +120,6 @@ class Checker:
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
         """Inside a grad_for function: a plain store must not discard an earlier gradient."""
-        from tinyad.rules import SilentZeroRuleError  # noqa: PLC0415
         if kind == "store" and old != 0 and not same_value(old, new):
             write = Access(kind, site.loc, None, None, None, new, self.tick())
             self.report(SilentZeroRuleError(Report(
@@ -311,10 +310,6 @@ class ReplayMemory(Memory):
 
 # ---- reports ------------------------------------------------------------------------------
 
-def _element(index, fld):
-    return index[:len(fld.shape)] + index[len(fld.shape):]
-
-
 def _overwrite_error(fld, index, read, write, scope):
     report = overwrite_report(fld, index, read, write, scope)
     if report.rule.startswith("Global Data Access Rule 2"):
@@ -328,7 +323,7 @@ def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
     key = (fld, index)
     first = as_access(scope.first_write.get(key))
     accumulated = as_access(scope.accumulated.get(key))
-    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    name = element_name(fld.name, index)
     consequence = (f"the adjoint replays the read at line {read.loc.line} and would see "
                    f"{name} = {_fmt(write.value)} instead of {_fmt(read.value)}, so every "
                    "gradient that flows through that read would be computed at the wrong value")
@@ -360,7 +355,7 @@ def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
 
 def conflict_report(key, earlier: Access, later: Access, kernel) -> Report:
     fld, index = key
-    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    name = element_name(fld.name, index)
     read = next((a for a in (earlier, later) if a.kind == "read"), None)
     if read is not None:
         write = later if read is earlier else earlier
@@ -382,7 +377,7 @@ def conflict_report(key, earlier: Access, later: Access, kernel) -> Report:
 
 
 def divergence_report(fld, index, read: Access, now, writer: Access | None, kernel) -> Report:
-    name = f"{fld.name}[{', '.join(str(int(i)) for i in index)}]"
+    name = element_name(fld.name, index)
     if writer is None:
         cause = "it was changed after the forward ran"
     elif writer.kernel is None:

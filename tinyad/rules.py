@@ -53,9 +53,7 @@ class Report:
 
     @property
     def element_text(self) -> str:
-        if self.field is None:
-            return ""
-        return f"{self.field}[{', '.join(str(int(i)) for i in (self.element or ()))}]"
+        return "" if self.field is None else element_name(self.field, self.element or ())
 
     def to_dict(self) -> dict:
         return {"rule": self.rule, "summary": self.summary, "kernel": self.kernel,
@@ -69,6 +67,11 @@ class Report:
     def __str__(self) -> str:
         from interp.explain import render_text  # noqa: PLC0415  (rendering lives with the log)
         return render_text(self)
+
+
+def element_name(field_name: str, index) -> str:
+    """`x[2, 0]`, `loss[]`: an element as reports write it."""
+    return f"{field_name}[{', '.join(str(int(i)) for i in index)}]"
 
 
 def _plain(value):
