@@ -18,7 +18,8 @@ from tinyad.errors import TinyadIndexError
 from tinyad.runtime import runtime
 
 from compile import cache
-from compile.pysource import Generated, generate_cpu, sanitize
+from compile.pyexpr import sanitize
+from compile.pysource import Generated, generate_cpu
 
 
 def _seed() -> np.int64:

@@ -27,7 +27,9 @@ from tinyad.errors import TinyadRuntimeError
 from tinyad.runtime import runtime
 
 from compile import cache
-from compile.pysource import CUDA_STACK, Generated, generate_cuda, sanitize
+from compile.cudasource import generate_cuda
+from compile.pyexpr import sanitize
+from compile.pysource import CUDA_STACK, Generated
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
 

@@ -1,0 +1,267 @@
+"""Expressions: tinyad IR expressions -> Python source text that numba types exactly.
+
+`ExprWriter` is the expression half of the generator (compile/pysource.py), a mixin: it reads
+the generator's names (`local`, `current`, `versioned`, `arrays`), target and debug flag, and
+records the helpers, f32 constants and debug sites the module will need.
+"""
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinyad import ir
+from tinyad import types as T
+
+from compile import rt
+
+NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8"}
+NP_TYPE = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64",
+           "u8": "np.uint8"}
+
+# Python operator precedence (higher binds tighter).
+ATOM, POW, UNARY, MUL, ADD, SHIFT, BAND, BXOR, BOR, CMP, NOT, AND, OR = (
+    100, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4)
+BINARY = {"add": ("+", ADD), "sub": ("-", ADD), "mul": ("*", MUL), "truediv": ("/", MUL),
+          "floordiv": ("//", MUL), "mod": ("%", MUL), "bit_and": ("&", BAND),
+          "bit_or": ("|", BOR), "bit_xor": ("^", BXOR), "shl": ("<<", SHIFT),
+          "shr": (">>", SHIFT)}
+COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+MATH = {"sin": "math.sin", "cos": "math.cos", "tan": "math.tan", "asin": "math.asin",
+        "acos": "math.acos", "atan": "math.atan", "tanh": "math.tanh", "exp": "math.exp",
+        "log": "math.log", "sqrt": "math.sqrt", "atan2": "math.atan2"}
+# Integer ops whose result, computed wide, is still right modulo 2**bits ("ring" ops).
+RING = {"add", "sub", "mul", "neg", "bit_and", "bit_or", "bit_xor", "bit_not", "shl"}
+
+RESERVED = (set(keyword.kwlist) | set(dir(builtins))
+            | {"np", "math", "numba", "njit", "prange", "cuda", "types", "float32", "float64",
+               "int32", "int64", "uint8", "uint64", "launch"} | set(rt.HELPERS)
+            | set(rt.CONSTANTS))
+
+
+class CodegenError(Exception):
+    """The IR uses something the generator does not handle: a tinyad bug."""
+
+
+@dataclass
+class Site:
+    """A field access that debug mode checks: which field, where in the user's code."""
+    field: object
+    loc: object
+
+
+def sanitize(name: str) -> str:
+    text = re.sub(r"\W", "_", name)
+    if not text or text[0].isdigit():
+        text = "v" + text
+    return text
+
+
+class Names:
+    """Python names for the generated module: unique, never a builtin or helper."""
+
+    def __init__(self):
+        self.used = set(RESERVED)
+
+    def take(self, preferred: str) -> str:
+        base = sanitize(preferred)
+        if base.startswith("_"):
+            base = "v" + base
+        name, k = base, 2
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def temp(self, base: str) -> str:
+        name, k = f"_{base}", 1
+        while name in self.used:
+            name, k = f"_{base}{k}", k + 1
+        self.used.add(name)
+        return name
+
+
+def float_literal(value, dtype: T.DType) -> str:
+    """A float constant that numba types as `dtype` and rounds to exactly the IR's value."""
+    v = dtype.np(value)
+    if np.isnan(v):
+        text = "np.nan"
+    elif np.isinf(v):
+        text = "np.inf" if v > 0 else "-np.inf"
+    else:
+        text = str(v) if dtype == T.f32 else repr(float(v))
+        if dtype == T.f32 and np.float32(float(text)) != v:   # double rounding: be exact
+            text = repr(float(v))
+        if not any(c in text for c in ".e"):
+            text += ".0"
+    if dtype == T.f32:
+        return f"float32({text})"
+    return text if not text.startswith("-") else f"({text})"
+
+
+class ExprWriter:
+    """Expression emitting, mixed into the generator."""
+
+    def read(self, name: str) -> str:
+        return self.current.get(name) or self.local[name]
+
+    def define(self, name: str) -> str:
+        """The Python name an assignment to `name` writes: a fresh one for each assignment
+        of a versioned local after its first."""
+        if name not in self.versioned:
+            return self.local[name]
+        version = self.local[name] if name not in self.current else self.names.take(
+            f"{self.local[name]}_v")
+        self.current[name] = version
+        return version
+
+    def wrap(self, text: str, dtype: T.DType) -> str:
+        return f"{NUMBA_TYPE[dtype.name]}({text})"
+
+    def value(self, e: ir.Expr) -> str:
+        """The exact value of `e`, with numba type e.dtype for floats (any int type for ints)."""
+        text, prec, exact = self.expr(e)
+        if not exact:
+            return self.wrap(text, e.dtype)
+        return text
+
+    def operand(self, e: ir.Expr, min_prec: int) -> str:
+        text, prec, exact = self.expr(e)
+        if not exact:
+            return self.wrap(text, e.dtype)
+        return text if prec >= min_prec else f"({text})"
+
+    def ring_operand(self, e: ir.Expr, min_prec: int) -> str:
+        """An operand of a ring op: right modulo 2**bits is enough."""
+        text, prec, _ = self.expr(e)
+        return text if prec >= min_prec else f"({text})"
+
+    def typed(self, e: ir.Expr) -> str:
+        """`value(e)`, and for ints also of numba type e.dtype (for locals and returns)."""
+        text, prec, exact = self.expr(e)
+        if e.dtype.is_int and not (isinstance(e, ir.Var) and exact):
+            return self.wrap(text, e.dtype)
+        return text
+
+    def cond(self, e: ir.Expr) -> str:
+        """A Python truth value for `if`/`while`."""
+        if isinstance(e, ir.Op) and e.op in COMPARE:
+            return (f"{self.operand(e.args[0], CMP + 1)} {COMPARE[e.op]} "
+                    f"{self.operand(e.args[1], CMP + 1)}")
+        if isinstance(e, ir.Op) and e.op in ("and", "or"):
+            joiner = " & " if e.op == "and" else " | "
+            return joiner.join(f"({self.cond(a)})" for a in e.args)
+        if isinstance(e, ir.Op) and e.op == "not":
+            return f"not ({self.cond(e.args[0])})"
+        return f"{self.operand(e, CMP + 1)} != 0"
+
+    def expr(self, e: ir.Expr):
+        """-> (text, precedence, exact). Not exact: an int correct only modulo 2**bits."""
+        if isinstance(e, ir.Const):
+            if e.dtype == T.f32:
+                return self.f32_constant(e.value), ATOM, True
+            if e.dtype.is_float:
+                return float_literal(e.value, e.dtype), ATOM, True
+            value = int(e.value)
+            return str(value), (ATOM if value >= 0 else UNARY), True
+        if isinstance(e, ir.Var):
+            return self.read(e.name), ATOM, True
+        if isinstance(e, ir.Load):
+            return self.access(e.field, e.indices, e.loc), ATOM, True
+        return self.op(e)
+
+    def op(self, e: ir.Op):
+        op, args, dtype = e.op, e.args, e.dtype
+        is_int = dtype.is_int
+        if op == "random":
+            return self.random_names[id(e)], ATOM, True
+        if op in BINARY:
+            sym, prec = BINARY[op]
+            if is_int and op in RING:
+                a, b = self.ring_operand(args[0], prec), self.ring_operand(args[1], prec + 1)
+                return f"{a} {sym} {b}", prec, False
+            a, b = self.operand(args[0], prec), self.operand(args[1], prec + 1)
+            return f"{a} {sym} {b}", prec, not (is_int and op == "floordiv")
+        if op == "pow":
+            a, b = self.operand(args[0], POW + 1), self.operand(args[1], UNARY)
+            return f"{a} ** {b}", POW, not is_int
+        if op == "neg":
+            if is_int:
+                return f"-{self.ring_operand(args[0], UNARY)}", UNARY, False
+            return f"-{self.operand(args[0], UNARY)}", UNARY, True
+        if op == "bit_not":
+            return f"~{self.ring_operand(args[0], UNARY)}", UNARY, False
+        if op in COMPARE or op in ("and", "or", "not"):
+            return f"int32({self.cond(e)})", ATOM, True
+        if op == "select":
+            c, a, b = self.cond(args[0]), self.value(args[1]), self.value(args[2])
+            if any(isinstance(x, ir.Load) for x in (*ir.walk_expr(args[1]),
+                                                      *ir.walk_expr(args[2]))):
+                return f"({a} if {c} else {b})", ATOM, True     # only the chosen load runs
+            self.helpers.add("select")
+            return f"select({c}, {a}, {b})", ATOM, True
+        if op == "cast":
+            source = args[0].dtype
+            if source == dtype:
+                return self.expr(args[0])
+            return self.wrap(self.value(args[0]), dtype), ATOM, True
+        if op == "stop_grad":
+            return self.expr(args[0])
+        if op == "abs":
+            return f"abs({self.value(args[0])})", ATOM, not is_int
+        if op in ("min", "max"):
+            a, b = self.value(args[0]), self.value(args[1])
+            if is_int or self.target == "cuda":
+                return f"{op}({a}, {b})", ATOM, True
+            return f"np.{op}imum({a}, {b})", ATOM, True
+        if op in ("floor", "ceil", "round"):
+            if is_int:
+                return self.expr(args[0])
+            a = self.value(args[0])
+            if self.target == "cuda":
+                fn = {"floor": "floorf", "ceil": "ceilf", "round": "rintf"}[op]
+                if dtype == T.f64:
+                    fn = fn[:-1]
+                return f"libdevice.{fn}({a})", ATOM, True
+            fn = {"floor": "np.floor", "ceil": "np.ceil", "round": "np.rint"}[op]
+            return f"{fn}({a})", ATOM, True
+        if op == "rsqrt":
+            one = self.f32_constant(1.0) if dtype == T.f32 else "1.0"
+            return f"{one} / math.sqrt({self.value(args[0])})", MUL, True
+        if op in MATH:
+            inner = ", ".join(self.value(a) for a in args)
+            return f"{MATH[op]}({inner})", ATOM, True
+        raise CodegenError(f"no code generation for op {op!r}")
+
+    def f32_constant(self, value) -> str:
+        """A module-level np.float32 constant: numba types a global once, where a
+        `float32(c)` call costs a typed call at every use (compile time)."""
+        text = float_literal(value, T.f32)
+        if text not in self.constants:
+            inner = text[len("float32("):-1]
+            name = "_f32_" + (inner.replace("np.", "").replace("-", "m").replace(".", "p")
+                              .replace("+", ""))
+            self.constants[text] = sanitize(name)
+        return self.constants[text]
+
+    def index_tuple(self, indices) -> str:
+        parts = [self.value(i) for i in indices]
+        if not parts:
+            return "(0,)"
+        return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
+    def access(self, fld, indices, loc) -> str:
+        array = self.arrays[id(fld)]
+        if not indices:
+            return f"{array}[0]"
+        if self.debug and self.target == "cpu":
+            site = len(self.sites)
+            self.sites.append(Site(fld, loc))
+            self.helpers.add("check_index")
+            ix = ", ".join(f"int64({self.value(i)})" for i in indices)
+            ix = f"({ix},)" if len(indices) == 1 else f"({ix})"
+            return f"{array}[check_index({site}, {array}.shape, {ix})]"
+        return f"{array}[{', '.join(self.value(i) for i in indices)}]"
