@@ -267,3 +267,21 @@ def test_init_accepts_taichi_options(capsys):
     assert "offline_cache" in capsys.readouterr().err
     with pytest.raises(TypeError, match="unknown option"):
         ti.init(not_an_option=1)
+
+
+def test_fields_reached_through_python_containers(mode):
+    outs = {"a": ti.field(ti.f32, shape=4), "b": ti.field(ti.i32, shape=4)}
+    pair = (ti.field(ti.f32, shape=4),)
+
+    @ti.kernel
+    def fill():
+        for i in range(4):
+            outs["a"][i] = i * 2.0
+            outs["b"][i] += i
+            pair[0][i] = outs["a"][i] + 1
+
+    fill()
+    fill()
+    np.testing.assert_array_equal(outs["a"].to_numpy(), [0, 2, 4, 6])
+    np.testing.assert_array_equal(outs["b"].to_numpy(), [0, 2, 4, 6])
+    np.testing.assert_array_equal(pair[0].to_numpy(), [1, 3, 5, 7])

@@ -218,12 +218,23 @@ class Tracer(ExprVisitor):
         raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
 
     def _lvalue_or_field(self, node):
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            value = self.visit(node) if isinstance(node, ast.Attribute) else \
-                self.frame.lookup(node.id, self.loc(node))
+        if isinstance(node, (ast.Name, ast.Attribute)) or self._in_python_container(node):
+            value = self.frame.lookup(node.id, self.loc(node)) if isinstance(node, ast.Name) \
+                else self.visit(node)
             if isinstance(value, Field):
                 return value
         return self.lvalue(node)
+
+    def _in_python_container(self, node) -> bool:
+        """`fields["a"]`, `pair[0]`: a subscript of a Python object (dict, list, tuple) that
+        the trace evaluates, not a kernel local."""
+        root = node
+        while isinstance(root, ast.Subscript):
+            root = root.value
+        if root is node or not isinstance(root, ast.Name):
+            return False
+        binding = self.frame.lookup(root.id, self.loc(root))
+        return isinstance(binding, (dict, list, tuple))
 
     def read_slot(self, slot):
         if isinstance(slot, LocalRef):
