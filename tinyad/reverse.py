@@ -103,8 +103,10 @@ class _Reverse:
         backward = self.backward(stmts, sweep)
         zero = [ir.Assign(self.adj(n).name, B.const(0, t)) for n, t in self.local_types.items()
                 if t.is_float and n in _assigned_in(stmts, self.parallel_bodies) | set(assigned)]
-        # A local the backward sweep never reads needs no saving and restoring.
-        needed = _names_read(backward)
+        # A local the backward sweep never reads needs no saving and restoring. (Its reads
+        # through temporaries nothing uses do not count: `acc + t` is bound to a temporary, but
+        # neither partial of an add needs its value.)
+        needed = _names_read(_prune_unread(backward, self.temps))
         forward, backward = _drop_saves(forward, needed), _drop_saves(backward, needed)
         return forward + zero + backward
 
@@ -359,18 +361,51 @@ def _drop_saves(stmts, needed: set) -> list:
     return out
 
 
-def eliminate_dead_code(body) -> list:
-    """Drop locals that are assigned (or saved/restored) but never read, then the loops and
-    branches left empty. (The adjoint kernel writes no primal field, so its replay of a local
-    nothing reads is useless.)"""
+def _prune_unread(body, names: set) -> list:
+    """`body` without the assignments to `names` that nothing reads (repeatedly)."""
     while True:
         read = _names_read(body)
         dead = {s.name for s in ir.walk_stmts(body)
-                if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name not in read}
+                if isinstance(s, ir.Assign) and s.name in names and s.name not in read}
+        if not dead:
+            return body
+        body = _prune(body, dead)
+
+
+def eliminate_dead_code(body) -> list:
+    """Drop locals whose values never reach a store, an atomic, a condition or a loop bound
+    (with their saves and restores), then the loops and branches left empty. (The adjoint
+    kernel writes no primal field, so its replay of a local nothing uses is useless; a running
+    sum `acc = acc + ...` that only feeds itself is dead too.)"""
+    while True:
+        live = _live_names(body)
+        dead = {s.name for s in ir.walk_stmts(body)
+                if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name not in live}
         new_body = _prune(body, dead)
         if new_body == list(body):
             return new_body
         body = new_body
+
+
+def _live_names(body) -> set:
+    """Locals read, directly or through other locals' assignments, by a statement that is not
+    an assignment."""
+    feeds: dict[str, set] = {}          # local -> the locals its assignments read
+    live: set = set()
+    for s in ir.walk_stmts(body):
+        names = {x.name for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
+                 if isinstance(x, ir.Var)}
+        if isinstance(s, ir.Assign):
+            feeds.setdefault(s.name, set()).update(names)
+        else:
+            live |= names
+    work = list(live)
+    while work:
+        for name in feeds.get(work.pop(), ()):
+            if name not in live:
+                live.add(name)
+                work.append(name)
+    return live
 
 
 def _prune(stmts, dead) -> list:
