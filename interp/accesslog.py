@@ -65,6 +65,17 @@ class Launch:
     reads: dict = field(default_factory=dict)     # (id(load), index) -> Access, reads replayed
     problems: list = field(default_factory=list)  # violations to raise if it is differentiated
     adjoint_runs: int = 0
+    # The leading index of every element read / written, per field: enough to tell the
+    # time steps of a time-indexed field apart (the order check), and small.
+    read_rows: dict = field(default_factory=dict)
+    wrote_rows: dict = field(default_factory=dict)
+    # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
+    # stands for the earlier launch it repeats: one adjoint undoes both.
+    repeats: "Launch | None" = None
+
+    @property
+    def origin(self) -> "Launch":
+        return self.repeats.origin if self.repeats is not None else self
 
 
 class Scope:
@@ -95,12 +106,23 @@ class Checker:
         self.shown: set = set()        # warn mode: report signatures already shown
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+        self.last_adjoint_at = 0              # time the latest adjoint launch ran
 
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
+        earlier = self.find_launch(compiled, scalars)
+        if (earlier is not None and not earlier.adjoint_runs
+                and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
+            launch.repeats = earlier
         self.history.append(launch)
         return launch
+
+    def adjoint_ran(self, launch: Launch | None):
+        self.last_adjoint_at = self.tick()
+        while launch is not None:
+            launch.adjoint_runs += 1
+            launch = launch.repeats
 
     def begin_tape(self):
         self.tape, self.taint, self.python_reads = Scope(deferred=False), {}, {}
@@ -202,6 +224,10 @@ class LoggedMemory(Memory):
             return Memory.load(self, fld, index, site)   # raises the bounds error
         if fld.role != "primal":
             return value
+        rows = self.launch.read_rows.get(fld)
+        if rows is None:
+            rows = self.launch.read_rows[fld] = set()
+        rows.add(index[:1])
         key = (fld, index)
         it = self.iteration
         if it is not None:
@@ -234,6 +260,7 @@ class LoggedMemory(Memory):
             if fld.role == "grad" and self.checker.in_custom_grad:
                 self.checker.custom_grad_write(fld, index, kind, site, old, new)
             return
+        self.launch.wrote_rows.setdefault(fld, set()).add(index[:1])
         key = (fld, index)
         write = (kind, site, self.launch, self.iteration, new, self._tick())
         if self.iteration is not None:

@@ -64,8 +64,7 @@ def _analyse(compiled) -> KernelFacts:
 
 
 def after_adjoint(checker: Checker, compiled, launch) -> None:
-    if launch is not None:
-        launch.adjoint_runs += 1
+    checker.adjoint_ran(launch)
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated(grad)
 
@@ -203,15 +202,15 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
 
 
 def _check_order(checker, launch, facts, kernel_name):
-    produced = {f for f in facts.written if f.grad is not None}
+    produced = {f: rows for f, rows in launch.wrote_rows.items() if f.grad is not None}
     for later in checker.history:
         if later.time <= launch.time or later.adjoint_runs:
             continue
         later_facts = kernel_facts(later.compiled)
-        shared = produced & set(later_facts.loaded)
+        shared = [f for f, rows in produced.items() if rows & later.read_rows.get(f, set())]
         seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
         if shared and seeded:
-            fld = next(iter(shared))
+            fld = shared[0]
             report(SilentZeroRuleError(Report(
                 "Adjoints out of order",
                 f"{later.kernel} (launch #{later.number}) read {fld.name} after {kernel_name} "
@@ -231,7 +230,8 @@ def _check_rounds(checker, launch, facts, kernel_name):
             continue
         accumulated = checker.grad_accumulated_at.get(grad)
         cleared = checker.grad_cleared_at.get(grad, 0)
-        if accumulated is not None and cleared < accumulated < launch.time and grad.data.any():
+        if (accumulated is not None and cleared < accumulated < launch.origin.time
+                and grad.data.any()):
             print_report(Report(
                 "Gradient accumulates across rounds (warning)",
                 f"{grad.name} still holds the gradient of an earlier round when "

@@ -500,6 +500,78 @@ def test_adjoints_in_order_are_clean(scalars, capsys):
     assert np.allclose(x.grad.to_numpy(), np.sin(2 * x.to_numpy()))
 
 
+def _checkpointed_steps(steps, n=4):
+    """DiffTaichi's checkpointing (diffmpm): a scratch field `tmp`, cleared every step, is
+    recomputed in the backward pass instead of stored. Returns (theta, x, run_backward)."""
+    x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
+    y = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
+    tmp = ti.field(ti.f64, shape=n, needs_grad=True)
+    theta = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def clear():
+        for i in range(n):
+            tmp[i] = 0
+            tmp.grad[i] = 0
+
+    @ti.kernel
+    def scatter(s: ti.i32):
+        for i in range(n):
+            tmp[i] += theta[None] * x[s, i] ** 2
+            y[s + 1, i] = y[s, i] + x[s, i]
+
+    @ti.kernel
+    def advance(s: ti.i32):
+        for i in range(n):
+            x[s + 1, i] = x[s, i] + 0.1 * tmp[i] + 0.01 * y[s + 1, i]
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[steps, i]
+
+    x.from_numpy(np.vstack([np.linspace(0.1, 0.4, n), np.zeros((steps, n))]))
+    theta[None] = 0.5
+
+    def forward():
+        loss[None] = 0
+        for s in range(steps):
+            clear()
+            scatter(s)
+            advance(s)
+        total()
+        return loss[None]
+
+    def backward(order=reversed):
+        loss.grad[None] = 1
+        total.grad()
+        for s in order(range(steps)):
+            clear()
+            scatter(s)                  # recompute step s's scratch field
+            advance.grad(s)
+            scatter.grad(s)
+
+    return theta, forward, backward
+
+
+def test_checkpointed_recompute_is_clean(mode, capsys):
+    theta, forward, backward = _checkpointed_steps(3)
+    expected = finite_difference(forward, theta)
+    forward()
+    backward()
+    assert_no_report(capsys)
+    assert np.allclose(theta.grad[None], expected, rtol=1e-7)
+
+
+def test_checkpointed_steps_out_of_order(mode):
+    _, forward, backward = _checkpointed_steps(2)
+    forward()
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        backward(order=list)              # step 0 first: step 1 read what step 0 wrote
+    assert info.value.report.rule == "Adjoints out of order"
+
+
 def test_field_without_gradient_on_the_path(scalars):
     x, _, loss = scalars
     y = ti.field(ti.f64, shape=4)            # forgot needs_grad=True
