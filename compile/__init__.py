@@ -1,6 +1,6 @@
 """Fast mode: tinyad IR -> readable Python source -> numba (CPU `njit`, or `cuda.jit`).
 
-    compile_kernel(kernel_ir, backend="cpu", debug=False)  ->  kernel(scalars)
+    compile_kernel(kernel_ir, backend="cpu", debug=False, fast_math=True)  ->  kernel(scalars)
 
 The same IR the interpreter runs (forward kernels and the adjoint kernels of reverse mode) is
 turned into a Python module (compile/pysource.py), cached on disk by a hash (compile/cache.py)
@@ -14,8 +14,9 @@ _cuda_ok: bool | None = None
 
 
 def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
-                   parallel_min: int | None = None):
-    """Compile one kernel. `parallel_min`: the smallest static trip count a parallel loop needs
+                   fast_math: bool = True, parallel_min: int | None = None):
+    """Compile one kernel. `fast_math`: let the CPU compiler reassociate float math (see
+    compile/pysource.py). `parallel_min`: the smallest static trip count a parallel loop needs
     to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always)."""
     if backend == "cuda":
         from compile.cuda import compile_cuda  # noqa: PLC0415
@@ -23,7 +24,7 @@ def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
     if backend != "cpu":
         raise ValueError(f"unknown backend {backend!r}: use 'cpu' or 'cuda'")
     from compile.cpu import compile_cpu  # noqa: PLC0415
-    return compile_cpu(kernel_ir, debug=debug, parallel_min=parallel_min)
+    return compile_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
 
 
 def cuda_available() -> bool:

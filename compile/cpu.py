@@ -87,8 +87,9 @@ class CpuKernel:
     run = __call__
 
 
-def compile_cpu(kernel_ir, debug: bool = False, parallel_min: int | None = None) -> CpuKernel:
-    gen = generate_cpu(kernel_ir, debug=debug, parallel_min=parallel_min)
+def compile_cpu(kernel_ir, debug: bool = False, fast_math: bool = True,
+                parallel_min: int | None = None) -> CpuKernel:
+    gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
     stem = f"{sanitize(kernel_ir.name)}_{cache.key('cpu', str(debug), gen.ir_text, gen.source)}"
     gen.module_name = stem
     module = cache.load(stem, gen.source)

@@ -29,6 +29,11 @@ class LoopPlan:
 class Planner:
     """Loop and scope planning, mixed into the generator."""
 
+    def trip(self, loop: ir.For):
+        """Iterations of the loop's whole body: a nested ndrange loop counts its inner loops
+        (compile/nesting.py), or None when not static."""
+        return self.work.get(id(loop)) or static_trip(loop)
+
     def plan_all_scopes(self):
         kernel = self.kernel
         self.stack_scope = self.plan_scopes({s.name for s in ir.walk_stmts(kernel.body)
@@ -55,7 +60,7 @@ class Planner:
             outside = referenced(without(body, s)) | args
             if inside & outside:
                 continue
-            trip = static_trip(s)
+            trip = self.trip(s)
             if self.target == "cpu" and trip is not None and trip < max(self.parallel_min, 2):
                 continue
             self.loops[id(s)] = self.plan_atomics(s)
@@ -100,7 +105,7 @@ class Planner:
             return False
         if all(isinstance(i, ir.Const) for ix, _ in uses for i in ix):
             return False                    # constant indices: a reduction is better
-        trip = static_trip(loop)
+        trip = self.trip(loop)
         return trip is not None and fld.data.size <= trip and fld.data.nbytes <= PRIVATE_BYTES
 
     def plan_scopes(self, names: set, saves_only: bool) -> dict:

@@ -45,6 +45,7 @@ from tinyad import types as T
 from tinyad.printer import format_kernel
 
 from compile import rt
+from compile.nesting import nest_loops
 from compile.plan import LoopPlan, Planner
 from compile.pyexpr import (NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names,
                             Site)
@@ -54,6 +55,11 @@ CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
 # The smallest static trip count for which a parallel loop gets threads (below, the thread
 # pool's wake-up costs more than it saves). TINYAD_PARALLEL_MIN overrides it; 0 = always.
 PARALLEL_MIN = 256
+# LLVM's fast-math flags for ti.init(fast_math=True), Taichi's default: reassociation (so float
+# reductions vectorize), fused multiply-add, reciprocals and signless zeros. Not `nnan`/`ninf`:
+# assuming no NaN or inf lets a NaN check or an overflow go silently wrong (Taichi assumes
+# them). Not `afn`: it turns `x ** float(n)` into llvm.powi, whose runtime numba's JIT lacks.
+FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
 
 @dataclass
 class Generated:
@@ -87,8 +93,11 @@ class Generator(ExprWriter, Planner):
     """IR -> one Python module: the statements, loops and module layout (expressions are
     ExprWriter's, loop planning is Planner's)."""
 
-    def __init__(self, kernel: ir.Kernel, target: str, debug: bool, parallel_min: int):
+    def __init__(self, kernel: ir.Kernel, target: str, debug: bool, parallel_min: int,
+                 fast_math: bool = False, work: dict | None = None):
         self.kernel, self.target, self.debug = kernel, target, debug
+        self.work = work or {}          # id(loop) -> iterations of its nest (compile/nesting.py)
+        self.fast_math = fast_math
         self.parallel_min = parallel_min
         self.names = Names()
         self.entry = self.names.take(kernel.name)      # the function's name: taken first
@@ -289,45 +298,56 @@ class Generator(ExprWriter, Planner):
         self.parallel_loop(s, plan, depth, ctx)
 
     def parallel_loop(self, s, plan, depth, ctx):
+        lo, hi = self.value(s.start), self.value(s.stop)
+        var = self.local[s.var]
+        inner = Ctx(plan, "_rsp")
+        if self.target == "cuda":   # grid-stride: any grid covers the range
+            first = "cuda.grid(1)" if lo == "0" else f"{lo} + cuda.grid(1)"
+            self.line(depth, f"for {var} in range({first}, {hi}, cuda.gridsize(1)):  # parallel",
+                      s.loc)
+        elif not (plan.private or plan.reductions):
+            rng = f"prange({hi})" if lo == "0" else f"prange({lo}, {hi})"
+            self.line(depth, f"for {var} in {rng}:  # parallel", s.loc)
+        else:
+            self.chunked_loop(s, plan, depth, lo, hi, var, inner)
+            return
+        self.scope_prologue(id(s), depth + 1, inner, index=var, stream=plan.ordinal)
+        self.block(s.body, depth + 1, inner)
+
+    def chunked_loop(self, s, plan, depth, lo, hi, var, inner):
+        """One chunk of the range per thread, each adding into its own accumulators and field
+        copies, summed after the loop in chunk order (deterministic). No numba reduction
+        variables (their analysis copies the loop body per variable: slow to compile) and no
+        thread id (numba.get_thread_id() would make the kernel uncacheable)."""
+        self.uses_chunks = True
+        partials = {acc: self.names.temp(f"{acc[1:]}_chunks") for acc, *_ in plan.reductions}
         for acc, fld, indices, dtype in plan.reductions:
-            self.line(depth, f"{acc} = {self.zero(dtype, wrap=False)}", s.loc)
+            self.line(depth, f"{partials[acc]} = np.empty(_CHUNKS, {NP_TYPE[dtype.name]})",
+                      s.loc)
         for fld, copies in plan.private.values():
             array = self.arrays[id(fld)]
             self.line(depth, f"{copies} = np.zeros((_CHUNKS,) + {array}.shape, "
                              f"{NP_TYPE[fld.dtype.name]})  # per-chunk copies of {array}")
-        lo, hi = self.value(s.start), self.value(s.stop)
-        var = self.local[s.var]
-        if plan.private:
-            # one chunk of the range per thread, each adding into its own copies (no thread id:
-            # numba.get_thread_id() would make the kernel uncacheable)
-            self.uses_chunks = True
-            n = hi if lo == "0" else f"({hi} - {lo})"
-            start = "" if lo == "0" else f"{lo} + "
-            self.line(depth, "for _chunk in prange(_CHUNKS):  # parallel, one chunk per thread",
-                      s.loc)
-            self.line(depth + 1, f"for {var} in range({start}_chunk * {n} // _CHUNKS, "
-                                 f"{start}(_chunk + 1) * {n} // _CHUNKS):")
-            depth += 1
-        elif self.target == "cuda":   # grid-stride: any grid covers the range
-            first = "cuda.grid(1)" if lo == "0" else f"{lo} + cuda.grid(1)"
-            self.line(depth, f"for {var} in range({first}, {hi}, cuda.gridsize(1)):  # parallel",
-                      s.loc)
-        else:
-            rng = f"prange({hi})" if lo == "0" else f"prange({lo}, {hi})"
-            self.line(depth, f"for {var} in {rng}:  # parallel", s.loc)
-        inner = Ctx(plan, "_rsp")
-        self.scope_prologue(id(s), depth + 1, inner, index=var, stream=plan.ordinal)
-        self.block(s.body, depth + 1, inner)
-        if plan.private:
-            depth -= 1
+        n = hi if lo == "0" else f"({hi} - {lo})"
+        start = "" if lo == "0" else f"{lo} + "
+        self.line(depth, "for _chunk in prange(_CHUNKS):  # parallel, one chunk per thread", s.loc)
+        for acc, fld, indices, dtype in plan.reductions:
+            self.line(depth + 1, f"{acc} = {self.zero(dtype, wrap=False)}")
+        self.line(depth + 1, f"for {var} in range({start}_chunk * {n} // _CHUNKS, "
+                             f"{start}(_chunk + 1) * {n} // _CHUNKS):")
+        self.scope_prologue(id(s), depth + 2, inner, index=var, stream=plan.ordinal)
+        self.block(s.body, depth + 2, inner)
+        for acc in partials:
+            self.line(depth + 1, f"{partials[acc]}[_chunk] = {acc}")
+        t = self.names.temp("t")
         for acc, fld, indices, dtype in plan.reductions:
             target = self.access(fld, indices, s.loc)
-            self.line(depth, f"{target} += {acc}", s.loc)
+            self.line(depth, f"for {t} in range(_CHUNKS):  # add up the chunks' sums")
+            self.line(depth + 1, f"{target} += {partials[acc]}[{t}]", s.loc)
         for fld, copies in plan.private.values():
             array = self.arrays[id(fld)]
-            flat, rows, k, t, total = (self.names.temp(n)
-                                       for n in ("flat", "rows", "k", "t", "sum"))
-            self.line(depth, f"{flat} = {array}.reshape(-1)  # add up the per-thread copies")
+            flat, rows, k, total = (self.names.temp(n) for n in ("flat", "rows", "k", "sum"))
+            self.line(depth, f"{flat} = {array}.reshape(-1)  # add up the per-chunk copies")
             self.line(depth, f"{rows} = {copies}.reshape(_CHUNKS, -1)")
             self.line(depth, f"for {k} in prange({flat}.shape[0]):")
             self.line(depth + 1, f"{total} = {flat}[{k}]")
@@ -427,6 +447,8 @@ class Generator(ExprWriter, Planner):
             options.insert(0, "parallel=True")
         if self.debug:
             options.append("boundscheck=True")
+        if self.fast_math:
+            options.append(f"fastmath={FAST_MATH}")
         out = self.header()
         out += ["import math", "", "import numpy as np",
                 "from numba import float32, float64, int32, int64, njit, prange, types, uint8, "
@@ -459,10 +481,12 @@ def parallel_min_default() -> int:
     return int(value) if value not in (None, "") else PARALLEL_MIN
 
 
-def generate_cpu(kernel: ir.Kernel, debug: bool = False, parallel_min: int | None = None
-                 ) -> Generated:
-    gen = Generator(kernel, "cpu", debug,
-                     parallel_min_default() if parallel_min is None else parallel_min)
+def generate_cpu(kernel: ir.Kernel, debug: bool = False, fast_math: bool = True,
+                 parallel_min: int | None = None) -> Generated:
+    nested, work = nest_loops(kernel)
+    gen = Generator(nested, "cpu", debug,
+                    parallel_min_default() if parallel_min is None else parallel_min, fast_math,
+                    work)
     source = gen.cpu_module()
     written = sorted({gen.fields.index(s.field) for s in ir.walk_stmts(kernel.body)
                       if isinstance(s, (ir.Store, ir.AtomicOp))})

@@ -294,6 +294,47 @@ def test_parallel_kernels_use_prange_reductions_and_atomics():
     np.testing.assert_array_equal(big.to_numpy(), expect)
 
 
+def test_ndrange_loops_are_nested_and_match_interp():
+    """Flat ndrange / struct-for loops compile as nested loops (compile/nesting.py), in the same
+    order, serial or parallel, forward and adjoint."""
+    def make():
+        n, m = 24, 20
+        a = ti.field(ti.f64, shape=(n, m), needs_grad=True)
+        cube = ti.field(ti.i32, shape=(3, 4, 5))
+        order = ti.field(ti.i32, shape=())
+        seen = ti.field(ti.i32, shape=(n, m))
+        loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+        @ti.kernel
+        def stencil():
+            for i, j in ti.ndrange((1, n - 1), (2, m)):
+                loss[None] += a[i, j] * (a[i + 1, j] - a[i - 1, j]) + ti.sin(a[i, j - 2])
+
+        @ti.kernel
+        def visit():
+            for i, j, k in cube:
+                cube[i, j, k] = i * 100 + j * 10 + k
+            ti.loop_config(serialize=True)
+            for i, j in ti.ndrange(n, m):       # serial: the visiting order is observable
+                seen[i, j] = order[None]
+                order[None] += 1
+
+        a.from_numpy(np.random.default_rng(3).random((n, m)))
+        with ti.ad.Tape(loss=loss):
+            stencil()
+        visit()
+        program = stencil._compiled_for_inspection()._programs["forward"]
+        source = getattr(program, "source", "")          # fast mode's generated module
+        return {"grad": a.grad.to_numpy(), "loss": loss.to_numpy(), "cube": cube.to_numpy(),
+                "seen": seen.to_numpy(), "nested": np.array("for j in range(2, 20)" in source
+                                                            and " % " not in source)}
+
+    interp, fast = run_both(make)
+    assert fast.pop("nested") and not interp.pop("nested")
+    assert_same(interp, fast)
+    np.testing.assert_array_equal(fast["seen"].ravel(), np.arange(24 * 20))
+
+
 # ---- float32 stays float32 ------------------------------------------------------------------
 
 def _float64_locals(dispatcher):

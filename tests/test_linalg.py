@@ -155,9 +155,11 @@ def test_svd_and_polar_in_kernel(mode, n):
     for k, a in enumerate(batch):
         check_svd(a, u[k], s[k], v[k], 1e-9)
         check_polar(a, r[k], p[k], 1e-9, compare=k < 8)
-        # the kernel computes what Python scope computes
+        # the kernel computes what Python scope computes (for a degenerate matrix the singular
+        # vectors are not unique: fast mode's reassociated rounding may pick other ones)
         pu, ps, pv = ti.svd(ti.Matrix(a.tolist()))
-        assert np.allclose(to_np(ps), s[k], atol=1e-12) and np.allclose(to_np(pu), u[k], atol=1e-12)
+        assert np.allclose(to_np(ps), s[k], atol=1e-12)
+        assert k >= 8 or np.allclose(to_np(pu), u[k], atol=1e-9)
 
 
 @pytest.mark.parametrize("n", [2, 3])

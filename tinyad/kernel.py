@@ -180,8 +180,9 @@ class _Compiled:
         if which not in self._programs:
             if runtime.config.mode == "fast":   # numba: compile/ (CPU, or CUDA when usable)
                 from compile import backend_for, compile_kernel  # noqa: PLC0415
+                config = runtime.config
                 self._programs[which] = compile_kernel(
-                    kernel_ir, backend_for(runtime.config.arch), runtime.config.debug)
+                    kernel_ir, backend_for(config.arch), config.debug, config.fast_math)
             else:
                 from interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
                 self._programs[which] = Program(kernel_ir)

@@ -29,6 +29,7 @@ class Config:
     default_ip: T.DType = T.i32
     random_seed: int = 0
     debug: bool = False
+    fast_math: bool = True          # fast mode may reassociate float math (compile/pysource.py)
     # TINYAD_MODE / TINYAD_CHECK choose without editing a program (also before any ti.init)
     mode: str = field(default_factory=lambda: _from_environment("TINYAD_MODE", "interp", MODES))
     check: str = field(default_factory=lambda: _from_environment("TINYAD_CHECK", "error", CHECKS))
@@ -58,7 +59,7 @@ def note(message: str) -> None:
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.
 IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_threads",
                    "kernel_profiler", "log_level", "ad_stack_size", "device_memory_GB",
-                   "device_memory_fraction", "print_ir", "advanced_optimization", "fast_math",
+                   "device_memory_fraction", "print_ir", "advanced_optimization",
                    "packed", "dynamic_index", "excepthook", "verbose", "print_kernel_llvm_ir",
                    "default_gpu_block_dim", "async_mode", "flatten_if", "make_thread_local",
                    "opt_level", "real_matrix_scalarize", "check_out_of_bound", "gdb_trigger",
@@ -66,7 +67,8 @@ IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_thre
 
 
 def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
-         mode: str | None = None, check: str | None = None, **options) -> None:
+         mode: str | None = None, check: str | None = None, fast_math: bool = True,
+         **options) -> None:
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
@@ -84,7 +86,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
              "meaning in tinyad and is ignored")
     runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
-                            debug=debug, mode=mode, check=check)
+                            debug=debug, fast_math=bool(fast_math), mode=mode, check=check)
     if mode == "fast" and runtime.config.arch == "cuda":
         from compile import backend_for  # noqa: PLC0415
         if backend_for("cuda") != "cuda":
