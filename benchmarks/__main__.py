@@ -1,13 +1,18 @@
-"""`python -m benchmarks`: the reference workloads, interp vs fast (cold and warm cache) vs Taichi.
+"""`python -m benchmarks`: the four reference workloads of BENCHMARKS.md, side by side.
 
-Each measurement runs in its own process (a cold start is a fresh process with an empty kernel
-cache; a warm start is a fresh process reusing that cache). Times are medians of `--repeats`
-runs; "first calls" is the wall time of the first forward + forward/backward step (tracing,
-compiling or loading the cache), "start" the process's import and init time.
+For each workload and size: interp mode (at a small size: it is a tree-walking interpreter),
+fast mode with a cold kernel cache and again with that cache warm, and the same two for Taichi
+when `taichi` is importable (its offline cache). Each measurement runs in its own process
+(benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the first calls
+minus the steady state (tracing, compiling or loading caches), "start s" the process's import
+and init time, "/taichi" fwd+bwd over Taichi's (warm). "check" compares the loss and gradients
+with the f32 numbers BENCHMARKS.md gives (Taichi 1.7.4's): the largest relative difference,
+when that size has numbers.
 
-    python -m benchmarks                 # gravity N=8 x 1000 steps and N=1024 x 100 steps
-    python -m benchmarks --quick         # smaller sizes, for a smoke test
-    python -m benchmarks --json out.json
+    python -m benchmarks                       # every workload at the BENCHMARKS.md sizes
+    python -m benchmarks --only wave,mpm       # some of them
+    python -m benchmarks --quick               # small sizes, a smoke test
+    python -m benchmarks --json out.json       # also the raw results
 """
 from __future__ import annotations
 
@@ -18,79 +23,168 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@dataclass
+class Size:
+    label: str
+    args: list                          # the module's command-line size arguments
+    interp: list | None = None          # smaller arguments for interp mode, None: skip it
+    reference: dict = field(default_factory=dict)    # BENCHMARKS.md's loss and gradients
+
+
+# The numbers BENCHMARKS.md gives (Taichi 1.7.4, f32); f32 and f64 agree to 1e-3 on losses
+# and 5e-3 on gradients, so a difference under that is rounding.
+WORKLOADS = {
+    "gravity": [
+        Size("N=8, 1000 steps", ["--n", "8", "--steps", "1000"], ["--n", "8", "--steps", "20"],
+             {"loss": -407.084, "x.grad[0][0]": -93.04695, "x.grad[0][1]": 88.58924}),
+        Size("N=1024, 100 steps", ["--n", "1024", "--steps", "100"]),
+    ],
+    "mass_spring": [
+        Size("10x5, 1024 steps", ["--nx", "10", "--ny", "5", "--steps", "1024"],
+             ["--nx", "10", "--ny", "5", "--steps", "256"],
+             {"loss": 0.2888518, "amp.grad[0]": 0.0042246, "amp.grad[78]": 0.0235145}),
+    ],
+    "wave": [
+        Size("128^2, 256 steps", ["--n", "128", "--steps", "256"], ["--n", "32", "--steps", "32"],
+             {"loss": 0.0063520847, "init.grad[64,64]": 6.65397e-05}),
+        Size("256^2, 256 steps", ["--n", "256", "--steps", "256"]),
+    ],
+    "mpm": [
+        Size("8192 p, 128^2, 64 steps", ["--n", "8192", "--grid", "128", "--steps", "64"],
+             ["--n", "256", "--grid", "32", "--steps", "4"],
+             {"loss": 0.1245315, "init_v.grad[0]": -0.015204, "init_v.grad[1]": -0.015282,
+              "E.grad": -3.4771e-05}),
+    ],
+}
+
+QUICK = {
+    "gravity": [Size("N=8, 100 steps", ["--n", "8", "--steps", "100"], ["--n", "8", "--steps", "5"])],
+    "mass_spring": [Size("4x3, 160 steps", ["--nx", "4", "--ny", "3", "--steps", "160"],
+                         ["--nx", "4", "--ny", "3", "--steps", "40"])],
+    "wave": [Size("32^2, 32 steps", ["--n", "32", "--steps", "32"], ["--n", "16", "--steps", "8"])],
+    "mpm": [Size("512 p, 32^2, 8 steps", ["--n", "512", "--grid", "32", "--steps", "8"],
+                 ["--n", "64", "--grid", "16", "--steps", "2"])],
+}
+
+
 def run(module, args, env=None, timeout=1800):
+    """One measurement in a fresh process: its JSON line, or {"error": the last stderr line}."""
     full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          env=full_env, cwd=ROOT, timeout=timeout)
+    try:
+        proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
+                              text=True, env=full_env, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+        lines = proc.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def gravity_rows(sizes, repeats, cache, taichi):
-    rows = []
-    for n, steps, interp_steps in sizes:
-        common = ["--n", str(n), "--repeats", str(repeats)]
-        if interp_steps:
-            rows.append(("gravity", n, interp_steps, "interp",
-                         run("benchmarks.gravity", [*common, "--steps", str(interp_steps),
-                                                    "--mode", "interp"])))
-        env = {"TINYAD_CACHE_DIR": cache}
-        for label in ("fast cold", "fast warm"):
-            rows.append(("gravity", n, steps, label,
-                         run("benchmarks.gravity", [*common, "--steps", str(steps)], env)))
-        if taichi:
-            rows.append(("gravity", n, steps, "taichi 1.7",
-                         run("benchmarks.gravity", [*common, "--steps", str(steps), "--taichi"])))
+def describe(args):
+    """["--n", "8", "--steps", "20"] -> "n=8 steps=20"."""
+    return " ".join(f"{k.lstrip('-')}={v}" for k, v in zip(args[::2], args[1::2]))
+
+
+def measure_workload(name, sizes, repeats, cache, taichi):
+    """Rows (workload, size label, mode, result, reference) for one workload."""
+    module, rows = f"benchmarks.{name}", []
+    for size in sizes:
+        common = ["--repeats", str(repeats)]
+        if size.interp:
+            label = describe(size.interp) if size.interp != size.args else size.label
+            rows.append((name, label, "interp",
+                         run(module, [*size.interp, *common, "--mode", "interp"]),
+                         size.reference if size.interp == size.args else {}))
+        env = {"TINYAD_CACHE_DIR": os.path.join(cache, name),
+               "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(cache, "taichi-" + name)}
+        systems = [("fast", ["--mode", "fast"])] + ([("taichi", ["--taichi"])] if taichi else [])
+        for system, flags in systems:
+            for state in ("cold", "warm"):
+                rows.append((name, size.label, f"{system} {state}",
+                             run(module, [*size.args, *common, *flags], env), size.reference))
     return rows
 
 
+def deviation(result, reference):
+    """The largest relative difference from BENCHMARKS.md's numbers, or None."""
+    if not reference:
+        return None
+    got = {"loss": result["loss"], **result.get("grads", {})}
+    worst = 0.0
+    for key, want in reference.items():
+        if key not in got:
+            return float("inf")
+        worst = max(worst, abs(got[key] - want) / max(abs(want), 1e-30))
+    return worst
+
+
 def table(rows):
-    head = (f"{'workload':<9} {'N':>5} {'steps':>6} {'mode':<11} {'start s':>8} "
-            f"{'first s':>8} {'fwd s':>9} {'fwd+bwd s':>10} {'U(x0)':>12} {'dU/dx[0]':>22}")
+    head = (f"{'workload':<12} {'size':<24} {'mode':<11} {'start s':>7} {'compile s':>9} "
+            f"{'fwd s':>8} {'fwd+bwd s':>9} {'/taichi':>7} {'loss':>12} {'check':>9}")
     lines = [head, "-" * len(head)]
-    for name, n, steps, mode, r in rows:
+    taichi = {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows
+              if m == "taichi warm" and "error" not in r}
+    for workload, size, mode, r, reference in rows:
+        start = f"{workload:<12} {size:<24} {mode:<11}"
         if "error" in r:
-            lines.append(f"{name:<9} {n:>5} {steps:>6} {mode:<11} error: {r['error']}")
+            lines.append(f"{start} error: {r['error']}")
             continue
-        grad = "[" + ", ".join(f"{g:.5g}" for g in r["grad0"]) + "]"
-        lines.append(f"{name:<9} {n:>5} {steps:>6} {mode:<11} {r['import_s']:>8.2f} "
-                     f"{r['first_calls_s']:>8.2f} {r['forward_s']:>9.4f} {r['fwd_bwd_s']:>10.4f} "
-                     f"{r['U0']:>12.6g} {grad:>22}")
+        ratio = (f"{r['fwd_bwd_s'] / taichi[workload, size]:.2f}"
+                 if (workload, size) in taichi and not mode.startswith("interp") else "")
+        dev = deviation(r, reference)
+        check = "" if dev is None else f"{dev:.1e}"
+        lines.append(f"{start} {r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
+                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>7} "
+                     f"{r['loss']:>12.7g} {check:>9}")
     return "\n".join(lines)
+
+
+def overhead_line(result):
+    if "error" in result:
+        return f"launch overhead: error: {result['error']}"
+    return "launch overhead per call (us): " + ", ".join(
+        f"{k[:-3]} {v:.1f}" for k, v in result.items() if k.endswith("_us"))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    parser.add_argument("--only", help="comma-separated workloads: " + ", ".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--no-taichi", action="store_true")
     args = parser.parse_args(argv)
+    suite = QUICK if args.quick else WORKLOADS
+    names = args.only.split(",") if args.only else list(suite)
+    unknown = [n for n in names if n not in suite]
+    if unknown:
+        parser.error(f"unknown workload {', '.join(unknown)}; choose from {', '.join(suite)}")
     taichi = not args.no_taichi and importlib.util.find_spec("taichi") is not None
-    sizes = [(8, 100, 10)] if args.quick else [(8, 1000, 20), (1024, 100, 0)]
+    rows = []
     with tempfile.TemporaryDirectory(prefix="tinyad-bench-cache-") as cache:
-        rows = gravity_rows(sizes, args.repeats, cache, taichi)
-        overhead = run("benchmarks.overhead", ["--calls", "2000" if args.quick else "20000"],
-                       {"TINYAD_CACHE_DIR": cache})
+        for name in names:
+            rows += measure_workload(name, suite[name], args.repeats, cache, taichi)
+            print(f"{name}: done", file=sys.stderr)
+        overhead = run("benchmarks.overhead",
+                       ["--calls", "2000" if args.quick else "20000"]
+                       + (["--taichi"] if taichi else []),
+                       {"TINYAD_CACHE_DIR": os.path.join(cache, "overhead")})
     print(table(rows))
     print()
-    if "error" in overhead:
-        print(f"launch overhead: error: {overhead['error']}")
-    else:
-        print("launch overhead per call (us): " + ", ".join(
-            f"{k} {v:.1f}" for k, v in overhead.items() if k.endswith("_us")))
+    print(overhead_line(overhead))
     if not taichi:
-        print("(taichi is not installed: no Taichi column)")
+        print("(taichi is not importable: no Taichi rows; `pip install taichi==1.7.4` adds them)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"gravity": [dict(zip(("workload", "n", "steps", "mode"), r[:4]), **r[4])
-                                   for r in rows], "overhead": overhead}, f, indent=1)
+            json.dump({"rows": [dict(workload=w, size=s, mode=m, **r) for w, s, m, r, _ in rows],
+                       "overhead": overhead}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,21 +5,17 @@
     forward  = S x (U.fill(0); compute_U())
     fwd+bwd  = S x (Tape(U){compute_U()}; advance())
     x0 = default_rng(0).random((N, 2)) as float32, v0 = 0, dt = 1e-5
+    loss and grads: U and dU/dx[0] at x0
 
-`python -m benchmarks.gravity --mode fast --n 1024 --steps 100` prints one JSON line. With
-`--taichi` the same program runs under Taichi (if importable) instead of tinyad.
+`python -m benchmarks.gravity --mode fast --n 1024 --steps 100` prints one JSON line
+(benchmarks/harness.py). With `--taichi` the same program runs under Taichi instead.
 """
-from __future__ import annotations
-
-import argparse
-import json
-import statistics
-import time
-
 import numpy as np
 
+from benchmarks.harness import Workload, run
 
-def build(ti, n, dt=1e-5):
+
+def build(ti, n, steps, dt=1e-5):
     x = ti.Vector.field(2, dtype=ti.f32, shape=n, needs_grad=True)
     v = ti.Vector.field(2, dtype=ti.f32, shape=n)
     U = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
@@ -40,67 +36,26 @@ def build(ti, n, dt=1e-5):
         x.from_numpy(np.random.default_rng(0).random((n, 2)).astype(np.float32))
         v.fill(0)
 
-    def forward(steps):
+    def forward():
         for _ in range(steps):
             U.fill(0)
             compute_U()
 
-    def fwd_bwd(steps):
+    def fwd_bwd():
         for _ in range(steps):
             with ti.ad.Tape(loss=U):
                 compute_U()
             advance()
 
-    return x, U, compute_U, reset, forward, fwd_bwd
-
-
-def measure(ti, n, steps, repeats):
-    x, U, compute_U, reset, forward, fwd_bwd = build(ti, n)
-    reset()
-    t0 = time.perf_counter()
-    forward(1)                     # the first launches: trace + compile (or load the cache)
-    fwd_bwd(1)
-    first = time.perf_counter() - t0
-    reset()
-    with ti.ad.Tape(loss=U):       # U and dU/dx at x0
-        compute_U()
-    u0, g0 = float(U[None]), x.grad.to_numpy()[0].tolist()
-    times_f, times_fb = [], []
-    for _ in range(repeats):
+    def result():                  # U and dU/dx at x0
         reset()
-        t = time.perf_counter()
-        forward(steps)
-        times_f.append(time.perf_counter() - t)
-        reset()
-        t = time.perf_counter()
-        fwd_bwd(steps)
-        times_fb.append(time.perf_counter() - t)
-    return {"n": n, "steps": steps, "first_calls_s": first,
-            "forward_s": statistics.median(times_f), "fwd_bwd_s": statistics.median(times_fb),
-            "U0": u0, "grad0": g0, "x_final0": x.to_numpy()[0].tolist()}
+        with ti.ad.Tape(loss=U):
+            compute_U()
+        g = x.grad.to_numpy()[0]
+        return U[None], {"x.grad[0][0]": g[0], "x.grad[0][1]": g[1]}
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", default="fast")
-    parser.add_argument("--n", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--taichi", action="store_true")
-    args = parser.parse_args(argv)
-    t0 = time.perf_counter()
-    if args.taichi:
-        import taichi as ti
-        ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2)
-    else:
-        import tinyad as ti
-        ti.init(mode=args.mode, default_fp=ti.f32, check="off")
-    started = time.perf_counter() - t0
-    result = measure(ti, args.n, args.steps, args.repeats)
-    result["import_s"] = started
-    result["mode"] = "taichi" if args.taichi else args.mode
-    print(json.dumps(result))
+    return Workload(reset, forward, fwd_bwd, result)
 
 
 if __name__ == "__main__":
-    main()
+    run(build, {"n": 1024, "steps": 100})

@@ -1,14 +1,13 @@
 """Launch overhead: the Python-side cost of one kernel call, one grad call, one Tape.
 
-`python -m benchmarks.overhead` prints one JSON line of microseconds per call (median of 5
-batches) for fast mode and interp mode, on a kernel that does almost nothing.
+`python -m benchmarks.overhead [--taichi]` prints one JSON line of microseconds per call
+(median of 5 batches) for tinyad's fast and interp modes (and Taichi's CPU backend), on
+kernels that do almost nothing.
 """
 import argparse
 import json
 import statistics
 import time
-
-import tinyad as ti   # module level: kernel annotations (ti.f32) are evaluated in its globals
 
 
 def per_call(fn, calls):
@@ -21,8 +20,7 @@ def per_call(fn, calls):
     return statistics.median(batches)
 
 
-def measure(mode, calls):
-    ti.init(mode=mode, check="off")
+def measure(ti, label, calls):
     x = ti.field(ti.f32, shape=4, needs_grad=True)
     loss = ti.field(ti.f32, shape=(), needs_grad=True)
 
@@ -39,26 +37,33 @@ def measure(mode, calls):
         for i in range(4):
             loss[None] += x[i] * x[i]
 
-    empty()
-    one_arg(1.0)
-    with ti.ad.Tape(loss=loss):
-        small()
-
     def tape():
         with ti.ad.Tape(loss=loss):
             small()
-    return {f"{mode}_empty_us": per_call(empty, calls),
-            f"{mode}_one_arg_us": per_call(lambda: one_arg(1.0), calls),
-            f"{mode}_grad_us": per_call(small.grad, calls),
-            f"{mode}_tape_us": per_call(tape, max(calls // 10, 10))}
+
+    empty()
+    one_arg(1.0)
+    tape()
+    return {f"{label}_empty_us": per_call(empty, calls),
+            f"{label}_one_arg_us": per_call(lambda: one_arg(1.0), calls),
+            f"{label}_grad_us": per_call(small.grad, calls),
+            f"{label}_tape_us": per_call(tape, max(calls // 10, 10))}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--taichi", action="store_true", help="also Taichi's CPU backend")
     args = parser.parse_args(argv)
-    result = measure("fast", args.calls)
-    result.update(measure("interp", max(args.calls // 10, 10)))
+    import tinyad
+    tinyad.init(mode="fast", check="off")
+    result = measure(tinyad, "fast", args.calls)
+    tinyad.init(mode="interp", check="off")
+    result.update(measure(tinyad, "interp", max(args.calls // 10, 10)))
+    if args.taichi:
+        import taichi
+        taichi.init(arch=taichi.cpu, cpu_max_num_threads=2, log_level=taichi.ERROR)
+        result.update(measure(taichi, "taichi", max(args.calls // 10, 10)))
     print(json.dumps(result))
 
 

@@ -1,0 +1,79 @@
+"""What every workload module shares: its command line, starting tinyad or Taichi, timing.
+
+A workload's `build(ti, ...)` returns a `Workload`; `run(build, sizes)` parses the command line,
+starts the chosen system, measures and prints one JSON line:
+
+    first_calls_s  the first forward + fwd_bwd (tracing and compiling, or loading the cache)
+    compile_s      first_calls_s minus one steady-state forward and fwd_bwd (BENCHMARKS.md's
+                   "compile": cold first calls minus steady state)
+    forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
+    loss, grads    after the first fwd_bwd: the numbers BENCHMARKS.md lists
+    import_s       importing and initialising the system
+"""
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Workload:
+    reset: Callable       # set the inputs
+    forward: Callable     # the timed forward pass
+    fwd_bwd: Callable     # the timed forward and backward pass
+    result: Callable      # -> (loss, {gradient label: value})
+
+
+def start(args):
+    """Import and initialise tinyad (in --mode) or Taichi (--taichi): -> (module, seconds)."""
+    t0 = time.perf_counter()
+    if args.taichi:
+        import taichi as ti
+        ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2, log_level=ti.ERROR)
+    else:
+        import tinyad as ti
+        ti.init(mode=args.mode, default_fp=ti.f32, check=args.check)
+    return ti, time.perf_counter() - t0
+
+
+def measure(work: Workload, repeats: int) -> dict:
+    work.reset()
+    t0 = time.perf_counter()
+    work.forward()
+    work.fwd_bwd()
+    first = time.perf_counter() - t0
+    loss, grads = work.result()
+    times_f, times_fb = [], []
+    for _ in range(repeats):
+        work.reset()
+        t = time.perf_counter()
+        work.forward()
+        times_f.append(time.perf_counter() - t)
+        work.reset()
+        t = time.perf_counter()
+        work.fwd_bwd()
+        times_fb.append(time.perf_counter() - t)
+    fwd, fb = statistics.median(times_f), statistics.median(times_fb)
+    return {"first_calls_s": first, "compile_s": max(first - fwd - fb, 0.0),
+            "forward_s": fwd, "fwd_bwd_s": fb, "loss": float(loss),
+            "grads": {k: float(v) for k, v in grads.items()}}
+
+
+def run(build, sizes: dict, argv=None):
+    """The workload's `main`: sizes maps each size option to its default, e.g. {"n": 128}."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", default="fast", choices=("interp", "fast"))
+    parser.add_argument("--check", default="off", choices=("off", "warn", "error"),
+                        help="tinyad's rule checker (interp mode)")
+    parser.add_argument("--taichi", action="store_true", help="run under Taichi instead")
+    parser.add_argument("--repeats", type=int, default=3)
+    for name, default in sizes.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args(argv)
+    ti, started = start(args)
+    size = {name: getattr(args, name) for name in sizes}
+    result = {**size, **measure(build(ti, **size), args.repeats), "import_s": started,
+              "mode": "taichi" if args.taichi else args.mode}
+    print(json.dumps(result))
