@@ -14,6 +14,30 @@ from compile.irquery import (accesses, assigned, direct_break, maybe_unassigned,
                              region_locals, static_trip, without)
 
 PRIVATE_BYTES = 16 << 20  # the largest field a parallel loop gives per-thread copies of
+MAX_BLOCK_SPAN = 8        # the widest stencil (in rows) that blocking handles
+
+
+def row_span(uses, var: str) -> int | None:
+    """When every access indexes, at one same position, `var + c` (c a constant): the spread
+    of c, the most rows apart two iterations touching one element can be (0: each iteration
+    owns its elements). None when no position is like that for all accesses."""
+    best = None
+    for position in range(min((len(ix) for ix, _ in uses), default=0)):
+        offsets = [_offset(ix[position], var) for ix, _ in uses]
+        if None not in offsets:
+            span = max(offsets) - min(offsets)
+            best = span if best is None else min(best, span)
+    return best
+
+
+def _offset(index, var):
+    if isinstance(index, ir.Var):
+        return 0 if index.name == var else None
+    if (isinstance(index, ir.Op) and index.op in ("add", "sub")
+            and isinstance(index.args[1], ir.Const) and isinstance(index.args[0], ir.Var)
+            and index.args[0].name == var):
+        return int(index.args[1].value) * (1 if index.op == "add" else -1)
+    return None
 
 
 @dataclass
@@ -24,6 +48,8 @@ class LoopPlan:
     reductions: list = field(default_factory=list)   # (acc name, field, indices, dtype)
     private: dict = field(default_factory=dict)      # id(field) -> (field, per-thread copies)
     ordinal: int = 0                                 # 1, 2, ...: its random streams' key
+    # > 0: the loop runs in two phases of row blocks at least this far apart (stencils)
+    block_span: int = 0
 
 
 class Planner:
@@ -72,13 +98,16 @@ class Planner:
         for f, indices, node in accesses(loop.body):
             by_field.setdefault(id(f), []).append((indices, node))
         loop_var_free = loop.var not in assigned(loop.body)
+        stencils = {}         # id(atomic) -> its field's row span, for blocking
         for s in ir.walk_stmts(loop.body):
             if not isinstance(s, ir.AtomicOp):
                 continue
             uses = by_field[id(s.field)]
-            if loop_var_free and all(ix and isinstance(ix[0], ir.Var) and ix[0].name == loop.var
-                                     for ix, _ in uses):
+            span = row_span(uses, loop.var) if loop_var_free else None
+            if span == 0:
                 plan.atomics[id(s)] = "plain"     # each iteration owns its elements
+            elif span is not None and span <= MAX_BLOCK_SPAN and self.target == "cpu":
+                stencils[id(s)] = span
             elif self.target == "cpu" and self.privatize(loop, s.field, uses):
                 if id(s.field) not in plan.private:
                     plan.private[id(s.field)] = (
@@ -94,6 +123,12 @@ class Planner:
                 plan.atomics[id(s)] = acc
             else:
                 plan.atomics[id(s)] = "atomic"
+        # Stencil scatters (f[i - 1] += ..., f[i + 1] += ...): plain, if the loop can run in
+        # row blocks (not with chunked sums: one loop shape at a time)
+        blocked = not (plan.private or plan.reductions)
+        for key, span in stencils.items():
+            plan.atomics[key] = "plain" if blocked else "atomic"
+            plan.block_span = max(plan.block_span, span) if blocked else 0
         return plan
 
     def privatize(self, loop, fld, uses) -> bool:

@@ -305,6 +305,9 @@ class Generator(ExprWriter, Planner):
             first = "cuda.grid(1)" if lo == "0" else f"{lo} + cuda.grid(1)"
             self.line(depth, f"for {var} in range({first}, {hi}, cuda.gridsize(1)):  # parallel",
                       s.loc)
+        elif plan.block_span:
+            self.blocked_loop(s, plan, depth, lo, hi, var, inner)
+            return
         elif not (plan.private or plan.reductions):
             rng = f"prange({hi})" if lo == "0" else f"prange({lo}, {hi})"
             self.line(depth, f"for {var} in {rng}:  # parallel", s.loc)
@@ -313,6 +316,26 @@ class Generator(ExprWriter, Planner):
             return
         self.scope_prologue(id(s), depth + 1, inner, index=var, stream=plan.ordinal)
         self.block(s.body, depth + 1, inner)
+
+    def blocked_loop(self, s, plan, depth, lo, hi, var, inner):
+        """A stencil's scatter-adds without atomics: the range is cut into blocks of at least
+        `block_span` rows; even blocks run in parallel, then odd ones. Two blocks running at
+        once are a whole block apart, farther than any two rows that touch one element."""
+        n = hi if lo == "0" else f"({hi} - {lo})"
+        start = "" if lo == "0" else f"{lo} + "
+        rows, blocks, phase, block, b = (self.names.temp(x) for x in
+                                         ("rows", "blocks", "phase", "block", "b"))
+        self.line(depth, f"{rows} = max({plan.block_span}, -(-{n} // (2 * _CHUNKS)))"
+                         "  # rows per block", s.loc)
+        self.line(depth, f"{blocks} = -(-{n} // {rows})")
+        self.line(depth, f"for {phase} in range(2):  # even blocks, then odd blocks")
+        self.line(depth + 1, f"for {block} in prange(({blocks} - {phase} + 1) // 2):  # parallel")
+        self.line(depth + 2, f"{b} = 2 * {block} + {phase}")
+        self.line(depth + 2, f"for {var} in range({start}{b} * {rows}, "
+                             f"{start}min(({b} + 1) * {rows}, {n})):")
+        self.uses_chunks = True
+        self.scope_prologue(id(s), depth + 3, inner, index=var, stream=plan.ordinal)
+        self.block(s.body, depth + 3, inner)
 
     def chunked_loop(self, s, plan, depth, lo, hi, var, inner):
         """One chunk of the range per thread, each adding into its own accumulators and field
