@@ -1,0 +1,57 @@
+"""The benchmark workloads (benchmarks/) are real Taichi programs. Fast mode must reproduce, at
+full size, the f32 losses and gradients BENCHMARKS.md measured with Taichi 1.7.4; interp mode's
+rule checker must accept them (check="error") at small sizes, DiffTaichi's checkpointing in mpm
+included."""
+import pytest
+
+import tinyad as ti
+from benchmarks import gravity, mass_spring, mpm, wave
+from benchmarks.__main__ import WORKLOADS
+
+MODULES = {"gravity": gravity, "mass_spring": mass_spring, "wave": wave, "mpm": mpm}
+# BENCHMARKS.md: f32 and f64 agree to 1e-3 on losses and 5e-3 on gradients for every anchor
+LOSS_RTOL, GRAD_RTOL = 1e-3, 5e-3
+
+
+def sizes(args):
+    """["--n", "8", "--steps", "20"] -> {"n": 8, "steps": 20}."""
+    return {k.lstrip("-"): int(v) for k, v in zip(args[::2], args[1::2])}
+
+
+def run(name, args):
+    work = MODULES[name].build(ti, **sizes(args))
+    work.reset()
+    work.fwd_bwd()
+    return work.result()
+
+
+REFERENCE = [pytest.param(name, size, id=name) for name, options in WORKLOADS.items()
+             for size in options if size.reference]
+
+
+@pytest.mark.parametrize("name,size", REFERENCE)
+def test_fast_mode_reproduces_the_numbers_of_benchmarks_md(name, size):
+    ti.init(mode="fast", default_fp=ti.f32, check="off")
+    loss, grads = run(name, size.args)
+    reference = dict(size.reference)
+    assert float(loss) == pytest.approx(reference.pop("loss"), rel=LOSS_RTOL)
+    for label, want in reference.items():
+        assert float(grads[label]) == pytest.approx(want, rel=GRAD_RTOL), label
+
+
+SMALL = {"gravity": ["--n", "8", "--steps", "5"],
+         "mass_spring": ["--nx", "4", "--ny", "3", "--steps", "160"],   # touches the ground
+         "wave": ["--n", "16", "--steps", "8"],
+         "mpm": ["--n", "64", "--grid", "16", "--steps", "3"]}
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_interp_checker_accepts_the_workloads_and_fast_mode_agrees(name):
+    ti.init(mode="interp", default_fp=ti.f32, check="error")   # a violation would raise
+    loss, grads = run(name, SMALL[name])
+    ti.init(mode="fast", default_fp=ti.f32, check="off")
+    fast_loss, fast_grads = run(name, SMALL[name])
+    assert any(float(g) != 0 for g in grads.values())
+    assert float(fast_loss) == pytest.approx(float(loss), rel=1e-4)
+    for label, value in grads.items():
+        assert float(fast_grads[label]) == pytest.approx(float(value), rel=1e-3, abs=1e-9), label
