@@ -27,6 +27,14 @@ def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
     return compile_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
 
 
+def compile_ahead(kernel_irs, backend: str = "cpu", debug: bool = False,
+                  fast_math: bool = True) -> None:
+    """Start compiling kernels that will be needed soon in a helper process (CPU only)."""
+    if backend == "cpu":
+        from compile.cpu import compile_ahead as ahead  # noqa: PLC0415
+        ahead(kernel_irs, debug, fast_math)
+
+
 def cuda_available() -> bool:
     """Is there a CUDA GPU numba can use (or the simulator, NUMBA_ENABLE_CUDASIM=1)?"""
     global _cuda_ok

@@ -107,6 +107,20 @@ _modules: dict[tuple, object] = {}       # (directory, stem) -> module, this pro
 stats = {"imported": 0, "rebuilt": 0}
 
 
+def publish(stem: str, source: str) -> None:
+    """Write `<stem>.py` for another process to compile (compile/ahead.py)."""
+    path = os.path.join(cache_dir(), stem + ".py")
+    if not _is_current(path, source):
+        _publish(path, source)
+
+
+def is_ready(stem: str) -> bool:
+    """Loaded in this process, or compiled before (numba's index of machine code is there)."""
+    directory = cache_dir()
+    return ((directory, stem) in _modules
+            or bool(glob.glob(os.path.join(directory, "__pycache__", stem + ".*.nbi"))))
+
+
 def load(stem: str, source: str):
     """The module for `source`, written to the cache as `<stem>.py` if needed, imported once per
     process. Importing it compiles (or loads from numba's cache) its kernels."""

@@ -17,7 +17,7 @@ import numpy as np
 from tinyad.errors import TinyadIndexError
 from tinyad.runtime import runtime
 
-from compile import cache
+from compile import ahead, cache
 from compile.pyexpr import sanitize
 from compile.pysource import Generated, generate_cpu
 
@@ -87,10 +87,25 @@ class CpuKernel:
     run = __call__
 
 
+def generate(kernel_ir, debug: bool = False, fast_math: bool = True,
+             parallel_min: int | None = None):
+    """The generated module and its cache name (stem)."""
+    gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
+    gen.module_name = f"{sanitize(kernel_ir.name)}_" \
+                      f"{cache.key('cpu', str(debug), gen.ir_text, gen.source)}"
+    return gen
+
+
 def compile_cpu(kernel_ir, debug: bool = False, fast_math: bool = True,
                 parallel_min: int | None = None) -> CpuKernel:
-    gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
-    stem = f"{sanitize(kernel_ir.name)}_{cache.key('cpu', str(debug), gen.ir_text, gen.source)}"
-    gen.module_name = stem
-    module = cache.load(stem, gen.source)
+    gen = generate(kernel_ir, debug, fast_math, parallel_min)
+    ahead.need(gen.module_name)          # compiled by the helper process, or taken back
+    module = cache.load(gen.module_name, gen.source)
     return CpuKernel(gen, getattr(module, gen.entry))
+
+
+def compile_ahead(kernel_irs, debug: bool = False, fast_math: bool = True) -> None:
+    """Start compiling these kernels in the helper process, in this order (compile/ahead.py)."""
+    if ahead.enabled():
+        generated = [generate(k, debug, fast_math) for k in kernel_irs]
+        ahead.submit([(g.module_name, g.source) for g in generated])

@@ -576,6 +576,48 @@ def test_disk_cache_is_hit_by_a_second_process_and_survives_corruption(tmp_path)
     assert fourth["hits"] >= 2 and fourth["misses"] == 0
 
 
+def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
+    """The backward pass's first adjoint queues the others for a helper process
+    (compile/ahead.py); the gradients are the same as without it."""
+    from compile import ahead
+    if not ahead.enabled():
+        pytest.skip("compiling ahead is off (TINYAD_COMPILE_AHEAD=0 or a single core)")
+    monkeypatch.setenv("TINYAD_CACHE_DIR", str(tmp_path))
+    before = ahead.stats["by_helper"]
+
+    def make():
+        x = ti.field(ti.f64, shape=300, needs_grad=True)
+        y = ti.field(ti.f64, shape=300, needs_grad=True)
+        z = ti.field(ti.f64, shape=300, needs_grad=True)
+        loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+        @ti.kernel
+        def first():
+            for i in x:
+                y[i] = ti.sin(x[i]) * x[i]
+
+        @ti.kernel
+        def second():
+            for i in y:
+                z[i] = ti.exp(-y[i] * y[i]) + y[(i + 1) % 300]
+
+        @ti.kernel
+        def third():
+            for i in z:
+                loss[None] += z[i] ** 2
+
+        x.from_numpy(np.linspace(-1, 1, 300))
+        with ti.ad.Tape(loss=loss):
+            first()
+            second()
+            third()
+        return {"grad": x.grad.to_numpy()}
+
+    interp, fast = run_both(make)
+    assert_same(interp, fast)
+    assert ahead.stats["by_helper"] > before
+
+
 def test_cache_key_depends_on_dtype_and_debug(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYAD_CACHE_DIR", str(tmp_path))
     stems = set()

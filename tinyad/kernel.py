@@ -181,6 +181,8 @@ class _Compiled:
             if runtime.config.mode == "fast":   # numba: compile/ (CPU, or CUDA when usable)
                 from compile import backend_for, compile_kernel  # noqa: PLC0415
                 config = runtime.config
+                if which == "adjoint" and not runtime.adjoints_queued:
+                    _compile_adjoints_ahead(self)
                 self._programs[which] = compile_kernel(
                     kernel_ir, backend_for(config.arch), config.debug, config.fast_math)
             else:
@@ -192,6 +194,8 @@ class _Compiled:
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
         from interp import launchchecks  # noqa: PLC0415
         program = self._program("forward", self.ir)
+        runtime.launches += 1
+        runtime.launched[self] = runtime.launches
         if not launchchecks.checks_on():
             return program.run(scalars), None
         from interp.accesslog import LoggedMemory  # noqa: PLC0415
@@ -217,6 +221,26 @@ class _Compiled:
         launchchecks.before_adjoint(checker, self, kernel_name, launch, manual)
         program.run(scalars, ReplayMemory(checker, launch, kernel_name))
         launchchecks.after_adjoint(checker, self, launch)
+
+
+def _compile_adjoints_ahead(first: _Compiled) -> None:
+    """The first adjoint a fast-mode program needs: the backward pass has begun. Start compiling
+    the adjoints of the kernels launched so far, latest first, in a helper process
+    (compile/ahead.py) while this one compiles `first`."""
+    from compile import backend_for, compile_ahead  # noqa: PLC0415
+    runtime.adjoints_queued = True
+    kernels = sorted((k for k in runtime.launched if k is not first and "adjoint" not in
+                      k._programs), key=runtime.launched.get, reverse=True)
+    adjoints = []
+    for k in kernels:
+        try:
+            adjoint = k.adjoint_ir()
+        except TinyadError:       # not differentiable: reported if its .grad() is called
+            continue
+        if adjoint.body:
+            adjoints.append(adjoint)
+    config = runtime.config
+    compile_ahead(adjoints, backend_for(config.arch), config.debug, config.fast_math)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):

@@ -43,6 +43,9 @@ class Runtime:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     checker: object = None                        # interp's rule checker (interp/accesslog.py)
     violations: int = 0                           # rule violations reported since init
+    launched: dict = field(default_factory=dict)  # traced kernel -> number of its latest launch
+    launches: int = 0
+    adjoints_queued: bool = False                 # fast mode: compile/ahead.py has the adjoints
 
 
 runtime = Runtime()
@@ -95,4 +98,5 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.generation += 1
     runtime.checker = None
     runtime.violations = 0
+    runtime.launched, runtime.launches, runtime.adjoints_queued = {}, 0, False
     runtime.rng = np.random.default_rng(random_seed)

@@ -1,0 +1,130 @@
+"""Compiling ahead: the adjoint kernels a backward pass will need, compiled by numba in a helper
+process while this one compiles the others.
+
+A cold start of a differentiable program is mostly numba compiling adjoint kernels (mpm: 11 of
+17 s, one kernel at a time). When the first adjoint is needed, the adjoints of the kernels
+launched so far are queued, latest launch first: the order a backward pass asks for them
+(tinyad/kernel.py). One helper process takes jobs from the front; this process, needing an
+adjoint, takes its job if the helper has not started it, and otherwise compiles queued jobs
+itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
+then loads the machine code from there. If the helper fails, this process compiles everything,
+as without it. TINYAD_COMPILE_AHEAD=0 turns it off (it is off on a single core).
+
+    python -m compile.ahead      the helper: reads "<cache dir>\\t<stem>" lines, answers each
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections import deque
+
+from compile import cache
+
+_cond = threading.Condition()
+_queue: deque = deque()          # stems waiting, front first
+_running: set = set()            # stems the helper is compiling
+_helper = None                   # the subprocess.Popen, started on first use
+_broken = False
+stats = {"by_helper": 0}
+
+
+def enabled() -> bool:
+    return (os.environ.get("TINYAD_COMPILE_AHEAD", "1") != "0" and (os.cpu_count() or 1) > 1
+            and not _broken)
+
+
+def submit(jobs) -> None:
+    """Queue (stem, source) pairs, in the order they will be needed, for the helper."""
+    if not enabled():
+        return
+    directory = cache.cache_dir()
+    with _cond:
+        for stem, source in jobs:
+            if (directory, stem) in _queue or stem in _running or cache.is_ready(stem):
+                continue
+            cache.publish(stem, source)
+            _queue.append((directory, stem))
+        if _queue:
+            _start_helper()
+            _cond.notify_all()
+
+
+def need(stem: str) -> None:
+    """Before this process loads `stem`: take its job back if the helper has not started it,
+    else wait for the helper, compiling other queued jobs here meanwhile."""
+    with _cond:
+        job = next((j for j in _queue if j[1] == stem), None)
+        if job is not None:
+            _queue.remove(job)
+            return
+    while True:
+        with _cond:
+            if stem not in _running:
+                return
+            other = _queue.pop() if _queue else None     # the job needed last
+        if other is None:
+            with _cond:
+                _cond.wait_for(lambda: stem not in _running)
+            return
+        _compile(*other)
+
+
+def _start_helper():
+    global _helper
+    if _helper is not None:
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    _helper = subprocess.Popen([sys.executable, "-m", "compile.ahead"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env=env, bufsize=1)
+    threading.Thread(target=_feed, name="tinyad-compile-ahead", daemon=True).start()
+
+
+def _feed():
+    """Hand the helper one job at a time (a daemon thread of this process)."""
+    global _broken
+    while True:
+        with _cond:
+            _cond.wait_for(lambda: _queue)
+            directory, stem = _queue.popleft()
+            _running.add(stem)
+        try:
+            _helper.stdin.write(f"{directory}\t{stem}\n")
+            _helper.stdin.flush()
+            ok = _helper.stdout.readline().strip() == f"done {stem}"
+        except OSError:
+            ok = False
+        with _cond:
+            _running.discard(stem)
+            stats["by_helper"] += ok
+            if not ok:                 # the helper died: this process compiles from now on
+                _broken = True
+                _queue.clear()
+            _cond.notify_all()
+        if not ok:
+            return
+
+
+def _compile(directory: str, stem: str) -> None:
+    """Compile one published module into the cache (here, or in the helper)."""
+    with open(os.path.join(directory, stem + ".py"), encoding="utf-8") as f:
+        cache.load(stem, f.read())
+
+
+def _serve():
+    """The helper process: compile each module named on stdin into the disk cache."""
+    for line in sys.stdin:
+        directory, stem = line.rstrip("\n").split("\t")
+        os.environ["TINYAD_CACHE_DIR"] = directory
+        try:
+            _compile(directory, stem)
+            print(f"done {stem}", flush=True)
+        except Exception as exc:                      # noqa: BLE001 (reported, not raised)
+            print(f"failed {stem}: {type(exc).__name__}", flush=True)
+
+
+if __name__ == "__main__":
+    _serve()
