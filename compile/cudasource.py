@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from tinyad import ir
 
-from compile import rt
 from compile.irquery import assigned, python_bound, referenced, static_trip
 from compile.pysource import Ctx, Generated, Generator
 
@@ -93,12 +92,7 @@ class CudaModule:
         out += ["import math", "", "import numpy as np",
                 "from numba import cuda, float32, float64, int32, int64, uint8, uint64",
                 "from compile.cuda import grid, libdevice"]
-        if gen.constants:
-            out += [""] + [f"{c} = np.{text}" for text, c in gen.constants.items()]
-        if gen.helpers & set(rt.RANDOM):
-            out.append(f"from compile.rt import {', '.join(rt.CONSTANTS)}")
-        if gen.helpers:
-            out += ["", "", rt.helper_source(gen.helpers, "@cuda.jit(device=True)")]
+        out += gen.shared_globals("@cuda.jit(device=True)")
         out += kernels + driver
         self.carried = [(n, k.args[[a.name for a in k.args].index(n)].dtype if n in args
                          else gen.types[n], n in args) for n in carried]

@@ -453,6 +453,17 @@ class Generator(ExprWriter, Planner):
                 [f"    {self.seed}: the launch's random seed"] if self.uses_random else []) + [
                 "", "The kernel's IR:", "", *format_kernel(k).splitlines(), '"""']
 
+    def shared_globals(self, helper_decorator: str) -> list[str]:
+        """The module's f32 constants and the runtime helpers its code calls."""
+        out = []
+        if self.constants:
+            out += [""] + [f"{name} = np.{text}" for text, name in self.constants.items()]
+        if self.helpers & set(rt.RANDOM):
+            out.append(f"from compile.rt import {', '.join(rt.CONSTANTS)}")
+        if self.helpers:
+            out += ["", "", rt.helper_source(self.helpers, helper_decorator)]
+        return out
+
     def cpu_module(self) -> str:
         self.lines = []
         body_start = len(self.lines)
@@ -480,12 +491,7 @@ class Generator(ExprWriter, Planner):
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:
             out.append(f"from compile.atomics import {', '.join(sorted(self.atomics_used))}")
-        if self.constants:
-            out += [""] + [f"{name} = np.{text}" for text, name in self.constants.items()]
-        if self.helpers & set(rt.RANDOM):
-            out.append(f"from compile.rt import {', '.join(rt.CONSTANTS)}")
-        if self.helpers:
-            out += ["", "", rt.helper_source(self.helpers, "@njit(error_model=\"numpy\")")]
+        out += self.shared_globals("@njit(error_model=\"numpy\")")
         name = self.entry
         out += ["", "", f"@njit({self.signature()}, {', '.join(options)})",
                 f"def {name}({', '.join(self.params())}):"]
