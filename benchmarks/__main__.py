@@ -183,7 +183,7 @@ def main(argv=None):
         print("(taichi is not importable: no Taichi rows; `pip install taichi==1.7.4` adds them)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": [dict(workload=w, size=s, mode=m, **r) for w, s, m, r, _ in rows],
+            json.dump({"rows": [dict(r, workload=w, size=s, run=m) for w, s, m, r, _ in rows],
                        "overhead": overhead}, f, indent=1)
 
 
