@@ -6,12 +6,11 @@ locals that cross segments travel in one-element device arrays. `ti.atomic_*` in
 loop is `cuda.atomic.*`; save stacks are `cuda.local.array`s of fixed size (CUDA_STACK; an
 overflow raises TinyadRuntimeError after the launch).
 
-Fields live in host numpy arrays (`field.data`), as on the CPU. This first version copies
-every field the kernel uses to the device at each launch and copies the fields it writes back
-afterwards: simple and always in sync with Python-scope access, but a launch pays for the
-transfers. (Keeping fields on the device between launches is the next step.) The generated
-module is cached on disk like the CPU's; the kernels themselves are compiled by numba at their
-first launch in each process.
+Fields live on the device between launches. A field's numpy array (`field.data`) is brought
+back only when Python scope (or a CPU-side check) reads it, and sent again only after such an
+access (tinyad/field.py): a Tape of CUDA kernels moves no data. The generated module is cached
+on disk like the CPU's; the kernels themselves are compiled by numba at their first launch in
+each process.
 
 This module imports without a GPU. With NUMBA_ENABLE_CUDASIM=1 (set before numba is imported)
 numba's simulator runs the same kernels in Python threads: slow, but it executes the generated
@@ -64,8 +63,25 @@ def grid(n):
     return min(-(-n // 256), 8192), 256
 
 
+stats = {"to_device": 0}
+
+
+def device_array(fld):
+    """The field's device copy, sent (again) if the host's values changed since."""
+    if fld._device is None or not fld._device_current:
+        host = fld.data                       # current on the host: a kernel's writes came back
+        host = host.reshape(1) if host.ndim == 0 else host
+        if fld._device is None:
+            fld._device = cuda.to_device(host)
+        else:
+            fld._device.copy_to_device(host)
+        fld._device_current = True
+        stats["to_device"] += 1
+    return fld._device
+
+
 class CudaKernel:
-    """A compiled kernel: `kernel(scalars)` copies fields in, launches, copies them back."""
+    """A compiled kernel: `kernel(scalars)` launches it on the fields' device copies."""
 
     def __init__(self, gen: Generated, module):
         self.generated = gen
@@ -79,8 +95,7 @@ class CudaKernel:
 
     def __call__(self, scalars=()):
         gen = self.generated
-        host = [f.data if f.data.ndim else f.data.reshape(1) for f in gen.fields]
-        device = [cuda.to_device(h) for h in host]
+        device = [device_array(f) for f in gen.fields]
         values = [c(v) for c, v in zip(self.converts, scalars)]
         carry = [cuda.to_device(np.array([values[k] if k is not None else 0], dtype))
                  for dtype, k in self.carried]
@@ -94,7 +109,7 @@ class CudaKernel:
             extra.append(np.int64(runtime.rng.integers(0, 2**62)))
         self.launch(*device, *values, *carry, *extra)
         for k in gen.written:
-            device[k].copy_to_host(host[k])
+            gen.fields[k]._host_current = False        # the device has the new values
         if err.copy_to_host()[0]:
             raise TinyadRuntimeError(
                 f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "

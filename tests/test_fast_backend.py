@@ -653,6 +653,7 @@ CUDA_SCRIPT = textwrap.dedent('''
         sys.exit(0)
     import numpy as np
     import tinyad as ti
+    from tinyad.runtime import runtime as state
 
     def program():
         n = 12
@@ -703,7 +704,28 @@ CUDA_SCRIPT = textwrap.dedent('''
         h.from_numpy(np.linspace(-1, 1.3, 5).astype(np.float32))
         with ti.ad.Tape(loss=h_loss):
             chain(6)
-        return {"U": float(U[None]), "grad": grad,
+
+        # fields stay on the device: sent once, then only after Python scope touched them
+        a = ti.field(ti.f32, shape=n)
+        b = ti.field(ti.f32, shape=n)
+
+        @ti.kernel
+        def double_into_b():
+            for i in a:
+                b[i] = b[i] + 2.0 * a[i]
+
+        from compile import cuda as backend
+        a.from_numpy(np.arange(n, dtype=np.float32))
+        sent = backend.stats["to_device"] if state.config.mode == "fast" else 0
+        for _ in range(3):
+            double_into_b()
+        first = b.to_numpy().tolist()               # brought back: 6 * i
+        a[0] = 100.0                                # a changed on the host: sent again
+        double_into_b()
+        if state.config.mode == "fast":
+            sent = backend.stats["to_device"] - sent
+        return {"sent": sent, "first": first, "after": b.to_numpy().tolist(),
+                "U": float(U[None]), "grad": grad,
                 "h_loss": float(h_loss[None]), "h_grad": h.grad.to_numpy().tolist(),
                 "hist": hist.to_numpy().tolist(), "old": sorted(old.to_numpy().tolist()),
                 "m": float(m[None]), "y": y.to_numpy().tolist(), "ret": r}
@@ -727,6 +749,9 @@ def test_cuda_kernels_in_the_simulator(tmp_path):
     assert out["backend"] == "cuda"
     interp, fast = out["interp"], out["fast"]
     assert fast["hist"] == interp["hist"] and fast["old"] == interp["old"]
+    assert fast["first"] == [6.0 * i for i in range(12)] == interp["first"]
+    assert fast["after"] == interp["after"] and fast["after"][0] == 200.0
+    assert fast["sent"] == 4        # a, b at the first launch; a, and b (read on the host) again
     for key in ("U", "grad", "m", "y", "ret", "h_loss", "h_grad"):
         np.testing.assert_allclose(fast[key], interp[key], rtol=1e-5, atol=1e-5, err_msg=key)
     sources = "".join(p.read_text() for p in cache.glob("*.py"))

@@ -68,7 +68,10 @@ class Field:
         self.primal = primal      # for .grad/.dual fields: the field they belong to
         self.grad: Field | None = None
         self.dual: Field | None = None
-        self.data: np.ndarray | None = None
+        self._data: np.ndarray | None = None
+        self._device = None          # CUDA fast mode: the copy kernels use (compile/cuda.py)
+        self._host_current = True    # False: a kernel changed the device copy since
+        self._device_current = False
         self._shape = None
         if role == "primal":
             runtime.fields.append(self)
@@ -83,6 +86,18 @@ class Field:
         if shape is not None:
             self._place(normalize_shape(shape))
 
+    @property
+    def data(self) -> np.ndarray | None:
+        """The values, a numpy array. In CUDA fast mode kernels work on a device copy: `data`
+        first brings back what they changed, and since the caller may write through it, the
+        device copy is sent again before the next launch."""
+        if not self._host_current:
+            self._device.copy_to_host(self._data.reshape(-1) if self._data.ndim == 0
+                                      else self._data)
+            self._host_current = True
+        self._device_current = False
+        return self._data
+
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
                      role=role)
@@ -94,7 +109,7 @@ class Field:
         if self._shape is not None:
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
         self._shape = shape
-        self.data = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
+        self._data = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
         for twin in (self.grad, self.dual):
             if twin is not None and twin._shape is None:
                 twin._place(shape)
