@@ -106,6 +106,13 @@ def compile_cpu(kernel_ir, debug: bool = False, fast_math: bool = True,
 
 def compile_ahead(kernel_irs, debug: bool = False, fast_math: bool = True) -> None:
     """Start compiling these kernels in the helper process, in this order (compile/ahead.py)."""
-    if ahead.enabled():
-        generated = [generate(k, debug, fast_math) for k in kernel_irs]
-        ahead.submit([(g.module_name, g.source) for g in generated])
+    if not ahead.enabled():
+        return
+    jobs = []
+    for kernel_ir in kernel_irs:
+        try:
+            gen = generate(kernel_ir, debug, fast_math)
+        except Exception:         # noqa: BLE001  speculative: raised again if it is launched
+            continue
+        jobs.append((gen.module_name, gen.source))
+    ahead.submit(jobs)
