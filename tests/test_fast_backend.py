@@ -45,6 +45,18 @@ def generated_code(kernel, which="forward") -> str:
     return source.split('"""', 2)[2] if source else ""
 
 
+def numpy_gradient(loss, x, eps=1e-6):
+    """d loss(x) / dx by central differences in f64, of a numpy re-statement of the kernels:
+    the independent truth for the gradients below."""
+    x, grad = np.array(x, np.float64), np.zeros(np.shape(x))
+    for index in np.ndindex(x.shape):
+        for sign in (1, -1):
+            shifted = x.copy()
+            shifted[index] += sign * eps
+            grad[index] += sign * loss(shifted) / (2 * eps)
+    return grad
+
+
 def assert_same(a, b, rtol=1e-6):
     assert a.keys() == b.keys()
     for key in a:
@@ -339,6 +351,12 @@ def test_ndrange_loops_are_nested_and_match_interp():
     assert_same(interp, fast)
     np.testing.assert_array_equal(fast["seen"].ravel(), np.arange(24 * 20))
 
+    def loss(a):
+        core = a[1:23, 2:20]
+        return np.sum(core * (a[2:24, 2:20] - a[0:22, 2:20]) + np.sin(a[1:23, 0:18]))
+    expect = numpy_gradient(loss, np.random.default_rng(3).random((24, 20)))
+    np.testing.assert_allclose(fast["grad"], expect, rtol=1e-6, atol=1e-8)
+
 
 def test_stencil_scatter_runs_in_row_blocks_without_atomics():
     """Scatter-adds to f[i - 1], f[i + 1] (compile/plan.py, row_span): plain adds in two phases
@@ -381,6 +399,14 @@ def test_stencil_scatter_runs_in_row_blocks_without_atomics():
     interp, fast = run_both(make)
     assert fast.pop("blocked") and not interp.pop("blocked")
     assert_same(interp, fast)
+
+    def loss(p):                   # step overwrites p[1]'s interior; total reads all of p[1]
+        p1 = p[1].copy()
+        p1[1:39, 1:29] = p[0, 2:40, 1:29] + p[0, 0:38, 1:29] + p[0, 1:39, 2:30] \
+            - 3 * p[0, 1:39, 1:29]
+        return np.sum(p1 ** 2)
+    expect = numpy_gradient(loss, np.random.default_rng(4).random((3, 40, 30)))
+    np.testing.assert_allclose(fast["grad"], expect, rtol=1e-5, atol=1e-6)   # FD roundoff
     a = np.arange(1000) * 7 % 13
     expect = np.zeros(1000, np.int64)
     expect[:-2] += a[1:-1]
@@ -616,6 +642,12 @@ def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
     interp, fast = run_both(make)
     assert_same(interp, fast)
     assert ahead.stats["by_helper"] > before
+
+    def loss(x):
+        y = np.sin(x) * x
+        return np.sum((np.exp(-y * y) + np.roll(y, -1)) ** 2)
+    expect = numpy_gradient(loss, np.linspace(-1, 1, 300))
+    np.testing.assert_allclose(fast["grad"], expect, rtol=1e-6, atol=1e-8)
 
 
 def test_cache_key_depends_on_dtype_and_debug(tmp_path, monkeypatch):

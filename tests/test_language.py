@@ -285,3 +285,12 @@ def test_fields_reached_through_python_containers(mode):
     np.testing.assert_array_equal(outs["a"].to_numpy(), [0, 2, 4, 6])
     np.testing.assert_array_equal(outs["b"].to_numpy(), [0, 2, 4, 6])
     np.testing.assert_array_equal(pair[0].to_numpy(), [1, 3, 5, 7])
+
+    @ti.kernel
+    def missing_key():
+        for i in range(4):
+            outs["c"][i] = 1.0
+
+    with pytest.raises(ti.TinyadTypeError) as info:     # names the key and the user's line
+        missing_key()
+    assert "KeyError: 'c'" in str(info.value) and 'outs["c"][i] = 1.0' in str(info.value)
