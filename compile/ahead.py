@@ -14,6 +14,7 @@ as without it. TINYAD_COMPILE_AHEAD=0 turns it off (it is off on a single core).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -81,6 +82,16 @@ def _start_helper():
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                env=env, bufsize=1)
     threading.Thread(target=_feed, name="tinyad-compile-ahead", daemon=True).start()
+    atexit.register(_close)
+
+
+def _close():
+    """At exit: end of input tells the helper to stop after its current module."""
+    for pipe in (_helper.stdin, _helper.stdout):
+        try:
+            pipe.close()
+        except OSError:
+            pass
 
 
 def _feed():

@@ -321,8 +321,7 @@ class Generator(ExprWriter, Planner):
         """A stencil's scatter-adds without atomics: the range is cut into blocks of at least
         `block_span` rows; even blocks run in parallel, then odd ones. Two blocks running at
         once are a whole block apart, farther than any two rows that touch one element."""
-        n = hi if lo == "0" else f"({hi} - {lo})"
-        start = "" if lo == "0" else f"{lo} + "
+        n, start = _count_and_base(lo, hi)
         rows, blocks, phase, block, b = (self.names.temp(x) for x in
                                          ("rows", "blocks", "phase", "block", "b"))
         self.line(depth, f"{rows} = max({plan.block_span}, -(-{n} // (2 * _CHUNKS)))"
@@ -351,8 +350,7 @@ class Generator(ExprWriter, Planner):
             array = self.arrays[id(fld)]
             self.line(depth, f"{copies} = np.zeros((_CHUNKS,) + {array}.shape, "
                              f"{NP_TYPE[fld.dtype.name]})  # per-chunk copies of {array}")
-        n = hi if lo == "0" else f"({hi} - {lo})"
-        start = "" if lo == "0" else f"{lo} + "
+        n, start = _count_and_base(lo, hi)
         self.line(depth, "for _chunk in prange(_CHUNKS):  # parallel, one chunk per thread", s.loc)
         for acc, fld, indices, dtype in plan.reductions:
             self.line(depth + 1, f"{acc} = {self.zero(dtype, wrap=False)}")
@@ -497,6 +495,11 @@ class Generator(ExprWriter, Planner):
                 f"def {name}({', '.join(self.params())}):"]
         out += body
         return "\n".join(out) + "\n"
+
+
+def _count_and_base(lo: str, hi: str) -> tuple[str, str]:
+    """A range's length and the prefix that offsets an index into it, as source text."""
+    return (hi, "") if lo == "0" else (f"({hi} - {lo})", f"{lo} + ")
 
 
 def chunks() -> int:

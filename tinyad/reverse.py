@@ -106,7 +106,7 @@ class _Reverse:
         # A local the backward sweep never reads needs no saving and restoring. (Its reads
         # through temporaries nothing uses do not count: `acc + t` is bound to a temporary, but
         # neither partial of an add needs its value.)
-        needed = _names_read(_prune_unread(backward, self.temps))
+        needed = _names_read(_prune(backward, self.temps - _live_names(backward)))
         forward, backward = _drop_saves(forward, needed), _drop_saves(backward, needed)
         return forward + zero + backward
 
@@ -359,17 +359,6 @@ def _drop_saves(stmts, needed: set) -> list:
             continue
         out.append(ir.with_blocks(s, [_drop_saves(b, needed) for b in ir.child_blocks(s)]))
     return out
-
-
-def _prune_unread(body, names: set) -> list:
-    """`body` without the assignments to `names` that nothing reads (repeatedly)."""
-    while True:
-        read = _names_read(body)
-        dead = {s.name for s in ir.walk_stmts(body)
-                if isinstance(s, ir.Assign) and s.name in names and s.name not in read}
-        if not dead:
-            return body
-        body = _prune(body, dead)
 
 
 def eliminate_dead_code(body) -> list:
