@@ -19,11 +19,11 @@ def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
     compile/pysource.py). `parallel_min`: the smallest static trip count a parallel loop needs
     to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always)."""
     if backend == "cuda":
-        from compile.cuda import compile_cuda  # noqa: PLC0415
+        from tinyad.compile.cuda import compile_cuda  # noqa: PLC0415
         return compile_cuda(kernel_ir, debug=debug)
     if backend != "cpu":
         raise ValueError(f"unknown backend {backend!r}: use 'cpu' or 'cuda'")
-    from compile.cpu import compile_cpu  # noqa: PLC0415
+    from tinyad.compile.cpu import compile_cpu  # noqa: PLC0415
     return compile_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
 
 
@@ -31,7 +31,7 @@ def compile_ahead(kernel_irs, backend: str = "cpu", debug: bool = False,
                   fast_math: bool = True) -> None:
     """Start compiling kernels that will be needed soon in a helper process (CPU only)."""
     if backend == "cpu":
-        from compile.cpu import compile_ahead as ahead  # noqa: PLC0415
+        from tinyad.compile.cpu import compile_ahead as ahead  # noqa: PLC0415
         ahead(kernel_irs, debug, fast_math)
 
 

@@ -21,7 +21,7 @@ import sys
 import threading
 from collections import deque
 
-from compile import cache
+from tinyad.compile import cache
 
 _cond = threading.Condition()
 _queue: deque = deque()          # stems waiting, front first
@@ -78,7 +78,7 @@ def _start_helper():
         return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    _helper = subprocess.Popen([sys.executable, "-m", "compile.ahead"], stdin=subprocess.PIPE,
+    _helper = subprocess.Popen([sys.executable, "-m", "tinyad.compile.ahead"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                env=env, bufsize=1)
     threading.Thread(target=_feed, name="tinyad-compile-ahead", daemon=True).start()

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 
-from compile import atomics, rt
+from tinyad.compile import atomics, rt
 
 _lock = threading.Lock()
 _fallback_dir: str | None = None

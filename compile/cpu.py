@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.errors import TinyadIndexError
+from tinyad.core.errors import TinyadIndexError
 from tinyad.runtime import runtime
 
-from compile import ahead, cache
-from compile.pyexpr import sanitize
-from compile.pysource import Generated, generate_cpu
+from tinyad.compile import ahead, cache
+from tinyad.compile.pyexpr import sanitize
+from tinyad.compile.pysource import Generated, generate_cpu
 
 
 def _seed() -> np.int64:

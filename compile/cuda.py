@@ -22,13 +22,13 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda
 
-from tinyad.errors import TinyadRuntimeError
+from tinyad.core.errors import TinyadRuntimeError
 from tinyad.runtime import runtime
 
-from compile import cache
-from compile.cudasource import generate_cuda
-from compile.pyexpr import sanitize
-from compile.pysource import CUDA_STACK, Generated
+from tinyad.compile import cache
+from tinyad.compile.cudasource import generate_cuda
+from tinyad.compile.pyexpr import sanitize
+from tinyad.compile.pysource import CUDA_STACK, Generated
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 
-from tinyad import build as B
-from tinyad import ir
-from tinyad import types as T
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.core import types as T
 
-from compile.irquery import assigned, referenced
+from tinyad.core.analysis import assigned, referenced
 
 
 def nest_loops(kernel: ir.Kernel) -> tuple[ir.Kernel, dict]:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad import ir
-from tinyad import types as T
+from tinyad.core import ir
+from tinyad.core import types as T
 
-from compile import rt
+from tinyad.compile import rt
 
 NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8"}
 NP_TYPE = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64",

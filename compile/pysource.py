@@ -40,15 +40,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from tinyad import ir
-from tinyad import types as T
-from tinyad.printer import format_kernel
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.printer import format_kernel
 
-from compile import rt
-from compile.nesting import nest_loops
-from compile.plan import LoopPlan, Planner
-from compile.pyexpr import (NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names,
-                            Site)
+from tinyad.compile import rt
+from tinyad.compile.nesting import nest_loops
+from tinyad.compile.plan import LoopPlan, Planner
+from tinyad.compile.pyexpr import (NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names,
+                                   Site)
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -457,7 +457,7 @@ class Generator(ExprWriter, Planner):
         if self.constants:
             out += [""] + [f"{name} = np.{text}" for text, name in self.constants.items()]
         if self.helpers & set(rt.RANDOM):
-            out.append(f"from compile.rt import {', '.join(rt.CONSTANTS)}")
+            out.append(f"from tinyad.compile.rt import {', '.join(rt.CONSTANTS)}")
         if self.helpers:
             out += ["", "", rt.helper_source(self.helpers, helper_decorator)]
         return out
@@ -488,7 +488,7 @@ class Generator(ExprWriter, Planner):
         if self.uses_chunks:
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:
-            out.append(f"from compile.atomics import {', '.join(sorted(self.atomics_used))}")
+            out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
         out += self.shared_globals("@njit(error_model=\"numpy\")")
         name = self.entry
         out += ["", "", f"@njit({self.signature()}, {', '.join(options)})",

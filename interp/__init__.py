@@ -1,5 +1,5 @@
 """The tree-walking interpreter: tinyad's executable specification of the IR."""
-from interp.evaluator import Program
-from interp.memory import Memory
+from tinyad.interp.evaluator import Program
+from tinyad.interp.memory import Memory
 
 __all__ = ["Program", "Memory"]

@@ -21,11 +21,11 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 
-from tinyad.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-                          ReadThenOverwriteRuleError, Report, ReplayDivergenceRuleError,
-                          SecondWriteRuleError, SilentZeroRuleError, element_name)
+from tinyad.check.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulationRuleError,
+                                ReadThenOverwriteRuleError, Report, ReplayDivergenceRuleError,
+                                SecondWriteRuleError, SilentZeroRuleError, element_name)
 
-from interp.memory import Memory
+from tinyad.interp.memory import Memory
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
 
@@ -45,7 +45,7 @@ def same_value(a, b) -> bool:
 
 def user_loc():
     """The user's source line calling into tinyad from Python scope."""
-    from tinyad.srcloc import SrcLoc  # noqa: PLC0415
+    from tinyad.core.srcloc import SrcLoc  # noqa: PLC0415
     frame = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("tinyad", "interp"):
         frame = frame.f_back

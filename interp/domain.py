@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad import ir
-from tinyad import types as T
-from tinyad.ops import TABLE
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.ops import TABLE
 from tinyad.runtime import runtime
 
 # numpy's float32 loops for these are SIMD approximations, off by an ulp or more on many inputs;

@@ -12,10 +12,10 @@ import gc
 
 import numpy as np
 
-from tinyad import ir
+from tinyad.core import ir
 
-from interp.domain import NUMERIC
-from interp.memory import Memory
+from tinyad.interp.domain import NUMERIC
+from tinyad.interp.memory import Memory
 
 
 class _Break(Exception):

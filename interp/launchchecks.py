@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinyad import ir
-from tinyad.errors import TinyadError
-from tinyad.rules import Access, Report, SilentZeroRuleError
+from tinyad.core import ir
+from tinyad.core.errors import TinyadError
+from tinyad.check.rules import Access, Report, SilentZeroRuleError
 from tinyad.runtime import runtime
 
-from interp.accesslog import Checker, user_loc
-from interp.explain import print_report
+from tinyad.interp.accesslog import Checker, user_loc
+from tinyad.check.render import print_report
 
 
 @dataclass(frozen=True)

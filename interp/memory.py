@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.errors import TinyadIndexError
+from tinyad.core.errors import TinyadIndexError
 
 
 def _out_of_bounds(field, index, site):

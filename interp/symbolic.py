@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from tinyad import ir
-from tinyad.ops import TABLE
+from tinyad.core import ir
+from tinyad.core.ops import TABLE
 
-from interp.evaluator import _Break
-from interp.memory import Memory
-from interp.symparts import Budget, Piecewise, SymbolicUnsupported, ceiling, floor, number
+from tinyad.interp.evaluator import _Break
+from tinyad.interp.memory import Memory
+from tinyad.interp.symparts import Budget, Piecewise, SymbolicUnsupported, ceiling, floor, number
 
 
 class SymbolicInt:

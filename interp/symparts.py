@@ -17,7 +17,7 @@ import numpy as np
 import sympy as sp
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-from tinyad.errors import TinyadError
+from tinyad.core.errors import TinyadError
 
 
 class SymbolicUnsupported(TinyadError):

@@ -11,11 +11,11 @@ import dataclasses
 
 import numpy as np
 
-from tinyad import ir
-from tinyad import types as T
+from tinyad.core import ir
+from tinyad.core import types as T
 
-from interp.domain import NumericDomain
-from interp.memory import Memory
+from tinyad.interp.domain import NumericDomain
+from tinyad.interp.memory import Memory
 
 
 def _wide(node):

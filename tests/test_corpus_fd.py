@@ -21,7 +21,7 @@ import tinyad as ti
 N = 5
 RNG = np.random.default_rng(0)   # re-seeded before every case
 # Comparisons, floor, int casts... inside differentiable expressions are used on purpose here.
-pytestmark = pytest.mark.filterwarnings("ignore::tinyad.errors.NonDifferentiableWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::tinyad.NonDifferentiableWarning")
 
 @dataclass
 class Built:

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import tinyad as ti
-from compile import compile_kernel
-from compile.pysource import generate_cpu
+from tinyad.compile import compile_kernel
+from tinyad.compile.pysource import generate_cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -523,8 +523,8 @@ def test_two_fields_with_one_name_do_not_collide():
 
 
 def test_cuda_arch_without_a_gpu_falls_back_to_cpu(capsys):
-    import compile
-    if compile.cuda_available():
+    from tinyad import compile as fast_compile
+    if fast_compile.cuda_available():
         pytest.skip("a CUDA device (or the simulator) is available here")
     ti.init(mode="fast", arch=ti.cuda)
     assert "no CUDA GPU found" in capsys.readouterr().err
@@ -605,7 +605,7 @@ def test_disk_cache_is_hit_by_a_second_process_and_survives_corruption(tmp_path)
 def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
     """The backward pass's first adjoint queues the others for a helper process
     (compile/ahead.py); the gradients are the same as without it."""
-    from compile import ahead
+    from tinyad.compile import ahead
     if not ahead.enabled():
         pytest.skip("compiling ahead is off (TINYAD_COMPILE_AHEAD=0 or a single core)")
     monkeypatch.setenv("TINYAD_CACHE_DIR", str(tmp_path))
@@ -746,7 +746,7 @@ CUDA_SCRIPT = textwrap.dedent('''
             for i in a:
                 b[i] = b[i] + 2.0 * a[i]
 
-        from compile import cuda as backend
+        from tinyad.compile import cuda as backend
         a.from_numpy(np.arange(n, dtype=np.float32))
         sent = backend.stats["to_device"] if state.config.mode == "fast" else 0
         for _ in range(3):
@@ -766,8 +766,8 @@ CUDA_SCRIPT = textwrap.dedent('''
     for mode, arch in (("interp", ti.cpu), ("fast", ti.cuda)):
         ti.init(mode=mode, arch=arch)
         out[mode] = program()
-    import compile
-    out["backend"] = compile.backend_for("cuda")
+    from tinyad import compile as fast_compile
+    out["backend"] = fast_compile.backend_for("cuda")
     print(json.dumps(out))
 ''')
 

@@ -7,7 +7,7 @@ import pytest
 import tinyad as ti
 from gradcheck import finite_difference
 
-pytestmark = pytest.mark.filterwarnings("error::tinyad.errors.NonDifferentiableWarning")
+pytestmark = pytest.mark.filterwarnings("error::tinyad.NonDifferentiableWarning")
 
 
 @pytest.fixture

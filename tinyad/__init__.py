@@ -3,24 +3,24 @@
 `import tinyad as ti` runs Taichi autodiff programs. The public API is re-exported here.
 """
 from tinyad import ad
-from tinyad import math
+from tinyad.frontend import math
 from tinyad.ad import Tape
-from tinyad.errors import (AutodiffRuleError, GradientMismatchError, KernelSimplicityRuleError,
-                           NonDifferentiableWarning, TinyadError, TinyadIndexError,
-                           TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError)
-from tinyad.rules import (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-                          ReadThenOverwriteRuleError, ReplayDivergenceRuleError,
-                          SecondWriteRuleError, SilentZeroRuleError)
+from tinyad.core.errors import (AutodiffRuleError, GradientMismatchError, KernelSimplicityRuleError,
+                                NonDifferentiableWarning, TinyadError, TinyadIndexError,
+                                TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError)
+from tinyad.check.rules import (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
+                                ReadThenOverwriteRuleError, ReplayDivergenceRuleError,
+                                SecondWriteRuleError, SilentZeroRuleError)
 from tinyad.field import Axis, Field, SNode, field, root, var
 from tinyad.kernel import func, kernel, real_func
-from tinyad.lang import (atomic_add, atomic_max, atomic_min, atomic_sub, cast, grouped,
-                         loop_config, ndrange, random, select, static, stop_grad, sync,
-                         template, types)
-from tinyad.math import (abs, acos, asin, atan2, ceil, cos, exp, floor, log, max, min, pow,
-                         round, rsqrt, sin, sqrt, tan, tanh)
-from tinyad.matrix import Matrix, Vector
+from tinyad.frontend.lang import (atomic_add, atomic_max, atomic_min, atomic_sub, cast, grouped,
+                                  loop_config, ndrange, random, select, static, stop_grad, sync,
+                                  template, types)
+from tinyad.frontend.math import (abs, acos, asin, atan2, ceil, cos, exp, floor, log, max, min, pow,
+                                  round, rsqrt, sin, sqrt, tan, tanh)
+from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import init
-from tinyad.types import f32, f64, i32, i64, u8
+from tinyad.core.types import f32, f64, i32, i64, u8
 
 __version__ = "0.1.0"
 
@@ -32,12 +32,12 @@ ij, ik, jk, ijk, ijkl = Axis(2), Axis(2), Axis(2), Axis(3), Axis(4)
 
 
 def polar_decompose(A, dt=None):
-    from tinyad.linalg import polar_decompose as impl  # noqa: PLC0415
+    from tinyad.frontend.linalg import polar_decompose as impl  # noqa: PLC0415
     return impl(A, dt)
 
 
 def svd(A, dt=None):
-    from tinyad.linalg import svd as impl  # noqa: PLC0415
+    from tinyad.frontend.linalg import svd as impl  # noqa: PLC0415
     return impl(A, dt)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from tinyad.errors import TinyadRuntimeError, TinyadTypeError
+from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
 from tinyad.runtime import active_recorder, runtime
 
@@ -109,7 +109,7 @@ class Tape:
 
 def _checker():
     """The interpreter's rule checker, when checks are on."""
-    from interp import launchchecks  # noqa: PLC0415  (the checker lives with the interpreter)
+    from tinyad.interp import launchchecks  # noqa: PLC0415  (the checker lives with the interpreter)
     return launchchecks.get_checker() if launchchecks.checks_on() else None
 
 

@@ -21,8 +21,8 @@ import traceback
 from pathlib import Path
 
 import tinyad
-from tinyad import lang
-from tinyad.errors import TinyadError, TinyadSyntaxError
+from tinyad.frontend import lang
+from tinyad.core.errors import TinyadError, TinyadSyntaxError
 from tinyad.runtime import MODES
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 
-from tinyad import types as T
-from tinyad.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
-from tinyad.matrix import Matrix
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
+from tinyad.frontend.matrix import Matrix
 from tinyad.runtime import runtime
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad import ir
-from tinyad.errors import GradientMismatchError, TinyadError, TinyadRuntimeError, TinyadTypeError
+from tinyad.core import ir
+from tinyad.core.errors import GradientMismatchError, TinyadError, TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
 from tinyad.gradreport import Report, judge, tolerance
 from tinyad.runtime import active_recorder, runtime
@@ -171,9 +171,9 @@ class SymbolicRun:
 
     def __init__(self, launches, loss, params, values, max_symbols=256, timeout=20.0,
                  max_ops=200_000):
-        from interp import Program  # noqa: PLC0415
-        from interp.symbolic import SymbolicDomain, SymbolicMemory, as_number  # noqa: PLC0415
-        from interp.symparts import Budget, SymbolicBudgetExceeded, limits  # noqa: PLC0415
+        from tinyad.interp import Program  # noqa: PLC0415
+        from tinyad.interp.symbolic import SymbolicDomain, SymbolicMemory, as_number  # noqa: PLC0415
+        from tinyad.interp.symparts import Budget, SymbolicBudgetExceeded, limits  # noqa: PLC0415
         count = sum(p.data.size for p in params)
         if count > max_symbols:
             raise SymbolicBudgetExceeded(f"{count} parameter elements would need {count} "
@@ -197,7 +197,7 @@ class SymbolicRun:
         """(loss value, {(param, index): d loss / d element}) at the starting point, in f64.
         The stop_grad stand-ins get the values of the expressions they stand for."""
         import sympy as sp  # noqa: PLC0415
-        from interp.symeval import evaluate  # noqa: PLC0415
+        from tinyad.interp.symeval import evaluate  # noqa: PLC0415
         point, memo, grads = {}, {}, {}
         for p, array in self.arrays.items():
             for index in np.ndindex(array.shape):
@@ -213,7 +213,7 @@ class SymbolicRun:
 
     def formula(self):
         """The loss in plain sympy, each stop_grad stand-in shown as `stop_grad(expression)`."""
-        from interp.symparts import standard, stop_grad  # noqa: PLC0415
+        from tinyad.interp.symparts import standard, stop_grad  # noqa: PLC0415
         shown: dict = {}
         for symbol, expr in self.domain.stopped:
             shown[symbol] = stop_grad(expr.xreplace(shown))
@@ -226,8 +226,8 @@ class Replayer:
     """The recorded launches replayed in f64 on private memory (interp/wide.py)."""
 
     def __init__(self, launches, loss, values):
-        from interp import Program  # noqa: PLC0415
-        from interp.wide import F64Domain  # noqa: PLC0415
+        from tinyad.interp import Program  # noqa: PLC0415
+        from tinyad.interp.wide import F64Domain  # noqa: PLC0415
         domain = F64Domain()
         compiled: dict = {}
         self.steps = []
@@ -238,7 +238,7 @@ class Replayer:
         self.loss, self.values = loss, values
 
     def loss_at(self, field=None, index=(), delta=0.0) -> float:
-        from interp.wide import ShadowMemory  # noqa: PLC0415
+        from tinyad.interp.wide import ShadowMemory  # noqa: PLC0415
         values = self.values
         if field is not None:
             shifted = self.values[field].astype(np.float64)
@@ -350,7 +350,7 @@ def _compare(launches, loss, params, method, start, autodiff, run_loss, rtol, at
 def _sympy_truth(report, launches, loss, params, start, max_symbols, timeout, give_up):
     """(loss value, gradients) from sympy; None (with a note) when sympy cannot do it and
     finite differences may stand in, else the reason is raised."""
-    from interp.symparts import SymbolicBudgetExceeded, SymbolicUnsupported  # noqa: PLC0415
+    from tinyad.interp.symparts import SymbolicBudgetExceeded, SymbolicUnsupported  # noqa: PLC0415
     try:
         symbolic = SymbolicRun(launches, loss, params, start, max_symbols, timeout)
         value, grads = symbolic.gradients()

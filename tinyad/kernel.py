@@ -8,16 +8,16 @@ import warnings
 
 import numpy as np
 
-from tinyad import ir
-from tinyad import lang
-from tinyad import types as T
-from tinyad.errors import (NonDifferentiableWarning, TinyadError, TinyadSyntaxError,
-                           TinyadTypeError)
-from tinyad.frontend import parameter_kinds, trace_kernel
-from tinyad.frontend_scope import Source
-from tinyad.matrix import Matrix
+from tinyad.core import ir
+from tinyad.frontend import lang
+from tinyad.core import types as T
+from tinyad.core.errors import (NonDifferentiableWarning, TinyadError, TinyadSyntaxError,
+                                TinyadTypeError)
+from tinyad.frontend.tracer import parameter_kinds, trace_kernel
+from tinyad.frontend.scope import Source
+from tinyad.frontend.matrix import Matrix
 from tinyad.runtime import active_recorder, note, runtime
-from tinyad.verify import verify
+from tinyad.core.wellformed import check_wellformed
 
 
 def _user_facing(call):
@@ -94,7 +94,7 @@ class Kernel:
         key = self._key(templates)
         if key not in self._traces:
             kernel = trace_kernel(self.fn, templates, self.fn.__name__)
-            self._traces[key] = _Compiled(verify(kernel))
+            self._traces[key] = _Compiled(check_wellformed(kernel))
         self._last_key = key
         return self._traces[key]
 
@@ -162,7 +162,7 @@ class _Compiled:
 
     def adjoint_ir(self) -> ir.Kernel:
         if self._adjoint is None:
-            from tinyad.reverse import reverse  # noqa: PLC0415
+            from tinyad.autodiff.reverse import reverse  # noqa: PLC0415
             self._notes = []
             self._adjoint = reverse(self.ir, self._notes)
         return self._adjoint
@@ -179,26 +179,26 @@ class _Compiled:
     def _program(self, which, kernel_ir):
         if which not in self._programs:
             if runtime.config.mode == "fast":   # numba: compile/ (CPU, or CUDA when usable)
-                from compile import backend_for, compile_kernel  # noqa: PLC0415
+                from tinyad.compile import backend_for, compile_kernel  # noqa: PLC0415
                 config = runtime.config
                 if which == "adjoint" and not runtime.adjoints_queued:
                     _compile_adjoints_ahead(self)
                 self._programs[which] = compile_kernel(
                     kernel_ir, backend_for(config.arch), config.debug, config.fast_math)
             else:
-                from interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
+                from tinyad.interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
                 self._programs[which] = Program(kernel_ir)
         return self._programs[which]
 
     def run_forward(self, scalars, kernel_name):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
-        from interp import launchchecks  # noqa: PLC0415
+        from tinyad.interp import launchchecks  # noqa: PLC0415
         program = self._program("forward", self.ir)
         runtime.launches += 1
         runtime.launched[self] = runtime.launches
         if not launchchecks.checks_on():
             return program.run(scalars), None
-        from interp.accesslog import LoggedMemory  # noqa: PLC0415
+        from tinyad.interp.accesslog import LoggedMemory  # noqa: PLC0415
         checker = launchchecks.get_checker()
         launchchecks.before_forward(checker, self, kernel_name,
                                     [a.name for a in self.ir.args], scalars)
@@ -208,13 +208,13 @@ class _Compiled:
 
     def run_adjoint(self, scalars, kernel_name, launch=None, manual=True):
         """Run the adjoint kernel for a forward launch (found by its arguments if not given)."""
-        from interp import launchchecks  # noqa: PLC0415
+        from tinyad.interp import launchchecks  # noqa: PLC0415
         program = self._program("adjoint", self.adjoint_ir())
         self._warn_non_differentiable()
         if not launchchecks.checks_on():
             program.run(scalars)
             return
-        from interp.accesslog import ReplayMemory  # noqa: PLC0415
+        from tinyad.interp.accesslog import ReplayMemory  # noqa: PLC0415
         checker = launchchecks.get_checker()
         if launch is None:
             launch = checker.find_launch(self, scalars)
@@ -227,7 +227,7 @@ def _compile_adjoints_ahead(first: _Compiled) -> None:
     """The first adjoint a fast-mode program needs: the backward pass has begun. Start compiling
     the adjoints of the kernels launched so far, latest first, in a helper process
     (compile/ahead.py) while this one compiles `first`."""
-    from compile import backend_for, compile_ahead  # noqa: PLC0415
+    from tinyad.compile import backend_for, compile_ahead  # noqa: PLC0415
     runtime.adjoints_queued = True
     kernels = sorted((k for k in runtime.launched if k is not first and "adjoint" not in
                       k._programs), key=runtime.launched.get, reverse=True)

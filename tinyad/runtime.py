@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinyad import types as T
+from tinyad.core import types as T
 
 MODES = ("interp", "fast")
 CHECKS = ("error", "warn", "off")
@@ -91,7 +91,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, fast_math=bool(fast_math), mode=mode, check=check)
     if mode == "fast" and runtime.config.arch == "cuda":
-        from compile import backend_for  # noqa: PLC0415
+        from tinyad.compile import backend_for  # noqa: PLC0415
         if backend_for("cuda") != "cuda":
             note("ti.init(arch=cuda): no CUDA GPU found, fast mode runs on the CPU")
     runtime.fields = []

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad import types as T
-from tinyad.errors import TinyadRuntimeError, TinyadTypeError
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
 from tinyad.runtime import runtime
 

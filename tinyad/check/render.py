@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from tinyad.rules import Access, Report
+from tinyad.check.rules import Access, Report
 
 
 def _value(v) -> str:

@@ -2,7 +2,7 @@
 locals need a first value, which live in one straight-line run, loop trip counts."""
 from __future__ import annotations
 
-from tinyad import ir
+from tinyad.core import ir
 
 
 def assigned(stmts) -> set:

@@ -10,9 +10,9 @@ import numbers
 
 import numpy as np
 
-from tinyad import build as B
-from tinyad import types as T
-from tinyad.errors import TinyadTypeError
+from tinyad.core import builder as B
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError
 
 
 SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
@@ -240,11 +240,11 @@ class Matrix:
         return _sum(self[i, i] for i in range(self.n))
 
     def determinant(self):
-        from tinyad.linalg import determinant  # noqa: PLC0415  (linalg builds on Matrix)
+        from tinyad.frontend.linalg import determinant  # noqa: PLC0415  (linalg builds on Matrix)
         return determinant(self)
 
     def inverse(self):
-        from tinyad.linalg import inverse  # noqa: PLC0415
+        from tinyad.frontend.linalg import inverse  # noqa: PLC0415
         return inverse(self)
 
     def cast(self, dtype):
@@ -362,7 +362,7 @@ def _dynamic_pick(index, entries):
 
 
 def _oob(key, shape):
-    from tinyad.errors import TinyadIndexError  # noqa: PLC0415
+    from tinyad.core.errors import TinyadIndexError  # noqa: PLC0415
     raise TinyadIndexError(f"index {key} is out of range for a matrix of shape {shape}",
                            B.current_loc())
 

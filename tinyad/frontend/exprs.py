@@ -10,14 +10,14 @@ import ast
 import builtins
 import operator
 
-from tinyad import build as B
-from tinyad import ir
-from tinyad import lang
-from tinyad import types as T
-from tinyad.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.frontend import lang
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.frontend_scope import LocalMatrix
-from tinyad.matrix import Matrix
+from tinyad.frontend.scope import LocalMatrix
+from tinyad.frontend.matrix import Matrix
 
 BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub),
           ast.Mult: ("mul", operator.mul), ast.Div: ("truediv", operator.truediv),
@@ -327,12 +327,12 @@ def _to_int(x):
 
 
 def _builtin_max(*args):
-    from tinyad import math  # noqa: PLC0415
+    from tinyad.frontend import math  # noqa: PLC0415
     return math.max(*args)
 
 
 def _builtin_min(*args):
-    from tinyad import math  # noqa: PLC0415
+    from tinyad.frontend import math  # noqa: PLC0415
     return math.min(*args)
 
 

@@ -7,9 +7,9 @@ import inspect
 import textwrap
 from dataclasses import dataclass, field
 
-from tinyad import ir
-from tinyad.errors import TinyadSyntaxError, TinyadTypeError
-from tinyad.srcloc import SrcLoc
+from tinyad.core import ir
+from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
+from tinyad.core.srcloc import SrcLoc
 
 
 @dataclass

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
-from tinyad.srcloc import UNKNOWN, SrcLoc
-from tinyad.types import DType
+from tinyad.core.srcloc import UNKNOWN, SrcLoc
+from tinyad.core.types import DType
 
 LOC = field(default=UNKNOWN, compare=False, repr=False)
 
@@ -28,7 +28,7 @@ def _operator(name: str, reflected: bool = False):
     def method(self, other):
         if getattr(other, "is_tinyad_matrix", False):
             return NotImplemented
-        from tinyad import build  # noqa: PLC0415  (build.py builds on this module)
+        from tinyad.core import builder as build  # noqa: PLC0415  (build.py builds on this module)
         return build.binary(name, other, self) if reflected else build.binary(name, self, other)
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
@@ -41,7 +41,7 @@ class Expr:
     loc: SrcLoc
 
     def _b(self):
-        from tinyad import build  # noqa: PLC0415  (build imports ir)
+        from tinyad.core import builder as build  # noqa: PLC0415  (build imports ir)
         return build
 
     __add__, __radd__ = _operator("add"), _operator("add", True)
@@ -59,7 +59,7 @@ class Expr:
     def __abs__(self): return self._b().unary("abs", self)
 
     def __bool__(self):
-        from tinyad.errors import TinyadSyntaxError  # noqa: PLC0415
+        from tinyad.core.errors import TinyadSyntaxError  # noqa: PLC0415
         raise TinyadSyntaxError(
             "a kernel value has no Python truth value at trace time", self.loc,
             hint="use `if` on it inside the kernel, or ti.select(cond, a, b)")
@@ -203,7 +203,7 @@ class Kernel:
     loc: SrcLoc = LOC
 
     def __str__(self) -> str:
-        from tinyad.printer import format_kernel  # noqa: PLC0415  (the printer imports ir)
+        from tinyad.core.printer import format_kernel  # noqa: PLC0415  (the printer imports ir)
         return format_kernel(self)
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import ast
 import builtins
 
-from tinyad import build as B
-from tinyad import ir
-from tinyad import lang
-from tinyad import types as T
-from tinyad.errors import TinyadSyntaxError, TinyadTypeError
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.frontend import lang
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.matrix import Matrix
+from tinyad.frontend.matrix import Matrix
 
 
 def visit_For(self, node):

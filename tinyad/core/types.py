@@ -34,7 +34,7 @@ class DType:
 
     def __call__(self, value):
         """`ti.f32(x)`: cast to this type, as Taichi allows."""
-        from tinyad.lang import cast  # noqa: PLC0415  (lang builds on types)
+        from tinyad.frontend.lang import cast  # noqa: PLC0415  (lang builds on types)
         return cast(value, self)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from tinyad import ir
-from tinyad.ops import TABLE
+from tinyad.core import ir
+from tinyad.core.ops import TABLE
 
 PRECEDENCE = {"or": 1, "and": 2, "lt": 4, "le": 4, "gt": 4, "ge": 4, "eq": 4, "ne": 4,
               "bit_or": 5, "bit_xor": 6, "bit_and": 7, "shl": 8, "shr": 8, "add": 9, "sub": 9,

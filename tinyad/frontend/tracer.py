@@ -16,17 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad import build as B
-from tinyad import ir
-from tinyad import lang
-from tinyad import types as T
-from tinyad.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
-                           TinyadTypeError)
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.frontend import lang
+from tinyad.core import types as T
+from tinyad.core.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
+                                TinyadTypeError)
 from tinyad.field import Field, resolve_dtype
-from tinyad.frontend_expr import ExprVisitor, is_traced
-from tinyad.frontend_scope import (FunctionFrame, LocalMatrix, Namer, Source, assigned_names,
+from tinyad.frontend.exprs import ExprVisitor, is_traced
+from tinyad.frontend.scope import (FunctionFrame, LocalMatrix, Namer, Source, assigned_names,
                                    check_tail_returns, is_leaf, rewrite_early_returns)
-from tinyad.matrix import Matrix, entry_dtype
+from tinyad.frontend.matrix import Matrix, entry_dtype
 
 STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
 MAX_INLINE_DEPTH = 64
@@ -241,7 +241,7 @@ class Tracer(ExprVisitor):
             return slot.var
         if isinstance(slot, FieldRef):
             return ir.Load(slot.field, slot.indices, slot.field.dtype, B.current_loc())
-        from tinyad.matrix import _dynamic_pick  # noqa: PLC0415
+        from tinyad.frontend.matrix import _dynamic_pick  # noqa: PLC0415
         return _dynamic_pick(slot.index, [self.read_slot(s) for s in slot.slots])
 
     def write_slot(self, slot, value, node):
@@ -470,7 +470,7 @@ class Tracer(ExprVisitor):
         self.unsupported(node, "`assert` statements",
                          "check values in Python scope, or rely on tinyad's bounds checks")
 
-    from tinyad.frontend_loops import bind_static_target, visit_For  # noqa: E402  (loops module)
+    from tinyad.frontend.loops import bind_static_target, visit_For  # noqa: E402  (loops module)
 
     # ---- ti.func inlining ----------------------------------------------------------------------
     def inline(self, func, args, kwargs, node):
@@ -517,7 +517,7 @@ def _all_leaves(value):
 
 
 def _binop_name(node):
-    from tinyad.frontend_expr import BINOPS  # noqa: PLC0415
+    from tinyad.frontend.exprs import BINOPS  # noqa: PLC0415
     name, py_op = BINOPS[type(node.op)]
     return name, py_op
 

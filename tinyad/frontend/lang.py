@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 
-from tinyad import build as B
-from tinyad import types as T
-from tinyad.errors import TinyadTypeError
+from tinyad.core import builder as B
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError
 from tinyad.field import resolve_dtype
-from tinyad.matrix import Matrix
+from tinyad.frontend.matrix import Matrix
 from tinyad.runtime import runtime
 
 

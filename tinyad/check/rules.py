@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyad.errors import AutodiffRuleError, KernelSimplicityRuleError
-from tinyad.srcloc import SrcLoc
+from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
+from tinyad.core.srcloc import SrcLoc
 
 
 @dataclass(slots=True)
@@ -65,7 +65,7 @@ class Report:
                 "consequence": self.consequence, "fix": self.fix}
 
     def __str__(self) -> str:
-        from interp.explain import render_text  # noqa: PLC0415  (rendering lives with the log)
+        from tinyad.check.render import render_text  # noqa: PLC0415  (rendering lives with the log)
         return render_text(self)
 
 

@@ -5,16 +5,16 @@ IRVerifyError with the printed statement.
 """
 from __future__ import annotations
 
-from tinyad import ir
-from tinyad import types as T
-from tinyad.ops import TABLE
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.ops import TABLE
 
 
 class IRVerifyError(Exception):
     """The IR broke an invariant: a tinyad bug. The message shows the statement."""
 
 
-def verify(kernel: ir.Kernel) -> ir.Kernel:
+def check_wellformed(kernel: ir.Kernel) -> ir.Kernel:
     local_types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
     _check_block(kernel.body, local_types, in_loop=False, top=True)
     # A save may come before the local's first assignment (in a loop's first iteration), so
@@ -26,7 +26,7 @@ def verify(kernel: ir.Kernel) -> ir.Kernel:
 
 
 def _fail(message, node):
-    from tinyad.printer import format_stmt  # noqa: PLC0415
+    from tinyad.core.printer import format_stmt  # noqa: PLC0415
     shown = format_stmt(node) if isinstance(node, ir.Stmt) else repr(node)
     raise IRVerifyError(f"{message}\n  in: {shown}\n  at: {node.loc}")
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tinyad import build as B
-from tinyad import ir
-from tinyad import types as T
-from tinyad.errors import KernelSimplicityRuleError
-from tinyad.frontend_scope import Namer
-from tinyad.ops import TABLE, cast_keeps_gradient
-from tinyad.verify import verify
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.errors import KernelSimplicityRuleError
+from tinyad.frontend.scope import Namer
+from tinyad.core.ops import TABLE, cast_keeps_gradient
+from tinyad.core.wellformed import check_wellformed
 
 
 def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
@@ -41,12 +41,12 @@ def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
     _reject_random(body, kernel.name)
     if notes is not None:
         notes.extend(transform.notes)
-    return verify(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None, kernel.loc))
+    return check_wellformed(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None, kernel.loc))
 
 
 def _reject_random(body, name):
     """A replay of ti.random() draws new numbers: the adjoint would differentiate other values."""
-    from tinyad.rules import Access, Report, ReplayDivergenceRuleError  # noqa: PLC0415
+    from tinyad.check.rules import Access, Report, ReplayDivergenceRuleError  # noqa: PLC0415
     for stmt in ir.walk_stmts(body):
         for expr in ir.stmt_exprs(stmt):
             for sub in ir.walk_expr(expr):

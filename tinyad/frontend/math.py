@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math as _pymath
 
-from tinyad import build as B
-from tinyad import types as T
-from tinyad.matrix import Matrix
+from tinyad.core import builder as B
+from tinyad.core import types as T
+from tinyad.frontend.matrix import Matrix
 
 pi = _pymath.pi
 e = _pymath.e
@@ -49,7 +49,7 @@ def _with_dtype(op, x, dtype):
     value = op(x)
     if dtype is None:
         return value
-    from tinyad.lang import cast  # noqa: PLC0415
+    from tinyad.frontend.lang import cast  # noqa: PLC0415
     return cast(value, dtype)
 
 
@@ -127,14 +127,14 @@ def inverse(m):
 
 def _vector_type(n):
     def make(*entries):
-        from tinyad.lang import types  # noqa: PLC0415
+        from tinyad.frontend.lang import types  # noqa: PLC0415
         return types.vector(n, None)(*entries)
     return make
 
 
 def _matrix_type(n):
     def make(*entries):
-        from tinyad.lang import types  # noqa: PLC0415
+        from tinyad.frontend.lang import types  # noqa: PLC0415
         return types.matrix(n, n, None)(*entries)
     return make
 

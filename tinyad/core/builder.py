@@ -12,11 +12,11 @@ import numbers
 
 import numpy as np
 
-from tinyad import ir
-from tinyad import types as T
-from tinyad.errors import TinyadTypeError
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError
 from tinyad.runtime import runtime
-from tinyad.srcloc import UNKNOWN, SrcLoc
+from tinyad.core.srcloc import UNKNOWN, SrcLoc
 
 # The user's source location the frontend is visiting; new nodes are stamped with it.
 _current_loc: contextvars.ContextVar = contextvars.ContextVar("tinyad_loc", default=UNKNOWN)
@@ -119,7 +119,7 @@ def _result_dtype(spec, dtypes):
 
 def apply(name: str, *args):
     """Apply op `name` to arguments, promoting their types as Taichi does."""
-    from tinyad.ops import TABLE  # noqa: PLC0415  (ops builds derivative rules with this module)
+    from tinyad.core.ops import TABLE  # noqa: PLC0415  (ops builds derivative rules with this module)
     spec = TABLE[name]
     if not any(is_expr(a) for a in args):
         return _fold(spec, args)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import math
 
-from tinyad.errors import TinyadTypeError
-from tinyad import build as B
-from tinyad.matrix import Matrix
+from tinyad.core.errors import TinyadTypeError
+from tinyad.core import builder as B
+from tinyad.frontend.matrix import Matrix
 from tinyad.runtime import runtime
 
 

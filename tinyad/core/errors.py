@@ -1,7 +1,7 @@
 """Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
 from __future__ import annotations
 
-from tinyad.srcloc import SrcLoc
+from tinyad.core.srcloc import SrcLoc
 
 
 class TinyadError(Exception):

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from tinyad import build as B
+from tinyad.core import builder as B
 
 # Typing kinds (applied in tinyad/build.py):
 #   arith   operands promoted to one type, result of that type

@@ -1,0 +1,1 @@
+"""Autodiff transforms, IR -> IR: reverse mode (the adjoint kernel)."""
