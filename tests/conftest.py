@@ -10,23 +10,41 @@ import tinyad as ti
 MODES = os.environ.get("TINYAD_TEST_MODES", "interp,fast").split(",")
 
 # Fast mode compiles each kernel with numba, which costs about 1-2 ms per IR operation, and more
-# for long kernels whose locals are reassigned in loops. These two tests' 3x3 SVD / polar
-# adjoint kernels take 40 s and 5 minutes to compile on 2 cores. Interp mode runs them, fast
-# mode runs the other SVD/polar gradient tests; TINYAD_SLOW_TESTS=1 runs these two as well.
+# for long kernels whose locals are reassigned in loops. The 3x3 SVD / polar adjoints take 10-20 s
+# each to compile on 2 cores, and the full-size mpm benchmark 15 s: they run in the full profile
+# (TINYAD_TEST_PROFILE=full, which CI sets), so the README's test command stays short. Interp mode
+# runs the same gradients in both profiles.
+FULL_PROFILE_ONLY = [
+    "tests/test_linalg.py::test_svd_polar_gradients[[]fast-*-3]",
+    "tests/test_linalg.py::test_singular_value_sum_gradient_is_analytic[[]fast-3]",
+    "tests/test_linalg.py::test_svd_in_func_and_branch[[]fast]",
+    "tests/test_linalg.py::test_svd_and_polar_in_kernel[[]fast-3]",
+    "tests/test_linalg.py::test_svd_in_f32_kernel[[]fast-3]",
+    "tests/test_benchmarks.py::test_fast_mode_reproduces_the_numbers_of_benchmarks_md[[]mpm]",
+]
+# These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [
     "tests/test_linalg.py::test_gradient_through_polar_in_a_serial_loop[[]fast]",
     "tests/test_linalg.py::test_gradients_at_degenerate_matrices_are_finite[[]fast-3]",
 ]
 
 
+def _skipped(nodeid: str) -> str | None:
+    """Why a test is left out of this run, or None."""
+    if not os.environ.get("TINYAD_SLOW_TESTS") and any(
+            fnmatch.fnmatchcase(nodeid, p) for p in FAST_MODE_COMPILE_TOO_SLOW):
+        return "fast mode: numba compiles this test's kernels in minutes (TINYAD_SLOW_TESTS=1)"
+    if os.environ.get("TINYAD_TEST_PROFILE") != "full" and any(
+            fnmatch.fnmatchcase(nodeid, p) for p in FULL_PROFILE_ONLY):
+        return "long compile: runs in the full profile (TINYAD_TEST_PROFILE=full, as in CI)"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("TINYAD_SLOW_TESTS"):
-        return
-    skip = pytest.mark.skip(reason="fast mode: numba compiles this test's kernels in minutes "
-                                   "(TINYAD_SLOW_TESTS=1 runs it)")
     for item in items:
-        if any(fnmatch.fnmatchcase(item.nodeid, p) for p in FAST_MODE_COMPILE_TOO_SLOW):
-            item.add_marker(skip)
+        reason = _skipped(item.nodeid)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(params=MODES)

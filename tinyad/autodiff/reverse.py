@@ -27,7 +27,7 @@ from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import KernelSimplicityRuleError
-from tinyad.frontend.scope import Namer
+from tinyad.core.names import Namer
 from tinyad.core.ops import TABLE, cast_keeps_gradient
 from tinyad.core.wellformed import check_wellformed
 

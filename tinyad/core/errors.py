@@ -22,15 +22,16 @@ class TinyadError(Exception):
         return "\n".join(parts)
 
 
-class TinyadSyntaxError(SyntaxError):
-    """A construct a kernel may not use. A SyntaxError, so Python shows file, line and caret."""
+class TinyadSyntaxError(TinyadError, SyntaxError):
+    """A construct a kernel may not use. Also a SyntaxError, so Python shows file, line and
+    caret."""
 
     def __init__(self, message: str, loc: SrcLoc, hint: str = ""):
+        self.message, self.loc, self.hint = message, loc, hint
         full = message + (f"\nhint: {hint}" if hint else "")
         end = (loc.end_col + 1) if loc.end_col is not None else None
-        super().__init__(full, (loc.file, loc.line, loc.col + 1, loc.text + "\n", loc.line, end))
-        self.loc = loc
-        self.hint = hint
+        SyntaxError.__init__(self, full, (loc.file, loc.line, loc.col + 1, loc.text + "\n",
+                                          loc.line, end))
 
     def __str__(self) -> str:
         return f"{self.msg}\n{self.loc.snippet()}"

@@ -33,9 +33,13 @@ class DType:
         return self.name
 
     def __call__(self, value):
-        """`ti.f32(x)`: cast to this type, as Taichi allows."""
-        from tinyad.frontend.lang import cast  # noqa: PLC0415  (lang builds on types)
-        return cast(value, self)
+        """`ti.f32(x)`: cast to this type, as Taichi allows (a number, a traced value, a matrix)."""
+        from tinyad.core import builder  # noqa: PLC0415  (the builder types its nodes with DType)
+        if getattr(value, "is_tinyad_matrix", False):
+            return value.cast(self)
+        if builder.is_expr(value):
+            return builder.cast(value, self)
+        return float(value) if self.is_float else int(value)
 
 
 i32 = DType("i32", "int", 32)

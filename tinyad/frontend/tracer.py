@@ -20,11 +20,12 @@ from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.frontend import lang
 from tinyad.core import types as T
+from tinyad.core.names import Namer
 from tinyad.core.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
                                 TinyadTypeError)
 from tinyad.field import Field, resolve_dtype
 from tinyad.frontend.exprs import ExprVisitor, is_traced
-from tinyad.frontend.scope import (FunctionFrame, LocalMatrix, Namer, Source, assigned_names,
+from tinyad.frontend.scope import (FunctionFrame, LocalMatrix, Source, assigned_names,
                                    check_tail_returns, is_leaf, rewrite_early_returns)
 from tinyad.frontend.matrix import Matrix, entry_dtype
 
@@ -110,7 +111,7 @@ class Tracer(ExprVisitor):
         with B.at(self.loc(node)):
             try:
                 return method(node)
-            except (TinyadError, TinyadSyntaxError):
+            except TinyadError:
                 raise
             except RecursionError:
                 raise TinyadSyntaxError("expression nesting too deep", self.loc(node)) from None
@@ -527,7 +528,7 @@ def _is_static_call(node, tracer) -> bool:
         return False
     try:
         return tracer.visit(node.func) is lang.static
-    except (TinyadError, TinyadSyntaxError):
+    except TinyadError:
         return False
 
 
