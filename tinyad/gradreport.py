@@ -46,7 +46,7 @@ class Entry:
 
 
 @dataclass
-class Report:
+class GradientReport:
     loss: str
     params: list[str]
     method: str                  # what was asked: "sympy", "fd" or "both"

@@ -36,7 +36,7 @@ import numpy as np
 from tinyad.core import ir
 from tinyad.core.errors import GradientMismatchError, TinyadError, TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.gradreport import Report, judge, tolerance
+from tinyad.gradreport import GradientReport, judge, tolerance
 from tinyad.runtime import active_recorder, runtime
 
 METHODS = ("sympy", "fd", "both")
@@ -45,7 +45,7 @@ FORMULA_SYMBOLS, FORMULA_OPS = 16, 200   # the report shows the formula up to th
 
 
 @dataclass(frozen=True)
-class Launch:
+class RecordedLaunch:
     """One recorded kernel launch, ready to replay on any domain."""
     kernel_ir: ir.Kernel
     scalars: tuple
@@ -57,17 +57,18 @@ class LaunchRecorder:
     records_primal_kernels = True   # grad_replaced functions let their kernels be recorded
 
     def __init__(self):
-        self.launches: list[Launch] = []
+        self.launches: list[RecordedLaunch] = []
 
     def record(self, kernel, args, kwargs, launch=None):
         templates, scalars = kernel.bind(args, kwargs)
-        self.launches.append(Launch(kernel.ir_for(templates).ir, scalars, kernel.fn.__name__))
+        self.launches.append(RecordedLaunch(kernel.ir_for(templates).ir, scalars,
+                                            kernel.fn.__name__))
 
     def record_custom(self, grad_fn, args, kwargs, primal=None):  # pragma: no cover
         raise TinyadRuntimeError("internal: a launch recorder sees the kernels themselves")
 
 
-def record_launches(run) -> list[Launch]:
+def record_launches(run) -> list[RecordedLaunch]:
     """Call `run()` once and return the kernel launches it made, in order."""
     _no_tape_active()
     recorder = LaunchRecorder()
@@ -281,14 +282,14 @@ def _user_facing(fn):
 @_user_facing
 def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol=None,
            fallback: bool = False, max_symbols: int = 256, timeout: float = 20.0,
-           raise_on_mismatch: bool = True) -> Report:
+           raise_on_mismatch: bool = True) -> GradientReport:
     """Compare the autodiff gradient of `loss` w.r.t. each field of `params` with the truth.
 
     `run()` launches the forward kernels. `method`: "sympy" (exact derivative of the program's
     formula), "fd" (central finite differences in f64) or "both". `at`: {field: values} to check
     at instead of the current values. A formula too large for sympy (more than `max_symbols`
     parameter elements, or past `timeout` seconds) falls back to finite differences with
-    method="both" or fallback=True, else raises. Returns a Report; raises
+    method="both" or fallback=True, else raises. Returns a GradientReport; raises
     ti.GradientMismatchError on a mismatch unless raise_on_mismatch=False.
     """
     if method not in METHODS:
@@ -315,9 +316,9 @@ def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol
 
 
 def _compare(launches, loss, params, method, start, autodiff, run_loss, rtol, atol, fallback,
-             max_symbols, timeout, raise_on_mismatch) -> Report:
+             max_symbols, timeout, raise_on_mismatch) -> GradientReport:
     precision = _precision(launches, loss, params)
-    report = Report(loss.name, [p.name for p in params], method, [], [])
+    report = GradientReport(loss.name, [p.name for p in params], method, [], [])
     truths, loss_values = {}, []
     if method in ("sympy", "both"):
         found = _sympy_truth(report, launches, loss, params, start, max_symbols, timeout,

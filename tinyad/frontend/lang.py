@@ -1,6 +1,6 @@
 """Kernel-language functions that are not math: static, ndrange, atomics, select, cast, random,
-types. Functions the frontend treats specially (it passes them the unevaluated syntax) are
-listed in SPECIAL_FORMS."""
+types. The frontend recognises a few of them by identity and treats them specially (static,
+loop_config, stop_grad, the atomics: frontend/exprs.py)."""
 from __future__ import annotations
 
 import itertools
@@ -114,7 +114,6 @@ def sync():
 
 
 ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max"}
-SPECIAL_FORMS = (static, loop_config, stop_grad, *ATOMICS)
 
 
 # ---- annotations and types ---------------------------------------------------------------

@@ -146,5 +146,4 @@ ivec2, ivec3, ivec4 = vec2, vec3, vec4
 __all__ = ["pi", "e", "inf", "nan", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "exp",
            "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "floor", "ceil", "round", "abs", "min",
            "max", "clamp", "mix", "sign", "dot", "cross", "length", "normalize", "determinant",
-           "inverse", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4", "ivec2", "ivec3", "ivec4",
-           "T"]
+           "inverse", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4", "ivec2", "ivec3", "ivec4"]
