@@ -62,11 +62,12 @@ class CpuKernel:
                 return fn(*[f.host_array for f in fields])
         elif not random:
             def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields], *[c(v) for c, v in zip(converts, scalars)])
+                return fn(*[f.host_array for f in fields],
+                          *[c(v) for c, v in zip(converts, scalars)])
         else:
             def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields], *[c(v) for c, v in zip(converts, scalars)],
-                          _seed(rng))
+                return fn(*[f.host_array for f in fields],
+                          *[c(v) for c, v in zip(converts, scalars)], _seed(rng))
         if not self.generated.sites:
             return launch
         gen = self.generated

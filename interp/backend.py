@@ -50,7 +50,7 @@ class InterpBackend(Backend):
 
     def __init__(self, config, rng):
         super().__init__(config, rng)
-        self.checks = CheckerHooks() if launchchecks.checks_on() else NO_CHECKS
+        self.checks = CheckerHooks() if config.check != "off" else NO_CHECKS
 
     def prepare(self, kernel_ir) -> Program:
         return Program(kernel_ir)

@@ -81,8 +81,8 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
-    if mode not in MODES:
-        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {MODES}")
+    if mode not in backends.BACKENDS:
+        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {tuple(backends.BACKENDS)}")
     check = check or "error"
     if check not in CHECKS:
         raise ValueError(f"ti.init(check={check!r}): check must be one of {CHECKS}")
