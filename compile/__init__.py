@@ -5,8 +5,9 @@
 The same IR the interpreter runs (forward kernels and the adjoint kernels of reverse mode) is
 turned into a Python module (compile/pysource.py), cached on disk by a hash (compile/cache.py)
 and compiled by numba (compile/cpu.py, compile/cuda.py). The returned object is called with the
-kernel's scalar arguments, reads and writes the fields' numpy arrays, and returns the kernel's
-return value. `.source` is the generated code.
+kernel's scalar arguments (and the generator that seeds ti.random()), reads and writes the
+fields' arrays, and returns the kernel's return value. `.source` is the generated code.
+compile/backend.py makes this tinyad's "fast" mode (tinyad/backend.py).
 """
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ _cuda_ok: bool | None = None
 
 
 def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
-                   fast_math: bool = True, parallel_min: int | None = None):
+                   fast_math: bool = True, parallel_min: int | None = None, mirror=None):
     """Compile one kernel. `fast_math`: let the CPU compiler reassociate float math (see
     compile/pysource.py). `parallel_min`: the smallest static trip count a parallel loop needs
-    to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always)."""
+    to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always). `mirror`: on CUDA, the
+    DeviceMirror holding the fields' device copies (None: a new one)."""
     if backend == "cuda":
         from tinyad.compile.cuda import compile_cuda  # noqa: PLC0415
-        return compile_cuda(kernel_ir, debug=debug)
+        if mirror is None:
+            from tinyad.compile.devicemirror import DeviceMirror  # noqa: PLC0415
+            mirror = DeviceMirror()
+        return compile_cuda(kernel_ir, mirror, debug=debug)
     if backend != "cpu":
         raise ValueError(f"unknown backend {backend!r}: use 'cpu' or 'cuda'")
     from tinyad.compile.cpu import compile_cpu  # noqa: PLC0415

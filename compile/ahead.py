@@ -4,7 +4,7 @@ process while this one compiles the others.
 A cold start of a differentiable program is mostly numba compiling adjoint kernels (mpm: 11 of
 17 s, one kernel at a time). When the first adjoint is needed, the adjoints of the kernels
 launched so far are queued, latest launch first: the order a backward pass asks for them
-(tinyad/kernel.py). One helper process takes jobs from the front; this process, needing an
+(compile/backend.py). One helper process takes jobs from the front; this process, needing an
 adjoint, takes its job if the helper has not started it, and otherwise compiles queued jobs
 itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
 then loads the machine code from there. If the helper fails, this process compiles everything,

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import sys
 import tempfile
 import threading
+import warnings
 
 from tinyad.compile import atomics, rt
 
@@ -44,8 +46,8 @@ def cache_dir() -> str:
         pass
     if _fallback_dir is None:
         _fallback_dir = tempfile.mkdtemp(prefix="tinyad-cache-")
-        from tinyad.runtime import note  # noqa: PLC0415
-        note(f"cache directory {path} is not writable: compiled kernels go to {_fallback_dir}")
+        warnings.warn(f"tinyad: cache directory {path} is not writable: compiled kernels go to "
+                      f"{_fallback_dir}", RuntimeWarning, stacklevel=2)
     return _fallback_dir
 
 
@@ -53,15 +55,20 @@ def _versions() -> str:
     import llvmlite  # noqa: PLC0415
     import numba  # noqa: PLC0415
     import numpy  # noqa: PLC0415
-
-    import tinyad  # noqa: PLC0415
     parts = [f"numba={numba.__version__}", f"llvmlite={llvmlite.__version__}",
-             f"numpy={numpy.__version__}", f"tinyad={tinyad.__version__}",
+             f"numpy={numpy.__version__}", f"tinyad={_tinyad_version()}",
              f"python={sys.version_info[:2]}"]
     for module in (atomics, rt):
         with open(module.__file__, "rb") as f:
             parts.append(hashlib.sha256(f.read()).hexdigest()[:16])
     return "|".join(parts)
+
+
+def _tinyad_version() -> str:
+    try:
+        return importlib.metadata.version("tinyad")
+    except importlib.metadata.PackageNotFoundError:    # run from a source tree, not installed
+        return "source"
 
 
 _VERSIONS: str | None = None

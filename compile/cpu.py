@@ -15,15 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from tinyad.core.errors import TinyadIndexError
-from tinyad.runtime import runtime
 
 from tinyad.compile import ahead, cache
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
 
 
-def _seed() -> np.int64:
-    return np.int64(runtime.rng.integers(0, 2**63 - 1))
+def _seed(rng) -> np.int64:
+    """A launch's seed for the kernel's random stream, drawn from ti.init's generator."""
+    return np.int64((rng or np.random.default_rng(0)).integers(0, 2**63 - 1))
 
 
 def index_error(gen: Generated, exc: IndexError):
@@ -58,22 +58,23 @@ class CpuKernel:
         converts = tuple(d.np for d in self.generated.scalars)
         random = self.generated.uses_random
         if not converts and not random:
-            def launch(scalars):
-                return fn(*[f.data for f in fields])
+            def launch(scalars, rng):
+                return fn(*[f.host_array for f in fields])
         elif not random:
-            def launch(scalars):
-                return fn(*[f.data for f in fields], *[c(v) for c, v in zip(converts, scalars)])
+            def launch(scalars, rng):
+                return fn(*[f.host_array for f in fields],
+                          *[c(v) for c, v in zip(converts, scalars)])
         else:
-            def launch(scalars):
-                return fn(*[f.data for f in fields], *[c(v) for c, v in zip(converts, scalars)],
-                          _seed())
+            def launch(scalars, rng):
+                return fn(*[f.host_array for f in fields],
+                          *[c(v) for c, v in zip(converts, scalars)], _seed(rng))
         if not self.generated.sites:
             return launch
         gen = self.generated
 
-        def checked(scalars):
+        def checked(scalars, rng):
             try:
-                return launch(scalars)
+                return launch(scalars, rng)
             except IndexError as exc:
                 error = index_error(gen, exc)
                 if error is None:
@@ -81,8 +82,9 @@ class CpuKernel:
                 raise error from None
         return checked
 
-    def __call__(self, scalars=()):
-        return self._launch(scalars)
+    def __call__(self, scalars=(), rng=None):
+        """Run once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
+        return self._launch(scalars, rng)
 
     run = __call__
 

@@ -6,9 +6,10 @@ locals that cross segments travel in one-element device arrays. `ti.atomic_*` in
 loop is `cuda.atomic.*`; save stacks are `cuda.local.array`s of fixed size (CUDA_STACK; an
 overflow raises TinyadRuntimeError after the launch).
 
-Fields live on the device between launches. A field's numpy array (`field.data`) is brought
-back only when Python scope (or a CPU-side check) reads it, and sent again only after such an
-access (tinyad/field.py): a Tape of CUDA kernels moves no data. The generated module is cached
+Fields live on the device between launches, in a device mirror (compile/devicemirror.py): a
+field's values are brought back only when Python scope reads them, and sent again only after
+Python scope wrote them, so a steady-state Tape of CUDA kernels moves no field data (its fills
+run on the device). The generated module is cached
 on disk like the CPU's; the kernels themselves are compiled by numba at their first launch in
 each process.
 
@@ -23,7 +24,6 @@ from numba import config as numba_config
 from numba import cuda
 
 from tinyad.core.errors import TinyadRuntimeError
-from tinyad.runtime import runtime
 
 from tinyad.compile import cache
 from tinyad.compile.cudasource import generate_cuda
@@ -63,28 +63,12 @@ def grid(n):
     return min(-(-n // 256), 8192), 256
 
 
-stats = {"to_device": 0}
-
-
-def device_array(fld):
-    """The field's device copy, sent (again) if the host's values changed since."""
-    if fld._device is None or not fld._device_current:
-        host = fld.data                       # current on the host: a kernel's writes came back
-        host = host.reshape(1) if host.ndim == 0 else host
-        if fld._device is None:
-            fld._device = cuda.to_device(host)
-        else:
-            fld._device.copy_to_device(host)
-        fld._device_current = True
-        stats["to_device"] += 1
-    return fld._device
-
-
 class CudaKernel:
     """A compiled kernel: `kernel(scalars)` launches it on the fields' device copies."""
 
-    def __init__(self, gen: Generated, module):
+    def __init__(self, gen: Generated, module, mirror):
         self.generated = gen
+        self.mirror = mirror          # where the fields' device copies live
         self.module = module
         self.source = gen.source
         self.launch = module.launch
@@ -93,9 +77,10 @@ class CudaKernel:
                         for name, dtype, is_arg in gen.carried]
         self.converts = tuple(d.np for d in gen.scalars)
 
-    def __call__(self, scalars=()):
+    def __call__(self, scalars=(), rng=None):
+        """Launch once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         gen = self.generated
-        device = [device_array(f) for f in gen.fields]
+        device = [self.mirror.device_array(f) for f in gen.fields]
         values = [c(v) for c, v in zip(self.converts, scalars)]
         carry = [cuda.to_device(np.array([values[k] if k is not None else 0], dtype))
                  for dtype, k in self.carried]
@@ -106,10 +91,10 @@ class CudaKernel:
             ret = cuda.to_device(np.zeros(1, gen.ret.np))
             extra.append(ret)
         if gen.uses_random:
-            extra.append(np.int64(runtime.rng.integers(0, 2**62)))
+            extra.append(np.int64((rng or np.random.default_rng(0)).integers(0, 2**62)))
         self.launch(*device, *values, *carry, *extra)
         for k in gen.written:
-            gen.fields[k]._host_current = False        # the device has the new values
+            self.mirror.kernel_wrote(gen.fields[k])     # the device has the new values
         if err.copy_to_host()[0]:
             raise TinyadRuntimeError(
                 f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "
@@ -122,9 +107,10 @@ class CudaKernel:
     run = __call__
 
 
-def compile_cuda(kernel_ir, debug: bool = False) -> CudaKernel:
+def compile_cuda(kernel_ir, mirror, debug: bool = False) -> CudaKernel:
+    """`mirror`: the DeviceMirror (compile/devicemirror.py) that holds the fields' copies."""
     gen = generate_cuda(kernel_ir, debug=debug)
     flavour = "cudasim" if SIMULATOR else "cuda"
     stem = f"{sanitize(kernel_ir.name)}_{cache.key(flavour, str(debug), gen.ir_text, gen.source)}"
     gen.module_name = stem
-    return CudaKernel(gen, cache.load(stem, gen.source))
+    return CudaKernel(gen, cache.load(stem, gen.source), mirror)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tinyad.core import ir
 
 from tinyad.core.analysis import (accesses, assigned, direct_break, maybe_unassigned, referenced,
@@ -141,7 +143,9 @@ class Planner:
         if all(isinstance(i, ir.Const) for ix, _ in uses for i in ix):
             return False                    # constant indices: a reduction is better
         trip = self.trip(loop)
-        return trip is not None and fld.data.size <= trip and fld.data.nbytes <= PRIVATE_BYTES
+        size = ir.array_size(fld)
+        return (trip is not None and size <= trip
+                and size * np.dtype(fld.dtype.np).itemsize <= PRIVATE_BYTES)
 
     def plan_scopes(self, names: set, saves_only: bool) -> dict:
         """name -> id(parallel loop) whose body is its only user, or None (the kernel's top)."""

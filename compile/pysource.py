@@ -108,7 +108,7 @@ class Generator(ExprWriter, Planner):
         # parfors cannot index a 0-d array: those are used through a 1-element view
         # (on CUDA the launcher passes them as 1-element arrays)
         self.arrays = {id(f): (self.names.temp(self.field_names[id(f)])
-                               if f.data.ndim == 0 and target == "cpu"
+                               if ir.array_rank(f) == 0 and target == "cpu"
                                else self.field_names[id(f)]) for f in self.fields}
         self.types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
         for s in ir.walk_stmts(kernel.body):
@@ -423,7 +423,7 @@ class Generator(ExprWriter, Planner):
 
     # ---- the module -------------------------------------------------------------------------
     def signature(self) -> str:
-        parts = [f"types.Array(types.{NUMBA_TYPE[f.dtype.name]}, {f.data.ndim}, \"C\")"
+        parts = [f"types.Array(types.{NUMBA_TYPE[f.dtype.name]}, {ir.array_rank(f)}, \"C\")"
                  for f in self.fields]
         parts += [f"types.{NUMBA_TYPE[a.dtype.name]}" for a in self.kernel.args]
         if self.uses_random:
@@ -467,7 +467,7 @@ class Generator(ExprWriter, Planner):
         body_start = len(self.lines)
         top = Ctx(None, "_rs")
         for f in self.fields:
-            if f.data.ndim == 0:
+            if ir.array_rank(f) == 0:
                 self.line(1, f"{self.arrays[id(f)]} = {self.field_names[id(f)]}.reshape(1)"
                           "  # a 0-d field as 1 element")
         self.scope_prologue(None, 1, top, index="-1")

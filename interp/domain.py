@@ -12,7 +12,6 @@ import numpy as np
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
-from tinyad.runtime import runtime
 
 # numpy's float32 loops for these are SIMD approximations, off by an ulp or more on many inputs;
 # libm (fast mode, Taichi) rounds them correctly almost always. Computing in float64 and
@@ -35,8 +34,8 @@ class NumericDomain:
             return lambda fr: result_type(a(fr))
         if e.op == "random":
             if e.dtype.is_float:
-                return lambda fr: result_type(runtime.rng.random())
-            return lambda fr: result_type(runtime.rng.integers(-2**31, 2**31))
+                return lambda fr: result_type(fr.rng.random())
+            return lambda fr: result_type(fr.rng.integers(-2**31, 2**31))
         fn = TABLE[e.op].eval
         if e.dtype == T.f32 and e.op in _VIA_F64:
             fn = _in_float64(fn)

@@ -24,10 +24,10 @@ class _Break(Exception):
 
 class Frame:
     """The state of one kernel launch."""
-    __slots__ = ("env", "mem", "stacks", "ret")
+    __slots__ = ("env", "mem", "rng", "stacks", "ret")
 
-    def __init__(self, env, mem):
-        self.env, self.mem, self.stacks, self.ret = env, mem, {}, None
+    def __init__(self, env, mem, rng):
+        self.env, self.mem, self.rng, self.stacks, self.ret = env, mem, rng, {}, None
 
 
 class _Compiler:
@@ -159,9 +159,11 @@ class Program:
         self.domain = domain
         self._body = _Compiler(domain).block(kernel.body) if kernel.body else (lambda fr: None)
 
-    def run(self, args: tuple, memory: Memory | None = None):
+    def run(self, args: tuple, memory: Memory | None = None,
+            rng: np.random.Generator | None = None):
+        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0)."""
         env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
-        frame = Frame(env, memory or Memory())
+        frame = Frame(env, memory or Memory(), rng or np.random.default_rng(0))
         # A launch makes no reference cycles, but the access log makes many objects, which would
         # set off the cyclic collector again and again: pause it for the launch.
         collecting = gc.isenabled()

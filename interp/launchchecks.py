@@ -111,10 +111,6 @@ def report(error) -> None:
         print_report(r)
 
 
-def checks_on() -> bool:
-    return runtime.config.check != "off" and runtime.config.mode == "interp"
-
-
 def get_checker() -> Checker:
     checker = runtime.checker
     if checker is None or checker.generation != runtime.generation:

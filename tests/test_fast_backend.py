@@ -39,9 +39,9 @@ def run_both(make, dtype=ti.f64, **init):
     return out["interp"], out["fast"]
 
 
-def generated_code(kernel, which="forward") -> str:
+def generated_code(kernel, which="primal") -> str:
     """The code fast mode generated for a kernel (after its docstring); "" in interp mode."""
-    source = getattr(kernel._compiled_for_inspection()._programs.get(which), "source", "")
+    source = getattr(kernel._traced_for_inspection()._programs.get(which), "source", "")
     return source.split('"""', 2)[2] if source else ""
 
 
@@ -299,7 +299,7 @@ def test_parallel_kernels_use_prange_reductions_and_atomics():
         warnings.simplefilter("error", category=_numba_performance_warning())
         warnings.filterwarnings("error", message=".*Cannot cache")     # all of it is cached
         k()
-    source = k._compiled_for_inspection()._programs["forward"].source
+    source = k._traced_for_inspection()._programs["primal"].source
     assert "prange(_CHUNKS)" in source and "atomic_add(big" in source and "atomic_sub(big" in source
     assert "_acc += " in source and "_p_grid[_chunk, " in source
     assert "x[i] = x[i] + _f32_1p0" in source
@@ -341,7 +341,7 @@ def test_ndrange_loops_are_nested_and_match_interp():
         with ti.ad.Tape(loss=loss):
             stencil()
         visit()
-        source = generated_code(stencil, "forward")
+        source = generated_code(stencil, "primal")
         return {"grad": a.grad.to_numpy(), "loss": loss.to_numpy(), "cube": cube.to_numpy(),
                 "seen": seen.to_numpy(), "nested": np.array("for j in range(2, 20)" in source
                                                             and " % " not in source)}
@@ -391,7 +391,7 @@ def test_stencil_scatter_runs_in_row_blocks_without_atomics():
         with ti.ad.Tape(loss=loss):
             step()
             total()
-        sources = [generated_code(scatter, "forward"), generated_code(step, "adjoint")]
+        sources = [generated_code(scatter, "primal"), generated_code(step, "adjoint")]
         return {"f": f.to_numpy(), "grad": p.grad.to_numpy(),
                 "blocked": np.array(all("even blocks" in src and "atomic" not in src
                                         for src in sources))}
@@ -454,9 +454,9 @@ def test_float32_kernels_have_no_float64_values(tmp_path, monkeypatch):
     with ti.ad.Tape(loss=loss):
         energy(1.5)
     noise()
-    programs = [energy._compiled_for_inspection()._programs[which]
-                for which in ("forward", "adjoint")]
-    programs.append(noise._compiled_for_inspection()._programs["forward"])
+    programs = [energy._traced_for_inspection()._programs[which]
+                for which in ("primal", "adjoint")]
+    programs.append(noise._traced_for_inspection()._programs["primal"])
     for program in programs:
         assert _float64_locals(program.fn) == [], program.source
         assert "float32" in program.source
@@ -487,7 +487,7 @@ def test_debug_mode_reports_out_of_bounds_with_field_and_line():
     component(1, 2)
     with pytest.raises(ti.TinyadIndexError, match=r"index \(5,\) .* field v of shape \(2,\)"):
         component(5, 0)
-    source = component._compiled_for_inspection()._programs["forward"].source
+    source = component._traced_for_inspection()._programs["primal"].source
     assert "check_index(" in source and "boundscheck=True" in source and "prange(" not in source
 
 
@@ -501,7 +501,7 @@ def test_generated_source_is_readable_and_points_at_user_lines():
             a[i] = a[i] * 2.0 + s
 
     double(1.0)
-    source = double._compiled_for_inspection()._programs["forward"].source
+    source = double._traced_for_inspection()._programs["primal"].source
     line = double.fn.__code__.co_firstlineno + 3
     assert f"# test_fast_backend.py:{line}" in source
     assert "def double(a, s):" in source and "for i in range(8):" in source
@@ -561,7 +561,7 @@ CACHE_SCRIPT = textwrap.dedent('''
     with ti.ad.Tape(loss=loss):
         compute()
     t2 = time.perf_counter()
-    programs = compute._compiled_for_inspection()._programs
+    programs = compute._traced_for_inspection()._programs
     stats = [p.fn.stats for p in programs.values()]
     print(json.dumps({"first_call_s": t2 - t1, "process_s": t2 - t0,
                       "hits": sum(sum(s.cache_hits.values()) for s in stats),
@@ -746,16 +746,16 @@ CUDA_SCRIPT = textwrap.dedent('''
             for i in a:
                 b[i] = b[i] + 2.0 * a[i]
 
-        from tinyad.compile import cuda as backend
+        fast = state.config.mode == "fast"
         a.from_numpy(np.arange(n, dtype=np.float32))
-        sent = backend.stats["to_device"] if state.config.mode == "fast" else 0
+        sent = state.backend.storage.stats["to_device"] if fast else 0
         for _ in range(3):
             double_into_b()
         first = b.to_numpy().tolist()               # brought back: 6 * i
         a[0] = 100.0                                # a changed on the host: sent again
         double_into_b()
-        if state.config.mode == "fast":
-            sent = backend.stats["to_device"] - sent
+        if fast:
+            sent = state.backend.storage.stats["to_device"] - sent
         return {"sent": sent, "first": first, "after": b.to_numpy().tolist(),
                 "U": float(U[None]), "grad": grad,
                 "h_loss": float(h_loss[None]), "h_grad": h.grad.to_numpy().tolist(),
@@ -783,7 +783,7 @@ def test_cuda_kernels_in_the_simulator(tmp_path):
     assert fast["hist"] == interp["hist"] and fast["old"] == interp["old"]
     assert fast["first"] == [6.0 * i for i in range(12)] == interp["first"]
     assert fast["after"] == interp["after"] and fast["after"][0] == 200.0
-    assert fast["sent"] == 4        # a, b at the first launch; a, and b (read on the host) again
+    assert fast["sent"] == 3        # a, b at the first launch; a again (b was only read)
     for key in ("U", "grad", "m", "y", "ret", "h_loss", "h_grad"):
         np.testing.assert_allclose(fast[key], interp[key], rtol=1e-5, atol=1e-5, err_msg=key)
     sources = "".join(p.read_text() for p in cache.glob("*.py"))

@@ -61,9 +61,8 @@ class Tape:
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
-        self._checker = _checker()
-        if self._checker is not None:
-            self._checker.begin_tape()
+        self._checks = runtime.backend.checks
+        self._checks.begin_tape()
         self._token = active_recorder.set(self)
         return self
 
@@ -80,8 +79,7 @@ class Tape:
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
-        if self._checker is not None:
-            self._checker.end_tape()
+        self._checks.end_tape()
         if exc_type is None:
             self.grad()
 
@@ -94,23 +92,11 @@ class Tape:
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)
                 continue
-            checker = _checker()   # a custom gradient function (grad_for)
-            if checker is not None:
-                checker.in_custom_grad += 1
-            try:
+            with runtime.backend.checks.custom_gradient():   # a grad_for function
                 adjoint(*args, **kwargs)
-            finally:
-                if checker is not None:
-                    checker.in_custom_grad -= 1
         self.gradient_evaluated = True
         if self._grad_checker is not None:
             self._grad_checker.check(self.calls)
-
-
-def _checker():
-    """The interpreter's rule checker, when checks are on."""
-    from tinyad.interp import launchchecks  # noqa: PLC0415  (the checker lives with the interpreter)
-    return launchchecks.get_checker() if launchchecks.checks_on() else None
 
 
 def grad_replaced(func):

@@ -68,10 +68,9 @@ class Field:
         self.primal = primal      # for .grad/.dual fields: the field they belong to
         self.grad: Field | None = None
         self.dual: Field | None = None
-        self._data: np.ndarray | None = None
-        self._device = None          # CUDA fast mode: the copy kernels use (compile/cuda.py)
-        self._host_current = True    # False: a kernel changed the device copy since
-        self._device_current = False
+        # The values on the host, once placed. A backend may keep another copy that kernels
+        # use (CUDA): read and write through `data` or the storage, not this array directly.
+        self.host_array: np.ndarray | None = None
         self._shape = None
         if role == "primal":
             runtime.fields.append(self)
@@ -88,15 +87,13 @@ class Field:
 
     @property
     def data(self) -> np.ndarray | None:
-        """The values, a numpy array. In CUDA fast mode kernels work on a device copy: `data`
-        first brings back what they changed, and since the caller may write through it, the
-        device copy is sent again before the next launch."""
-        if not self._host_current:
-            self._device.copy_to_host(self._data.reshape(-1) if self._data.ndim == 0
-                                      else self._data)
-            self._host_current = True
-        self._device_current = False
-        return self._data
+        """The values, a numpy array the caller may read and write. Where kernels work on
+        another copy (CUDA fast mode) it is brought back first, and since the caller may write
+        through it, that copy is sent again before the next launch."""
+        storage = _storage()
+        array = storage.to_host(self)
+        storage.invalidate(self)
+        return array
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
@@ -109,7 +106,7 @@ class Field:
         if self._shape is not None:
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
         self._shape = shape
-        self._data = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
+        self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
         for twin in (self.grad, self.dual):
             if twin is not None and twin._shape is None:
                 twin._place(shape)
@@ -168,26 +165,27 @@ class Field:
 
     def __getitem__(self, key):
         index = self._index(key)
-        value = self.data[index]
+        value = _storage().to_host(self)[index]
         if self.element_shape:
             return _ElementView(self, index, value.tolist())
-        if runtime.checker is not None:
-            runtime.checker.python_read(self, index, value)
+        runtime.backend.checks.python_read(self, index, value)
         return value.item()
 
     def __setitem__(self, key, value):
         index = self._index(key)
-        self.data[index] = _as_element(value, self.element_shape, self.name)
+        storage = _storage()
+        storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
+        storage.invalidate(self)
         self._python_wrote(index)
 
     def _python_wrote(self, index=None):
-        """Tell the rule checker (interp mode) about a Python-scope write."""
-        if runtime.checker is not None:
-            runtime.checker.python_write(self, index, None)
+        """Tell the rule checker (where the backend has one) about a Python-scope write."""
+        runtime.backend.checks.python_write(self, index)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
-        return self.data.astype(dtype) if dtype is not None else self.data.copy()
+        array = _storage().to_host(self)
+        return array.astype(dtype) if dtype is not None else array.copy()
 
     def from_numpy(self, array) -> None:
         self._require_placed()
@@ -202,16 +200,21 @@ class Field:
         if self.dtype.is_int and array.dtype.kind == "f":
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
                                   f"is {array.dtype}; convert it with .astype() first")
-        self.data[...] = array
+        _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
-        self.data[...] = value
+        _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote()
 
     def copy_from(self, other: "Field") -> None:
-        self.from_numpy(other.data)
+        self.from_numpy(_storage().to_host(other))
+
+
+def _storage():
+    """Where this ti.init's backend keeps field values (tinyad/backend.py)."""
+    return runtime.backend.storage
 
 
 class _ElementView(Matrix):

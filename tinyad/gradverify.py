@@ -191,7 +191,7 @@ class SymbolicRun:
                 key = id(launch.kernel_ir)
                 if key not in programs:
                     programs[key] = Program(launch.kernel_ir, self.domain)
-                programs[key].run(launch.scalars, memory)
+                programs[key].run(launch.scalars, memory, runtime.rng)
             self.loss = as_number(memory.value(loss))
 
     def gradients(self) -> tuple[float, dict]:
@@ -247,7 +247,7 @@ class Replayer:
             values = {**self.values, field: shifted}
         memory = ShadowMemory(values)
         for program, scalars in self.steps:
-            program.run(scalars, memory)
+            program.run(scalars, memory, runtime.rng)
         return float(memory.array(self.loss)[()])
 
     def derivative(self, field, index, close_enough) -> float:

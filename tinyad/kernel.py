@@ -90,20 +90,20 @@ class Kernel:
         return (runtime.generation, runtime.config.default_fp, runtime.config.default_ip,
                 tuple((n, _template_key(v)) for n, v in templates.items()))
 
-    def ir_for(self, templates) -> ir.Kernel:
+    def ir_for(self, templates) -> TracedKernel:
         key = self._key(templates)
         if key not in self._traces:
             kernel = trace_kernel(self.fn, templates, self.fn.__name__)
-            self._traces[key] = _Compiled(check_wellformed(kernel))
+            self._traces[key] = TracedKernel(check_wellformed(kernel))
         self._last_key = key
         return self._traces[key]
 
     @property
     def ir(self) -> ir.Kernel:
         """The IR of the last call (traced now if the kernel takes no template arguments)."""
-        return self._compiled_for_inspection().ir
+        return self._traced_for_inspection().ir
 
-    def _compiled_for_inspection(self):
+    def _traced_for_inspection(self) -> TracedKernel:
         if self._last_key is None:
             if any(k == "template" for k in self.kinds().values()):
                 raise TinyadTypeError(f"{self.fn.__name__} takes template arguments: call it once "
@@ -117,8 +117,7 @@ class Kernel:
 
     def _launch(self, args, kwargs):
         templates, scalars = self.bind(args, kwargs)
-        compiled = self.ir_for(templates)
-        result, launch = compiled.run_forward(scalars, self.fn.__name__)
+        result, launch = self.ir_for(templates).run_primal(scalars)
         recorder = active_recorder.get()
         if recorder is not None:
             recorder.record(self, args, kwargs, launch)
@@ -142,105 +141,74 @@ class AdjointKernel:
         if self.primal.is_no_grad:
             return None
         templates, scalars = self.primal.bind(args, kwargs)
-        self.primal.ir_for(templates).run_adjoint(scalars, self.primal.fn.__name__, launch,
-                                                  manual)
+        self.primal.ir_for(templates).run_adjoint(scalars, launch, manual)
         return None
 
     @property
     def ir(self) -> ir.Kernel:
-        compiled = self.primal._compiled_for_inspection()
-        return _user_facing(compiled.adjoint_ir)
+        traced = self.primal._traced_for_inspection()
+        return _user_facing(traced.adjoint_ir)
 
 
-class _Compiled:
-    """One traced kernel: its IR, its adjoint IR, and their interpreter programs."""
+def _adjoint_ir(traced: "TracedKernel") -> ir.Kernel:
+    from tinyad.autodiff.reverse import reverse  # noqa: PLC0415
+    traced.notes = []
+    return reverse(traced.ir, traced.notes)
+
+
+class TracedKernel:
+    """One traced kernel: its IR, the variants derived from it, and a program per variant from
+    the backend of this ti.init (tinyad/backend.py)."""
+
+    # How each variant's IR is derived from the primal IR, on first use. A new kind of
+    # derivative (forward mode's "tangent") is one more entry here.
+    DERIVED = {"adjoint": _adjoint_ir}
 
     def __init__(self, kernel_ir: ir.Kernel):
         self.ir = kernel_ir
-        self._adjoint = None
+        self._variants = {"primal": kernel_ir}
         self._programs = {}
+        self.notes = []        # (loc, op) where reverse mode cuts a gradient path
+        self.facts = None      # the rule checker's facts about this kernel (interp/launchchecks.py)
+
+    def variant_ir(self, variant: str) -> ir.Kernel:
+        if variant not in self._variants:
+            self._variants[variant] = self.DERIVED[variant](self)
+        return self._variants[variant]
 
     def adjoint_ir(self) -> ir.Kernel:
-        if self._adjoint is None:
-            from tinyad.autodiff.reverse import reverse  # noqa: PLC0415
-            self._notes = []
-            self._adjoint = reverse(self.ir, self._notes)
-        return self._adjoint
+        return self.variant_ir("adjoint")
+
+    def program(self, variant: str):
+        """The backend's program for a variant, prepared on first use."""
+        if variant not in self._programs:
+            kernel_ir = self.variant_ir(variant)
+            if variant == "adjoint":
+                runtime.backend.backward_starts(self)
+            self._programs[variant] = runtime.backend.prepare(kernel_ir)
+        return self._programs[variant]
+
+    def has_program(self, variant: str) -> bool:
+        return variant in self._programs
 
     def _warn_non_differentiable(self):
         """Once per kernel, when its gradient first runs: where gradient paths are cut."""
-        for loc, op in getattr(self, "_notes", ()):
+        for loc, op in self.notes:
             warnings.warn_explicit(
                 f"`{op}` has no derivative: no gradient flows back through it (a note, not an "
                 "error; use ti.stop_grad(...) to say this is intended)",
                 NonDifferentiableWarning, loc.file, loc.line)
-        self._notes = []
+        self.notes = []
 
-    def _program(self, which, kernel_ir):
-        if which not in self._programs:
-            if runtime.config.mode == "fast":   # numba: compile/ (CPU, or CUDA when usable)
-                from tinyad.compile import backend_for, compile_kernel  # noqa: PLC0415
-                config = runtime.config
-                if which == "adjoint" and not runtime.adjoints_queued:
-                    _compile_adjoints_ahead(self)
-                self._programs[which] = compile_kernel(
-                    kernel_ir, backend_for(config.arch), config.debug, config.fast_math)
-            else:
-                from tinyad.interp import Program  # noqa: PLC0415  (only kernel.py knows the backends)
-                self._programs[which] = Program(kernel_ir)
-        return self._programs[which]
-
-    def run_forward(self, scalars, kernel_name):
+    def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
-        from tinyad.interp import launchchecks  # noqa: PLC0415
-        program = self._program("forward", self.ir)
-        runtime.launches += 1
-        runtime.launched[self] = runtime.launches
-        if not launchchecks.checks_on():
-            return program.run(scalars), None
-        from tinyad.interp.accesslog import LoggedMemory  # noqa: PLC0415
-        checker = launchchecks.get_checker()
-        launchchecks.before_forward(checker, self, kernel_name,
-                                    [a.name for a in self.ir.args], scalars)
-        launch = checker.new_launch(kernel_name, self, scalars)
-        replayed = launchchecks.kernel_facts(self).replayed
-        return program.run(scalars, LoggedMemory(checker, launch, replayed)), launch
+        return runtime.backend.launch(self, "primal", scalars)
 
-    def run_adjoint(self, scalars, kernel_name, launch=None, manual=True):
-        """Run the adjoint kernel for a forward launch (found by its arguments if not given)."""
-        from tinyad.interp import launchchecks  # noqa: PLC0415
-        program = self._program("adjoint", self.adjoint_ir())
+    def run_adjoint(self, scalars, record=None, manual=True):
+        """Run the adjoint kernel for a primal launch (found by its arguments if not given)."""
+        self.program("adjoint")
         self._warn_non_differentiable()
-        if not launchchecks.checks_on():
-            program.run(scalars)
-            return
-        from tinyad.interp.accesslog import ReplayMemory  # noqa: PLC0415
-        checker = launchchecks.get_checker()
-        if launch is None:
-            launch = checker.find_launch(self, scalars)
-        launchchecks.before_adjoint(checker, self, kernel_name, launch, manual)
-        program.run(scalars, ReplayMemory(checker, launch, kernel_name))
-        launchchecks.after_adjoint(checker, self, launch)
-
-
-def _compile_adjoints_ahead(first: _Compiled) -> None:
-    """The first adjoint a fast-mode program needs: the backward pass has begun. Start compiling
-    the adjoints of the kernels launched so far, latest first, in a helper process
-    (compile/ahead.py) while this one compiles `first`."""
-    from tinyad.compile import backend_for, compile_ahead  # noqa: PLC0415
-    runtime.adjoints_queued = True
-    kernels = sorted((k for k in runtime.launched if k is not first and "adjoint" not in
-                      k._programs), key=runtime.launched.get, reverse=True)
-    adjoints = []
-    for k in kernels:
-        try:
-            adjoint = k.adjoint_ir()
-        except Exception:         # noqa: BLE001  speculative: raised again if .grad() runs
-            continue
-        if adjoint.body:
-            adjoints.append(adjoint)
-    config = runtime.config
-    compile_ahead(adjoints, backend_for(config.arch), config.debug, config.fast_math)
+        runtime.backend.launch(self, "adjoint", scalars, record, manual)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):

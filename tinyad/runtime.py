@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinyad import backend as backends
 from tinyad.core import types as T
 
-MODES = ("interp", "fast")
+MODES = tuple(backends.BACKENDS)
 CHECKS = ("error", "warn", "off")
 
 
@@ -43,9 +44,14 @@ class Runtime:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     checker: object = None                        # interp's rule checker (interp/accesslog.py)
     violations: int = 0                           # rule violations reported since init
-    launched: dict = field(default_factory=dict)  # traced kernel -> number of its latest launch
-    launches: int = 0
-    adjoints_queued: bool = False                 # fast mode: compile/ahead.py has the adjoints
+    _backend: object = None                       # made by init, or on first use without one
+
+    @property
+    def backend(self) -> backends.Backend:
+        """What runs kernels and stores fields in this mode (tinyad/backend.py)."""
+        if self._backend is None:
+            self._backend = backends.create(self.config.mode, self.config, self.rng)
+        return self._backend
 
 
 runtime = Runtime()
@@ -75,8 +81,8 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
-    if mode not in MODES:
-        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {MODES}")
+    if mode not in backends.BACKENDS:
+        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {tuple(backends.BACKENDS)}")
     check = check or "error"
     if check not in CHECKS:
         raise ValueError(f"ti.init(check={check!r}): check must be one of {CHECKS}")
@@ -90,13 +96,12 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, fast_math=bool(fast_math), mode=mode, check=check)
-    if mode == "fast" and runtime.config.arch == "cuda":
-        from tinyad.compile import backend_for  # noqa: PLC0415
-        if backend_for("cuda") != "cuda":
-            note("ti.init(arch=cuda): no CUDA GPU found, fast mode runs on the CPU")
+    T.set_typing_defaults(T.TypingDefaults(runtime.config.default_fp, runtime.config.default_ip))
     runtime.fields = []
     runtime.generation += 1
     runtime.checker = None
     runtime.violations = 0
-    runtime.launched, runtime.launches, runtime.adjoints_queued = {}, 0, False
     runtime.rng = np.random.default_rng(random_seed)
+    runtime._backend = backends.create(mode, runtime.config, runtime.rng)
+    for notice in runtime.backend.notices:
+        note(notice)

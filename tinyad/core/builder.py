@@ -15,7 +15,6 @@ import numpy as np
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError
-from tinyad.runtime import runtime
 from tinyad.core.srcloc import UNKNOWN, SrcLoc
 
 # The user's source location the frontend is visiting; new nodes are stamped with it.
@@ -68,9 +67,9 @@ def python_dtype(value) -> T.DType:
     if isinstance(value, np.generic):
         return T.from_numpy(value.dtype)
     if isinstance(value, (bool, numbers.Integral)):
-        return runtime.config.default_ip
+        return T.typing_defaults().ip
     if isinstance(value, numbers.Real):
-        return runtime.config.default_fp
+        return T.typing_defaults().fp
     raise TinyadTypeError(f"{type(value).__name__} value {value!r} cannot be used as a number "
                           "in a kernel", current_loc())
 
@@ -110,7 +109,7 @@ def _result_dtype(spec, dtypes):
     for d in dtypes[1:]:
         common = T.promote(common, d)
     if kind == "float" and common.is_int:
-        common = runtime.config.default_fp
+        common = T.typing_defaults().fp
     if kind == "int" and common.is_float:
         raise TinyadTypeError(f"`{spec.infix or spec.name}` needs integer operands, got "
                               f"{', '.join(map(str, dtypes))}", current_loc())

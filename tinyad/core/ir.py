@@ -8,8 +8,9 @@ Every node carries the user's source location, so any consumer can point at the 
     statements:  Assign  Store  AtomicOp  If  For  While  Break  Return  Save  Restore
     top level:   Kernel
 
-A field referenced by Load/Store/AtomicOp is the runtime Field object itself (x, x.grad, x.dual);
-the IR only uses its `.name`, `.dtype` and `.ndim`.
+A field referenced by Load/Store/AtomicOp is the runtime Field object itself (x, x.grad, x.dual).
+IR consumers use its description (`.name`, `.dtype`, `.shape`, `.element_shape`, `.role`,
+`.grad`), never its storage: where the values live is the backend's business (tinyad/backend.py).
 """
 from __future__ import annotations
 
@@ -272,3 +273,16 @@ def fields_of(block: tuple[Stmt, ...]) -> list:
                 if isinstance(sub, Load):
                     seen.setdefault(id(sub.field), sub.field)
     return list(seen.values())
+
+
+def array_rank(fld) -> int:
+    """How many indices an access to `fld` takes: its shape's, then its elements' components."""
+    return len(fld.shape) + len(fld.element_shape)
+
+
+def array_size(fld) -> int:
+    """How many scalars `fld` holds."""
+    size = 1
+    for extent in (*fld.shape, *fld.element_shape):
+        size *= extent
+    return size

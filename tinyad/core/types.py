@@ -48,6 +48,28 @@ u8 = DType("u8", "int", 8)
 f32 = DType("f32", "float", 32)
 f64 = DType("f64", "float", 64)
 
+
+
+@dataclass(frozen=True)
+class TypingDefaults:
+    """The types a Python float / int gets in a kernel (`ti.init(default_fp=, default_ip=)`)."""
+    fp: DType = f32
+    ip: DType = i32
+
+
+# Set by ti.init (tinyad/runtime.py); the typing rules (core/builder.py) read it.
+_typing_defaults = TypingDefaults()
+
+
+def typing_defaults() -> TypingDefaults:
+    return _typing_defaults
+
+
+def set_typing_defaults(defaults: TypingDefaults) -> None:
+    global _typing_defaults
+    _typing_defaults = defaults
+
+
 _NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64}
 ALL = (i32, i64, u8, f32, f64)
 BY_NAME = {t.name: t for t in ALL}

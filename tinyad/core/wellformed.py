@@ -47,8 +47,9 @@ def _check_block(block, types, in_loop, top=False):
         elif isinstance(stmt, (ir.Store, ir.AtomicOp)):
             if stmt.value.dtype != stmt.field.dtype:
                 _fail(f"{stmt.field.name} is {stmt.field.dtype}, stored value is {stmt.value.dtype}", stmt)
-            if len(stmt.indices) != stmt.field.data.ndim:
-                _fail(f"{stmt.field.name} needs {stmt.field.data.ndim} indices", stmt)
+            rank = ir.array_rank(stmt.field)
+            if len(stmt.indices) != rank:
+                _fail(f"{stmt.field.name} needs {rank} indices", stmt)
             if isinstance(stmt, ir.AtomicOp) and stmt.result:
                 _define(stmt.result, stmt.field.dtype, types, stmt)
         elif isinstance(stmt, ir.For):
@@ -73,8 +74,9 @@ def _check_expr(expr, types, stmt):
             if types[sub.name] != sub.dtype:
                 _fail(f"{sub.name} read as {sub.dtype}, but it is {types[sub.name]}", stmt)
         elif isinstance(sub, ir.Load):
-            if len(sub.indices) != sub.field.data.ndim:
-                _fail(f"{sub.field.name} needs {sub.field.data.ndim} indices", stmt)
+            rank = ir.array_rank(sub.field)
+            if len(sub.indices) != rank:
+                _fail(f"{sub.field.name} needs {rank} indices", stmt)
             if any(not i.dtype.is_int for i in sub.indices):
                 _fail(f"{sub.field.name} indexed with a non-integer", stmt)
         elif isinstance(sub, ir.Op):

@@ -1,0 +1,85 @@
+"""Interp mode as a backend (tinyad/backend.py): the tree-walking interpreter, with the autodiff
+rule checker around every launch.
+
+The checker lives here: the access log (interp/accesslog.py) sees every load and store a launch
+makes, and the launch checks (interp/launchchecks.py) run before and after each launch. Fields
+stay in host numpy arrays, the default storage.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from tinyad.backend import NO_CHECKS, Backend, CheckHooks
+from tinyad.runtime import runtime
+
+from tinyad.interp import launchchecks
+from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
+from tinyad.interp.evaluator import Program
+
+
+class CheckerHooks(CheckHooks):
+    """The Tape's and Python scope's events, passed to this ti.init's checker. Python-scope
+    accesses matter only once a launch or a Tape has created the checker."""
+
+    def begin_tape(self):
+        launchchecks.get_checker().begin_tape()
+
+    def end_tape(self):
+        launchchecks.get_checker().end_tape()
+
+    @contextlib.contextmanager
+    def custom_gradient(self):
+        checker = launchchecks.get_checker()
+        checker.in_custom_grad += 1
+        try:
+            yield
+        finally:
+            checker.in_custom_grad -= 1
+
+    def python_read(self, field, index, value):
+        if runtime.checker is not None:
+            runtime.checker.python_read(field, index, value)
+
+    def python_write(self, field, index):
+        if runtime.checker is not None:
+            runtime.checker.python_write(field, index, None)
+
+
+class InterpBackend(Backend):
+    name = "interp"
+
+    def __init__(self, config, rng):
+        super().__init__(config, rng)
+        self.checks = CheckerHooks() if config.check != "off" else NO_CHECKS
+
+    def prepare(self, kernel_ir) -> Program:
+        return Program(kernel_ir)
+
+    def launch(self, traced, variant, scalars, record=None, manual=True):
+        program = traced.program(variant)
+        if self.checks is NO_CHECKS:
+            return program.run(scalars, None, self.rng), None
+        if variant == "primal":
+            return self._checked_primal(traced, program, scalars)
+        if variant == "adjoint":
+            self._checked_adjoint(traced, program, scalars, record, manual)
+            return None, None
+        raise NotImplementedError(f"the rule checker has no checks for {variant} launches")
+
+    def _checked_primal(self, traced, program, scalars):
+        name = traced.ir.name
+        checker = launchchecks.get_checker()
+        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
+                                    scalars)
+        record = checker.new_launch(name, traced, scalars)
+        replayed = launchchecks.kernel_facts(traced).replayed
+        return program.run(scalars, LoggedMemory(checker, record, replayed), self.rng), record
+
+    def _checked_adjoint(self, traced, program, scalars, record, manual):
+        name = traced.ir.name
+        checker = launchchecks.get_checker()
+        if record is None:
+            record = checker.find_launch(traced, scalars)
+        launchchecks.before_adjoint(checker, traced, name, record, manual)
+        program.run(scalars, ReplayMemory(checker, record, name), self.rng)
+        launchchecks.after_adjoint(checker, traced, record)

@@ -1,0 +1,128 @@
+"""Backends: what runs a traced kernel, and where the fields' values live.
+
+To add a backend, subclass `Backend` in its own package and name its module and class in
+`BACKENDS` below; `ti.init(mode=<name>)` then selects it, and nothing else in tinyad changes.
+
+    interp  interp/backend.py    InterpBackend: the tree-walking interpreter, with the checker
+    fast    compile/backend.py   FastBackend: numba on the CPU, or CUDA with device mirrors
+
+tinyad/kernel.py keeps one `TracedKernel` per traced kernel: its IR variants ("primal",
+"adjoint"; how each is derived is listed there). A backend sees only IR and fields:
+
+  * `prepare(kernel_ir)` turns one variant into a program (an interpreter closure tree, a numba
+    kernel), once; `launch(traced, variant, scalars, ...)` runs it, asking `traced.program()`
+    for the program, and returns the kernel's value and the checker's record of the launch;
+  * `backward_starts(first)` is called before the first adjoint is prepared: a backward pass has
+    begun (fast mode starts compiling the other adjoints ahead there);
+  * `storage` says where a field's array lives (`FieldStorage`): host numpy by default, a device
+    mirror for CUDA. `tinyad/field.py` reads and writes its values only through it;
+  * `checks` are the autodiff rule checker's hooks that tinyad/ad.py (the Tape) and field.py
+    (Python-scope accesses) call (`CheckHooks`): no-ops for a backend that runs no checks.
+
+`BACKENDS` is the only place that maps a mode's name to its implementation; the modules are
+imported when a mode is first used, so interp mode never imports numba.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+from abc import ABC, abstractmethod
+from typing import Any, Protocol
+
+import numpy as np
+
+BACKENDS = {
+    "interp": ("tinyad.interp.backend", "InterpBackend"),
+    "fast": ("tinyad.compile.backend", "FastBackend"),
+}
+
+
+class Program(Protocol):
+    """One IR variant made runnable by a backend."""
+
+    def run(self, scalars: tuple, *args, **kwargs) -> Any:
+        """Run once with the kernel's scalar arguments; -> the kernel's return value or None."""
+
+
+class FieldStorage:
+    """Where fields' values live. This base class is host storage: each field's own numpy array
+    (`field.host_array`) holds its values. A backend whose kernels work on other copies (a GPU's
+    memory) overrides these methods and keeps the copies itself."""
+
+    def to_host(self, field) -> np.ndarray:
+        """The field's host array, holding its current values (brought back if need be)."""
+        return field.host_array
+
+    def invalidate(self, field) -> None:
+        """The caller has just written the host array: any other copy of it is stale."""
+
+    def fill(self, field, value) -> None:
+        """Set every element to `value`, where the field lives (no copy in between)."""
+        field.host_array[...] = value
+        self.invalidate(field)
+
+    def assign(self, field, array: np.ndarray) -> None:
+        """Overwrite every element with `array` (of the field's full shape)."""
+        field.host_array[...] = array
+        self.invalidate(field)
+
+
+HOST_STORAGE = FieldStorage()
+
+
+class CheckHooks:
+    """The rule checker's hooks. These do nothing: the hooks of a backend without checks."""
+
+    def begin_tape(self) -> None:
+        """A Tape starts recording."""
+
+    def end_tape(self) -> None:
+        """The Tape stops recording (its backward pass follows)."""
+
+    @contextlib.contextmanager
+    def custom_gradient(self):
+        """Around a custom gradient function (ti.ad.grad_for) that the Tape runs."""
+        yield
+
+    def python_read(self, field, index, value) -> None:
+        """Python scope read one element of a field."""
+
+    def python_write(self, field, index) -> None:
+        """Python scope wrote one element (`index`) or the whole field (`index` None)."""
+
+
+NO_CHECKS = CheckHooks()
+
+
+class Backend(ABC):
+    """A way to run kernels; one instance per `ti.init` (it may keep per-init state)."""
+
+    name: str = ""
+    storage: FieldStorage = HOST_STORAGE
+    checks: CheckHooks = NO_CHECKS
+
+    def __init__(self, config, rng: np.random.Generator):
+        self.config = config       # ti.init's settings (tinyad/runtime.py Config)
+        self.rng = rng             # ti.init's random generator: seeds every ti.random()
+        self.notices: list[str] = []   # one-line notes for the user, shown by ti.init
+
+    @abstractmethod
+    def prepare(self, kernel_ir) -> Program:
+        """Make one IR variant runnable (called once per traced kernel and variant)."""
+
+    @abstractmethod
+    def launch(self, traced, variant: str, scalars: tuple, record=None, manual: bool = True):
+        """Run `traced.program(variant)` with these scalars; -> (the kernel's return value, the
+        checker's record of this launch or None). For an adjoint, `record` is the record of the
+        primal launch it undoes (None: found by its arguments), and `manual` says the user
+        called kernel.grad() rather than the Tape."""
+
+    def backward_starts(self, first) -> None:
+        """The adjoint of `first` (a TracedKernel) is about to be prepared for the first time.
+        The first such call since ti.init means a backward pass has begun."""
+
+
+def create(mode: str, config, rng: np.random.Generator) -> Backend:
+    """The backend registered for `mode`, for one ti.init."""
+    module, name = BACKENDS[mode]
+    return getattr(importlib.import_module(module), name)(config, rng)
