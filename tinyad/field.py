@@ -12,7 +12,7 @@ import numpy as np
 
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
-from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
@@ -31,20 +31,6 @@ def _caller_variable_name() -> str | None:
     return match.group(1) if match else None
 
 
-def resolve_dtype(dtype) -> T.DType:
-    if isinstance(dtype, T.DType):
-        return dtype
-    if dtype is float:
-        return runtime.config.default_fp
-    if dtype is int:
-        return runtime.config.default_ip
-    try:
-        return T.from_numpy(dtype)
-    except TypeError:
-        raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
-                              "ti.i64, float or int)") from None
-
-
 def normalize_shape(shape) -> tuple[int, ...] | None:
     if shape is None:
         return None
@@ -59,9 +45,11 @@ def normalize_shape(shape) -> tuple[int, ...] | None:
 class Field:
     """One global field. `data` is its numpy array once its shape is known."""
 
+    is_tinyad_field = True   # how the layers below the API recognise a field (core/ir.py)
+
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
                  needs_dual=False, primal=None, role="primal"):
-        self.dtype = resolve_dtype(dtype)
+        self.dtype = T.resolve_dtype(dtype)
         self.element_shape = tuple(element_shape)
         self.name = name or f"field{len(runtime.fields)}"
         self.role = role          # "primal", "grad" or "dual"
@@ -269,6 +257,20 @@ def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=Fal
 def var(dt, shape=None, offset=None, needs_grad=False) -> Field:
     """The old spelling of ti.field (seed 000)."""
     return field(dt, shape, offset=offset, needs_grad=needs_grad)
+
+
+# ti.Vector.field / ti.Matrix.field and their old spellings (.var). The matrix value type lives in
+# the kernel language, which knows nothing of storage; fields give it these constructors here.
+def _matrix_var(n, m, dt, shape=None, offset=None, needs_grad=False) -> Field:
+    return matrix_field(n, m, dt, shape, offset=offset, needs_grad=needs_grad)
+
+
+def _vector_var(n, dt, shape=None, offset=None, needs_grad=False) -> Field:
+    return vector_field(n, dt, shape, offset=offset, needs_grad=needs_grad)
+
+
+Matrix.field, Matrix.var = staticmethod(matrix_field), staticmethod(_matrix_var)
+Vector.field, Vector.var = staticmethod(vector_field), staticmethod(_vector_var)
 
 
 # ---- ti.root: the dense layouts Taichi programs use to place fields ---------------------------

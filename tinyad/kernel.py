@@ -31,6 +31,8 @@ def _user_facing(call):
 class Func:
     """A @ti.func: inlined into the kernels that call it."""
 
+    is_tinyad_func = True     # how the frontend recognises one (frontend/exprs.py)
+
     def __init__(self, fn):
         self.fn = fn
         functools.update_wrapper(self, fn)
@@ -49,6 +51,8 @@ class Func:
 
 class Kernel:
     """A @ti.kernel. Traced to IR on first call (and per template argument set)."""
+
+    is_tinyad_kernel = True
 
     def __init__(self, fn):
         self.fn = fn

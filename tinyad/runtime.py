@@ -13,6 +13,7 @@ import numpy as np
 
 from tinyad import backend as backends
 from tinyad.core import types as T
+from tinyad.frontend import lang
 
 MODES = tuple(backends.BACKENDS)
 CHECKS = ("error", "warn", "off")
@@ -102,6 +103,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.checker = None
     runtime.violations = 0
     runtime.rng = np.random.default_rng(random_seed)
+    lang.set_python_scope_rng(runtime.rng)
     runtime._backend = backends.create(mode, runtime.config, runtime.rng)
     for notice in runtime.backend.notices:
         note(notice)

@@ -23,6 +23,12 @@ from tinyad.core.types import DType
 LOC = field(default=UNKNOWN, compare=False, repr=False)
 
 
+def is_field(value) -> bool:
+    """Is `value` a field (tinyad/field.py)? Asked by marker, so the IR layers below the API
+    need not import it."""
+    return getattr(value, "is_tinyad_field", False)
+
+
 def _operator(name: str, reflected: bool = False):
     """An arithmetic dunder that builds an IR op (typing rules in tinyad/build.py). With a
     vector or matrix on the other side it returns NotImplemented, so Python asks the matrix."""

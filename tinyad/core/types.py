@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinyad.core.errors import TinyadTypeError
+
 
 @dataclass(frozen=True)
 class DType:
@@ -68,6 +70,21 @@ def typing_defaults() -> TypingDefaults:
 def set_typing_defaults(defaults: TypingDefaults) -> None:
     global _typing_defaults
     _typing_defaults = defaults
+
+
+def resolve_dtype(dtype) -> DType:
+    """A dtype as users write it (ti.f32, float, int, np.float32, "f32") -> DType."""
+    if isinstance(dtype, DType):
+        return dtype
+    if dtype is float:
+        return typing_defaults().fp
+    if dtype is int:
+        return typing_defaults().ip
+    try:
+        return from_numpy(dtype)
+    except TypeError:
+        raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
+                              "ti.i64, float or int)") from None
 
 
 _NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64}

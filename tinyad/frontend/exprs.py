@@ -15,7 +15,6 @@ from tinyad.core import ir
 from tinyad.frontend import lang
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
-from tinyad.field import Field
 from tinyad.frontend.scope import LocalMatrix
 from tinyad.frontend.matrix import Matrix
 
@@ -164,7 +163,7 @@ class ExprVisitor:
     # ---- attributes and subscripts -----------------------------------------------------------
     def visit_Attribute(self, node):
         obj = self.visit(node.value)
-        if isinstance(obj, Field) and node.attr in ("grad", "dual"):
+        if ir.is_field(obj) and node.attr in ("grad", "dual"):
             twin = getattr(obj, node.attr)
             if twin is None:
                 flag = "needs_grad" if node.attr == "grad" else "needs_dual"
@@ -202,7 +201,7 @@ class ExprVisitor:
             flat.extend(k.entries if isinstance(k, Matrix) else [k])
         return tuple(flat)
 
-    def field_indices(self, fld: Field, key: tuple, node) -> tuple:
+    def field_indices(self, fld, key: tuple, node) -> tuple:
         if not fld.is_placed:
             raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
                                      self.loc(node))
@@ -221,7 +220,7 @@ class ExprVisitor:
             indices.append(B.as_expr(k if B.is_expr(k) else int(k)))
         return tuple(indices)
 
-    def load_field(self, fld: Field, indices: tuple, node):
+    def load_field(self, fld, indices: tuple, node):
         loc = self.loc(node)
         stop = fld in self.stopped_fields()
         if not fld.element_shape:
@@ -236,7 +235,7 @@ class ExprVisitor:
 
     def visit_Subscript(self, node):
         obj = self.visit(node.value)
-        if isinstance(obj, Field):
+        if ir.is_field(obj):
             return self.load_field(obj, self.field_indices(obj, self.subscript_key(node), node), node)
         key = self.visit(node.slice)
         if isinstance(obj, Matrix):
@@ -264,10 +263,9 @@ class ExprVisitor:
             else:
                 args.append(self.visit(a))
         kwargs = self.evaluate_kwargs(node)
-        from tinyad.kernel import Func, Kernel  # noqa: PLC0415  (kernel.py uses the frontend)
-        if isinstance(fn, Func):
+        if getattr(fn, "is_tinyad_func", False):          # a @ti.func (tinyad/kernel.py)
             return self.inline(fn, args, kwargs, node)
-        if isinstance(fn, Kernel):
+        if getattr(fn, "is_tinyad_kernel", False):
             raise TinyadSyntaxError("a kernel cannot call another kernel", self.loc(node),
                                     hint="make the callee a @ti.func")
         if fn in BUILTIN_OVERRIDES and any(is_traced(a) for a in args):
@@ -317,13 +315,11 @@ def _is_tinyad_callable(fn) -> bool:
 
 
 def _to_float(x):
-    from tinyad.runtime import runtime  # noqa: PLC0415
-    return lang.cast(x, runtime.config.default_fp)
+    return lang.cast(x, T.typing_defaults().fp)
 
 
 def _to_int(x):
-    from tinyad.runtime import runtime  # noqa: PLC0415
-    return lang.cast(x, runtime.config.default_ip)
+    return lang.cast(x, T.typing_defaults().ip)
 
 
 def _builtin_max(*args):

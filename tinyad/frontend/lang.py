@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from tinyad.core import builder as B
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError
-from tinyad.field import resolve_dtype
 from tinyad.frontend.matrix import Matrix
-from tinyad.runtime import runtime
 
 
 def static(value, *more):
@@ -66,7 +66,7 @@ def _as_matrix(value, like: Matrix) -> Matrix:
 
 
 def cast(value, dtype):
-    dtype = resolve_dtype(dtype)
+    dtype = T.resolve_dtype(dtype)
     if isinstance(value, Matrix):
         return value.cast(dtype)
     if not B.is_expr(value):
@@ -74,11 +74,21 @@ def cast(value, dtype):
     return B.cast(value, dtype)
 
 
+# ti.random() in Python scope draws from ti.init's generator, which ti.init hands over here.
+_python_scope_rng = np.random.default_rng(0)
+
+
+def set_python_scope_rng(rng: np.random.Generator) -> None:
+    global _python_scope_rng
+    _python_scope_rng = rng
+
+
 def random(dtype=float):
     """Uniform in [0, 1) for floats; a random 32-bit integer for int types."""
-    dtype = resolve_dtype(dtype)
+    dtype = T.resolve_dtype(dtype)
     if B.current_loc().line == 0:  # Python scope
-        return float(runtime.rng.random()) if dtype.is_float else int(runtime.rng.integers(2**31))
+        rng = _python_scope_rng
+        return float(rng.random()) if dtype.is_float else int(rng.integers(2**31))
     return B.random(dtype)
 
 
@@ -134,7 +144,7 @@ class VectorType:
         if len(flat) != self.n:
             raise TinyadTypeError(f"vector({self.n}) needs {self.n} entries, got {len(flat)}",
                                   B.current_loc())
-        return Matrix(flat, dt=resolve_dtype(self.dtype) if self.dtype else None)
+        return Matrix(flat, dt=T.resolve_dtype(self.dtype) if self.dtype else None)
 
 
 class MatrixType:
@@ -150,7 +160,7 @@ class MatrixType:
             raise TinyadTypeError(f"matrix({self.n}, {self.m}) needs {self.n * self.m} entries",
                                   B.current_loc())
         rows = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
-        return Matrix(rows, dt=resolve_dtype(self.dtype) if self.dtype else None)
+        return Matrix(rows, dt=T.resolve_dtype(self.dtype) if self.dtype else None)
 
 
 def _flatten_entries(entries):

@@ -5,8 +5,8 @@ import math
 
 from tinyad.core.errors import TinyadTypeError
 from tinyad.core import builder as B
+from tinyad.core import types as T
 from tinyad.frontend.matrix import Matrix
-from tinyad.runtime import runtime
 
 
 def determinant(a: Matrix):
@@ -64,7 +64,7 @@ class _Num:
 
     def __init__(self, a: Matrix, dt):
         self.traced = any(B.is_expr(e) for e in a.entries)
-        self.dt = dt or runtime.config.default_fp   # Taichi's default, whatever A's type
+        self.dt = dt or T.typing_defaults().fp   # Taichi's default, whatever A's type
 
     def const(self, v):
         return B.cast(v, self.dt) if self.traced else float(v)

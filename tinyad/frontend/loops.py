@@ -9,7 +9,6 @@ from tinyad.core import ir
 from tinyad.frontend import lang
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
-from tinyad.field import Field
 from tinyad.frontend.matrix import Matrix
 
 
@@ -26,7 +25,7 @@ def visit_For(self, node):
         return _unroll(self, node, iterable)
     grouped = isinstance(iterable, lang.grouped)
     source = iterable.iterable if grouped else iterable
-    if isinstance(source, Field):
+    if ir.is_field(source):
         bounds = [(0, extent) for extent in source.shape]
     elif isinstance(source, lang.ndrange):
         bounds = [(B.cast(a, T.i32) if B.is_expr(a) else a, B.cast(b, T.i32) if B.is_expr(b) else b)

@@ -300,17 +300,6 @@ class Matrix:
         return Matrix([list(c) for c in cols]).transpose()
 
     @staticmethod
-    def field(n, m, dtype, *args, **kwargs):
-        from tinyad.field import matrix_field  # noqa: PLC0415  (fields hold matrices)
-        return matrix_field(n, m, dtype, *args, **kwargs)
-
-    @staticmethod
-    def var(n, m, dt, shape=None, offset=None, needs_grad=False):
-        """The old spelling of ti.Matrix.field."""
-        from tinyad.field import matrix_field  # noqa: PLC0415
-        return matrix_field(n, m, dt, shape, offset=offset, needs_grad=needs_grad)
-
-    @staticmethod
     def diag(dim, val):
         return Matrix([[val if i == j else 0 for j in range(dim)] for i in range(dim)])
 
@@ -368,7 +357,7 @@ def _oob(key, shape):
 
 
 class Vector(Matrix):
-    """`ti.Vector([...])`: a Matrix with one index. Also home of `ti.Vector.field`."""
+    """`ti.Vector([...])`: a Matrix with one index. (`ti.Vector.field` is given by field.py.)"""
 
     def __new__(cls, entries=None, dt=None, **kwargs):
         return Matrix(entries if entries is not None else [], dt=dt or kwargs.get("dtype"))
@@ -376,17 +365,6 @@ class Vector(Matrix):
     @staticmethod
     def zero(dt, n):
         return Matrix.zero(dt, n)
-
-    @staticmethod
-    def field(n, dtype, *args, **kwargs):
-        from tinyad.field import vector_field  # noqa: PLC0415
-        return vector_field(n, dtype, *args, **kwargs)
-
-    @staticmethod
-    def var(n, dt, shape=None, offset=None, needs_grad=False):
-        """The old spelling of ti.Vector.field."""
-        from tinyad.field import vector_field  # noqa: PLC0415
-        return vector_field(n, dt, shape, offset=offset, needs_grad=needs_grad)
 
     @staticmethod
     def one(dt, n):

@@ -23,7 +23,6 @@ from tinyad.core import types as T
 from tinyad.core.names import Namer
 from tinyad.core.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
                                 TinyadTypeError)
-from tinyad.field import Field, resolve_dtype
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.scope import (FunctionFrame, LocalMatrix, Source, assigned_names,
                                    check_tail_returns, is_leaf, rewrite_early_returns)
@@ -40,7 +39,7 @@ class LocalRef:
 
 @dataclass
 class FieldRef:
-    field: Field
+    field: object          # a field (ir.is_field)
     indices: tuple
 
 
@@ -83,7 +82,7 @@ def resolve_annotation(annotation):
         return "template"
     if isinstance(annotation, (lang.VectorType, lang.MatrixType)):
         return annotation
-    return resolve_dtype(annotation)
+    return T.resolve_dtype(annotation)
 
 
 class Tracer(ExprVisitor):
@@ -204,7 +203,7 @@ class Tracer(ExprVisitor):
             base = self.visit(node.value) if not isinstance(node.value, (ast.Name, ast.Subscript,
                                                                          ast.Attribute)) else None
             target = base if base is not None else self._lvalue_or_field(node.value)
-            if isinstance(target, Field):
+            if ir.is_field(target):
                 indices = self.field_indices(target, self.subscript_key(node), node)
                 comps = ([()] if not target.element_shape else
                          [c for c in np.ndindex(*target.element_shape)])
@@ -222,7 +221,7 @@ class Tracer(ExprVisitor):
         if isinstance(node, (ast.Name, ast.Attribute)) or self._in_python_container(node):
             value = self.frame.lookup(node.id, self.loc(node)) if isinstance(node, ast.Name) \
                 else self.visit(node)
-            if isinstance(value, Field):
+            if ir.is_field(value):
                 return value
         return self.lvalue(node)
 
@@ -329,7 +328,7 @@ class Tracer(ExprVisitor):
         value = self.visit(node.value)
         if isinstance(kind, (lang.VectorType, lang.MatrixType)):
             value = value if isinstance(value, Matrix) else Matrix(value)
-            self.declare(node.target.id, value, node, resolve_dtype(kind.dtype) if kind.dtype else None)
+            self.declare(node.target.id, value, node, T.resolve_dtype(kind.dtype) if kind.dtype else None)
         elif kind == "template":
             self.frame.scopes[-1][node.target.id] = value
         else:
@@ -372,7 +371,7 @@ class Tracer(ExprVisitor):
 
     def stop_grad_call(self, node):
         value = self.visit(node.args[0])
-        if isinstance(value, Field):  # ti.stop_grad(x): later loads of x here pass no gradient
+        if ir.is_field(value):  # ti.stop_grad(x): later loads of x here pass no gradient
             self.frame.scopes[-1].setdefault(STOP_GRAD_KEY, set()).add(value)
             return None
         return lang.stop_grad(value)
@@ -545,7 +544,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
         if kind == "template":
             frame.scopes[-1][pname] = template_args[pname]
         elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
-            dtype = resolve_dtype(kind.dtype) if kind.dtype else T.f32
+            dtype = T.resolve_dtype(kind.dtype) if kind.dtype else T.f32
             count = int(np.prod(kind.shape))
             names = [tracer.namer.fresh(f"{pname}_{k}") for k in range(count)]
             args.extend(ir.Arg(n, dtype) for n in names)
@@ -558,7 +557,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
             frame.scopes[-1][pname] = ir.Var(arg.name, kind, loc)
     ret = inspect.signature(fn).return_annotation
     tracer.kernel_ret = None if ret in (inspect.Signature.empty, None) else \
-        resolve_dtype(_eval_annotation(ret, fn))
+        T.resolve_dtype(_eval_annotation(ret, fn))
     body = source.tree.body
     returns = check_tail_returns(body, source)
     if returns and not isinstance(body[-1], ast.Return):
