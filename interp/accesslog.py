@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tinyad.check import rules
-from tinyad.check.rules import Access
+from tinyad.check.rules import Access, Report
 
 from tinyad.interp.memory import Memory
 
@@ -87,6 +87,14 @@ class Scope:
         self.accumulated: dict = {}    # element -> first += (an event tuple)
 
 
+@dataclass
+class Problem:
+    """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
+    lines, and every element it was seen on (the next iterations, the next launches)."""
+    report: Report
+    elements: set = field(default_factory=set)
+
+
 class Checker:
     """Everything the checks remember across launches (one per ti.init)."""
 
@@ -102,7 +110,7 @@ class Checker:
         self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
-        self.shown: set = set()        # warn mode: report signatures already shown
+        self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran

@@ -19,7 +19,7 @@ from tinyad.check import rules
 from tinyad.check.rules import Access
 from tinyad.runtime import runtime
 
-from tinyad.interp.accesslog import Checker, user_loc
+from tinyad.interp.accesslog import Checker, Problem, user_loc
 from tinyad.check.render import print_report
 
 
@@ -106,10 +106,12 @@ def report(error) -> None:
         raise error
     r = error.report
     signature = (r.rule, r.kernel, r.read.loc if r.read else None, r.write.loc if r.write else None)
-    shown = runtime.checker.shown if runtime.checker is not None else set()
-    if signature not in shown:
-        shown.add(signature)
+    problems = runtime.checker.problems if runtime.checker is not None else {}
+    problem = problems.get(signature)
+    if problem is None:
+        problem = problems[signature] = Problem(r)
         print_report(r)
+    problem.elements.add(r.element_text)
 
 
 def checks_on() -> bool:
