@@ -1,7 +1,8 @@
 """A Taichi program whose gradient is silently wrong in Taichi (its docs' own example).
 
-    tinyad check examples/broken_rule1.py     # names the read, the overwrite, the values, a fix
-    tinyad run examples/broken_rule1.py       # runs it like Taichi does: x.grad[1] = 110, not 10
+    tinyad check examples/broken_rule1.py           # names the read, the overwrite, the values
+    tinyad run examples/broken_rule1.py             # stops there with that report, exit status 1
+    tinyad run --no-check examples/broken_rule1.py  # runs it like Taichi: x.grad[1] = 110, not 10
 """
 import taichi as ti
 

@@ -21,9 +21,8 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 
-from tinyad.check.rules import (Access, ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-                                ReadThenOverwriteRuleError, Report, ReplayDivergenceRuleError,
-                                SecondWriteRuleError, SilentZeroRuleError, element_name)
+from tinyad.check import rules
+from tinyad.check.rules import Access, Report
 
 from tinyad.interp.memory import Memory
 
@@ -88,6 +87,14 @@ class Scope:
         self.accumulated: dict = {}    # element -> first += (an event tuple)
 
 
+@dataclass
+class Problem:
+    """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
+    lines, and every element it was seen on (the next iterations, the next launches)."""
+    report: Report
+    elements: set = field(default_factory=set)
+
+
 class Checker:
     """Everything the checks remember across launches (one per ti.init)."""
 
@@ -103,7 +110,7 @@ class Checker:
         self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
-        self.shown: set = set()        # warn mode: report signatures already shown
+        self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran
@@ -144,12 +151,8 @@ class Checker:
         """Inside a grad_for function: a plain store must not discard an earlier gradient."""
         if kind == "store" and old != 0 and not same_value(old, new):
             write = Access(kind, site.loc, None, None, None, new, self.tick())
-            self.report(SilentZeroRuleError(Report(
-                "Custom gradient assigns", f"a grad_for function assigns {fld.name}"
-                f"[{', '.join(map(str, index))}] instead of accumulating into it.", None,
-                fld.name, index, None, write, [],
-                f"the {_fmt(old)} already in {fld.name} (from other kernels) is thrown away",
-                f"accumulate: {fld.name}[i] += ... instead of {fld.name}[i] = ...")))
+            self.report(rules.custom_gradient_assigns(field=fld.name, element=index,
+                                                      write=write, discarded=old))
 
     def python_read(self, fld, index, value):
         if self.tape is not None and fld.grad is not None:
@@ -179,8 +182,8 @@ class Checker:
                 if not same_value(value, read.value):
                     access.value = value
                     read.reported = True
-                    self.report(ReadThenOverwriteRuleError(overwrite_report(
-                        fld, element, read, access, self.tape, python=True)))
+                    self.report(rules.python_overwrite(field=fld.name, element=element,
+                                                       read=read, write=access))
 
 
 class LoggedMemory(Memory):
@@ -291,9 +294,9 @@ class LoggedMemory(Memory):
                 if earlier is not None and earlier[3] != it:
                     if slot == other == SLOTS["store"] and same_value(earlier[4], value):
                         continue   # the same value stored twice: no race in the result
-                    self._raise(ParallelConflictRuleError(conflict_report(
-                        key, as_access(earlier), self._access(kind, site, value),
-                        self.launch.kernel)))
+                    self._raise(rules.parallel_conflict(
+                        kernel=self.launch.kernel, field=key[0].name, element=key[1],
+                        earlier=as_access(earlier), later=self._access(kind, site, value)))
                     seen[other + 1] = None
             seen[0] = SHARED
         if seen[slot + 1] is None:
@@ -328,102 +331,25 @@ class ReplayMemory(Memory):
             read = self.launch.reads.get((id(site), index))
             if read is not None and value != read.value and not read.reported \
                     and not same_value(value, read.value):
-                self.checker.report(ReplayDivergenceRuleError(divergence_report(
-                    fld, index, read, value, self.checker.last_writer(fld, index), self.kernel)))
+                self.checker.report(rules.replay_divergence(
+                    kernel=self.kernel, field=fld.name, element=index, read=read, now=value,
+                    last_writer=self.checker.last_writer(fld, index)))
                 del self.launch.reads[(id(site), index)]
         return value
 
 
 
-# ---- reports ------------------------------------------------------------------------------
+# ---- which rule an overwrite breaks -----------------------------------------------------------
 
-def _overwrite_error(fld, index, read, write, scope):
-    report = overwrite_report(fld, index, read, write, scope)
-    if report.rule.startswith("Global Data Access Rule 2"):
-        return SecondWriteRuleError(report)
-    if report.rule.startswith("Read during"):
-        return ReadDuringAccumulationRuleError(report)
-    return ReadThenOverwriteRuleError(report)
-
-
-def overwrite_report(fld, index, read, write, scope, python=False) -> Report:
+def _overwrite_error(fld, index, read: Access, write: Access, scope: Scope):
+    """`write` changed an element after `read`, whose value the adjoint replays."""
     key = (fld, index)
     first = as_access(scope.first_write.get(key))
     accumulated = as_access(scope.accumulated.get(key))
-    name = element_name(fld.name, index)
-    consequence = (f"the adjoint replays the read at line {read.loc.line} and would see "
-                   f"{name} = {_fmt(write.value)} instead of {_fmt(read.value)}, so every "
-                   "gradient that flows through that read would be computed at the wrong value")
-    if python:
-        return Report("Global Data Access Rule 1",
-                      f"{name} was read by a kernel in this Tape, then changed in Python scope.",
-                      read.kernel, fld.name, index, read, write, [], consequence,
-                      "change fields before the Tape starts, or after it ends")
     if write.kind in ACCUMULATE and accumulated is not None and accumulated.time < read.time:
-        return Report("Read during accumulation",
-                      f"{name} was read while it was still being accumulated into with +=.",
-                      write.kernel, fld.name, index, read, write, [accumulated], consequence,
-                      "finish the accumulation first: read the total in a later kernel, after "
-                      "every += into it")
+        return rules.read_during_accumulation(field=fld.name, element=index, read=read,
+                                              write=write, first_accumulation=accumulated)
     if first is not None and first.time < read.time and write.kind not in ACCUMULATE:
-        return Report("Global Data Access Rule 2",
-                      f"{name} was written, read, then written again without +=.",
-                      write.kernel, fld.name, index, read, write, [first], consequence,
-                      "write each element once and accumulate with +=: compute the final value "
-                      "in a local and store it once (e.g. loss[None] = (a + b) * c), or keep "
-                      "each intermediate result in its own field")
-    return Report("Global Data Access Rule 1",
-                  f"{name} was read, then changed before the adjoint used the value read.",
-                  write.kernel, fld.name, index, read, write, [], consequence,
-                  f"keep the value the adjoint needs: write the new value to another field or "
-                  f"to a time-indexed slot ({fld.name}[t + 1] = ... rather than overwriting "
-                  f"{fld.name}[t]), or update {fld.name} in a kernel outside the Tape")
-
-
-def conflict_report(key, earlier: Access, later: Access, kernel) -> Report:
-    fld, index = key
-    name = element_name(fld.name, index)
-    read = next((a for a in (earlier, later) if a.kind == "read"), None)
-    if read is not None:
-        write = later if read is earlier else earlier
-        summary = (f"iteration {write.iteration} of a parallel loop writes {name}, which "
-                   f"iteration {read.iteration} reads.")
-        story = []
-    else:
-        read, write, story = None, later, [earlier]
-        summary = (f"iterations {earlier.iteration} and {later.iteration} of a parallel loop "
-                   + (f"both store {name}." if earlier.kind == later.kind == "store" else
-                      f"update {name} with {earlier.kind} and {later.kind}."))
-    return Report("Parallel loop conflict", summary, kernel, fld.name, index, read, write,
-                  story,
-                  "iterations of a parallel loop run in any order (and their adjoints in yet "
-                  "another), so the result and its gradient depend on the schedule",
-                  "make the iterations independent: write results to a separate field "
-                  "(y[i] = f(x[i - 1]) instead of x[i] = f(x[i - 1])), accumulate with +=, or "
-                  "run the loop in order with ti.loop_config(serialize=True)")
-
-
-def divergence_report(fld, index, read: Access, now, writer: Access | None, kernel) -> Report:
-    name = element_name(fld.name, index)
-    if writer is None:
-        cause = "it was changed after the forward ran"
-    elif writer.kernel is None:
-        cause = "a Python-scope write changed it after the forward ran"
-    else:
-        cause = f"kernel {writer.kernel} changed it after the forward ran"
-    write = Access(writer.kind, writer.loc, writer.kernel, writer.launch, writer.iteration, now,
-                   writer.time) if writer else None
-    return Report("Replay divergence",
-                  f"the adjoint of {kernel} replays a read of {name} and finds {_fmt(now)}, but "
-                  f"the forward read {_fmt(read.value)}: {cause}.",
-                  kernel, fld.name, index, read, write, [],
-                  f"the gradient of {kernel} would be computed at {name} = {_fmt(now)}",
-                  "run the forward kernel again right before .grad(), and change no field it "
-                  "reads between the forward and its gradient (launch such kernels outside "
-                  "the Tape, after it)")
-
-
-def _fmt(value) -> str:
-    if hasattr(value, "item"):
-        value = value.item()
-    return f"{value:.9g}" if isinstance(value, float) else str(value)
+        return rules.second_write(field=fld.name, element=index, read=read, write=write,
+                                  first_write=first)
+    return rules.read_then_overwrite(field=fld.name, element=index, read=read, write=write)

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
-from tinyad.check.rules import Access, Report, SilentZeroRuleError
+from tinyad.check import rules
+from tinyad.check.rules import Access
 from tinyad.runtime import runtime
 
-from tinyad.interp.accesslog import Checker, user_loc
+from tinyad.interp.accesslog import Checker, Problem, user_loc
 from tinyad.check.render import print_report
 
 
@@ -105,10 +106,12 @@ def report(error) -> None:
         raise error
     r = error.report
     signature = (r.rule, r.kernel, r.read.loc if r.read else None, r.write.loc if r.write else None)
-    shown = runtime.checker.shown if runtime.checker is not None else set()
-    if signature not in shown:
-        shown.add(signature)
+    problems = runtime.checker.problems if runtime.checker is not None else {}
+    problem = problems.get(signature)
+    if problem is None:
+        problem = problems[signature] = Problem(r)
         print_report(r)
+    problem.elements.add(r.element_text)
 
 
 def get_checker() -> Checker:
@@ -127,15 +130,9 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
         source = checker.python_reads.get(_key(value))
         if source is not None:
             fld, index, loc = source
-            element = f"{fld.name}[{', '.join(map(str, index))}]"
-            report(SilentZeroRuleError(Report(
-                "Value passed around the tape",
-                f"{kernel_name}'s argument '{name}' is {element}, read in Python scope inside "
-                "the Tape: the gradient through it is lost.", kernel_name, fld.name, index,
-                Access("read", loc, None, None, None, value), None, [],
-                f"{fld.name}.grad gets nothing from {kernel_name}'s use of '{name}'",
-                f"read {element} inside the kernel instead of passing it as an argument (or "
-                "read it before the Tape if it is meant as a constant)")))
+            report(rules.value_passed_around_tape(
+                kernel=kernel_name, argument=name, field=fld.name, element=index,
+                read=Access("read", loc, None, None, None, value)))
     facts = kernel_facts(compiled)
     for target, sources, loc in facts.dependencies:
         differentiable = {s for s in sources if s.grad is not None or s in checker.taint}
@@ -146,15 +143,9 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
             continue
         for source in differentiable:
             if source.grad is None:
-                origin = checker.taint[source]
-                report(SilentZeroRuleError(Report(
-                    "Missing gradient on the path",
-                    f"{source.name} carries values that depend on differentiated fields, but it "
-                    "has no gradient field: gradients through it are silently zero.",
-                    kernel_name, source.name, None,
-                    Access("read", loc, kernel_name), Access("store", origin, None), [],
-                    f"everything upstream of {source.name} gets no gradient from this kernel",
-                    f"declare {source.name} with needs_grad=True (or call ti.root.lazy_grad())")))
+                report(rules.missing_gradient_on_path(
+                    kernel=kernel_name, field=source.name, read_loc=loc,
+                    written_at=checker.taint[source]))
                 return
 
 
@@ -180,21 +171,11 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        report(SilentZeroRuleError(Report(
-            "Unseeded gradient", f"{kernel_name} writes no field that has a gradient, so "
-            f"{kernel_name}.grad() can only produce zeros.", kernel_name, None, None, None,
-            None, [], "every gradient it computes is zero",
-            "declare the kernel's output fields with needs_grad=True")))
+        report(rules.no_output_gradient(kernel=kernel_name))
         return
     if not any(f.grad.data.any() for f in outputs):
-        names = ", ".join(f"{f.name}.grad" for f in outputs)
-        report(SilentZeroRuleError(Report(
-            "Unseeded gradient", f"{kernel_name}.grad() runs with every output adjoint zero "
-            f"({names}).", kernel_name, outputs[0].name, None, None,
-            Access("store", facts.first_store[outputs[0]], kernel_name), [],
-            "all gradients it produces are zero",
-            f"seed the output first, e.g. {outputs[0].name}.grad[None] = 1 for a 0-D loss, "
-            "or use ti.ad.Tape(loss)")))
+        report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+                                      first_store=facts.first_store[outputs[0]]))
 
 
 def _check_order(checker, launch, facts, kernel_name):
@@ -206,16 +187,9 @@ def _check_order(checker, launch, facts, kernel_name):
         shared = [f for f, rows in produced.items() if rows & later.read_rows.get(f, set())]
         seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
         if shared and seeded:
-            fld = shared[0]
-            report(SilentZeroRuleError(Report(
-                "Adjoints out of order",
-                f"{later.kernel} (launch #{later.number}) read {fld.name} after {kernel_name} "
-                f"(launch #{launch.number}) wrote it, and its gradient has not run yet.",
-                kernel_name, fld.name, None, None, None, [],
-                f"{fld.name}.grad is still missing {later.kernel}'s contribution, so "
-                f"{kernel_name}.grad() would pass on an incomplete gradient",
-                f"call the .grad() of later kernels first: {later.kernel}.grad() before "
-                f"{kernel_name}.grad() (reverse launch order), or use ti.ad.Tape")))
+            report(rules.adjoints_out_of_order(
+                kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
+                later_launch=later.number, field=shared[0].name))
             return
 
 
@@ -228,12 +202,6 @@ def _check_rounds(checker, launch, facts, kernel_name):
         cleared = checker.grad_cleared_at.get(grad, 0)
         if (accumulated is not None and cleared < accumulated < launch.origin.time
                 and grad.data.any()):
-            print_report(Report(
-                "Gradient accumulates across rounds (warning)",
-                f"{grad.name} still holds the gradient of an earlier round when "
-                f"{kernel_name}.grad() adds this round's.", kernel_name, grad.name, None,
-                None, Access("python call", user_loc(), None), [],
-                f"{grad.name} is the sum of several rounds, not this round's gradient",
-                f"clear it between rounds ({grad.name}.fill(0) or "
-                "ti.ad.clear_all_gradients()), unless the sum is what you want"))
+            print_report(rules.gradient_accumulates_across_rounds(
+                kernel=kernel_name, gradient=grad.name, call_loc=user_loc()))
             checker.grad_cleared_at[grad] = checker.tick()   # say it once per round

@@ -1,13 +1,16 @@
 """The `tinyad` command: run an unmodified Taichi program under tinyad, check it, run examples.
 
-    tinyad run prog.py [args...]      `import taichi` inside prog.py gets tinyad
-    tinyad check prog.py [args...]    the same under the autodiff rule checker: every violation
-                                      is reported; the exit status is 1 if there was one
+    tinyad run prog.py [args...]      `import taichi` inside prog.py gets tinyad; in interp mode
+                                      the rule checker stops at the first violation (its report,
+                                      exit status 1); --no-check runs without it
+    tinyad check prog.py [args...]    report every violation and go on; exit status 1 if any
     tinyad example [name]             list the examples, or run one
     tinyad --version
 
-Errors in the user's program end the command with exit status 1. A tinyad error prints its
-message only: it already names the user's file and line and draws a caret under the code.
+tinyad's options (--mode, --no-check, --traceback) may stand anywhere before the program's path;
+everything after it goes to the program. Errors in the user's program end the command with exit
+status 1. A tinyad error prints its message only: it already names the user's file and line and
+draws a caret under the code.
 """
 from __future__ import annotations
 
@@ -21,9 +24,11 @@ import traceback
 from pathlib import Path
 
 import tinyad
+from tinyad.check.render import print_report
+from tinyad.check.rules import RuleViolation
 from tinyad.frontend import lang
 from tinyad.core.errors import TinyadError, TinyadSyntaxError
-from tinyad.runtime import MODES
+from tinyad.runtime import MODES, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
 _ROOT = Path(tinyad.__file__).resolve().parent.parent
@@ -87,6 +92,11 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
         with _environment(env), taichi_is_tinyad():
             tinyad.init()
             runpy.run_path(program, run_name="__main__")
+    except RuleViolation as exc:   # check="error": the gradient would be wrong, so stop here
+        print_report(exc.report)
+        print("[tinyad] stopped: this program's gradient would be wrong. `tinyad check` reports "
+              "every violation and goes on; --no-check runs without the checks.", file=sys.stderr)
+        return 1
     except (TinyadError, TinyadSyntaxError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -173,36 +183,75 @@ def _example_command(options) -> int:
         print(f"tinyad example: no example {name!r}; choose one of: {', '.join(examples)}",
               file=sys.stderr)
         return 2
-    return run_program(examples[name], options.args, mode=options.mode, check=None,
-                       full_traceback=options.traceback)
+    return run_program(examples[name], options.args, mode=_option(options, "mode"),
+                       check=_run_check(options), full_traceback=_option(options, "traceback"))
 
 
 # ---- the command line ------------------------------------------------------------------------
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", choices=MODES, help="execution mode (sets TINYAD_MODE)")
-    parser.add_argument("--traceback", action="store_true",
-                        help="on an error, show tinyad's own frames too (to debug tinyad)")
+COMMANDS_WITH_A_PROGRAM = ("run", "check", "example")
+
+
+def _tinyad_options() -> argparse.ArgumentParser:
+    """The options tinyad reads before the program's path, on the command or before it. Their
+    default is SUPPRESS, so that a subcommand does not overwrite one given before it."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--mode", choices=MODES, default=argparse.SUPPRESS,
+                         help="execution mode (sets TINYAD_MODE)")
+    options.add_argument("--no-check", action="store_true", default=argparse.SUPPRESS,
+                         help="run without the autodiff rule checker (interp mode checks "
+                              "by default)")
+    options.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                         help="on an error, show tinyad's own frames too (to debug tinyad)")
+    return options
+
+
+def _option(options, name: str):
+    return getattr(options, name, None)
+
+
+def split_program_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(tinyad's arguments, up to the program's path or the example's name; the program's
+    arguments, everything after it, passed on untouched, options included)."""
+    command, position = None, 0
+    while position < len(argv):
+        arg = argv[position]
+        if arg == "--mode":
+            position += 2           # the option and its value
+        elif arg.startswith("-"):
+            position += 1
+        elif command is None:
+            command = arg
+            if command not in COMMANDS_WITH_A_PROGRAM:
+                return argv, []
+            position += 1
+        else:
+            return argv[:position + 1], argv[position + 1:]
+    return argv, []
 
 
 def build_parser() -> argparse.ArgumentParser:
+    options = _tinyad_options()
     parser = argparse.ArgumentParser(
-        prog="tinyad", description="Taichi-style differentiable programming you can see inside.")
+        prog="tinyad", description="Taichi-style differentiable programming you can see inside.",
+        parents=[options])
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, text in (("run", "run a Taichi program under tinyad"),
-                       ("check", "run a Taichi program with the autodiff rule checker on")):
-        sub = commands.add_parser(name, help=text, description=text + "; `import taichi` "
-                                  "inside it gets tinyad")
-        _add_run_options(sub)
+    for name, text in (("run", "run a Taichi program under tinyad; in interp mode it stops at "
+                               "the first autodiff rule violation"),
+                       ("check", "run a Taichi program, report every autodiff rule violation "
+                                 "and go on (interp mode)")):
+        sub = commands.add_parser(name, help=text, parents=[options],
+                                  description=text + "; `import taichi` inside it gets tinyad")
         sub.add_argument("program", help="the Python file to run")
-        sub.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
+        sub.add_argument("args", nargs="*", help="arguments for the program (everything after "
+                         "its path)")
     sub = commands.add_parser("lesson", help="step through a lesson (lessons/NN_*.py)")
     sub.add_argument("number", type=int, nargs="?", help="the lesson (omit to list them)")
     sub.add_argument("--no-pause", action="store_true", help="run straight through")
-    sub = commands.add_parser("example", help="list the examples, or run one")
-    _add_run_options(sub)
+    sub = commands.add_parser("example", help="list the examples, or run one", parents=[options])
     sub.add_argument("name", nargs="?", help="the example to run (omit to list them)")
-    sub.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the example")
+    sub.add_argument("args", nargs="*", help="arguments for the example (everything after "
+                     "its name)")
     return parser
 
 
@@ -215,7 +264,10 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    options = parser.parse_args(argv)
+    ours, program_args = split_program_arguments(sys.argv[1:] if argv is None else argv)
+    options = parser.parse_args(ours)
+    if options.command in COMMANDS_WITH_A_PROGRAM:
+        options.args = program_args
     if options.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -233,19 +285,64 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         parser.error(f"{options.command}: no such file: {options.program}")
     if options.command == "run":
-        return run_program(path, options.args, mode=options.mode, check="off",
-                           full_traceback=options.traceback)
-    # check: report every violation (warn mode), then fail if there was any
-    from tinyad.runtime import runtime  # noqa: PLC0415
+        return run_program(path, options.args, mode=_option(options, "mode"),
+                           check=_run_check(options), full_traceback=_option(options, "traceback"))
+    return _check_command(path, options)
+
+
+def _run_check(options) -> str | None:
+    """`tinyad run` checks like `python prog.py` does (ti.init's default, check="error"):
+    a wrong gradient must not flow on into the rest of the program."""
+    return "off" if _option(options, "no_check") else "error"
+
+
+def _check_command(path: Path, options) -> int:
+    """Run with every violation reported (warn mode); exit status 1 if there was one."""
+    if _option(options, "mode") == "fast":
+        print("tinyad check: --mode fast would check nothing: the rule checks run in interp mode "
+              "(fast mode runs compiled code without the access log). Use `tinyad check "
+              f"{options.program}`, or `tinyad run --mode fast {options.program}` to run it "
+              "unchecked.", file=sys.stderr)
+        return 2
+    if _option(options, "no_check"):
+        print("tinyad check: --no-check leaves nothing to do; `tinyad run --no-check "
+              f"{options.program}` runs it unchecked.", file=sys.stderr)
+        return 2
     status = run_program(path, options.args, mode="interp", check="warn",
-                         full_traceback=options.traceback)
-    if runtime.violations:
-        print(f"[tinyad] check: {runtime.violations} autodiff rule violation(s) found",
-              file=sys.stderr)
+                         full_traceback=_option(options, "traceback"))
+    problems = list(runtime.checker.problems.values()) if runtime.checker is not None else []
+    if problems:
+        count = f"{len(problems)} autodiff rule violation{'s' if len(problems) > 1 else ''}"
+        print(f"[tinyad] check: {count} found", file=sys.stderr)
+        for problem in problems:
+            print(f"  {_problem_line(problem)}", file=sys.stderr)
         return status or 1
+    if runtime.config.mode != "interp" or runtime.config.check == "off":
+        chosen = (f'mode="{runtime.config.mode}"' if runtime.config.mode != "interp"
+                  else 'check="off"')
+        print(f"[tinyad] check: nothing was checked: the program calls ti.init({chosen}), "
+              "which runs no rule checks", file=sys.stderr)
+        return status or 2
     if status == 0:
         print("[tinyad] check: no autodiff rule violations", file=sys.stderr)
     return status
+
+
+def _problem_line(problem) -> str:
+    """`Parallel loop conflict in shift: 6 elements (x[1], x[2], x[3], ...)`"""
+    report = problem.report
+    text = report.rule + (f" in {report.kernel}" if report.kernel else "")
+    elements = sorted((e for e in problem.elements if e), key=_natural)
+    if elements:
+        shown = ", ".join(elements[:3]) + (", ..." if len(elements) > 3 else "")
+        text += f": {len(elements)} element{'s' if len(elements) > 1 else ''} ({shown})"
+    return text
+
+
+def _natural(element: str):
+    """x[2] before x[10]."""
+    name, _, index = element.partition("[")
+    return name, [int(i) for i in index.rstrip("]").split(",") if i.strip()]
 
 
 if __name__ == "__main__":

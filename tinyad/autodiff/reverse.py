@@ -46,18 +46,12 @@ def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
 
 def _reject_random(body, name):
     """A replay of ti.random() draws new numbers: the adjoint would differentiate other values."""
-    from tinyad.check.rules import Access, Report, ReplayDivergenceRuleError  # noqa: PLC0415
+    from tinyad.check import rules  # noqa: PLC0415
     for stmt in ir.walk_stmts(body):
         for expr in ir.stmt_exprs(stmt):
             for sub in ir.walk_expr(expr):
                 if isinstance(sub, ir.Op) and sub.op == "random":
-                    raise ReplayDivergenceRuleError(Report(
-                        "Replay divergence", f"{name}'s gradient depends on ti.random(), which "
-                        "the adjoint kernel would draw anew.", name, None, None,
-                        Access("random", sub.loc, name), None, [],
-                        "the adjoint would use different random numbers than the forward did",
-                        "draw the random numbers into a field in a kernel before the Tape (or "
-                        "outside the differentiated kernels) and read them from there"))
+                    raise rules.random_in_adjoint(kernel=name, loc=sub.loc)
 
 
 @dataclass

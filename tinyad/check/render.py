@@ -1,98 +1,70 @@
-"""Rendering rule-violation reports: rich in a terminal, plain text otherwise (and in messages).
+"""Showing rule-violation reports: a rich panel in a terminal, plain text otherwise.
 
-    Global Data Access Rule 1: b[] was read, then changed before the adjoint used it.
-      kernel func_broke_rule_1
-      read  at prog.py:12, in func_broke_rule_1 (launch #3): value 10.0
-          loss[None] = x[1] * b[None]
-                              ^^^^^^^
-      write at prog.py:13, in func_broke_rule_1 (launch #3): 10.0 -> 110.0
-          b[None] += 100
-          ^^^^^^^^^^^^^^
-      wrong gradient: ...
-      fix: ...
+The panel says what the plain text says (tinyad/check/report.py), laid out for the terminal's
+width: every line wraps inside the box, a word too long for it folds, and below
+MIN_BOXED_WIDTH columns the box is dropped. Nothing is cropped.
 """
 from __future__ import annotations
 
 import sys
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
-from tinyad.check.rules import Access, Report
+from tinyad.check.report import Report, render_text, report_lines
+
+MIN_BOXED_WIDTH = 50   # narrower than this, the border and padding cost too much of the line
+
+_STYLES = {"kernel": "", "access": "bold", "code": "cyan", "consequence": "yellow",
+           "fix": "green"}
 
 
-def _value(v) -> str:
-    if hasattr(v, "item"):
-        v = v.item()
-    return f"{v:.9g}" if isinstance(v, float) else str(v)
+class ReportView:
+    """A report as a rich renderable that adapts to the width it is given."""
+
+    def __init__(self, report: Report):
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        rule_fits_in_border = len(self.report.rule) + 6 <= width
+        if width < MIN_BOXED_WIDTH or not rule_fits_in_border:
+            yield self._body(Text(self.report.title, style="bold red"))
+            return
+        yield Panel(self._body(Text(self.report.summary, style="bold red")),
+                    title=Text(self.report.rule, style="bold red"), title_align="left",
+                    border_style="red", expand=False)
+
+    def _body(self, head: Text) -> Group:
+        """The head, a table of the kernel and the accesses (label | text, the text wrapping
+        under itself), then the consequence and the fix as paragraphs."""
+        table = Table.grid(padding=(0, 1))
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        paragraphs = []
+        for line in report_lines(self.report):
+            style = _STYLES[line.kind] or None
+            if line.kind in ("consequence", "fix"):
+                paragraphs.append(Text(f"{line.label} {line.text}", style=style,
+                                       overflow="fold"))
+            else:
+                table.add_row(Text(line.label, style=style),
+                              Text(line.text, style=style, overflow="fold"))
+        head.overflow = "fold"
+        parts = [head] + ([table] if table.row_count else []) + paragraphs
+        return Group(*parts)
 
 
-def _where(access: Access) -> str:
-    if access.loc is None:
-        return "in Python scope"
-    place = f"{access.loc.file.rsplit('/', 1)[-1]}:{access.loc.line}"
-    if access.kernel is None:
-        return f"at {place}, in Python scope"
-    text = f"at {place}, in {access.kernel}"
-    if access.launch is not None:
-        text += f" (launch #{access.launch}"
-        text += f", iteration {access.iteration})" if access.iteration is not None else ")"
-    return text
-
-
-def _access_lines(label: str, access: Access, detail: str) -> list[tuple[str, str]]:
-    lines = [(f"  {label} {_where(access)}{': ' + detail if detail else ''}", "bold")]
-    if access.loc is not None and access.loc.text:
-        for snippet_line in access.loc.snippet().splitlines()[1:]:
-            lines.append(("    " + snippet_line, "cyan"))
-    return lines
-
-
-def _lines(report: Report) -> list[tuple[str, str]]:
-    head = f"{report.rule}: {report.summary}"
-    lines = [(head, "bold red")]
-    if report.kernel:
-        lines.append((f"  kernel {report.kernel}", ""))
-    for access in report.earlier:
-        lines += _access_lines(f"{access.kind:5}", access,
-                               f"value {_value(access.value)}" if access.value is not None else "")
-    if report.read is not None:
-        lines += _access_lines("read ", report.read, f"value {_value(report.read.value)}")
-    if report.write is not None:
-        detail = report.write.kind
-        conflict = report.rule == "Parallel loop conflict"   # two iterations, not before/after
-        if report.read is not None and report.write.value is not None and not conflict:
-            detail += f", {_value(report.read.value)} -> {_value(report.write.value)}"
-        elif report.write.value is not None:
-            detail += f", value {_value(report.write.value)}"
-        lines += _access_lines("write", report.write, detail)
-    if report.consequence:
-        lines.append((f"  wrong gradient: {report.consequence}", "yellow"))
-    if report.fix:
-        lines.append((f"  fix: {report.fix}", "green"))
-    return lines
-
-
-def render_text(report: Report) -> str:
-    return "\n".join(text for text, _ in _lines(report))
-
-
-def render_rich(report: Report) -> Panel:
-    body = Text()
-    lines = _lines(report)
-    for k, (text, style) in enumerate(lines[1:]):
-        body.append(text.removeprefix("  "), style=style or None)
-        if k < len(lines) - 2:
-            body.append("\n")
-    return Panel(body, title=Text(lines[0][0], style="bold red"), title_align="left",
-                 border_style="red", expand=False)
+def render_rich(report: Report) -> ReportView:
+    return ReportView(report)
 
 
 def print_report(report: Report, file=None) -> None:
     """Show a report to the user: a rich panel in a terminal, plain text elsewhere."""
     stream = file or sys.stderr
-    console = Console(file=stream, highlight=False, soft_wrap=True)
+    console = Console(file=stream, highlight=False)
     if console.is_terminal:
         console.print(render_rich(report))
     else:

@@ -1,93 +1,35 @@
-"""The autodiff rules tinyad checks, and the report a violation carries.
+"""The autodiff rules tinyad checks: one error class per kind of violation, and one constructor
+per rule that writes its report (title, explanation, fix). The checks that find violations live
+with the backend that runs kernels (interp/accesslog.py, interp/launchchecks.py) and call these
+constructors with what they saw.
 
-Why these rules are exactly the conditions for a right gradient (tinyad/reverse.py): an adjoint
-kernel recomputes every value it needs from the fields as they are when it runs, and the adjoint
-of a store hands the gradient on and zeroes it. So a gradient is right when
+Why these rules are exactly the conditions for a right gradient (tinyad/autodiff/reverse.py): an
+adjoint kernel recomputes every value it needs from the fields as they are when it runs, and the
+adjoint of a store hands the gradient on and zeroes it. So a gradient is right when
   (1) every load the adjoint replays reads what the forward read (no element the adjoint relies on
       is changed between its read and the adjoint),
   (2) no two iterations of a parallel loop depend on each other through an element,
   (3) every field on the derivative path has a gradient and the outputs are seeded.
-Each violation class below is one way to break these; `Report` says which element, where, and
-what to do about it.
+Each violation class below is one way to break these.
+
+Adding a rule: a constructor here (its text), an error class if no existing one fits, and a call
+where the backend can see the violation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
+from tinyad.check.report import Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.core.srcloc import SrcLoc
 
 
-@dataclass(slots=True)
-class Access:
-    """One event of the access log."""
-    kind: str                 # "read", "store", "atomic_add", ..., "python write"
-    loc: SrcLoc | None
-    kernel: str | None = None  # None for Python scope
-    launch: int | None = None
-    iteration: int | None = None
-    value: Any = None
-    time: int = 0
-    reported: bool = False     # a read already blamed in a report is not reported again
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "file": self.loc.file if self.loc else None,
-                "line": self.loc.line if self.loc else None, "kernel": self.kernel,
-                "launch": self.launch, "iteration": self.iteration,
-                "value": _plain(self.value)}
-
-
-@dataclass
-class Report:
-    rule: str                  # short name, e.g. "Global Data Access Rule 1"
-    summary: str               # the rule in one sentence
-    kernel: str | None
-    field: str | None
-    element: tuple | None
-    read: Access | None = None
-    write: Access | None = None
-    earlier: list = field(default_factory=list)   # other accesses that explain the story
-    consequence: str = ""      # which gradient would have been wrong, and how
-    fix: str = ""
-
-    @property
-    def element_text(self) -> str:
-        return "" if self.field is None else element_name(self.field, self.element or ())
-
-    def to_dict(self) -> dict:
-        return {"rule": self.rule, "summary": self.summary, "kernel": self.kernel,
-                "field": self.field,
-                "element": [int(i) for i in self.element] if self.element is not None else None,
-                "read": self.read.to_dict() if self.read else None,
-                "write": self.write.to_dict() if self.write else None,
-                "earlier": [a.to_dict() for a in self.earlier],
-                "consequence": self.consequence, "fix": self.fix}
-
-    def __str__(self) -> str:
-        from tinyad.check.render import render_text  # noqa: PLC0415  (rendering lives with the log)
-        return render_text(self)
-
-
-def element_name(field_name: str, index) -> str:
-    """`x[2, 0]`, `loss[]`: an element as reports write it."""
-    return f"{field_name}[{', '.join(str(int(i)) for i in index)}]"
-
-
-def _plain(value):
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
 class RuleViolation(AutodiffRuleError):
-    """An AutodiffRuleError carrying a Report; its message is the rendered report."""
+    """An AutodiffRuleError carrying a Report; its message is the plain-text report."""
 
     def __init__(self, report: Report):
         self.report = report
-        loc = (report.write or report.read).loc if (report.write or report.read) else None
+        access = report.write or report.read
         super().__init__(str(report))
-        self.loc = loc
+        self.loc = access.loc if access is not None else None
 
     def _render(self) -> str:
         return self.message
@@ -119,7 +61,230 @@ class SilentZeroRuleError(RuleViolation):
     gradient on the path, adjoints run out of order, a value passed around the tape."""
 
 
+# ---- an element changed between a read and the adjoint that replays it ----------------------
+
+def _replayed_read_sees(name: str, read: Access, write: Access) -> str:
+    return (f"the adjoint replays the read at line {read.loc.line} and would see {name} = "
+            f"{format_value(write.value)} instead of {format_value(read.value)}, so every "
+            "gradient that flows through that read would be computed at the wrong value")
+
+
+def read_then_overwrite(*, field: str, element: tuple, read: Access,
+                        write: Access) -> ReadThenOverwriteRuleError:
+    """Global Data Access Rule 1, inside a kernel: `write` changed what `read` read."""
+    name = element_name(field, element)
+    return ReadThenOverwriteRuleError(Report(
+        rule="Global Data Access Rule 1",
+        summary=f"{name} was read, then changed before the adjoint used the value read.",
+        kernel=write.kernel, field=field, element=element, read=read, write=write,
+        consequence=_replayed_read_sees(name, read, write),
+        fix=f"keep the value the adjoint needs: write the new value to another field or to a "
+            f"time-indexed slot ({field}[t + 1] = ... rather than overwriting {field}[t]), or "
+            f"update {field} in a kernel outside the Tape"))
+
+
+def python_overwrite(*, field: str, element: tuple, read: Access,
+                     write: Access) -> ReadThenOverwriteRuleError:
+    """Global Data Access Rule 1, from Python scope: a field read in the Tape was changed."""
+    name = element_name(field, element)
+    return ReadThenOverwriteRuleError(Report(
+        rule="Global Data Access Rule 1",
+        summary=f"{name} was read by a kernel in this Tape, then changed in Python scope.",
+        kernel=read.kernel, field=field, element=element, read=read, write=write,
+        consequence=_replayed_read_sees(name, read, write),
+        fix="change fields before the Tape starts, or after it ends"))
+
+
+def second_write(*, field: str, element: tuple, read: Access, write: Access,
+                 first_write: Access) -> SecondWriteRuleError:
+    """Global Data Access Rule 2: written, read, then written again without +=."""
+    name = element_name(field, element)
+    return SecondWriteRuleError(Report(
+        rule="Global Data Access Rule 2",
+        summary=f"{name} was written, read, then written again without +=.",
+        kernel=write.kernel, field=field, element=element, read=read, write=write,
+        earlier=[first_write], consequence=_replayed_read_sees(name, read, write),
+        fix="write each element once and accumulate with +=: compute the final value in a "
+            "local and store it once (e.g. loss[None] = (a + b) * c), or keep each "
+            "intermediate result in its own field"))
+
+
+def read_during_accumulation(*, field: str, element: tuple, read: Access, write: Access,
+                             first_accumulation: Access) -> ReadDuringAccumulationRuleError:
+    """An element read between two of the += that build it."""
+    name = element_name(field, element)
+    return ReadDuringAccumulationRuleError(Report(
+        rule="Read during accumulation",
+        summary=f"{name} was read while it was still being accumulated into with +=.",
+        kernel=write.kernel, field=field, element=element, read=read, write=write,
+        earlier=[first_accumulation], consequence=_replayed_read_sees(name, read, write),
+        fix="finish the accumulation first: read the total in a later kernel, after every += "
+            "into it"))
+
+
+# ---- parallel loops and replays --------------------------------------------------------------
+
+def parallel_conflict(*, kernel: str, field: str, element: tuple, earlier: Access,
+                      later: Access) -> ParallelConflictRuleError:
+    """Two iterations of one parallel loop touched an element in conflicting ways."""
+    name = element_name(field, element)
+    read = next((a for a in (earlier, later) if a.kind == "read"), None)
+    if read is not None:
+        write = later if read is earlier else earlier
+        summary = (f"iteration {write.iteration} of a parallel loop writes {name}, which "
+                   f"iteration {read.iteration} reads.")
+        story = []
+    else:
+        write, story = later, [earlier]
+        summary = (f"iterations {earlier.iteration} and {later.iteration} of a parallel loop "
+                   + (f"both store {name}." if earlier.kind == later.kind == "store" else
+                      f"update {name} with {earlier.kind} and {later.kind}."))
+    return ParallelConflictRuleError(Report(
+        rule="Parallel loop conflict", summary=summary, kernel=kernel, field=field,
+        element=element, read=read, write=write, earlier=story, write_replaces_read=False,
+        consequence="iterations of a parallel loop run in any order (and their adjoints in "
+                    "yet another), so the result and its gradient depend on the schedule",
+        fix="make the iterations independent: write results to a separate field (y[i] = "
+            "f(x[i - 1]) instead of x[i] = f(x[i - 1])), accumulate with +=, or run the loop "
+            "in order with ti.loop_config(serialize=True)"))
+
+
+def replay_divergence(*, kernel: str, field: str, element: tuple, read: Access, now,
+                      last_writer: Access | None) -> ReplayDivergenceRuleError:
+    """The adjoint of `kernel` replays `read` and finds `now` instead of the value read."""
+    name = element_name(field, element)
+    if last_writer is None:
+        cause = "it was changed after the forward ran"
+    elif last_writer.kernel is None:
+        cause = "a Python-scope write changed it after the forward ran"
+    else:
+        cause = f"kernel {last_writer.kernel} changed it after the forward ran"
+    write = None if last_writer is None else Access(
+        kind=last_writer.kind, loc=last_writer.loc, kernel=last_writer.kernel,
+        launch=last_writer.launch, iteration=last_writer.iteration, value=now,
+        time=last_writer.time)
+    return ReplayDivergenceRuleError(Report(
+        rule="Replay divergence",
+        summary=f"the adjoint of {kernel} replays a read of {name} and finds "
+                f"{format_value(now)}, but the forward read {format_value(read.value)}: {cause}.",
+        kernel=kernel, field=field, element=element, read=read, write=write,
+        consequence=f"the gradient of {kernel} would be computed at {name} = {format_value(now)}",
+        fix="run the forward kernel again right before .grad(), and change no field it reads "
+            "between the forward and its gradient (launch such kernels outside the Tape, after "
+            "it)"))
+
+
+def random_in_adjoint(*, kernel: str, loc: SrcLoc) -> ReplayDivergenceRuleError:
+    """A kernel's gradient depends on ti.random(), which its adjoint would draw anew."""
+    return ReplayDivergenceRuleError(Report(
+        rule="Replay divergence",
+        summary=f"{kernel}'s gradient depends on ti.random(), which the adjoint kernel would "
+                "draw anew.",
+        kernel=kernel, read=Access(kind="random", loc=loc, kernel=kernel),
+        consequence="the adjoint would use different random numbers than the forward did",
+        fix="draw the random numbers into a field in a kernel before the Tape (or outside the "
+            "differentiated kernels) and read them from there"))
+
+
+# ---- gradients silently zero or doubled ------------------------------------------------------
+
+def custom_gradient_assigns(*, field: str, element: tuple, write: Access,
+                            discarded) -> SilentZeroRuleError:
+    """A grad_for function stored into a gradient that already held `discarded`."""
+    return SilentZeroRuleError(Report(
+        rule="Custom gradient assigns",
+        summary=f"a grad_for function assigns {element_name(field, element)} instead of "
+                "accumulating into it.",
+        field=field, element=element, write=write,
+        consequence=f"the {format_value(discarded)} already in {field} (from other kernels) is "
+                    "thrown away",
+        fix=f"accumulate: {field}[i] += ... instead of {field}[i] = ..."))
+
+
+def value_passed_around_tape(*, kernel: str, argument: str, field: str, element: tuple,
+                             read: Access) -> SilentZeroRuleError:
+    """A field value read in Python scope inside a Tape, then passed as a kernel argument."""
+    name = element_name(field, element)
+    return SilentZeroRuleError(Report(
+        rule="Value passed around the tape",
+        summary=f"{kernel}'s argument '{argument}' is {name}, read in Python scope inside the "
+                "Tape: the gradient through it is lost.",
+        kernel=kernel, field=field, element=element, read=read,
+        consequence=f"{field}.grad gets nothing from {kernel}'s use of '{argument}'",
+        fix=f"read {name} inside the kernel instead of passing it as an argument (or read it "
+            "before the Tape if it is meant as a constant)"))
+
+
+def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
+                             written_at: SrcLoc) -> SilentZeroRuleError:
+    """A field without needs_grad holds values derived from differentiated fields."""
+    return SilentZeroRuleError(Report(
+        rule="Missing gradient on the path",
+        summary=f"{field} carries values that depend on differentiated fields, but it has no "
+                "gradient field: gradients through it are silently zero.",
+        kernel=kernel, field=field,
+        read=Access(kind="read", loc=read_loc, kernel=kernel),
+        write=Access(kind="store", loc=written_at),
+        consequence=f"everything upstream of {field} gets no gradient from this kernel",
+        fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad())"))
+
+
+def no_output_gradient(*, kernel: str) -> SilentZeroRuleError:
+    """kernel.grad() on a kernel that writes no field with a gradient."""
+    return SilentZeroRuleError(Report(
+        rule="Unseeded gradient",
+        summary=f"{kernel} writes no field that has a gradient, so {kernel}.grad() can only "
+                "produce zeros.",
+        kernel=kernel, consequence="every gradient it computes is zero",
+        fix="declare the kernel's output fields with needs_grad=True"))
+
+
+def unseeded_outputs(*, kernel: str, outputs: list[str],
+                     first_store: SrcLoc) -> SilentZeroRuleError:
+    """kernel.grad() while every output adjoint is zero."""
+    names = ", ".join(f"{name}.grad" for name in outputs)
+    return SilentZeroRuleError(Report(
+        rule="Unseeded gradient",
+        summary=f"{kernel}.grad() runs with every output adjoint zero ({names}).",
+        kernel=kernel, field=outputs[0],
+        write=Access(kind="store", loc=first_store, kernel=kernel),
+        consequence="all gradients it produces are zero",
+        fix=f"seed the output first, e.g. {outputs[0]}.grad[None] = 1 for a 0-D loss, or use "
+            "ti.ad.Tape(loss)"))
+
+
+def adjoints_out_of_order(*, kernel: str, launch: int, later_kernel: str, later_launch: int,
+                          field: str) -> SilentZeroRuleError:
+    """kernel.grad() before the gradient of a later launch that read its output."""
+    return SilentZeroRuleError(Report(
+        rule="Adjoints out of order",
+        summary=f"{later_kernel} (launch #{later_launch}) read {field} after {kernel} "
+                f"(launch #{launch}) wrote it, and its gradient has not run yet.",
+        kernel=kernel, field=field,
+        consequence=f"{field}.grad is still missing {later_kernel}'s contribution, so "
+                    f"{kernel}.grad() would pass on an incomplete gradient",
+        fix=f"call the .grad() of later kernels first: {later_kernel}.grad() before "
+            f"{kernel}.grad() (reverse launch order), or use ti.ad.Tape"))
+
+
+def gradient_accumulates_across_rounds(*, kernel: str, gradient: str,
+                                       call_loc: SrcLoc | None) -> Report:
+    """A warning, not an error: the sum over rounds may be what the user wants."""
+    return Report(
+        rule="Gradient accumulates across rounds (warning)",
+        summary=f"{gradient} still holds the gradient of an earlier round when "
+                f"{kernel}.grad() adds this round's.",
+        kernel=kernel, field=gradient, write=Access(kind="python call", loc=call_loc),
+        consequence=f"{gradient} is the sum of several rounds, not this round's gradient",
+        fix=f"clear it between rounds ({gradient}.fill(0) or ti.ad.clear_all_gradients()), "
+            "unless the sum is what you want")
+
+
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "SecondWriteRuleError", "ReadDuringAccumulationRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
-           "KernelSimplicityRuleError"]
+           "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
+           "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
+           "replay_divergence", "random_in_adjoint", "custom_gradient_assigns",
+           "value_passed_around_tape", "missing_gradient_on_path", "no_output_gradient",
+           "unseeded_outputs", "adjoints_out_of_order", "gradient_accumulates_across_rounds"]

@@ -1,0 +1,186 @@
+"""The `tinyad` command, run as a user runs it (a subprocess): `tinyad run` stops a program whose
+gradient would be wrong, --no-check runs it anyway, options work wherever they stand before the
+program's path, and `tinyad check` counts one violation per report."""
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def tinyad(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tinyad.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def program(tmp_path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+# Global Data Access Rule 1 across two kernels: the adjoint of use_b would replay b = 4, not 3.
+OVERWRITE_ACROSS_KERNELS = """
+    import taichi as ti
+    ti.init()
+    x = ti.field(ti.f32, shape=2, needs_grad=True)
+    b = ti.field(ti.f32, shape=(), needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def use_b():
+        loss[None] += x[0] * b[None]
+
+    @ti.kernel
+    def bump_b():
+        b[None] = b[None] + 1.0
+
+    x[0] = 2.0
+    b[None] = 3.0
+    with ti.ad.Tape(loss):
+        use_b()
+        bump_b()
+    print("x.grad[0] =", x.grad[0])
+"""
+
+# y has no gradient, so loss's gradient never reaches x through it: x.grad stays 0, not 2.
+MISSING_NEEDS_GRAD = """
+    import taichi as ti
+    ti.init()
+    x = ti.field(ti.f32, shape=(), needs_grad=True)
+    y = ti.field(ti.f32, shape=())
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def double():
+        y[None] = 2.0 * x[None]
+
+    @ti.kernel
+    def total():
+        loss[None] = y[None]
+
+    x[None] = 1.0
+    with ti.ad.Tape(loss):
+        double()
+        total()
+    print("x.grad =", x.grad[None])
+"""
+
+# Two bugs: iterations i and i + 1 of a parallel loop share x[i] for i = 1..6 (six elements),
+# and b[] is read, then overwritten in the Tape (one element).
+TWO_BUGS = """
+    import taichi as ti
+    ti.init()
+    x = ti.field(ti.f32, shape=8, needs_grad=True)
+    b = ti.field(ti.f32, shape=(), needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def shift():
+        for i in range(1, 8):
+            x[i] = x[i - 1] * 2.0
+
+    @ti.kernel
+    def total():
+        for i in range(8):
+            loss[None] += x[i] * b[None]
+        b[None] += 1.0
+
+    for i in range(8):
+        x[i] = i
+    b[None] = 3.0
+    with ti.ad.Tape(loss):
+        shift()
+        total()
+    print("finished")
+"""
+
+SHOW_OPTIONS = """
+    import sys
+    import taichi as ti
+    from tinyad.runtime import runtime
+    ti.init()
+    print(runtime.config.mode, runtime.config.check, sys.argv[1:])
+"""
+
+
+def test_run_stops_the_broken_example_with_its_report():
+    result = tinyad("run", EXAMPLES / "broken_rule1.py")
+    assert result.returncode == 1
+    assert "Global Data Access Rule 1: b[] was read" in result.stderr
+    assert "10 -> 110" in result.stderr and "fix:" in result.stderr
+    assert "x.grad[1]" not in result.stdout   # stopped before the wrong gradient was used
+
+
+def test_run_no_check_runs_it_as_taichi_would():
+    result = tinyad("run", "--no-check", EXAMPLES / "broken_rule1.py")
+    assert result.returncode == 0, result.stderr
+    assert "x.grad[1] = 110.0" in result.stdout and "Rule" not in result.stderr
+
+
+def test_run_stops_a_read_then_overwrite_across_two_kernels(tmp_path):
+    result = tinyad("run", program(tmp_path, "across.py", OVERWRITE_ACROSS_KERNELS))
+    assert result.returncode == 1
+    assert "Global Data Access Rule 1: b[] was read" in result.stderr
+    assert "across.py:10" in result.stderr and "across.py:14" in result.stderr
+    assert "x.grad[0]" not in result.stdout
+
+
+def test_run_stops_a_missing_needs_grad_on_an_intermediate_field(tmp_path):
+    result = tinyad("run", program(tmp_path, "nograd.py", MISSING_NEEDS_GRAD))
+    assert result.returncode == 1
+    assert "Missing gradient on the path" in result.stderr
+    assert "declare y with needs_grad=True" in result.stderr
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "--mode", "fast", "{p}", "a", "--mode", "b"], "fast error ['a', '--mode', 'b']"),
+    (["--mode", "fast", "run", "{p}"], "fast error []"),
+    (["--mode=fast", "run", "--no-check", "{p}", "x"], "fast off ['x']"),
+    (["--no-check", "run", "{p}"], "interp off []"),
+    (["run", "{p}", "--mode", "fast", "--no-check"],
+     "interp error ['--mode', 'fast', '--no-check']"),
+])
+def test_options_before_the_path_are_tinyads_and_after_it_the_programs(tmp_path, argv, expected):
+    path = program(tmp_path, "show.py", SHOW_OPTIONS)
+    result = tinyad(*[str(path) if a == "{p}" else a for a in argv])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def test_check_refuses_fast_mode_with_a_reason(tmp_path):
+    path = program(tmp_path, "show.py", SHOW_OPTIONS)
+    for argv in (["check", "--mode", "fast", path], ["--mode", "fast", "check", path]):
+        result = tinyad(*argv)
+        assert result.returncode == 2 and result.stdout == ""
+        assert "rule checks run in interp mode" in result.stderr
+
+
+def test_check_says_nothing_was_checked_when_the_program_chooses_fast_mode(tmp_path):
+    path = program(tmp_path, "fast.py", "import taichi as ti\nti.init(mode='fast')\n")
+    result = tinyad("check", path)
+    assert result.returncode == 2
+    assert "nothing was checked" in result.stderr and "no autodiff rule violations" not in \
+        result.stderr
+
+
+def test_check_counts_one_violation_per_report_with_its_elements(tmp_path):
+    result = tinyad("check", program(tmp_path, "two.py", TWO_BUGS))
+    assert result.returncode == 1
+    assert "finished" in result.stdout                  # check reports and goes on
+    reports = [line for line in result.stderr.splitlines() if line.startswith(
+        ("Parallel loop conflict:", "Global Data Access Rule 1:"))]
+    assert len(reports) == 2, result.stderr
+    assert "[tinyad] check: 2 autodiff rule violations found" in result.stderr
+    assert "Parallel loop conflict in shift: 6 elements (x[1], x[2], x[3], ...)" in result.stderr
+    assert "Global Data Access Rule 1 in total: 1 element (b[])" in result.stderr
+
+
+def test_check_of_a_clean_program_says_so(tmp_path):
+    result = tinyad("check", program(tmp_path, "show.py", SHOW_OPTIONS))
+    assert result.returncode == 0
+    assert result.stdout.strip() == "interp warn []"
+    assert "no autodiff rule violations" in result.stderr

@@ -1,0 +1,143 @@
+"""Rule reports: every rule's constructor, and the rich panel at terminal widths. The truth for the
+panel is the plain-text report: every word of it must be on screen, in order, at any width."""
+import ast
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import tinyad as ti
+from tinyad.check import rules
+from tinyad.check.render import print_report, render_rich
+from tinyad.check.report import Access, render_text
+from tinyad.core.srcloc import SrcLoc
+
+FIELD = "particle_velocity_history_of_the_whole_simulation"
+ELEMENT = (1023, 65535)
+READ_LINE = f"    loss_of_the_whole_simulation_run[None] += weights[1] * {FIELD}[step, i]"
+WRITE_LINE = f"    {FIELD}[step, i] = {FIELD}[step, i] + 1234567.891011 * damping_coefficient"
+
+
+@pytest.fixture(scope="module")
+def locs(tmp_path_factory):
+    source = tmp_path_factory.mktemp("prog") / "a_program_with_a_rather_long_file_name.py"
+    source.write_text(f"def kernel():\n{READ_LINE}\n{WRITE_LINE}\n")
+    read = SrcLoc(str(source), 2, READ_LINE.index(FIELD), len(READ_LINE), "kernel")
+    write = SrcLoc(str(source), 3, 4, len(WRITE_LINE), "kernel")
+    return read, write
+
+
+KERNEL = "advance_the_particles_by_one_time_step"
+
+
+def representative_reports(locs):
+    """One report of each rule, with long names and values."""
+    read_loc, write_loc = locs
+    read = Access("read", read_loc, KERNEL, 12, 1023, 0.123456789)
+    write = Access("store", write_loc, KERNEL, 12, 4095, 1234567.891011)
+    add = Access("atomic_add", write_loc, KERNEL, 12, 4095, 1234567.891011)
+    first = Access("store", write_loc, KERNEL, 11, 7, -98765.4321)
+    python = Access("python write", write_loc, None, None, None, 42.0)
+    element = dict(field=FIELD, element=ELEMENT)
+    return [
+        rules.read_then_overwrite(**element, read=read, write=write),
+        rules.python_overwrite(**element, read=read, write=python),
+        rules.second_write(**element, read=read, write=write, first_write=first),
+        rules.read_during_accumulation(**element, read=read, write=add, first_accumulation=add),
+        rules.parallel_conflict(kernel=KERNEL, **element, earlier=read, later=write),
+        rules.parallel_conflict(kernel=KERNEL, **element, earlier=first, later=add),
+        rules.replay_divergence(kernel=KERNEL, **element, read=read, now=7.5e-12,
+                                last_writer=python),
+        rules.random_in_adjoint(kernel=KERNEL, loc=read_loc),
+        rules.custom_gradient_assigns(**element, write=write, discarded=3.25),
+        rules.value_passed_around_tape(kernel=KERNEL, argument="time_step_length", **element,
+                                       read=read),
+        rules.missing_gradient_on_path(kernel=KERNEL, field=FIELD, read_loc=read_loc,
+                                       written_at=write_loc),
+        rules.no_output_gradient(kernel=KERNEL),
+        rules.unseeded_outputs(kernel=KERNEL, outputs=[FIELD, "loss"], first_store=write_loc),
+        rules.adjoints_out_of_order(kernel=KERNEL, launch=3, later_kernel="compute_the_loss",
+                                    later_launch=4, field=FIELD),
+        rules.gradient_accumulates_across_rounds(kernel=KERNEL, gradient=FIELD + ".grad",
+                                                 call_loc=write_loc),
+    ]
+
+
+def _report(item):
+    return item.report if isinstance(item, rules.RuleViolation) else item
+
+
+def on_screen(report, width: int) -> str:
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, no_color=True)
+    console.print(render_rich(report))
+    return re.sub(r"\x1b\[[0-9;]*m", "", console.file.getvalue())   # bold is kept by no_color
+
+
+BOX = re.compile(r"[\u2500-\u257f\s]")   # box drawing characters and whitespace
+
+
+@pytest.mark.parametrize("width", [30, 60, 80, 100])
+def test_every_word_of_every_report_is_on_screen(locs, width):
+    for item in representative_reports(locs):
+        report = _report(item)
+        screen = on_screen(report, width)
+        assert max(len(line) for line in screen.splitlines()) <= width, screen
+        assert "\u2026" not in screen, screen   # rich's ellipsis: something was cut
+        # The panel writes the rule as the box's heading, then the summary: "Rule N:" loses ":".
+        plain = render_text(report).replace(report.title, f"{report.rule} {report.summary}", 1)
+        joined = BOX.sub("", screen)   # box removed, wrapped and folded lines joined
+        position = 0
+        for word in plain.split():
+            found = joined.find(word, position)
+            assert found >= 0, f"{word!r} missing at width {width}:\n{screen}"
+            position = found + len(word)
+
+
+def test_wide_reports_keep_the_box_and_narrow_ones_drop_it(locs):
+    report = _report(representative_reports(locs)[0])
+    assert "\u256d" in on_screen(report, 80)          # the panel's top-left corner
+    assert "\u256d" not in on_screen(report, 30)
+
+
+def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
+    expected = [ti.ReadThenOverwriteRuleError, ti.ReadThenOverwriteRuleError,
+                ti.SecondWriteRuleError, ti.ReadDuringAccumulationRuleError,
+                ti.ParallelConflictRuleError, ti.ParallelConflictRuleError,
+                ti.ReplayDivergenceRuleError, ti.ReplayDivergenceRuleError,
+                ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
+                ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
+                rules.Report]
+    reports = representative_reports(locs)
+    assert [type(item) for item in reports] == expected
+    overwrite = reports[0]
+    assert str(overwrite) == render_text(overwrite.report)
+    assert overwrite.loc == overwrite.report.write.loc        # the error names the write's line
+    assert f"{FIELD}[1023, 65535] = 1234567.89 instead of 0.123456789" in str(overwrite)
+    assert "store, 0.123456789 -> 1234567.89" in str(overwrite)
+    conflict = reports[4].report          # two iterations: no "old -> new" between them
+    assert "store, value 1234567.89" in str(conflict) and "->" not in str(conflict)
+
+
+def test_rules_and_report_never_import_the_renderer():
+    """render.py imports the catalogue, never the reverse: no import cycle."""
+    check = Path(rules.__file__).parent
+    for name in ("rules.py", "report.py"):
+        tree = ast.parse((check / name).read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names}
+        assert not any(module and "render" in module for module in imported), (name, imported)
+
+
+def test_print_report_in_a_terminal_wraps_too(locs, monkeypatch):
+    """print_report's own console (what users see on stderr) wraps like the panel above."""
+    monkeypatch.setenv("FORCE_COLOR", "1")   # rich treats the stream as a terminal
+    monkeypatch.setenv("COLUMNS", "60")
+    report = _report(representative_reports(locs)[0])
+    stream = io.StringIO()
+    print_report(report, file=stream)
+    screen = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue())
+    assert "\u256d" in screen and max(len(line) for line in screen.splitlines()) <= 60, screen
+    assert report.fix.split()[-1] in screen
