@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tinyad.check import rules
+from tinyad.check.render import print_report
 from tinyad.check.rules import Access, Report
 
 from tinyad.interp.memory import Memory
@@ -98,9 +99,8 @@ class Problem:
 class Checker:
     """Everything the checks remember across launches (one per ti.init)."""
 
-    def __init__(self, generation: int, report):
-        self.generation = generation
-        self.report = report           # called with each violation: raises, or warns
+    def __init__(self, mode: str):
+        self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
         self.tick = itertools.count(1).__next__   # a global order of events
         self.launches = 0
         self.history: deque = deque(maxlen=512)
@@ -114,6 +114,21 @@ class Checker:
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran
+
+    def report(self, error) -> None:
+        """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
+        mode a violation at the same lines as an earlier one (the next iteration, the next
+        launch) is counted with that problem but not shown again."""
+        if self.mode != "warn":
+            raise error
+        r = error.report
+        signature = (r.rule, r.kernel, r.read.loc if r.read else None,
+                     r.write.loc if r.write else None)
+        problem = self.problems.get(signature)
+        if problem is None:
+            problem = self.problems[signature] = Problem(r)
+            print_report(r)
+        problem.elements.add(r.element_text)
 
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1

@@ -10,39 +10,39 @@ from __future__ import annotations
 import contextlib
 
 from tinyad.backend import NO_CHECKS, Backend, CheckHooks
-from tinyad.runtime import runtime
-
 from tinyad.interp import launchchecks
-from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
+from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
 
 
 class CheckerHooks(CheckHooks):
-    """The Tape's and Python scope's events, passed to this ti.init's checker. Python-scope
-    accesses matter only once a launch or a Tape has created the checker."""
+    """The Tape's and Python scope's events, passed to this ti.init's checker."""
+
+    def __init__(self, checker: Checker):
+        self.checker = checker
 
     def begin_tape(self):
-        launchchecks.get_checker().begin_tape()
+        self.checker.begin_tape()
 
     def end_tape(self):
-        launchchecks.get_checker().end_tape()
+        self.checker.end_tape()
 
     @contextlib.contextmanager
     def custom_gradient(self):
-        checker = launchchecks.get_checker()
-        checker.in_custom_grad += 1
+        self.checker.in_custom_grad += 1
         try:
             yield
         finally:
-            checker.in_custom_grad -= 1
+            self.checker.in_custom_grad -= 1
 
     def python_read(self, field, index, value):
-        if runtime.checker is not None:
-            runtime.checker.python_read(field, index, value)
+        self.checker.python_read(field, index, value)
 
     def python_write(self, field, index):
-        if runtime.checker is not None:
-            runtime.checker.python_write(field, index, None)
+        self.checker.python_write(field, index, None)
+
+    def problems(self):
+        return list(self.checker.problems.values())
 
 
 class InterpBackend(Backend):
@@ -50,7 +50,8 @@ class InterpBackend(Backend):
 
     def __init__(self, config, rng):
         super().__init__(config, rng)
-        self.checks = CheckerHooks() if config.check != "off" else NO_CHECKS
+        self.checker = Checker(config.check) if config.check != "off" else None
+        self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
 
     def prepare(self, kernel_ir) -> Program:
         return Program(kernel_ir)
@@ -68,7 +69,7 @@ class InterpBackend(Backend):
 
     def _checked_primal(self, traced, program, scalars):
         name = traced.ir.name
-        checker = launchchecks.get_checker()
+        checker = self.checker
         launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
                                     scalars)
         record = checker.new_launch(name, traced, scalars)
@@ -77,7 +78,7 @@ class InterpBackend(Backend):
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name = traced.ir.name
-        checker = launchchecks.get_checker()
+        checker = self.checker
         if record is None:
             record = checker.find_launch(traced, scalars)
         launchchecks.before_adjoint(checker, traced, name, record, manual)

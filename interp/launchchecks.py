@@ -17,9 +17,8 @@ from tinyad.core import ir
 from tinyad.core.errors import TinyadError
 from tinyad.check import rules
 from tinyad.check.rules import Access
-from tinyad.runtime import runtime
 
-from tinyad.interp.accesslog import Checker, Problem, user_loc
+from tinyad.interp.accesslog import Checker, user_loc
 from tinyad.check.render import print_report
 
 
@@ -95,32 +94,6 @@ def _dependencies(body) -> tuple:
                  if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
 
 
-# ---- the checker of this ti.init ----------------------------------------------------------------
-
-def report(error) -> None:
-    """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
-    mode a violation at the same lines as an earlier one (the next iteration, the next launch)
-    is counted but not shown again."""
-    runtime.violations += 1
-    if runtime.config.check != "warn":
-        raise error
-    r = error.report
-    signature = (r.rule, r.kernel, r.read.loc if r.read else None, r.write.loc if r.write else None)
-    problems = runtime.checker.problems if runtime.checker is not None else {}
-    problem = problems.get(signature)
-    if problem is None:
-        problem = problems[signature] = Problem(r)
-        print_report(r)
-    problem.elements.add(r.element_text)
-
-
-def get_checker() -> Checker:
-    checker = runtime.checker
-    if checker is None or checker.generation != runtime.generation:
-        checker = runtime.checker = Checker(runtime.generation, report)
-    return checker
-
-
 # ---- before a forward launch ----------------------------------------------------------------
 
 def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) -> None:
@@ -130,7 +103,7 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
         source = checker.python_reads.get(_key(value))
         if source is not None:
             fld, index, loc = source
-            report(rules.value_passed_around_tape(
+            checker.report(rules.value_passed_around_tape(
                 kernel=kernel_name, argument=name, field=fld.name, element=index,
                 read=Access("read", loc, None, None, None, value)))
     facts = kernel_facts(compiled)
@@ -143,7 +116,7 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
             continue
         for source in differentiable:
             if source.grad is None:
-                report(rules.missing_gradient_on_path(
+                checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
                     written_at=checker.taint[source]))
                 return
@@ -161,7 +134,7 @@ def _key(value):
 def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool) -> None:
     if launch is not None:
         for problem in launch.problems:
-            report(problem)
+            checker.report(problem)
         launch.problems.clear()
     if not manual:
         return
@@ -171,10 +144,10 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        report(rules.no_output_gradient(kernel=kernel_name))
+        checker.report(rules.no_output_gradient(kernel=kernel_name))
         return
     if not any(f.grad.data.any() for f in outputs):
-        report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+        checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
                                       first_store=facts.first_store[outputs[0]]))
 
 
@@ -187,7 +160,7 @@ def _check_order(checker, launch, facts, kernel_name):
         shared = [f for f, rows in produced.items() if rows & later.read_rows.get(f, set())]
         seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
         if shared and seeded:
-            report(rules.adjoints_out_of_order(
+            checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
                 later_launch=later.number, field=shared[0].name))
             return

@@ -90,6 +90,10 @@ class CheckHooks:
     def python_write(self, field, index) -> None:
         """Python scope wrote one element (`index`) or the whole field (`index` None)."""
 
+    def problems(self) -> list:
+        """The violations found so far, one per bug (check="warn" collects them)."""
+        return []
+
 
 NO_CHECKS = CheckHooks()
 

@@ -310,7 +310,7 @@ def _check_command(path: Path, options) -> int:
         return 2
     status = run_program(path, options.args, mode="interp", check="warn",
                          full_traceback=_option(options, "traceback"))
-    problems = list(runtime.checker.problems.values()) if runtime.checker is not None else []
+    problems = runtime.backend.checks.problems()
     if problems:
         count = f"{len(problems)} autodiff rule violation{'s' if len(problems) > 1 else ''}"
         print(f"[tinyad] check: {count} found", file=sys.stderr)

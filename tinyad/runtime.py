@@ -43,8 +43,6 @@ class Runtime:
     fields: list = field(default_factory=list)   # every field created since the last init
     generation: int = 0                           # bumped by init: traced kernels are stale
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
-    checker: object = None                        # interp's rule checker (interp/accesslog.py)
-    violations: int = 0                           # rule violations reported since init
     _backend: object = None                       # made by init, or on first use without one
 
     @property
@@ -100,8 +98,6 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     T.set_typing_defaults(T.TypingDefaults(runtime.config.default_fp, runtime.config.default_ip))
     runtime.fields = []
     runtime.generation += 1
-    runtime.checker = None
-    runtime.violations = 0
     runtime.rng = np.random.default_rng(random_seed)
     lang.set_python_scope_rng(runtime.rng)
     runtime._backend = backends.create(mode, runtime.config, runtime.rng)
