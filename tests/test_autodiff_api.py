@@ -142,3 +142,21 @@ def test_adjoint_ir_prints_replay_then_reversed_adjoints(mode):
     assert lines[0] == "a: f64 = sin(x[])"                    # replay
     assert lines.index("y.grad[] = 0.0") < lines.index("x.grad[] += g_1 * cos(x[])")
     assert "test_autodiff_api.py" in text                     # lines point at the source
+
+
+def test_tape_validation_is_never_silently_ignored(mode):
+    """Taichi's Tape(validation=True) asks for rule checks: tinyad says what this run does."""
+    x = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def square():
+        loss[None] = x[None] ** 2
+
+    x[None] = 3.0
+    with pytest.warns(UserWarning, match="validation=True") as caught:
+        with ti.ad.Tape(loss, validation=True):
+            square()
+    checked = "already checks" in str(caught[0].message)
+    assert checked == (mode == "interp")
+    assert x.grad[None] == pytest.approx(6.0)

@@ -8,10 +8,22 @@ adjoint kernels in reverse order with the recorded arguments (Taichi's semantics
 from __future__ import annotations
 
 import functools
+import warnings
 
+from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.runtime import active_recorder, runtime
+from tinyad.runtime import Recorder, active_recorder, runtime
+
+
+def _validation_note() -> str:
+    config = runtime.config
+    if runtime.backend.checks is not NO_CHECKS:
+        return ("Tape(validation=True): tinyad already checks the autodiff rules at every "
+                f"launch in this run (check={config.check!r}); the flag changes nothing")
+    return (f"Tape(validation=True): this run checks no autodiff rules (mode={config.mode!r}, "
+            f"check={config.check!r}); run in interp mode with checks on (the default) to have "
+            "them checked")
 
 
 def clear_all_gradients(gradient_type=None) -> None:
@@ -23,13 +35,16 @@ def clear_all_gradients(gradient_type=None) -> None:
             twin.fill(0)
 
 
-class Tape:
+class Tape(Recorder):
     """`with ti.ad.Tape(loss): ...` records launches, then differentiates them on exit."""
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
         self.clear_gradients = clear_gradients
-        self.validation = validation
+        if validation:
+            # Taichi's validation=True turns on its (partial) rule checks; tinyad's run anyway
+            # where the backend has them, so the flag is accepted but never silently ignored.
+            warnings.warn(_validation_note(), stacklevel=2)
         self.grad_check = grad_check
         self.entries: list = []      # (adjoint callable, args, kwargs), in launch order
         self.entered = False
@@ -110,7 +125,7 @@ def grad_replaced(func):
     @functools.wraps(func)
     def decorated(*args, **kwargs):
         recorder = active_recorder.get()
-        if recorder is None or getattr(recorder, "records_primal_kernels", False):
+        if recorder is None or recorder.records_primal_kernels:
             return func(*args, **kwargs)   # (gradverify's recorder wants the kernels inside)
         token = active_recorder.set(None)   # the kernels inside are not recorded one by one
         try:

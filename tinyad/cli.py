@@ -27,7 +27,7 @@ import tinyad
 from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
 from tinyad.frontend import lang
-from tinyad.core.errors import TinyadError, TinyadSyntaxError
+from tinyad.core.errors import TinyadError
 from tinyad.runtime import MODES, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
@@ -97,7 +97,7 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
         print("[tinyad] stopped: this program's gradient would be wrong. `tinyad check` reports "
               "every violation and goes on; --no-check runs without the checks.", file=sys.stderr)
         return 1
-    except (TinyadError, TinyadSyntaxError) as exc:
+    except TinyadError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

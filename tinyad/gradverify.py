@@ -34,10 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyad.core import ir
-from tinyad.core.errors import GradientMismatchError, TinyadError, TinyadRuntimeError, TinyadTypeError
+from tinyad.core.errors import (GradientMismatchError, TinyadError, TinyadRuntimeError,
+                                TinyadTypeError, without_internal_frames)
 from tinyad.field import Field
 from tinyad.gradreport import GradientReport, judge, tolerance
-from tinyad.runtime import active_recorder, runtime
+from tinyad.runtime import Recorder, active_recorder, runtime
 
 METHODS = ("sympy", "fd", "both")
 EPS_SWEEP = (1e-5, 1e-4, 1e-6, 1e-3, 1e-7, 1e-2, 1e-8)   # relative steps, most promising first
@@ -52,7 +53,7 @@ class RecordedLaunch:
     name: str
 
 
-class LaunchRecorder:
+class LaunchRecorder(Recorder):
     """Installed as the active recorder while `run` runs once: keeps every kernel launch."""
     records_primal_kernels = True   # grad_replaced functions let their kernels be recorded
 
@@ -63,9 +64,6 @@ class LaunchRecorder:
         templates, scalars = kernel.bind(args, kwargs)
         self.launches.append(RecordedLaunch(kernel.ir_for(templates).ir, scalars,
                                             kernel.fn.__name__))
-
-    def record_custom(self, grad_fn, args, kwargs, primal=None):  # pragma: no cover
-        raise TinyadRuntimeError("internal: a launch recorder sees the kernels themselves")
 
 
 def record_launches(run) -> list[RecordedLaunch]:
@@ -275,7 +273,7 @@ def _user_facing(fn):
         try:
             return fn(*args, **kwargs)
         except TinyadError as exc:
-            raise exc.with_traceback(None) from None
+            raise without_internal_frames(exc) from None
     return call
 
 

@@ -11,8 +11,8 @@ import numpy as np
 from tinyad.core import ir
 from tinyad.frontend import lang
 from tinyad.core import types as T
-from tinyad.core.errors import (NonDifferentiableWarning, TinyadError, TinyadSyntaxError,
-                                TinyadTypeError)
+from tinyad.core.errors import (NonDifferentiableWarning, TinyadError, TinyadTypeError,
+                                without_internal_frames)
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.frontend.scope import Source
 from tinyad.frontend.matrix import Matrix
@@ -24,8 +24,8 @@ def _user_facing(call):
     """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames."""
     try:
         return call()
-    except (TinyadError, TinyadSyntaxError) as exc:
-        raise exc.with_traceback(None) from None
+    except TinyadError as exc:
+        raise without_internal_frames(exc) from None
 
 
 class Func:

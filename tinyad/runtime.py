@@ -55,7 +55,24 @@ class Runtime:
 
 runtime = Runtime()
 
-# The Tape (or grad_replaced scope) currently recording kernel launches, if any.
+class Recorder:
+    """What records kernel launches while it is the active recorder: the Tape (tinyad/ad.py),
+    and ti.ad.verify's LaunchRecorder (tinyad/gradverify.py)."""
+
+    # False: a grad_replaced function is recorded as one call to its custom gradient. True: the
+    # kernels inside it are recorded one by one (verify replays the primal computation).
+    records_primal_kernels = False
+
+    def record(self, kernel, args, kwargs, launch=None) -> None:
+        """A kernel was launched; `launch` is the checker's record of it (or None)."""
+        raise NotImplementedError
+
+    def record_custom(self, grad_fn, args, kwargs, primal=None) -> None:
+        """A grad_replaced function `primal` ran; `grad_fn` is its gradient."""
+        raise NotImplementedError
+
+
+# The Recorder currently recording kernel launches, if any.
 active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorder", default=None)
 
 

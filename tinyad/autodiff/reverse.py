@@ -171,8 +171,8 @@ class _Reverse:
                 "an `if`, or keep this loop in a kernel that is not differentiated")
         # Store, AtomicOp and Return: the adjoint kernel writes no primal value.
 
-    def _helper_var(self, key, sweep, index=0):
-        name = sweep.names[key][index]
+    def _helper_var(self, key, sweep):
+        name = sweep.names[key][0]
         return ir.Var(name, self.local_types[name])
 
     # ---- backward sweep -----------------------------------------------------------------------

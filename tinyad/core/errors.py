@@ -22,6 +22,12 @@ class TinyadError(Exception):
         return "\n".join(parts)
 
 
+def without_internal_frames(exc: TinyadError) -> TinyadError:
+    """A tinyad error, made to surface at the user's call rather than deep in tinyad: its
+    message already names the user's line. Use as `raise without_internal_frames(e) from None`."""
+    return exc.with_traceback(None)
+
+
 class TinyadSyntaxError(TinyadError, SyntaxError):
     """A construct a kernel may not use. Also a SyntaxError, so Python shows file, line and
     caret."""
