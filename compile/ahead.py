@@ -76,22 +76,29 @@ def _start_helper():
     global _helper
     if _helper is not None:
         return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # The helper imports tinyad from where this process did (a checkout or site-packages).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["tinyad"].__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
-    _helper = subprocess.Popen([sys.executable, "-m", "tinyad.compile.ahead"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env=env, bufsize=1)
+    _helper = subprocess.Popen([sys.executable, "-m", "tinyad.compile.ahead"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, env=env, bufsize=1)
     threading.Thread(target=_feed, name="tinyad-compile-ahead", daemon=True).start()
     atexit.register(_close)
 
 
 def _close():
-    """At exit: end of input tells the helper to stop after its current module."""
+    """At exit: end of input tells the helper to stop after its current module. Exit does not
+    wait long for it: what it compiles only warms the cache, which is safe to interrupt."""
     for pipe in (_helper.stdin, _helper.stdout):
         try:
             pipe.close()
         except OSError:
             pass
+    try:
+        _helper.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        _helper.kill()
+        _helper.wait()
 
 
 def _feed():
