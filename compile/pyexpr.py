@@ -2,7 +2,8 @@
 
 `ExprWriter` is the expression half of the generator (compile/pysource.py), a mixin: it reads
 the generator's names (`local`, `current`, `versioned`, `arrays`), target and debug flag, and
-records the helpers, f32 constants and debug sites the module will need.
+records the helpers, f32 constants and debug sites the module will need. How each op is spelled,
+per target, is compile/op_spellings.py.
 """
 from __future__ import annotations
 

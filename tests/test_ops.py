@@ -217,7 +217,8 @@ def test_guarded_partials_equal_sympy_limits(name, point, k):
 # ---- through a kernel ---------------------------------------------------------------------------
 # (x, y, dloss/dx, dloss/dy or None where undefined) for loss = x ** y
 POW_POINTS = [(0.0, 2.0, 0.0, 0.0), (0.0, 3.5, 0.0, 0.0), (0.0, 1.0, 1.0, 0.0),
-              (0.0, 0.0, 0.0, None), (2.0, 0.0, 0.0, np.log(2.0)), (1.5, 2.0, 3.0, 2.25 * np.log(1.5))]
+              (0.0, 0.0, 0.0, None), (2.0, 0.0, 0.0, np.log(2.0)),
+              (1.5, 2.0, 3.0, 2.25 * np.log(1.5))]
 
 
 def test_pow_gradients_at_base_zero_are_finite(mode):

@@ -16,6 +16,7 @@ comparisons, ...): no gradient flows through it, as in Taichi.
 
 How to add an op: add a row below, then its spelling to CPU_SPELLINGS (and CUDA_SPELLINGS when it
 differs) in compile/op_spellings.py; tests/test_ops.py names any consumer that still lacks it.
+(A function users call, `ti.<name>`, is one more line in frontend/math.py.)
 """
 from __future__ import annotations
 
