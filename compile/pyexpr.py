@@ -2,7 +2,8 @@
 
 `ExprWriter` is the expression half of the generator (compile/pysource.py), a mixin: it reads
 the generator's names (`local`, `current`, `versioned`, `arrays`), target and debug flag, and
-records the helpers, f32 constants and debug sites the module will need.
+records the helpers, f32 constants and debug sites the module will need. How each op is spelled,
+per target, is compile/op_spellings.py.
 """
 from __future__ import annotations
 
@@ -14,27 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyad.core import ir
+from tinyad.core import ops
 from tinyad.core import types as T
 
 from tinyad.compile import rt
+from tinyad.compile.op_spellings import SPELLINGS
 
 NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8"}
 NP_TYPE = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64",
            "u8": "np.uint8"}
 
-# Python operator precedence (higher binds tighter).
-ATOM, POW, UNARY, MUL, ADD, SHIFT, BAND, BXOR, BOR, CMP, NOT, AND, OR = (
-    100, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4)
-BINARY = {"add": ("+", ADD), "sub": ("-", ADD), "mul": ("*", MUL), "truediv": ("/", MUL),
-          "floordiv": ("//", MUL), "mod": ("%", MUL), "bit_and": ("&", BAND),
-          "bit_or": ("|", BOR), "bit_xor": ("^", BXOR), "shl": ("<<", SHIFT),
-          "shr": (">>", SHIFT)}
-COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-MATH = {"sin": "math.sin", "cos": "math.cos", "tan": "math.tan", "asin": "math.asin",
-        "acos": "math.acos", "atan": "math.atan", "tanh": "math.tanh", "exp": "math.exp",
-        "log": "math.log", "sqrt": "math.sqrt", "atan2": "math.atan2"}
-# Integer ops whose result, computed wide, is still right modulo 2**bits ("ring" ops).
-RING = {"add", "sub", "mul", "neg", "bit_and", "bit_or", "bit_xor", "bit_not", "shl"}
+# Python operator precedence (higher binds tighter), the op table's.
+ATOM, UNARY, COMPARE = ops.ATOM, ops.UNARY, ops.COMPARE
 
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
             | {"np", "math", "numba", "njit", "prange", "cuda", "types", "float32", "float64",
@@ -148,15 +140,15 @@ class ExprWriter:
 
     def cond(self, e: ir.Expr) -> str:
         """A Python truth value for `if`/`while`."""
-        if isinstance(e, ir.Op) and e.op in COMPARE:
-            return (f"{self.operand(e.args[0], CMP + 1)} {COMPARE[e.op]} "
-                    f"{self.operand(e.args[1], CMP + 1)}")
+        if isinstance(e, ir.Op) and ops.TABLE[e.op].kind == "compare":
+            return (f"{self.operand(e.args[0], COMPARE + 1)} {ops.TABLE[e.op].infix} "
+                    f"{self.operand(e.args[1], COMPARE + 1)}")
         if isinstance(e, ir.Op) and e.op in ("and", "or"):
             joiner = " & " if e.op == "and" else " | "
             return joiner.join(f"({self.cond(a)})" for a in e.args)
         if isinstance(e, ir.Op) and e.op == "not":
             return f"not ({self.cond(e.args[0])})"
-        return f"{self.operand(e, CMP + 1)} != 0"
+        return f"{self.operand(e, COMPARE + 1)} != 0"
 
     def expr(self, e: ir.Expr):
         """-> (text, precedence, exact). Not exact: an int correct only modulo 2**bits."""
@@ -174,67 +166,12 @@ class ExprWriter:
         return self.op(e)
 
     def op(self, e: ir.Op):
-        op, args, dtype = e.op, e.args, e.dtype
-        is_int = dtype.is_int
-        if op == "random":
-            return self.random_names[id(e)], ATOM, True
-        if op in BINARY:
-            sym, prec = BINARY[op]
-            if is_int and op in RING:
-                a, b = self.ring_operand(args[0], prec), self.ring_operand(args[1], prec + 1)
-                return f"{a} {sym} {b}", prec, False
-            a, b = self.operand(args[0], prec), self.operand(args[1], prec + 1)
-            return f"{a} {sym} {b}", prec, not (is_int and op == "floordiv")
-        if op == "pow":
-            a, b = self.operand(args[0], POW + 1), self.operand(args[1], UNARY)
-            return f"{a} ** {b}", POW, not is_int
-        if op == "neg":
-            if is_int:
-                return f"-{self.ring_operand(args[0], UNARY)}", UNARY, False
-            return f"-{self.operand(args[0], UNARY)}", UNARY, True
-        if op == "bit_not":
-            return f"~{self.ring_operand(args[0], UNARY)}", UNARY, False
-        if op in COMPARE or op in ("and", "or", "not"):
-            return f"int32({self.cond(e)})", ATOM, True
-        if op == "select":
-            c, a, b = self.cond(args[0]), self.value(args[1]), self.value(args[2])
-            if any(isinstance(x, ir.Load) for x in (*ir.walk_expr(args[1]),
-                                                      *ir.walk_expr(args[2]))):
-                return f"({a} if {c} else {b})", ATOM, True     # only the chosen load runs
-            self.helpers.add("select")
-            return f"select({c}, {a}, {b})", ATOM, True
-        if op == "cast":
-            source = args[0].dtype
-            if source == dtype:
-                return self.expr(args[0])
-            return self.wrap(self.value(args[0]), dtype), ATOM, True
-        if op == "stop_grad":
-            return self.expr(args[0])
-        if op == "abs":
-            return f"abs({self.value(args[0])})", ATOM, not is_int
-        if op in ("min", "max"):
-            a, b = self.value(args[0]), self.value(args[1])
-            if is_int or self.target == "cuda":
-                return f"{op}({a}, {b})", ATOM, True
-            return f"np.{op}imum({a}, {b})", ATOM, True
-        if op in ("floor", "ceil", "round"):
-            if is_int:
-                return self.expr(args[0])
-            a = self.value(args[0])
-            if self.target == "cuda":
-                fn = {"floor": "floorf", "ceil": "ceilf", "round": "rintf"}[op]
-                if dtype == T.f64:
-                    fn = fn[:-1]
-                return f"libdevice.{fn}({a})", ATOM, True
-            fn = {"floor": "np.floor", "ceil": "np.ceil", "round": "np.rint"}[op]
-            return f"{fn}({a})", ATOM, True
-        if op == "rsqrt":
-            one = self.f32_constant(1.0) if dtype == T.f32 else "1.0"
-            return f"{one} / math.sqrt({self.value(args[0])})", MUL, True
-        if op in MATH:
-            inner = ", ".join(self.value(a) for a in args)
-            return f"{MATH[op]}({inner})", ATOM, True
-        raise CodegenError(f"no code generation for op {op!r}")
+        """The op's spelling for this target (compile/op_spellings.py)."""
+        spelling = SPELLINGS[self.target].get(e.op)
+        if spelling is None:
+            raise CodegenError(f"no {self.target} code generation for op {e.op!r}: add it to "
+                               "compile/op_spellings.py")
+        return spelling(self, e)
 
     def f32_constant(self, value) -> str:
         """A module-level np.float32 constant: numba types a global once, where a

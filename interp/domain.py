@@ -13,11 +13,6 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
 
-# numpy's float32 loops for these are SIMD approximations, off by an ulp or more on many inputs;
-# libm (fast mode, Taichi) rounds them correctly almost always. Computing in float64 and
-# rounding once gives that same value, so interp and fast agree on f32 kernels.
-_VIA_F64 = {"sin", "cos", "tan", "asin", "acos", "atan", "atan2", "tanh", "exp", "log", "pow"}
-
 
 class NumericDomain:
     def const(self, e: ir.Const):
@@ -29,15 +24,16 @@ class NumericDomain:
         if e.op == "select":
             cond, a, b = args
             return lambda fr: a(fr) if cond(fr) else b(fr)
-        if e.op in ("cast", "stop_grad"):
-            (a,) = args
-            return lambda fr: result_type(a(fr))
         if e.op == "random":
             if e.dtype.is_float:
                 return lambda fr: result_type(fr.rng.random())
             return lambda fr: result_type(fr.rng.integers(-2**31, 2**31))
-        fn = TABLE[e.op].eval
-        if e.dtype == T.f32 and e.op in _VIA_F64:
+        spec = TABLE[e.op]   # the rest: the table's numpy function, in the node's result type
+        fn = spec.eval
+        # numpy's float32 loops for most transcendentals are SIMD approximations, off by an ulp
+        # or more on many inputs; libm (fast mode, Taichi) rounds them correctly almost always.
+        # Computing in float64 and rounding once gives that same value, so interp and fast agree.
+        if e.dtype == T.f32 and spec.via_f64:
             fn = _in_float64(fn)
 
         def fix(value):

@@ -164,50 +164,19 @@ class SymbolicDomain:
         return run
 
     def _function(self, e: ir.Op):
-        """The op on sympy values: the op table's `sym`, or a rule of this domain where sympy
-        needs help (Booleans, integers, functions whose derivative sympy leaves unevaluated)."""
+        """The op on sympy values: a rule of this domain where sympy needs help (_RULES: forms
+        that depend on the node, integers, functions whose derivative sympy leaves unevaluated),
+        else the op table's `sym` on numbers (or on truth values, for and/or/not)."""
         name, spec = e.op, TABLE[e.op]
-        n = as_number
-        if spec.kind == "compare":
-            return lambda a, b: spec.sym(n(a), n(b))
-        if name in ("and", "or"):
-            return lambda a, b: spec.sym(as_bool(a), as_bool(b))
-        if name == "not":
-            return lambda a: sp.Not(as_bool(a))
-        if name == "select":
-            return lambda c, a, b: merge(as_bool(c), a, b) if not is_concrete(c) else (
-                a if as_bool(c) == sp.true else b)
-        if name == "cast":
-            if e.dtype.is_int and e.args[0].dtype.is_float:
-                return lambda a: _truncate(n(a))
-            return lambda a: a if e.dtype.is_int else n(a)
-        if name == "stop_grad":
-            return self._stop_grad
-        if name == "floor":
-            return lambda a: floor(n(a))
-        if name == "ceil":
-            return lambda a: ceiling(n(a))
-        if name == "round":
-            return lambda a: (number(np.round(float(n(a)))) if n(a).is_Number
-                              else floor(n(a) + sp.Rational(1, 2)))
-        if name == "floordiv":
-            return lambda a, b: floor(n(a) / n(b))
-        if name == "mod":
-            return lambda a, b: n(a) - n(b) * floor(n(a) / n(b))
-        if name == "random":
-            def no_random():
-                raise SymbolicUnsupported("ti.random() has no formula", e.loc,
-                                          hint="use method='fd' (finite differences)")
-            return no_random
-        if spec.sym is None:   # bit operations: fine on concrete integers only
-            def concrete_only(*values):
-                values = [n(v) for v in values]
-                if not all(v.is_Integer for v in values):
-                    raise SymbolicUnsupported(f"{name} of a value that depends on the "
-                                              "parameters has no formula", e.loc)
-                return number(spec.eval(*[np.int64(int(v)) for v in values]))
-            return concrete_only
-        return lambda *values: spec.sym(*[n(v) for v in values])
+        if name in _RULES:
+            return _RULES[name](self, e)
+        if spec.kind == "int":   # bit operations: fine on concrete integers only
+            return _concrete_only(e)
+        if spec.sym is None:
+            raise SymbolicUnsupported(f"`{name}` has no sympy form: give it one in the op "
+                                      "table (tinyad/core/ops.py)", e.loc)
+        convert = as_bool if spec.kind == "logic" else as_number
+        return lambda *values: spec.sym(*[convert(v) for v in values])
 
     def _stop_grad(self, value):
         value = plain(value)
@@ -257,6 +226,59 @@ class SymbolicDomain:
             value = merge(cond, new_t.get(key, old[key]), new_f.get(key, old[key]), old[key])
             self.budget.measure(plain(value))
             mem.put(key, value)
+
+
+def _select(domain, e):
+    return lambda c, a, b: merge(as_bool(c), a, b) if not is_concrete(c) else (
+        a if as_bool(c) == sp.true else b)
+
+
+def _cast(domain, e):
+    if e.dtype.is_int and e.args[0].dtype.is_float:
+        return lambda a: _truncate(as_number(a))
+    return lambda a: a if e.dtype.is_int else as_number(a)
+
+
+def _round(domain, e):
+    def half_to_even(a):
+        a = as_number(a)
+        return number(np.round(float(a))) if a.is_Number else floor(a + sp.Rational(1, 2))
+    return half_to_even
+
+
+def _no_random(domain, e):
+    def no_random():
+        raise SymbolicUnsupported("ti.random() has no formula", e.loc,
+                                  hint="use method='fd' (finite differences)")
+    return no_random
+
+
+def _concrete_only(e):
+    spec = TABLE[e.op]
+
+    def compute(*values):
+        values = [as_number(v) for v in values]
+        if not all(v.is_Integer for v in values):
+            raise SymbolicUnsupported(f"{e.op} of a value that depends on the parameters has "
+                                      "no formula", e.loc)
+        return number(spec.eval(*[np.int64(int(v)) for v in values]))
+    return compute
+
+
+# Ops whose sympy form is this domain's own, by name: (domain, node) -> function on values.
+# floor and ceiling are symparts' versions, whose derivative is 0 (as the kernels assume).
+_RULES = {
+    "select": _select,
+    "cast": _cast,
+    "stop_grad": lambda domain, e: domain._stop_grad,
+    "floor": lambda domain, e: lambda a: floor(as_number(a)),
+    "ceil": lambda domain, e: lambda a: ceiling(as_number(a)),
+    "round": _round,
+    "floordiv": lambda domain, e: lambda a, b: floor(as_number(a) / as_number(b)),
+    "mod": lambda domain, e: lambda a, b: (as_number(a) - as_number(b)
+                                           * floor(as_number(a) / as_number(b))),
+    "random": _no_random,
+}
 
 
 class SymbolicMemory(Memory):

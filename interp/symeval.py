@@ -11,9 +11,25 @@ import numpy as np
 import sympy as sp
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-_UNARY = {sp.sin: np.sin, sp.cos: np.cos, sp.tan: np.tan, sp.asin: np.arcsin,
-          sp.acos: np.arccos, sp.atan: np.arctan, sp.sinh: np.sinh, sp.cosh: np.cosh,
-          sp.tanh: np.tanh, sp.exp: np.exp, sp.log: np.log, sp.Abs: np.abs, sp.sign: np.sign,
+from tinyad.core.ops import TABLE
+
+
+
+def _table_functions() -> dict:
+    """sympy function -> numpy function for the op table's one-argument functions (sp.sin ->
+    np.sin), so a new row with a sympy function evaluates fast with no entry here."""
+    x = sp.Symbol("x")
+    found = {}
+    for spec in TABLE.values():
+        if spec.arity == 1 and spec.sym is not None and spec.kind in ("arith", "float"):
+            form = spec.sym(x)
+            if isinstance(form, sp.Function) and form.args == (x,):
+                found[type(form)] = spec.eval
+    return found
+
+
+# ...and the functions that only derivatives and simplification bring in.
+_UNARY = {**_table_functions(), sp.sinh: np.sinh, sp.cosh: np.cosh, sp.sign: np.sign,
           sp.floor: np.floor, sp.ceiling: np.ceil, sp.sec: lambda v: 1 / np.cos(v),
           sp.csc: lambda v: 1 / np.sin(v), sp.cot: lambda v: 1 / np.tan(v)}
 _RELATIONS = {sp.StrictLessThan: np.less, sp.LessThan: np.less_equal,

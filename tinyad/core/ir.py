@@ -51,15 +51,7 @@ class Expr:
         from tinyad.core import builder as build  # noqa: PLC0415  (build imports ir)
         return build
 
-    __add__, __radd__ = _operator("add"), _operator("add", True)
-    __sub__, __rsub__ = _operator("sub"), _operator("sub", True)
-    __mul__, __rmul__ = _operator("mul"), _operator("mul", True)
-    __truediv__, __rtruediv__ = _operator("truediv"), _operator("truediv", True)
-    __floordiv__, __rfloordiv__ = _operator("floordiv"), _operator("floordiv", True)
-    __mod__, __rmod__ = _operator("mod"), _operator("mod", True)
-    __pow__, __rpow__ = _operator("pow"), _operator("pow", True)
-    __lt__, __le__ = _operator("lt"), _operator("le")
-    __gt__, __ge__ = _operator("gt"), _operator("ge")
+    # + - * / ... < <= ... come from the op table: see _install_operators at the end.
 
     def __neg__(self): return self._b().unary("neg", self)
     def __pos__(self): return self
@@ -292,3 +284,14 @@ def array_size(fld) -> int:
     for extent in (*fld.shape, *fld.element_shape):
         size *= extent
     return size
+
+
+def _install_operators():
+    """Give expressions the Python operators the op table names (ops.dunder_operators). Done
+    here, after every class exists: ops.py builds on builder.py, which builds on this module."""
+    from tinyad.core.ops import dunder_operators  # noqa: PLC0415
+    for dunder, name, reflected in dunder_operators():
+        setattr(Expr, dunder, _operator(name, reflected))
+
+
+_install_operators()

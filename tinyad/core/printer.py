@@ -8,11 +8,8 @@ from __future__ import annotations
 import os
 
 from tinyad.core import ir
-from tinyad.core.ops import TABLE
+from tinyad.core.ops import POW, TABLE
 
-PRECEDENCE = {"or": 1, "and": 2, "lt": 4, "le": 4, "gt": 4, "ge": 4, "eq": 4, "ne": 4,
-              "bit_or": 5, "bit_xor": 6, "bit_and": 7, "shl": 8, "shr": 8, "add": 9, "sub": 9,
-              "mul": 10, "truediv": 10, "floordiv": 10, "mod": 10, "neg": 11, "pow": 12}
 COMMENT_COLUMN = 60
 
 
@@ -26,20 +23,19 @@ def format_expr(expr: ir.Expr, parent_precedence: int = 0) -> str:
         return expr.name
     if isinstance(expr, ir.Load):
         return f"{expr.field.name}[{', '.join(format_expr(i) for i in expr.indices)}]"
-    op, args = expr.op, expr.args
+    op, args, spec = expr.op, expr.args, TABLE[expr.op]
     if op == "cast":
         return f"{expr.dtype}({format_expr(args[0])})"
-    if op == "neg":
-        text = "-" + format_expr(args[0], PRECEDENCE["neg"])
-    elif op == "pow":
-        text = f"{format_expr(args[0], 13)} ** {format_expr(args[1], 12)}"
-    elif TABLE[op].infix and len(args) == 2:
-        mine = PRECEDENCE[op]
-        text = f"{format_expr(args[0], mine)} {TABLE[op].infix} {format_expr(args[1], mine + 1)}"
-    else:
-        inner = ", ".join(format_expr(a) for a in args)
-        return f"{op}({inner})" if op != "random" else f"random({expr.dtype})"
-    mine = PRECEDENCE.get(op, 13)
+    if op == "random":
+        return f"random({expr.dtype})"
+    if spec.infix is None:
+        return f"{op}({', '.join(format_expr(a) for a in args)})"
+    mine = spec.precedence
+    if len(args) == 1:
+        text = spec.infix + format_expr(args[0], mine)
+    else:   # operands of the same level: left-grouped, except `**`, which groups from the right
+        left, right = (mine + 1, mine) if mine == POW else (mine, mine + 1)
+        text = f"{format_expr(args[0], left)} {spec.infix} {format_expr(args[1], right)}"
     return f"({text})" if mine < parent_precedence else text
 
 

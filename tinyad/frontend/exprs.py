@@ -12,21 +12,17 @@ import operator
 
 from tinyad.core import builder as B
 from tinyad.core import ir
+from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
 from tinyad.frontend.scope import LocalMatrix
 from tinyad.frontend.matrix import Matrix
 
-BINOPS = {ast.Add: ("add", operator.add), ast.Sub: ("sub", operator.sub),
-          ast.Mult: ("mul", operator.mul), ast.Div: ("truediv", operator.truediv),
-          ast.FloorDiv: ("floordiv", operator.floordiv), ast.Mod: ("mod", operator.mod),
-          ast.Pow: ("pow", operator.pow), ast.BitAnd: ("bit_and", operator.and_),
-          ast.BitOr: ("bit_or", operator.or_), ast.BitXor: ("bit_xor", operator.xor),
-          ast.LShift: ("shl", operator.lshift), ast.RShift: ("shr", operator.rshift),
-          ast.MatMult: ("matmul", operator.matmul)}
-COMPARES = {ast.Lt: ("lt", operator.lt), ast.LtE: ("le", operator.le), ast.Gt: ("gt", operator.gt),
-            ast.GtE: ("ge", operator.ge), ast.Eq: ("eq", operator.eq), ast.NotEq: ("ne", operator.ne)}
+# Python's operators -> (op name, the operator on values known at trace time), from the op table.
+BINOPS = {node: pair for node, pair in PYTHON_OPERATORS.items() if issubclass(node, ast.operator)}
+BINOPS[ast.MatMult] = ("matmul", operator.matmul)   # matrices only: not a scalar op
+COMPARES = {node: pair for node, pair in PYTHON_OPERATORS.items() if issubclass(node, ast.cmpop)}
 SUGGESTIONS = {
     ast.Lambda: "define a @ti.func instead",
     ast.JoinedStr: "kernels cannot build strings",

@@ -13,6 +13,7 @@ import numpy as np
 from tinyad.core import builder as B
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError
+from tinyad.core.ops import dunder_operators
 
 
 SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
@@ -147,25 +148,10 @@ class Matrix:
     def _map(self, fn):
         return self._like([fn(a) for a in self.entries])
 
-    def __add__(self, o): return self._zip(o, lambda a, b: B.binary("add", a, b))
-    def __radd__(self, o): return self._zip(o, lambda a, b: B.binary("add", a, b), True)
-    def __sub__(self, o): return self._zip(o, lambda a, b: B.binary("sub", a, b))
-    def __rsub__(self, o): return self._zip(o, lambda a, b: B.binary("sub", a, b), True)
-    def __mul__(self, o): return self._zip(o, lambda a, b: B.binary("mul", a, b))
-    def __rmul__(self, o): return self._zip(o, lambda a, b: B.binary("mul", a, b), True)
-    def __truediv__(self, o): return self._zip(o, lambda a, b: B.binary("truediv", a, b))
-    def __rtruediv__(self, o): return self._zip(o, lambda a, b: B.binary("truediv", a, b), True)
-    def __floordiv__(self, o): return self._zip(o, lambda a, b: B.binary("floordiv", a, b))
-    def __mod__(self, o): return self._zip(o, lambda a, b: B.binary("mod", a, b))
-    def __pow__(self, o): return self._zip(o, lambda a, b: B.binary("pow", a, b))
-    def __rpow__(self, o): return self._zip(o, lambda a, b: B.binary("pow", a, b), True)
+    # + - * / ... < <= ... entry by entry: see _install_operators at the end.
     def __neg__(self): return self._map(lambda a: B.unary("neg", a))
     def __pos__(self): return self
     def __abs__(self): return self._map(lambda a: B.unary("abs", a))
-    def __lt__(self, o): return self._zip(o, lambda a, b: B.binary("lt", a, b))
-    def __le__(self, o): return self._zip(o, lambda a, b: B.binary("le", a, b))
-    def __gt__(self, o): return self._zip(o, lambda a, b: B.binary("gt", a, b))
-    def __ge__(self, o): return self._zip(o, lambda a, b: B.binary("ge", a, b))
 
     def map(self, fn):
         """Apply a scalar function to every entry."""
@@ -378,3 +364,19 @@ def entry_dtype(entries) -> T.DType | None:
         if B.is_expr(e):
             dtype = e.dtype if dtype is None else T.promote(dtype, e.dtype)
     return dtype
+
+
+def _entrywise(name: str, reflected: bool):
+    def method(self, other):
+        return self._zip(other, lambda a, b: B.binary(name, a, b), reflected)
+    return method
+
+
+def _install_operators():
+    """Give matrices the Python operators the op table names (ops.dunder_operators), applied
+    entry by entry with a scalar or a same-shaped matrix on the other side."""
+    for dunder, name, reflected in dunder_operators():
+        setattr(Matrix, dunder, _entrywise(name, reflected))
+
+
+_install_operators()
