@@ -12,7 +12,6 @@ Fast mode runs no rule checks: its `checks` are the no-op hooks.
 from __future__ import annotations
 
 from tinyad.backend import Backend
-
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
 
 

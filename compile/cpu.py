@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.core.errors import TinyadIndexError
-
 from tinyad.compile import ahead, cache
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
+from tinyad.core.errors import TinyadIndexError
 
 
 def _seed(rng) -> np.int64:

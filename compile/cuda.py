@@ -23,12 +23,11 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda
 
-from tinyad.core.errors import TinyadRuntimeError
-
 from tinyad.compile import cache
 from tinyad.compile.cudasource import generate_cuda
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import CUDA_STACK, Generated
+from tinyad.core.errors import TinyadRuntimeError
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
 

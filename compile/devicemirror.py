@@ -18,7 +18,6 @@ import numpy as np
 from numba import cuda
 
 from tinyad.backend import FieldStorage
-
 from tinyad.compile.cuda import grid
 
 

@@ -20,7 +20,6 @@ import math
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-
 from tinyad.core.analysis import assigned, referenced
 
 

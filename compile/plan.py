@@ -11,9 +11,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad.core import ir
-
-from tinyad.core.analysis import (accesses, assigned, direct_break, maybe_unassigned, referenced,
-                                  region_locals, static_trip, without)
+from tinyad.core.analysis import (
+    accesses,
+    assigned,
+    direct_break,
+    maybe_unassigned,
+    referenced,
+    region_locals,
+    static_trip,
+    without,
+)
 
 PRIVATE_BYTES = 16 << 20  # the largest field a parallel loop gives per-thread copies of
 MAX_BLOCK_SPAN = 8        # the widest stencil (in rows) that blocking handles

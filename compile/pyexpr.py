@@ -14,12 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad.core import ir
-from tinyad.core import ops
-from tinyad.core import types as T
-
 from tinyad.compile import rt
 from tinyad.compile.op_spellings import SPELLINGS
+from tinyad.core import ir, ops
+from tinyad.core import types as T
 
 NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8"}
 NP_TYPE = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64",

@@ -40,15 +40,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from tinyad.core import ir
-from tinyad.core import types as T
-from tinyad.core.printer import format_kernel
-
 from tinyad.compile import rt
 from tinyad.compile.nesting import nest_loops
 from tinyad.compile.plan import LoopPlan, Planner
-from tinyad.compile.pyexpr import (NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names,
-                                   Site)
+from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
+from tinyad.core import ir
+from tinyad.core import types as T
+from tinyad.core.printer import format_kernel
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -110,14 +108,7 @@ class Generator(ExprWriter, Planner):
         self.arrays = {id(f): (self.names.temp(self.field_names[id(f)])
                                if ir.array_rank(f) == 0 and target == "cpu"
                                else self.field_names[id(f)]) for f in self.fields}
-        self.types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
-        for s in ir.walk_stmts(kernel.body):
-            if isinstance(s, ir.Assign):
-                self.types[s.name] = s.value.dtype
-            elif isinstance(s, ir.For):
-                self.types[s.var] = T.i32
-            elif isinstance(s, ir.AtomicOp) and s.result:
-                self.types[s.result] = s.field.dtype
+        self.types: dict[str, T.DType] = ir.local_types(kernel)
         self.local = {a.name: self.names.take(a.name) for a in kernel.args}
         for name in self.types:
             if name not in self.local:

@@ -1,7 +1,8 @@
 """Small run-time helpers that generated kernels call, written once as plain Python.
 
 The generated module pastes their source in (compile/pysource.py), where numba compiles them with
-`njit` on the CPU and `cuda.jit(device=True)` for CUDA. They must stay inside the subset both targets accept.
+`njit` on the CPU and `cuda.jit(device=True)` for CUDA. They must stay inside the subset both
+targets accept.
 
 Random numbers. `ti.random()` in fast mode is a counter-based generator (splitmix64): each launch
 draws one 64-bit seed from tinyad's seeded numpy generator (`ti.init(random_seed=...)`), each

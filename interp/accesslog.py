@@ -17,14 +17,13 @@ path) live in interp/launchchecks.py.
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import deque
 from dataclasses import dataclass, field
 
 from tinyad.check import rules
 from tinyad.check.render import print_report
 from tinyad.check.rules import Access, Report
-
+from tinyad.core.srcloc import user_loc
 from tinyad.interp.memory import Memory
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
@@ -41,17 +40,6 @@ def as_access(event):
 
 def same_value(a, b) -> bool:
     return bool(a == b) or (a != a and b != b)   # NaN equals NaN here: nothing changed
-
-
-def user_loc():
-    """The user's source line calling into tinyad from Python scope."""
-    from tinyad.core.srcloc import SrcLoc  # noqa: PLC0415
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in ("tinyad", "interp"):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return SrcLoc(frame.f_code.co_filename, frame.f_lineno, 0, None, frame.f_code.co_name)
 
 
 @dataclass

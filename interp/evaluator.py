@@ -13,7 +13,6 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
-
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinyad.check import rules
+from tinyad.check.render import print_report
+from tinyad.check.rules import Access
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
-from tinyad.check import rules
-from tinyad.check.rules import Access
-
-from tinyad.interp.accesslog import Checker, user_loc
-from tinyad.check.render import print_report
+from tinyad.core.srcloc import user_loc
+from tinyad.interp.accesslog import Checker
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ import sympy as sp
 
 from tinyad.core import ir
 from tinyad.core.ops import TABLE
-
 from tinyad.interp.evaluator import _Break
 from tinyad.interp.memory import Memory
 from tinyad.interp.symparts import Budget, Piecewise, SymbolicUnsupported, ceiling, floor, number

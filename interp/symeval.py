@@ -14,7 +14,6 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from tinyad.core.ops import TABLE
 
 
-
 def _table_functions() -> dict:
     """sympy function -> numpy function for the op table's one-argument functions (sp.sin ->
     np.sin), so a new row with a sympy function evaluates fast with no entry here."""

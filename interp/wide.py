@@ -13,7 +13,6 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-
 from tinyad.interp.domain import NumericDomain
 from tinyad.interp.memory import Memory
 

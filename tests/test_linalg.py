@@ -2,9 +2,9 @@
 kernels), and gradients through kernels against central finite differences."""
 import numpy as np
 import pytest
+from gradcheck import finite_difference
 
 import tinyad as ti
-from gradcheck import finite_difference
 
 DEGENERATE = {
     2: [np.eye(2), np.zeros((2, 2)), np.diag([3.0, -2.0]), np.array([[1.0, 2.0], [2.0, -1.0]]),

@@ -3,9 +3,9 @@ naming both source lines) and a clean twin (it must give the true gradient, chec
 differences, with no report at all)."""
 import numpy as np
 import pytest
+from gradcheck import finite_difference
 
 import tinyad as ti
-from gradcheck import finite_difference
 
 pytestmark = pytest.mark.filterwarnings("error::tinyad.NonDifferentiableWarning")
 

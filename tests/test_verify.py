@@ -408,6 +408,7 @@ def test_formula_names_multi_d_elements(mode):
 
 def test_symbolic_interpreter_merges_branch_writes_with_piecewise(mode):
     import sympy as sp
+
     from tinyad.interp import Program
     from tinyad.interp.symbolic import SymbolicDomain, SymbolicMemory
     x, y = vector("x", [0.0, 0.0]), ti.field(ti.f64, shape=2)

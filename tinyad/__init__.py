@@ -3,24 +3,69 @@
 `import tinyad as ti` runs Taichi autodiff programs. The public API is re-exported here.
 """
 from tinyad import ad
-from tinyad.frontend import math
 from tinyad.ad import Tape
-from tinyad.core.errors import (AutodiffRuleError, GradientMismatchError, KernelSimplicityRuleError,
-                                NonDifferentiableWarning, TinyadError, TinyadIndexError,
-                                TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError)
-from tinyad.check.rules import (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-                                ReadThenOverwriteRuleError, ReplayDivergenceRuleError,
-                                SecondWriteRuleError, SilentZeroRuleError)
-from tinyad.field import Axis, Field, SNode, field, root, var
-from tinyad.kernel import func, kernel, real_func
-from tinyad.frontend.lang import (atomic_add, atomic_max, atomic_min, atomic_sub, cast, grouped,
-                                  loop_config, ndrange, random, select, static, stop_grad, sync,
-                                  template, types)
-from tinyad.frontend.math import (abs, acos, asin, atan2, ceil, cos, exp, floor, log, max, min, pow,
-                                  round, rsqrt, sin, sqrt, tan, tanh)
-from tinyad.frontend.matrix import Matrix, Vector
-from tinyad.runtime import init
+from tinyad.check.rules import (
+    ParallelConflictRuleError,
+    ReadDuringAccumulationRuleError,
+    ReadThenOverwriteRuleError,
+    ReplayDivergenceRuleError,
+    SecondWriteRuleError,
+    SilentZeroRuleError,
+)
+from tinyad.core.errors import (
+    AutodiffRuleError,
+    GradientMismatchError,
+    KernelSimplicityRuleError,
+    NonDifferentiableWarning,
+    TinyadError,
+    TinyadIndexError,
+    TinyadRuntimeError,
+    TinyadSyntaxError,
+    TinyadTypeError,
+)
 from tinyad.core.types import f32, f64, i32, i64, u8
+from tinyad.field import Axis, Field, SNode, field, root, var
+from tinyad.frontend import math
+from tinyad.frontend.lang import (
+    atomic_add,
+    atomic_max,
+    atomic_min,
+    atomic_sub,
+    cast,
+    grouped,
+    loop_config,
+    ndrange,
+    random,
+    select,
+    static,
+    stop_grad,
+    sync,
+    template,
+    types,
+)
+from tinyad.frontend.math import (
+    abs,
+    acos,
+    asin,
+    atan2,
+    ceil,
+    cos,
+    exp,
+    floor,
+    log,
+    max,
+    min,
+    pow,
+    round,
+    rsqrt,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+)
+from tinyad.frontend.matrix import Matrix, Vector
+from tinyad.kernel import func, kernel, real_func
+from tinyad.runtime import init
 
 __version__ = "0.1.0"
 

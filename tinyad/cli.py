@@ -26,8 +26,8 @@ from pathlib import Path
 import tinyad
 from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
-from tinyad.frontend import lang
 from tinyad.core.errors import TinyadError
+from tinyad.frontend import lang
 from tinyad.runtime import MODES, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.

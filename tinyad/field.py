@@ -12,6 +12,7 @@ import numpy as np
 
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
+from tinyad.core.srcloc import user_frame
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 
@@ -20,9 +21,7 @@ _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
 
 def _caller_variable_name() -> str | None:
     """`x` in `x = ti.field(...)`, read from the user's calling line, so errors can name it."""
-    frame = inspect.currentframe()
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tinyad":
-        frame = frame.f_back
+    frame = user_frame()
     if frame is None:
         return None
     info = inspect.getframeinfo(frame, context=1)

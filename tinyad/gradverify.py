@@ -34,8 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyad.core import ir
-from tinyad.core.errors import (GradientMismatchError, TinyadError, TinyadRuntimeError,
-                                TinyadTypeError, without_internal_frames)
+from tinyad.core.errors import (
+    GradientMismatchError,
+    TinyadError,
+    TinyadRuntimeError,
+    TinyadTypeError,
+    without_internal_frames,
+)
 from tinyad.field import Field
 from tinyad.gradreport import GradientReport, judge, tolerance
 from tinyad.runtime import Recorder, active_recorder, runtime
@@ -196,6 +201,7 @@ class SymbolicRun:
         """(loss value, {(param, index): d loss / d element}) at the starting point, in f64.
         The stop_grad stand-ins get the values of the expressions they stand for."""
         import sympy as sp  # noqa: PLC0415
+
         from tinyad.interp.symeval import evaluate  # noqa: PLC0415
         point, memo, grads = {}, {}, {}
         for p, array in self.arrays.items():

@@ -9,15 +9,19 @@ import warnings
 import numpy as np
 
 from tinyad.core import ir
-from tinyad.frontend import lang
 from tinyad.core import types as T
-from tinyad.core.errors import (NonDifferentiableWarning, TinyadError, TinyadTypeError,
-                                without_internal_frames)
-from tinyad.frontend.tracer import parameter_kinds, trace_kernel
-from tinyad.frontend.scope import Source
-from tinyad.frontend.matrix import Matrix
-from tinyad.runtime import active_recorder, note, runtime
+from tinyad.core.errors import (
+    NonDifferentiableWarning,
+    TinyadError,
+    TinyadTypeError,
+    without_internal_frames,
+)
 from tinyad.core.wellformed import check_wellformed
+from tinyad.frontend import lang
+from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.scope import Source
+from tinyad.frontend.tracer import parameter_kinds, trace_kernel
+from tinyad.runtime import active_recorder, note, runtime
 
 
 def _user_facing(call):

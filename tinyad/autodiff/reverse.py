@@ -64,12 +64,7 @@ class _Sweep:
 class _Reverse:
     def __init__(self, kernel: ir.Kernel):
         self.namer = Namer()
-        self.local_types: dict[str, T.DType] = {a.name: a.dtype for a in kernel.args}
-        for stmt in ir.walk_stmts(kernel.body):
-            if isinstance(stmt, ir.Assign):
-                self.local_types[stmt.name] = stmt.value.dtype
-            elif isinstance(stmt, ir.For):
-                self.local_types[stmt.var] = T.i32
+        self.local_types: dict[str, T.DType] = ir.local_types(kernel)
         self.namer.used.update(self.local_types)
         self.adjoint_names: dict[str, str] = {}
         self.temps: set[str] = set()

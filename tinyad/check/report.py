@@ -15,7 +15,7 @@ text. The rich panel (tinyad/check/render.py) lays out the same lines.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from dataclasses import field as dataclass_field   # `field` is also a Report attribute
+from dataclasses import field as dataclass_field  # `field` is also a Report attribute
 from typing import Any
 
 from tinyad.core.srcloc import SrcLoc

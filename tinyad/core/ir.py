@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from tinyad.core.srcloc import UNKNOWN, SrcLoc
-from tinyad.core.types import DType
+from tinyad.core.types import DType, i32
 
 LOC = field(default=UNKNOWN, compare=False, repr=False)
 
@@ -206,7 +206,6 @@ class Kernel:
         return format_kernel(self)
 
 
-EXPR_NODES = (Const, Var, Load, Op)
 STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore)
 
 
@@ -271,6 +270,20 @@ def fields_of(block: tuple[Stmt, ...]) -> list:
                 if isinstance(sub, Load):
                     seen.setdefault(id(sub.field), sub.field)
     return list(seen.values())
+
+
+def local_types(kernel: Kernel) -> dict:
+    """The dtype of every local of `kernel`: arguments, assigned names, loop variables and the
+    results of atomics."""
+    types = {a.name: a.dtype for a in kernel.args}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, Assign):
+            types[s.name] = s.value.dtype
+        elif isinstance(s, For):
+            types[s.var] = i32
+        elif isinstance(s, AtomicOp) and s.result:
+            types[s.result] = s.field.dtype
+    return types
 
 
 def array_rank(fld) -> int:

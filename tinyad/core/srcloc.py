@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import linecache
+import sys
 from dataclasses import dataclass
 
 
@@ -38,3 +39,20 @@ class SrcLoc:
 
 
 UNKNOWN = SrcLoc("<unknown>", 0)
+
+
+def user_frame(depth: int = 1):
+    """The innermost stack frame outside tinyad (the user's code calling into it from Python
+    scope), or None. `depth` frames above the caller are skipped first."""
+    frame = sys._getframe(depth + 1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tinyad":
+        frame = frame.f_back
+    return frame
+
+
+def user_loc() -> SrcLoc | None:
+    """The user's source line calling into tinyad from Python scope."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    return SrcLoc(frame.f_code.co_filename, frame.f_lineno, 0, None, frame.f_code.co_name)

@@ -12,12 +12,12 @@ import operator
 
 from tinyad.core import builder as B
 from tinyad.core import ir
-from tinyad.core.ops import PYTHON_OPERATORS
-from tinyad.frontend import lang
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
-from tinyad.frontend.scope import LocalMatrix
+from tinyad.core.ops import PYTHON_OPERATORS
+from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.scope import LocalMatrix
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
 BINOPS = {node: pair for node, pair in PYTHON_OPERATORS.items() if issubclass(node, ast.operator)}

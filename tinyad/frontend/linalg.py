@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import math
 
-from tinyad.core.errors import TinyadTypeError
 from tinyad.core import builder as B
 from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError
 from tinyad.frontend.matrix import Matrix
 
 

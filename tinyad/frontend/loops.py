@@ -6,9 +6,9 @@ import builtins
 
 from tinyad.core import builder as B
 from tinyad.core import ir
-from tinyad.frontend import lang
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
+from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math as _pymath
 
 from tinyad.core import builder as B
-from tinyad.core import types as T
 from tinyad.frontend.matrix import Matrix
 
 pi = _pymath.pi

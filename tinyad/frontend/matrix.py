@@ -15,7 +15,6 @@ from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError
 from tinyad.core.ops import dunder_operators
 
-
 SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
 
 

@@ -18,15 +18,26 @@ import numpy as np
 
 from tinyad.core import builder as B
 from tinyad.core import ir
-from tinyad.frontend import lang
 from tinyad.core import types as T
+from tinyad.core.errors import (
+    KernelSimplicityRuleError,
+    TinyadError,
+    TinyadSyntaxError,
+    TinyadTypeError,
+)
 from tinyad.core.names import Namer
-from tinyad.core.errors import (KernelSimplicityRuleError, TinyadError, TinyadSyntaxError,
-                                TinyadTypeError)
+from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
-from tinyad.frontend.scope import (FunctionFrame, LocalMatrix, Source, assigned_names,
-                                   check_tail_returns, is_leaf, rewrite_early_returns)
 from tinyad.frontend.matrix import Matrix, entry_dtype
+from tinyad.frontend.scope import (
+    FunctionFrame,
+    LocalMatrix,
+    Source,
+    assigned_names,
+    check_tail_returns,
+    is_leaf,
+    rewrite_early_returns,
+)
 
 STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
 MAX_INLINE_DEPTH = 64
