@@ -46,7 +46,7 @@ from tinyad.compile.plan import LoopPlan, Planner
 from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.printer import format_kernel
+from tinyad.core.printer import format_kernel, with_source_comment
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -129,7 +129,7 @@ class Generator(ExprWriter, Planner):
     def line(self, depth: int, text: str, loc=None):
         text = "    " * depth + text
         if loc is not None and loc.line and loc != self.last_loc:
-            text = f"{text.ljust(64)}  # {os.path.basename(loc.file)}:{loc.line}"
+            text = with_source_comment(text, loc, column=64)   # 4-space indents: wider
             self.last_loc = loc
         self.lines.append(text)
     # ---- statements -------------------------------------------------------------------------

@@ -324,12 +324,7 @@ class ReplayMemory(Memory):
         self.checker, self.launch, self.kernel = checker, launch, kernel
 
     def load(self, fld, index, site):
-        if index and min(index) < 0:
-            self.check(fld, index, site)
-        try:
-            value = fld.data[index]
-        except IndexError:
-            return Memory.load(self, fld, index, site)   # raises the bounds error
+        value = Memory.load(self, fld, index, site)
         if self.launch is not None and fld.role == "primal":
             read = self.launch.reads.get((id(site), index))
             if read is not None and value != read.value and not read.reported \

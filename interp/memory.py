@@ -58,8 +58,10 @@ class Memory:
             data[index] = old - value
         elif op == "min":
             data[index] = np.minimum(old, value)
-        else:
+        elif op == "max":
             data[index] = np.maximum(old, value)
+        else:
+            raise ValueError(f"unknown atomic op {op!r}")   # the IR verifier admits no other
         return old
 
     def begin_iteration(self, loop, index):

@@ -13,6 +13,12 @@ from tinyad.core.ops import POW, TABLE
 COMMENT_COLUMN = 60
 
 
+def with_source_comment(text: str, loc, column: int = COMMENT_COLUMN) -> str:
+    """`text`, then `# file:line` of the user's source at `column`: every printed line of IR
+    (and of generated code) says where it came from."""
+    return f"{text.ljust(column)}  # {os.path.basename(loc.file)}:{loc.line}"
+
+
 def format_expr(expr: ir.Expr, parent_precedence: int = 0) -> str:
     if isinstance(expr, ir.Const):
         if expr.dtype.is_float:  # shortest text that round-trips in the constant's precision
@@ -52,7 +58,7 @@ class _Printer:
     def line(self, depth: int, text: str, loc=None):
         text = "  " * depth + text
         if loc is not None and loc.line and loc != self.last_loc:
-            text = f"{text.ljust(COMMENT_COLUMN)}  # {os.path.basename(loc.file)}:{loc.line}"
+            text = with_source_comment(text, loc)
             self.last_loc = loc
         self.lines.append(text)
 
