@@ -69,6 +69,15 @@ from tinyad.runtime import init
 
 __version__ = "0.1.0"
 
+# Errors and warnings print as tinyad.<Name>, the name users catch them by, rather than by the
+# layer that defines them (tinyad.core.errors, tinyad.check.rules).
+for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
+               ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
+               SilentZeroRuleError, AutodiffRuleError, GradientMismatchError,
+               KernelSimplicityRuleError, NonDifferentiableWarning, TinyadError,
+               TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError):
+    _error.__module__ = "tinyad"
+
 float32, float64, int32, int64, uint8 = f32, f64, i32, i64, u8
 cpu, x64, arm64 = "cpu", "cpu", "cpu"
 gpu, cuda, vulkan, metal, opengl = "cuda", "cuda", "cuda", "cuda", "cuda"
