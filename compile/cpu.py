@@ -1,7 +1,8 @@
 """CPU fast mode: generated source -> `numba.njit` (parallel, cached) -> a launcher.
 
 Normal mode compiles with `parallel=True` when the kernel has a loop worth threads
-(`error_model="numpy"`: IEEE results, x // 0 == 0, as the interpreter), `fastmath` off.
+(`error_model="numpy"`: IEEE results, x // 0 == 0, as the interpreter), with the fast-math
+flags of `ti.init(fast_math=True)`, the default (compile/pysource.py says which).
 Debug mode (`ti.init(debug=True)`) compiles serially with `boundscheck=True` and an explicit
 check at every field access; an out-of-bounds index raises TinyadIndexError naming the field
 and the user's line, like interp mode.
@@ -17,7 +18,7 @@ import numpy as np
 from tinyad.compile import ahead, cache
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
-from tinyad.core.errors import TinyadIndexError
+from tinyad.core.errors import out_of_bounds
 
 
 def _seed(rng) -> np.int64:
@@ -31,15 +32,7 @@ def index_error(gen: Generated, exc: IndexError):
     if len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
         return None
     site = gen.sites[args[0]]
-    fld, index = site.field, tuple(int(i) for i in args[1])
-    ndim = len(fld.shape)
-    user, component = index[:ndim], index[ndim:]
-    where = f"index {user}"
-    if component:
-        where += f" (component {component})"
-    extra = f" with {fld.element_shape} elements" if fld.element_shape else ""
-    return TinyadIndexError(f"{where} is out of bounds for field {fld.name} of shape "
-                            f"{fld.shape}{extra}", site.loc)
+    return out_of_bounds(site.field, tuple(int(i) for i in args[1]), site.loc)
 
 
 class CpuKernel:

@@ -7,18 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.core.errors import TinyadIndexError
-
-
-def _out_of_bounds(field, index, site):
-    ndim = len(field.shape)
-    user, component = index[:ndim], index[ndim:]
-    where = f"index {tuple(int(i) for i in user)}"
-    if component:
-        where += f" (component {tuple(int(c) for c in component)})"
-    return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
-                            f"{field.shape}" + (f" with {field.element_shape} elements"
-                                                if field.element_shape else ""), site.loc)
+from tinyad.core.errors import out_of_bounds
 
 
 class Memory:
@@ -32,21 +21,21 @@ class Memory:
     def check(self, field, index, site):
         # numpy rejects indices past the end; negative ones it would wrap, so test them here
         if index and min(index) < 0:
-            raise _out_of_bounds(field, index, site)
+            raise out_of_bounds(field, index, site.loc)
 
     def load(self, field, index, site):
         self.check(field, index, site)
         try:
             return self.array(field)[index]
         except IndexError:
-            raise _out_of_bounds(field, index, site) from None
+            raise out_of_bounds(field, index, site.loc) from None
 
     def store(self, field, index, value, site):
         self.check(field, index, site)
         try:
             self.array(field)[index] = value
         except IndexError:
-            raise _out_of_bounds(field, index, site) from None
+            raise out_of_bounds(field, index, site.loc) from None
 
     def atomic(self, op, field, index, value, site):
         """Apply `op` in place; returns the old value, as ti.atomic_* do."""

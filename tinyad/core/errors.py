@@ -51,6 +51,19 @@ class TinyadIndexError(TinyadError, IndexError):
     """A field index outside the field's shape."""
 
 
+def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
+    """The error for an access to `field` at `index` (its indices, then the element's
+    components) outside its shape, at the user's line `loc`: the same words in every mode."""
+    ndim = len(field.shape)
+    user, component = index[:ndim], index[ndim:]
+    where = f"index {tuple(int(i) for i in user)}"
+    if component:
+        where += f" (component {tuple(int(c) for c in component)})"
+    extra = f" with {field.element_shape} elements" if field.element_shape else ""
+    return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
+                            f"{field.shape}{extra}", loc)
+
+
 class TinyadRuntimeError(TinyadError, RuntimeError):
     """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
 
