@@ -12,6 +12,7 @@ import sympy as sp
 from sympy.functions.elementary.piecewise import ExprCondPair
 
 from tinyad.core.ops import TABLE
+from tinyad.interp.symparts import fold
 
 
 def _table_functions() -> dict:
@@ -94,21 +95,5 @@ def evaluate(expr, values: dict, memo: dict | None = None) -> float:
     loss share most of their subexpressions); sympy's own xreplace+evalf does neither, and it
     takes seconds where this takes milliseconds. Iterative, so deep formulas are fine."""
     memo = {} if memo is None else memo
-    stack = [expr]
     with np.errstate(all="ignore"):
-        while stack:
-            e = stack[-1]
-            if e in memo:
-                stack.pop()
-                continue
-            if not e.args:
-                memo[e] = _atom(e, values)
-                stack.pop()
-                continue
-            pending = [a for a in e.args if a not in memo]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            memo[e] = _apply(e, [memo[a] for a in e.args])
-    return float(memo[expr])
+        return float(fold(expr, memo, lambda atom: _atom(atom, values), _apply))

@@ -20,6 +20,29 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from tinyad.core.errors import TinyadError
 
 
+def fold(expr, memo: dict, leaf, node):
+    """Fold a sympy tree bottom-up: memo[atom] = leaf(atom), memo[e] = node(e, [memo[arg] ...]).
+    Each distinct subexpression is visited once (shared subtrees are common in the formulas of
+    a program), and the walk is iterative, so deep formulas do not hit the recursion limit."""
+    stack = [expr]
+    while stack:
+        e = stack[-1]
+        if e in memo:
+            stack.pop()
+            continue
+        if not e.args:
+            memo[e] = leaf(e)
+            stack.pop()
+            continue
+        pending = [a for a in e.args if a not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        memo[e] = node(e, [memo[a] for a in e.args])
+    return memo[expr]
+
+
 class SymbolicUnsupported(TinyadError):
     """The kernel does something that has no formula (random numbers, an index that depends on
     the parameters, a loop whose exit depends on them)."""
@@ -110,19 +133,8 @@ class Budget:
         visited once, and iterative, so deep trees do not hit the recursion limit."""
         if not isinstance(expr, sp.Basic) or not expr.args:
             return
-        sizes, stack = self.sizes, [expr]
-        while stack:
-            e = stack[-1]
-            if e in sizes:
-                stack.pop()
-                continue
-            pending = [a for a in e.args if a not in sizes]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            sizes[e] = 1 + sum(sizes[a] for a in e.args)
-        if sizes[expr] > self.max_size:
+        size = fold(expr, self.sizes, lambda atom: 1, lambda e, sizes: 1 + sum(sizes))
+        if size > self.max_size:
             raise SymbolicBudgetExceeded(f"the formula grew past {self.max_size} terms")
 
     def tick(self):
