@@ -102,6 +102,15 @@ class Checker:
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran
+        # A gradient mixed across parameter values: each primal field's latest change, and
+        # for each gradient, its primal's values (and when) when an adjoint last added to it.
+        self.primal_changed: dict = {}        # primal field -> Access of its latest write
+        self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
+        # Computed before the Tape: fields a kernel outside any Tape derived from a field that
+        # needs a gradient, and (inside the Tape) the fields taped kernels have written.
+        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
+        self.written_in_tape: set = set()
+        self.warned_in_tape: set = set()
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -136,6 +145,7 @@ class Checker:
 
     def begin_tape(self):
         self.tape, self.taint, self.python_reads = Scope(deferred=False), {}, {}
+        self.written_in_tape, self.warned_in_tape = set(), set()
 
     def end_tape(self):
         self.tape, self.taint, self.python_reads = None, {}, {}
@@ -173,6 +183,9 @@ class Checker:
         access = Access("python write", user_loc(), None, None, None, new_value, self.tick())
         if fld.role == "grad":
             self.grad_cleared_at[fld] = access.time
+        elif fld.role == "primal":
+            self.primal_changed[fld] = access
+            self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
         if index is None:
             self.bulk_write[fld] = access
         else:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from tinyad.check import rules
 from tinyad.check.render import print_report
 from tinyad.check.rules import Access
@@ -29,6 +31,7 @@ class KernelFacts:
     replayed: frozenset     # id() of the loads the adjoint kernel replays
     dependencies: tuple     # (target field, source fields, store loc) per store
     first_store: dict       # field -> loc of its first store
+    first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
 
 
@@ -41,7 +44,7 @@ def kernel_facts(compiled) -> KernelFacts:
 
 def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
-    written, loaded, first_store = {}, {}, {}
+    written, loaded, first_store, first_load = {}, {}, {}, {}
     for stmt in ir.walk_stmts(body):
         if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
             written.setdefault(id(stmt.field), stmt.field)
@@ -50,6 +53,7 @@ def _analyse(compiled) -> KernelFacts:
             for sub in ir.walk_expr(expr):
                 if isinstance(sub, ir.Load) and sub.field.role == "primal":
                     loaded.setdefault(id(sub.field), sub.field)
+                    first_load.setdefault(sub.field, sub.loc)
     try:
         adjoint = compiled.adjoint_ir()
         replayed = frozenset(id(sub) for stmt in ir.walk_stmts(adjoint.body)
@@ -60,13 +64,25 @@ def _analyse(compiled) -> KernelFacts:
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
         replayed, targets = frozenset(), {}
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
-                       _dependencies(body), first_store, tuple(targets.values()))
+                       _dependencies(body), first_store, first_load, tuple(targets.values()))
 
 
 def after_adjoint(checker: Checker, compiled, launch) -> None:
     checker.adjoint_ran(launch)
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated(grad)
+        _remember_gradient_point(checker, grad)
+
+
+def _remember_gradient_point(checker: Checker, grad) -> None:
+    """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
+    new copy only when the primal changed since the last one)."""
+    held = checker.grad_point.get(grad)
+    changed = checker.primal_changed.get(grad.primal)
+    if held is not None and (changed is None or changed.time < held[2]):
+        return
+    sweep = Access("gradient taken", user_loc())
+    checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
 
 
 def _dependencies(body) -> tuple:
@@ -97,8 +113,14 @@ def _dependencies(body) -> tuple:
 # ---- before a forward launch ----------------------------------------------------------------
 
 def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) -> None:
+    facts = kernel_facts(compiled)
+    for fld in facts.written:
+        checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
+                                             time=checker.tick())
     if checker.tape is None:
+        _remember_derivations(checker, facts, kernel_name)
         return
+    _check_computed_before_tape(checker, facts, kernel_name)
     for name, value in zip(arg_names, scalars):
         source = checker.python_reads.get(_key(value))
         if source is not None:
@@ -122,6 +144,32 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
                 return
 
 
+def _remember_derivations(checker: Checker, facts: KernelFacts, kernel_name: str) -> None:
+    """Outside a Tape: which fields this kernel computes from a field that needs a gradient."""
+    for target, sources, loc in facts.dependencies:
+        differentiable = [s for s in sources if s is not target and s.grad is not None]
+        if differentiable:
+            checker.derived_outside_tape[target] = (kernel_name, loc, differentiable[0])
+        else:
+            checker.derived_outside_tape.pop(target, None)
+
+
+def _check_computed_before_tape(checker: Checker, facts: KernelFacts, kernel_name: str) -> None:
+    """Inside a Tape: a taped kernel reads a field computed from a parameter before the Tape
+    (a warning: the gradient stops at that field, which may be meant)."""
+    for fld in facts.loaded:
+        derived = checker.derived_outside_tape.get(fld)
+        if (derived is None or fld in checker.written_in_tape or fld in checker.warned_in_tape
+                or fld.grad is None):
+            continue
+        checker.warned_in_tape.add(fld)
+        kernel, loc, source = derived
+        print_report(rules.computed_before_tape(
+            field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
+            taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
+    checker.written_in_tape.update(facts.written)
+
+
 def _key(value):
     try:
         return float(value)
@@ -139,6 +187,7 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
     if not manual:
         return
     facts = kernel_facts(compiled)
+    _check_gradient_point(checker, facts, kernel_name)
     if launch is not None:   # the specific diagnoses first: they explain an unseeded output too
         _check_order(checker, launch, facts, kernel_name)
         _check_rounds(checker, launch, facts, kernel_name)
@@ -149,6 +198,23 @@ def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool
     if not any(f.grad.data.any() for f in outputs):
         checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
                                       first_store=facts.first_store[outputs[0]]))
+
+
+def _check_gradient_point(checker, facts, kernel_name):
+    """A manual sweep that adds to a gradient still holding the gradient at other values of its
+    parameter (changed since, by Python or a kernel, and not cleared)."""
+    for grad in facts.adjoint_targets:
+        held = checker.grad_point.get(grad)
+        if held is None or checker.grad_cleared_at.get(grad, 0) > held[2]:
+            continue
+        values, sweep, _ = held
+        primal = grad.primal
+        if not grad.data.any() or np.array_equal(primal.data, values, equal_nan=True):
+            continue
+        checker.report(rules.gradient_at_two_points(
+            kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
+            change=checker.primal_changed.get(primal), call_loc=user_loc()))
+        return
 
 
 def _check_order(checker, launch, facts, kernel_name):

@@ -11,6 +11,7 @@ from tinyad.check.rules import (
     ReplayDivergenceRuleError,
     SecondWriteRuleError,
     SilentZeroRuleError,
+    StaleGradientRuleError,
 )
 from tinyad.core.errors import (
     AutodiffRuleError,
@@ -73,7 +74,7 @@ __version__ = "0.1.0"
 # layer that defines them (tinyad.core.errors, tinyad.check.rules).
 for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
-               SilentZeroRuleError, AutodiffRuleError, GradientMismatchError,
+               SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError, GradientMismatchError,
                KernelSimplicityRuleError, NonDifferentiableWarning, TinyadError,
                TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError):
     _error.__module__ = "tinyad"

@@ -56,6 +56,10 @@ class ReplayDivergenceRuleError(RuleViolation):
     """The adjoint kernel's replay read a value different from the one the forward read."""
 
 
+class StaleGradientRuleError(RuleViolation):
+    """A gradient that adds up derivatives taken at two different parameter values."""
+
+
 class SilentZeroRuleError(RuleViolation):
     """A gradient would silently be zero or doubled: unseeded outputs, a field without
     gradient on the path, adjoints run out of order, a value passed around the tape."""
@@ -280,11 +284,49 @@ def gradient_accumulates_across_rounds(*, kernel: str, gradient: str,
             "unless the sum is what you want")
 
 
+def gradient_at_two_points(*, kernel: str, gradient: str, param: str, earlier: Access,
+                           change: Access | None, call_loc: SrcLoc | None
+                           ) -> StaleGradientRuleError:
+    """A manual sweep adds to a gradient that still holds an earlier sweep's result, taken
+    before the parameter changed: the sum mixes the derivatives at two points."""
+    return StaleGradientRuleError(Report(
+        rule="Gradient at two parameter values",
+        summary=f"{gradient} still holds the gradient at an earlier value of {param}, and "
+                f"{kernel}.grad() now adds the gradient at its new value.",
+        kernel=kernel, field=gradient, write=change,
+        earlier=[earlier, Access(kind="added to it again", loc=call_loc)],
+        consequence=f"{gradient} would be the sum of the derivatives at two different values "
+                    f"of {param}: the gradient at neither",
+        fix=f"clear {gradient} before each sweep ({gradient}.fill(0) or "
+            "ti.ad.clear_all_gradients()), for example right after the optimiser step that "
+            f"changes {param}"))
+
+
+def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: str,
+                         taped_kernel: str, read_loc: SrcLoc) -> Report:
+    """A warning, not an error: a kernel launched before the Tape computed a field from a
+    parameter; the Tape's gradient stops at that field. It may be meant (a constant)."""
+    return Report(
+        rule="Computed before the Tape (warning)",
+        summary=f"{field} was computed from {source} by {kernel} before the Tape started, and "
+                f"the taped kernel {taped_kernel} reads it.",
+        kernel=taped_kernel, field=field,
+        write=Access(kind="store", loc=write_loc, kernel=kernel),
+        read=Access(kind="read", loc=read_loc, kernel=taped_kernel),
+        write_replaces_read=False,
+        consequence=f"the Tape differentiates only what runs inside it: the gradient reaches "
+                    f"{field}.grad and stops there, so {source}.grad gets nothing through "
+                    f"{field}",
+        fix=f"launch {kernel} inside the Tape, or compute {field} from a copy of {source} "
+            f"without needs_grad if {field} is meant to be a constant")
+
+
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
-           "SecondWriteRuleError", "ReadDuringAccumulationRuleError",
+           "SecondWriteRuleError", "ReadDuringAccumulationRuleError", "StaleGradientRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
            "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
            "replay_divergence", "random_in_adjoint", "custom_gradient_assigns",
            "value_passed_around_tape", "missing_gradient_on_path", "no_output_gradient",
-           "unseeded_outputs", "adjoints_out_of_order", "gradient_accumulates_across_rounds"]
+           "unseeded_outputs", "adjoints_out_of_order", "gradient_accumulates_across_rounds",
+           "gradient_at_two_points", "computed_before_tape"]

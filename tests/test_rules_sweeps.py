@@ -1,0 +1,126 @@
+"""Two mistakes that Taichi runs silently, across launches rather than inside one:
+- a manual sweep adds to a gradient still holding the gradient at an earlier parameter value
+  (the parameter changed, by Python or by an optimiser kernel, and its .grad was not cleared):
+  an error, since the sum is the gradient at neither value;
+- a kernel outside the Tape computed, from a parameter, a field the taped kernels read: the
+  gradient stops at that field (a warning: a constant computed once may be meant).
+Each has a clean twin that gives the true gradient with no report. Interp mode: the checks
+live in its access log."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+
+
+@pytest.fixture
+def fields():
+    ti.init(mode="interp", default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=(), needs_grad=True)
+    y = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def cube():
+        loss[None] = x[None] ** 3
+
+    @ti.kernel
+    def step():
+        x[None] -= 0.01 * x.grad[None]
+
+    return x, y, loss, cube, step
+
+
+def sweep(loss, kernel):
+    loss.grad[None] = 1.0
+    kernel()
+    kernel.grad()
+
+
+def test_a_sweep_at_a_new_parameter_value_without_clearing_is_an_error(fields):
+    x, _, loss, cube, _ = fields
+    x[None] = 1.0
+    sweep(loss, cube)
+    assert x.grad[None] == pytest.approx(3.0)          # d(x^3)/dx at 1
+    x[None] = 2.0                                      # the parameter moves, x.grad is kept
+    with pytest.raises(ti.StaleGradientRuleError) as info:
+        sweep(loss, cube)
+    report = info.value.report
+    assert report.field == "x.grad" and "two parameter values" in report.rule
+    assert report.write.loc.text.startswith("    x[None] = 2.0")    # where x changed
+
+
+def test_an_optimiser_kernel_that_moves_the_parameter_is_caught_too(fields):
+    x, _, loss, cube, step = fields
+    x[None] = 1.0
+    sweep(loss, cube)
+    step()                                             # x -= 0.01 * x.grad; x.grad kept
+    with pytest.raises(ti.StaleGradientRuleError) as info:
+        sweep(loss, cube)
+    assert "x[None] -= 0.01 * x.grad[None]" in info.value.report.write.loc.text
+
+
+def test_clearing_between_sweeps_is_clean_and_right(fields, capsys):
+    x, _, loss, cube, step = fields
+    x[None] = 1.0
+    for _ in range(3):
+        x.grad.fill(0)
+        sweep(loss, cube)
+        assert x.grad[None] == pytest.approx(3 * x[None] ** 2)
+        step()
+    assert "Rule" not in capsys.readouterr().err
+
+
+def test_summing_sweeps_at_the_same_value_is_only_a_warning(fields, capsys):
+    x, _, loss, cube, _ = fields
+    x[None] = 1.0
+    sweep(loss, cube)
+    sweep(loss, cube)                                  # the same point: a sum may be meant
+    assert x.grad[None] == pytest.approx(6.0)
+    err = capsys.readouterr().err
+    assert "across rounds" in err and "two parameter values" not in err
+
+
+@pytest.fixture
+def derived(fields):
+    x, y, loss, _, _ = fields
+
+    @ti.kernel
+    def double():
+        y[None] = 2 * x[None]
+
+    @ti.kernel
+    def square():
+        loss[None] = y[None] ** 2
+
+    x[None] = 1.5
+    return x, y, loss, double, square
+
+
+def test_a_kernel_before_the_tape_on_the_path_is_reported(derived, capsys):
+    x, y, loss, double, square = derived
+    double()                                           # outside the Tape
+    with ti.ad.Tape(loss):
+        square()
+    err = capsys.readouterr().err
+    assert "Computed before the Tape" in err and "y = 2 * x" in err.replace("[None]", "")
+    assert x.grad[None] == 0.0                         # what Taichi returns, silently
+    assert y.grad[None] == pytest.approx(2 * 3.0)      # the gradient stops at y
+
+
+def test_the_same_kernel_inside_the_tape_is_clean_and_right(derived, capsys):
+    x, _, loss, double, square = derived
+    with ti.ad.Tape(loss):
+        double()
+        square()
+    assert x.grad[None] == pytest.approx(8 * 1.5)      # d((2x)^2)/dx
+    assert "Rule" not in capsys.readouterr().err and "Computed" not in capsys.readouterr().err
+
+
+def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys):
+    _, y, loss, double, square = derived
+    double()
+    y[None] = 4.0                                      # overwritten from Python: a constant
+    with ti.ad.Tape(loss):
+        square()
+    assert "Computed before" not in capsys.readouterr().err
+    assert np.isclose(y.grad[None], 8.0)
