@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tinyad.check import rules
 from tinyad.check.render import print_report
 from tinyad.check.rules import Access
-from tinyad.core import ir
+from tinyad.core import analysis, ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
 from tinyad.interp.accesslog import Checker
@@ -52,9 +52,7 @@ def _analyse(compiled) -> KernelFacts:
                     loaded.setdefault(id(sub.field), sub.field)
     try:
         adjoint = compiled.adjoint_ir()
-        replayed = frozenset(id(sub) for stmt in ir.walk_stmts(adjoint.body)
-                             for expr in ir.stmt_exprs(stmt) for sub in ir.walk_expr(expr)
-                             if isinstance(sub, ir.Load) and sub.field.role == "primal")
+        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
         targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
                    if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
