@@ -143,7 +143,7 @@ def run_step(step: Step, namespace: dict, path: Path) -> str:
 
 def screen(lesson: Lesson, k: int, count: int, step: Step, output: str, width: int) -> str:
     rule = f"-- lesson {lesson.number}: {lesson.title} -- step {k + 1}/{count} "
-    parts = [rule + "-" * max(0, width - len(rule))]
+    parts = [(rule + "-" * max(0, width - len(rule))).rstrip()]
     if step.prose:
         parts.append(render_prose(step.prose, width))
     if step.code:
@@ -192,7 +192,7 @@ def run(key, pause: bool = True, ask=input, out=None) -> dict:
         if answer in ("q", "quit"):
             return namespace
         k = max(0, k - 1) if answer in ("b", "back") else k + 1
-    out.write(next_lesson_line(lesson) + "\n")
+    out.write("\n" + next_lesson_line(lesson) + "\n")
     return namespace
 
 
