@@ -224,3 +224,14 @@ def test_explain(capsys):
     assert "reads b[]  (line 19)" in out and "line 20 writes b[] (+=)" in out
     assert main(["explain", f"{example}::nope"]) == 2
     assert "defines no kernel 'nope'" in capsys.readouterr().err
+
+
+def test_ewma_explicit_taping(mode, monkeypatch):
+    ns, out = run_lesson(10, mode, monkeypatch)
+    d = np.arange(8, dtype=np.float64).reshape(2, 4) / 4
+    weights = np.array([0.125, 0.125, 0.25, 0.5])          # e_3 = sum(weights * d)
+    truth = 2 * (d @ weights)[:, None] * weights[None, :]  # d(sum_rows e_3^2)/dd
+    assert np.allclose(ns["data"].grad.to_numpy(), truth)
+    assert out.count("all 8 elements agree with sympy") == 2
+    if mode == "interp":
+        assert "sample[0] was read, then changed" in out and "ewma[0] was read" not in out
