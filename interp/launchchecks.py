@@ -18,7 +18,7 @@ import numpy as np
 from tinyad.check import rules
 from tinyad.check.render import print_report
 from tinyad.check.rules import Access
-from tinyad.core import ir
+from tinyad.core import analysis, ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
 from tinyad.interp.accesslog import Checker
@@ -56,9 +56,7 @@ def _analyse(compiled) -> KernelFacts:
                     first_load.setdefault(sub.field, sub.loc)
     try:
         adjoint = compiled.adjoint_ir()
-        replayed = frozenset(id(sub) for stmt in ir.walk_stmts(adjoint.body)
-                             for expr in ir.stmt_exprs(stmt) for sub in ir.walk_expr(expr)
-                             if isinstance(sub, ir.Load) and sub.field.role == "primal")
+        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
         targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
                    if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
     except TinyadError:   # not differentiable: reported if its .grad() is ever called

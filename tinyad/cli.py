@@ -5,6 +5,8 @@
                                       exit status 1); --no-check runs without it
     tinyad check prog.py [args...]    report every violation and go on; exit status 1 if any
     tinyad example [name]             list the examples, or run one
+    tinyad lessons                    list the lessons; `tinyad lesson N` steps through one
+    tinyad explain prog.py[::kernel]  a kernel's source, IR and adjoint IR side by side
     tinyad --version
 
 tinyad's options (--mode, --no-check, --traceback) may stand anywhere before the program's path;
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import importlib.abc
+import importlib.resources
 import os
 import runpy
 import sys
@@ -28,13 +32,14 @@ from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 from tinyad.frontend import lang
+from tinyad.kernel import Kernel
 from tinyad.runtime import MODES, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
 _ROOT = Path(tinyad.__file__).resolve().parent.parent
 _INTERNAL_DIRS = tuple(str(_ROOT / name) + os.sep for name in ("tinyad", "interp", "compile"))
-# Examples live beside the packages in a source checkout; a wheel install has none.
-EXAMPLES_DIR = _ROOT / "examples"
+# examples/ is installed as the package tinyad.examples (pyproject.toml), so a wheel has it too.
+EXAMPLES_DIR = Path(str(importlib.resources.files("tinyad.examples")))
 
 
 # ---- `import taichi` gives tinyad ------------------------------------------------------------
@@ -245,9 +250,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("program", help="the Python file to run")
         sub.add_argument("args", nargs="*", help="arguments for the program (everything after "
                          "its path)")
-    sub = commands.add_parser("lesson", help="step through a lesson (lessons/NN_*.py)")
-    sub.add_argument("number", type=int, nargs="?", help="the lesson (omit to list them)")
-    sub.add_argument("--no-pause", action="store_true", help="run straight through")
+    sub = commands.add_parser("lesson", help="step through a lesson: Enter steps, b goes back, "
+                              "q quits", parents=[options])
+    sub.add_argument("lesson", nargs="?", help="its number or name (omit to list them)")
+    sub.add_argument("--no-pause", action="store_true", help="run straight through (also when "
+                     "input or output is not a terminal)")
+    commands.add_parser("lessons", help="list the lessons")
+    sub = commands.add_parser("explain", help="show a kernel's source, IR and adjoint IR side by "
+                              "side, and the reads its adjoint replays", parents=[options])
+    sub.add_argument("target", metavar="prog.py[::kernel]", help="the program (it is run with "
+                     "the rule checks off, to define its kernels), and one kernel of it")
     sub = commands.add_parser("example", help="list the examples, or run one", parents=[options])
     sub.add_argument("name", nargs="?", help="the example to run (omit to list them)")
     sub.add_argument("args", nargs="*", help="arguments for the example (everything after "
@@ -273,14 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if options.command == "example":
         return _example_command(options)
-    if options.command == "lesson":
-        from tinyad import lessons  # noqa: PLC0415
-        if options.number is None:
-            for path in lessons.lesson_files():
-                print(path.stem)
-            return 0
-        lessons.run(options.number, pause=not options.no_pause)
-        return 0
+    if options.command in ("lesson", "lessons"):
+        return _lesson_command(options)
+    if options.command == "explain":
+        return _explain_command(options)
     path = Path(options.program)
     if not path.is_file():
         parser.error(f"{options.command}: no such file: {options.program}")
@@ -288,6 +296,80 @@ def main(argv: list[str] | None = None) -> int:
         return run_program(path, options.args, mode=_option(options, "mode"),
                            check=_run_check(options), full_traceback=_option(options, "traceback"))
     return _check_command(path, options)
+
+
+def _lesson_command(options) -> int:
+    from tinyad import lessons  # noqa: PLC0415
+    if options.command == "lessons" or options.lesson is None:
+        print(lessons.listing())
+        return 0
+    try:
+        lesson = lessons.find(options.lesson)
+    except lessons.NoSuchLesson as exc:
+        print(f"tinyad lesson: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with _environment({"TINYAD_MODE": _option(options, "mode")}):
+            lessons.run(lesson.number, pause=not options.no_pause)
+    except KeyboardInterrupt:   # Ctrl-C while a step runs: quit quietly, as `q` does
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:     # `tinyad lesson 3 | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except TinyadError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _explain_command(options) -> int:
+    from tinyad.explain import explain  # noqa: PLC0415
+    program, _, name = options.target.partition("::")
+    path = Path(program)
+    if not path.is_file():
+        print(f"tinyad explain: no such file: {program}", file=sys.stderr)
+        return 2
+    namespace, error = _define_kernels(path)
+    kernels = {key: value for key, value in namespace.items() if isinstance(value, Kernel)}
+    if name:
+        if name not in kernels:
+            print(f"tinyad explain: {program} defines no kernel {name!r}"
+                  + (f"; it defines: {', '.join(kernels)}" if kernels else "")
+                  + (f" (it stopped early: {error})" if error else ""), file=sys.stderr)
+            return 2
+        kernels = {name: kernels[name]}
+    if not kernels:
+        print(f"tinyad explain: {program} defines no kernel", file=sys.stderr)
+        return 2
+    try:
+        print("\n\n".join(explain(kernel) for kernel in kernels.values()))
+    except TinyadError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _define_kernels(path: Path) -> tuple[dict, str | None]:
+    """Run the program (checks off, its output hidden) in a namespace we keep even if it
+    stops with an error: the kernels defined before it are still there. -> (namespace, the
+    error or None)."""
+    program = str(path.resolve())
+    namespace = {"__name__": "__main__", "__file__": program}
+    saved_argv, saved_path = sys.argv, sys.path[:]
+    sys.argv = [program]
+    sys.path.insert(0, str(path.resolve().parent))
+    error = None
+    try:
+        with _environment({"TINYAD_CHECK": "off"}), taichi_is_tinyad(), \
+                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            tinyad.init()
+            exec(compile(path.read_text(encoding="utf-8"), program, "exec"), namespace)  # noqa: S102
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  (its kernels may be defined already)
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return namespace, error
 
 
 def _run_check(options) -> str | None:

@@ -147,3 +147,11 @@ def python_bound(e: ir.Expr, args: set) -> bool:
                                                  "cast", "min", "max"):
             return False
     return True
+
+
+def replayed_loads(adjoint: ir.Kernel) -> list:
+    """The primal field reads an adjoint kernel replays, in program order. Reverse mode reuses
+    the forward's Load nodes, so each is also the forward's read: every one must still see the
+    value the forward saw when the adjoint runs (a later write to its element breaks that)."""
+    return [sub for stmt in ir.walk_stmts(adjoint.body) for expr in ir.stmt_exprs(stmt)
+            for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 1: reverse mode, step by step
+# # Lesson 2: reverse mode, step by step
 #
 # A tinyad kernel is traced once into a small IR. Reverse mode is a transform from that IR to
 # another IR, the *adjoint* kernel, which you can print. This lesson builds one kernel, prints
@@ -8,6 +8,8 @@
 
 # %%
 import math
+
+import numpy as np
 
 import tinyad as ti
 
@@ -23,7 +25,7 @@ def energy():
         loss[None] += s * x[i]
 
 
-x.from_numpy(__import__("numpy").array([0.1, 0.7, 1.3]))
+x.from_numpy(np.array([0.1, 0.7, 1.3]))
 print(energy.ir)
 
 # %% [markdown]

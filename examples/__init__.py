@@ -1,0 +1,1 @@
+"""The examples (`tinyad example NAME`), installed as tinyad.examples."""

@@ -1,0 +1,1 @@
+"""The lessons (`tinyad lesson N`), installed as tinyad.lesson_files."""
