@@ -180,7 +180,10 @@ class _Forward:
         if isinstance(e, ir.Load):
             dual = twin_of(e.field, "dual")
             return e, B.cast(ir.Load(dual, e.indices, dual.dtype, e.loc), e.dtype)
-        pairs = [self.tangent(a, out, root=False) for a in e.args]
+        # integer operands (conditions, indices) carry no tangent: not even asked, so a
+        # comparison is not noted as a cut derivative path
+        pairs = [self.tangent(a, out, root=False) if a.dtype.is_float else (a, None)
+                 for a in e.args]
         args = tuple(value for value, _ in pairs)
         dots = tuple(dot for _, dot in pairs)
         value = ir.Op(e.op, args, e.dtype, e.loc)
