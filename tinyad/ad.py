@@ -243,3 +243,10 @@ def formula(run, loss, params=None, **options):
     """The loss that `run()` computes, as a sympy expression (tinyad/gradverify.py)."""
     from tinyad.gradverify import formula as impl  # noqa: PLC0415
     return impl(run, loss, params, **options)
+
+
+def forward_reverse_check(run, loss, params, seed=0, rtol=None):
+    """Forward mode against reverse mode along a random direction, no truth needed: the
+    dot-product test <u, J v> == <J^T u, v> (tinyad/gradverify.py)."""
+    from tinyad.gradverify import forward_reverse_check as impl  # noqa: PLC0415
+    return impl(run, loss, params, seed, rtol)
