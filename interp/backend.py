@@ -65,6 +65,11 @@ class InterpBackend(Backend):
         if variant == "adjoint":
             self._checked_adjoint(traced, program, scalars, record, manual)
             return None, None
+        if variant == "tangent":
+            # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one
+            # way to lose a tangent is a store into a field without .dual.
+            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            return program.run(scalars, None, self.rng), None
         raise NotImplementedError(f"the rule checker has no checks for {variant} launches")
 
     def _checked_primal(self, traced, program, scalars):

@@ -6,6 +6,7 @@ replays, which fields each store depends on); per launch, checks that use them:
   * adjoints run out of order (a later launch read this launch's output and is not yet undone);
   * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
   * a field without needs_grad on the derivative path inside a Tape;
+  * a field without needs_dual on the tangent path of a forward-mode launch;
   * a field value carried into a kernel's scalar argument inside a Tape;
   * a custom gradient (grad_for) that assigns into .grad instead of accumulating.
 """
@@ -173,6 +174,14 @@ def _key(value):
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+# ---- before a tangent (forward-mode) launch ---------------------------------------------------
+
+def before_tangent(checker: Checker, compiled, kernel_name) -> None:
+    for fld, loc in compiled.dropped_tangents:
+        checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
+                                                  store_loc=loc))
 
 
 # ---- before an adjoint launch ----------------------------------------------------------------

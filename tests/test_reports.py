@@ -65,6 +65,7 @@ def representative_reports(locs):
         rules.gradient_at_two_points(kernel=KERNEL, gradient=FIELD + ".grad", param=FIELD,
                                      earlier=Access("gradient taken", read_loc),
                                      change=python, call_loc=write_loc),
+        rules.missing_dual_on_path(kernel=KERNEL, field=FIELD, store_loc=write_loc),
         rules.computed_before_tape(field=FIELD, source="initial_positions", write_loc=write_loc,
                                    kernel="precompute_the_rest_lengths", taped_kernel=KERNEL,
                                    read_loc=read_loc),
@@ -114,7 +115,8 @@ def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
                 ti.ReplayDivergenceRuleError, ti.ReplayDivergenceRuleError,
                 ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
                 ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
-                rules.Report, ti.StaleGradientRuleError, rules.Report]
+                rules.Report, ti.StaleGradientRuleError, ti.SilentZeroRuleError,
+                rules.Report]
     reports = representative_reports(locs)
     assert [type(item) for item in reports] == expected
     overwrite = reports[0]

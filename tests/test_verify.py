@@ -370,9 +370,10 @@ def test_argument_errors(mode):
     with pytest.raises(ti.TinyadError, match="cannot run inside a Tape"):
         with ti.ad.Tape(loss):
             ti.ad.verify(k, loss, x)
-    with pytest.raises(ti.TinyadError, match="forward mode"):
-        from tinyad.gradverify import forward_reverse_check
-        forward_reverse_check(k, loss, x)
+    with pytest.raises(ti.TinyadError, match="mode must be 'rev' or 'fwd'"):
+        ti.ad.verify(k, loss, x, mode="forward")
+    with pytest.raises(ti.TinyadError, match="has no dual field"):
+        ti.ad.forward_reverse_check(k, loss, x)
 
 
 # ---- formulas ---------------------------------------------------------------------------------

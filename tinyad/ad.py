@@ -1,7 +1,9 @@
-"""`ti.ad`: Tape, custom gradients, no_grad, clearing gradients, gradient verification.
+"""`ti.ad`: Tape, FwdMode, custom gradients, no_grad, clearing gradients, gradient verification.
 
 A Tape records every kernel launched inside it; on exit it seeds loss.grad = 1 and runs the
-adjoint kernels in reverse order with the recorded arguments (Taichi's semantics).
+adjoint kernels in reverse order with the recorded arguments (Taichi's semantics). Inside a
+FwdMode every kernel launch runs its tangent variant instead (tinyad/autodiff/forward.py):
+values and tangents in one pass, the tangents in the fields' `.dual`.
 `Tape(loss, grad_check=[fields])` then checks the gradients by finite differences
 (tinyad/tapecheck.py); `verify` and `formula` check them against sympy (tinyad/gradverify.py).
 """
@@ -10,10 +12,12 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
+
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.runtime import Recorder, active_recorder, runtime
+from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
 
 def _validation_note() -> str:
@@ -114,6 +118,69 @@ class Tape(Recorder):
             self._grad_checker.check(self.calls)
 
 
+_SEED_MISSING = (
+    "`seed` is not set for non 0-D field, please specify. `seed` is a list to specify which "
+    "parameters the computed derivatives respect to. The length of the `seed` should be same "
+    "to that of the `parameters` E.g. Given a loss `loss = ti.field(float, shape=3)`, "
+    "parameter `x = ti.field(float, shape=3)`      seed = [0, 0, 1] indicates compute "
+    "derivative respect to the third element of `x`.      seed = [1, 1, 1] indicates compute "
+    "the sum of derivatives respect to all three element of `x`, i.e., Jacobian-vector "
+    "product(Jvp) for each element in `loss`")
+
+
+class FwdMode:
+    """`with ti.ad.FwdMode(loss=y, param=x, seed=[...]): ...`: forward-mode autodiff. On entry
+    the duals are cleared (unless clear_gradients=False) and param.dual is set to the seed; the
+    kernels launched inside compute y.dual = dy/dx . seed (a Jacobian-vector product); on exit
+    the seed is cleared again (Taichi's semantics). A param of one element defaults its seed to
+    [1.0]; a param of n elements (vector and matrix components included) needs n seed values."""
+
+    def __init__(self, loss, param, seed=None, clear_gradients=True):
+        self.loss = loss
+        self.param = param
+        self.seed = seed
+        self.clear_gradients = clear_gradients
+        self.entered = False
+        self._token = None
+
+    def __enter__(self):
+        if self.entered:
+            raise TinyadRuntimeError("Forward mode manager can be entered only once.")
+        if active_forward_mode.get() is not None:
+            raise TinyadRuntimeError("a FwdMode is already active: tinyad FwdModes do not nest")
+        self.entered = True
+        losses = self.loss if isinstance(self.loss, (list, tuple)) else [self.loss]
+        for fld in (*losses, self.param):
+            if not isinstance(fld, Field):
+                raise TinyadTypeError(f"FwdMode takes fields for loss and param, got "
+                                      f"{type(fld).__name__}")
+            if fld.dual is None:
+                raise TinyadRuntimeError(
+                    f"{fld.name} has no dual field: forward mode needs one for the loss and "
+                    "the parameter", hint=f"declare {fld.name} with needs_dual=True (or call "
+                    "ti.root.lazy_dual())")
+        self.loss = losses
+        size = self.param.dual.data.size
+        if not self.seed:
+            if size != 1:
+                raise TinyadRuntimeError(_SEED_MISSING)
+            self.seed = [1.0]
+        elif len(self.seed) != size:
+            raise TinyadRuntimeError(
+                f"the seed has {len(self.seed)} values but {self.param.name} has {size} "
+                "elements: give one seed value per element (components included)")
+        if self.clear_gradients:
+            clear_all_gradients("dual")
+        self.param.dual.from_numpy(np.asarray(self.seed, dtype=self.param.dtype.np)
+                                   .reshape(self.param.dual.data.shape))
+        self._token = active_forward_mode.set(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        active_forward_mode.reset(self._token)
+        self.param.dual.fill(0)   # clear the seed, as Taichi does
+
+
 def grad_replaced(func):
     """Mark a Python function whose gradient is given by a @grad_for function."""
     from tinyad.kernel import Kernel  # noqa: PLC0415  (kernel.py imports the recorder)
@@ -176,3 +243,10 @@ def formula(run, loss, params=None, **options):
     """The loss that `run()` computes, as a sympy expression (tinyad/gradverify.py)."""
     from tinyad.gradverify import formula as impl  # noqa: PLC0415
     return impl(run, loss, params, **options)
+
+
+def forward_reverse_check(run, loss, params, seed=0, rtol=None):
+    """Forward mode against reverse mode along a random direction, no truth needed: the
+    dot-product test <u, J v> == <J^T u, v> (tinyad/gradverify.py)."""
+    from tinyad.gradverify import forward_reverse_check as impl  # noqa: PLC0415
+    return impl(run, loss, params, seed, rtol)

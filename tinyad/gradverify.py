@@ -20,6 +20,10 @@ The truth is about the program as it runs: it differentiates through `no_grad` k
 so a deliberate `no_grad` shows up as a mismatch. `ti.stop_grad` is honoured: the value it
 wraps is a constant to sympy, as to autodiff.
 
+`verify(..., mode="fwd")` takes the derivatives from forward mode (one FwdMode sweep per
+parameter element) instead of the Tape; `forward_reverse_check` compares the two modes with each
+other along one random direction.
+
 Side effects: none on field values (every field is restored, `at=` included); the `.grad`
 fields keep what the Tape computed (all gradients are cleared first, as a Tape does). Like a
 Tape, each run starts with the loss set to 0.
@@ -115,7 +119,7 @@ def _check_loss(loss):
         raise TinyadTypeError(f"the loss {loss.name} must be a float field, not {loss.dtype}")
 
 
-def _check_params(params, loss, need_grad=True) -> list[Field]:
+def _check_params(params, loss, need_grad=True, twin="grad") -> list[Field]:
     params = [params] if isinstance(params, Field) else list(params)
     if not params:
         raise TinyadTypeError("verify needs at least one parameter field")
@@ -127,9 +131,11 @@ def _check_params(params, loss, need_grad=True) -> list[Field]:
                                   "gradients")
         if p is loss:
             raise TinyadTypeError(f"the loss {p.name} cannot also be a parameter")
-        if need_grad and (p.grad is None or not p.grad.is_placed):
-            raise TinyadTypeError(f"parameter {p.name} has no gradient field",
-                                  hint=f"declare {p.name} with needs_grad=True")
+        other = getattr(p, twin)
+        if need_grad and (other is None or not other.is_placed):
+            raise TinyadTypeError(
+                f"parameter {p.name} has no {'gradient' if twin == 'grad' else 'dual'} field",
+                hint=f"declare {p.name} with needs_{twin}=True")
     return params
 
 
@@ -286,7 +292,7 @@ def _user_facing(fn):
 @_user_facing
 def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol=None,
            fallback: bool = False, max_symbols: int = 256, timeout: float = 20.0,
-           raise_on_mismatch: bool = True) -> GradientReport:
+           raise_on_mismatch: bool = True, mode: str = "rev") -> GradientReport:
     """Compare the autodiff gradient of `loss` w.r.t. each field of `params` with the truth.
 
     `run()` launches the forward kernels. `method`: "sympy" (exact derivative of the program's
@@ -294,12 +300,19 @@ def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol
     at instead of the current values. A formula too large for sympy (more than `max_symbols`
     parameter elements, or past `timeout` seconds) falls back to finite differences with
     method="both" or fallback=True, else raises. Returns a GradientReport; raises
-    ti.GradientMismatchError on a mismatch unless raise_on_mismatch=False.
+    ti.GradientMismatchError on a mismatch unless raise_on_mismatch=False. `mode="fwd"` checks
+    forward mode instead of reverse mode: the derivatives come from the duals of one FwdMode
+    sweep per parameter element (the params and the loss need needs_dual).
     """
     if method not in METHODS:
         raise TinyadTypeError(f"verify: method must be one of {METHODS}, got {method!r}")
+    if mode not in ("rev", "fwd"):
+        raise TinyadTypeError(f"verify: mode must be 'rev' or 'fwd', got {mode!r}")
     _check_loss(loss)
-    params = _check_params(params, loss)
+    params = _check_params(params, loss, twin="dual" if mode == "fwd" else "grad")
+    if mode == "fwd" and loss.dual is None:
+        raise TinyadTypeError(f"the loss {loss.name} has no dual field",
+                              hint=f"declare {loss.name} with needs_dual=True")
     _no_tape_active()
     state = FieldState()
     try:
@@ -308,15 +321,37 @@ def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol
         launches = record_launches(run)
         run_loss = float(loss.data[()])
         state.restore(start)
-        from tinyad.ad import Tape  # noqa: PLC0415  (ad.py imports this module lazily)
-        with Tape(loss):
-            run()
-        autodiff = {p: p.grad.data.astype(np.float64) for p in params}
+        autodiff = (_forward_mode_gradients if mode == "fwd" else _reverse_mode_gradients)(
+            run, loss, params, state, start)
         state.restore(start)
         return _compare(launches, loss, params, method, start, autodiff, run_loss,
                         rtol, atol, fallback, max_symbols, timeout, raise_on_mismatch)
     finally:
         state.restore()
+
+
+def _reverse_mode_gradients(run, loss, params, state, start) -> dict:
+    from tinyad.ad import Tape  # noqa: PLC0415  (ad.py imports this module lazily)
+    with Tape(loss):
+        run()
+    return {p: p.grad.data.astype(np.float64) for p in params}
+
+
+def _forward_mode_gradients(run, loss, params, state, start) -> dict:
+    """One FwdMode sweep per parameter element, seeded with that element alone."""
+    from tinyad.ad import FwdMode  # noqa: PLC0415
+    gradients = {}
+    for p in params:
+        values = np.zeros(p.data.shape)
+        for k, index in enumerate(np.ndindex(values.shape)):
+            state.restore(start)
+            seed = np.zeros(values.size)
+            seed[k] = 1.0
+            with FwdMode(loss=loss, param=p, seed=seed.tolist()):
+                run()
+            values[index] = float(loss.dual.data[()])
+        gradients[p] = values
+    return gradients
 
 
 def _compare(launches, loss, params, method, start, autodiff, run_loss, rtol, atol, fallback,
@@ -424,13 +459,47 @@ def formula(run, loss, params=None, simplify: bool = False, max_symbols: int = 2
     return expr
 
 
-def forward_reverse_check(run, loss, params, seed=None):
-    """Hook for the forward/reverse consistency ("dot-product") test: with random u, v, check
-    <u, J v> (forward mode, a JVP) == <J^T u, v> (reverse mode, a VJP). It needs no truth and
-    catches a bug in either mode (e.g. a forward mode whose plain stores accumulate tangents),
-    but not one both modes share (that needs verify). Forward mode does not exist in tinyad
-    yet; when it does, implement this with ti.ad.FwdMode and the Tape, and offer it from
-    verify as method="fwd"."""
-    raise TinyadRuntimeError("the forward/reverse consistency check needs forward mode, which "
-                             "tinyad does not have yet",
-                             hint="use ti.ad.verify(run, loss, params) meanwhile")
+@_user_facing
+def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None = None) -> dict:
+    """The forward/reverse consistency ("dot-product") test: for a random direction v over the
+    elements of `params`, forward mode's directional derivative d(loss)/d(params) . v (one
+    FwdMode sweep, a JVP) must equal reverse mode's gradient . v (one Tape, a VJP): for a
+    scalar loss <u, J v> == <J^T u, v> with u = 1. It needs no truth and catches a bug in either
+    mode (a forward mode whose plain stores accumulate tangents, say), but not one both modes
+    share (ti.ad.verify catches those). Params need needs_grad and needs_dual; the loss too.
+    -> {"jvp": ..., "vjp": ...}; raises ti.GradientMismatchError when they disagree."""
+    from tinyad.ad import FwdMode, Tape  # noqa: PLC0415  (ad.py imports this module lazily)
+    _check_loss(loss)
+    params = _check_params(params, loss)
+    _check_params(params, loss, twin="dual")
+    if loss.dual is None:
+        raise TinyadTypeError(f"the loss {loss.name} has no dual field",
+                              hint=f"declare {loss.name} with needs_dual=True")
+    _no_tape_active()
+    rng = np.random.default_rng(seed)
+    directions = {p: rng.uniform(-1, 1, p.data.shape) for p in params}
+    state = FieldState()
+    try:
+        start = _start_values(state, loss, None)
+        state.restore(start)
+        with Tape(loss):
+            run()
+        vjp = sum(float(np.sum(p.grad.data.astype(np.float64) * directions[p])) for p in params)
+        state.restore(start)
+        first = params[0]
+        with FwdMode(loss=loss, param=first, seed=directions[first].ravel().tolist()):
+            for p in params[1:]:
+                p.dual.from_numpy(directions[p].astype(p.dtype.np))
+            run()
+        jvp = float(loss.dual.data[()])
+        precision = _precision([], loss, params)
+    finally:
+        state.restore()
+    rtol = rtol if rtol is not None else (1e-4 if precision == "f32" else 1e-9)
+    if not math.isclose(jvp, vjp, rel_tol=rtol, abs_tol=rtol * 1e-3):
+        raise GradientMismatchError(
+            f"forward and reverse mode disagree on {loss.name}: along a random direction v, "
+            f"forward mode's d{loss.name}.v = {jvp:.10g} but reverse mode's grad.v = {vjp:.10g}",
+            None, hint="one of the two modes is wrong here: ti.ad.verify(run, loss, params, "
+                       "mode='fwd') and mode='rev' tell which")
+    return {"jvp": jvp, "vjp": vjp}

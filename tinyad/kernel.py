@@ -21,7 +21,7 @@ from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
-from tinyad.runtime import active_recorder, note, runtime
+from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
 
 def _user_facing(call):
@@ -66,6 +66,7 @@ class Kernel:
         self._traces: dict = {}
         self._last_key = None
         self.grad = AdjointKernel(self)
+        self.fwd = TangentKernel(self)
         self.is_no_grad = False
 
     # ---- arguments --------------------------------------------------------------------------
@@ -125,7 +126,11 @@ class Kernel:
 
     def _launch(self, args, kwargs):
         templates, scalars = self.bind(args, kwargs)
-        result, launch = self.ir_for(templates).run_primal(scalars)
+        traced = self.ir_for(templates)
+        if active_forward_mode.get() is not None:   # inside ti.ad.FwdMode: values and tangents
+            result, launch = traced.run_tangent(scalars)
+        else:
+            result, launch = traced.run_primal(scalars)
         recorder = active_recorder.get()
         if recorder is not None:
             recorder.record(self, args, kwargs, launch)
@@ -158,10 +163,29 @@ class AdjointKernel:
         return _user_facing(traced.adjoint_ir)
 
 
+class TangentKernel:
+    """`kernel.fwd`: the forward-mode (tangent) variant of a kernel, built on first use. Kernels
+    launched inside ti.ad.FwdMode run it; `kernel.fwd.ir` shows it."""
+
+    def __init__(self, primal: Kernel):
+        self.primal = primal
+
+    @property
+    def ir(self) -> ir.Kernel:
+        traced = self.primal._traced_for_inspection()
+        return _user_facing(lambda: traced.variant_ir("tangent"))
+
+
 def _adjoint_ir(traced: "TracedKernel") -> ir.Kernel:
     from tinyad.autodiff.reverse import reverse  # noqa: PLC0415
     traced.notes = []
     return reverse(traced.ir, traced.notes)
+
+
+def _tangent_ir(traced: "TracedKernel") -> ir.Kernel:
+    from tinyad.autodiff.forward import forward  # noqa: PLC0415
+    traced.dropped_tangents = []
+    return forward(traced.ir, traced.notes, traced.dropped_tangents)
 
 
 class TracedKernel:
@@ -169,8 +193,8 @@ class TracedKernel:
     the backend of this ti.init (tinyad/backend.py)."""
 
     # How each variant's IR is derived from the primal IR, on first use. A new kind of
-    # derivative (forward mode's "tangent") is one more entry here.
-    DERIVED = {"adjoint": _adjoint_ir}
+    # derivative is one more entry here.
+    DERIVED = {"adjoint": _adjoint_ir, "tangent": _tangent_ir}
 
     def __init__(self, kernel_ir: ir.Kernel):
         self.ir = kernel_ir
@@ -178,6 +202,7 @@ class TracedKernel:
         self._programs = {}
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
         self.facts = None      # the rule checker's facts about this kernel (interp/launchchecks.py)
+        self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
 
     def variant_ir(self, variant: str) -> ir.Kernel:
         if variant not in self._variants:
@@ -211,6 +236,12 @@ class TracedKernel:
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
         return runtime.backend.launch(self, "primal", scalars)
+
+    def run_tangent(self, scalars):
+        """Run the tangent kernel (forward mode); -> (its return value, None)."""
+        self.program("tangent")
+        self._warn_non_differentiable()
+        return runtime.backend.launch(self, "tangent", scalars)
 
     def run_adjoint(self, scalars, record=None, manual=True):
         """Run the adjoint kernel for a primal launch (found by its arguments if not given)."""

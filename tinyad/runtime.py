@@ -76,6 +76,11 @@ class Recorder:
 active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorder", default=None)
 
 
+# The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
+active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_forward_mode",
+                                                                    default=None)
+
+
 def note(message: str) -> None:
     """A one-line notice to the user (Taichi prints these as [Taichi] lines)."""
     print(f"[tinyad] {message}", file=sys.stderr)

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tinyad.autodiff.activity import Activity, twin_of
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import KernelSimplicityRuleError
 from tinyad.core.names import Namer
-from tinyad.core.ops import TABLE, cast_keeps_gradient
+from tinyad.core.ops import TABLE
 from tinyad.core.wellformed import check_wellformed
 
 
@@ -69,8 +70,8 @@ class _Reverse:
         self.adjoint_names: dict[str, str] = {}
         self.temps: set[str] = set()
         self.parallel_bodies: set[int] = set()   # id() of parallel loops handled per iteration
-        self._relevant: dict = {}
-        self.notes: list = []                     # (loc, op) of non-differentiable ops met
+        self.activity = Activity("grad")          # every float local carries an adjoint
+        self.notes = self.activity.notes          # (loc, op) of non-differentiable ops met
 
     # ---- names ------------------------------------------------------------------------------
     def adj(self, name: str) -> ir.Var:
@@ -251,30 +252,7 @@ class _Reverse:
     # ---- expressions ----------------------------------------------------------------------------
     def relevant(self, e: ir.Expr) -> bool:
         """Can a gradient flow from `e` to a float local or to a field with a gradient?"""
-        # Keyed by the node itself (identity hash), not id(): the transform builds and drops
-        # temporary nodes, and a recycled id must not inherit a stale answer.
-        if e not in self._relevant:
-            self._relevant[e] = self._compute_relevant(e)
-        return self._relevant[e]
-
-    def _compute_relevant(self, e):
-        if isinstance(e, ir.Op):
-            if e.op in ("stop_grad", "random"):
-                return False   # cut on purpose: nothing to note below it
-            args = e.args[1:] if e.op == "select" else e.args   # a condition carries no gradient
-            carries = any(self.relevant(a) for a in args)
-            cut = TABLE[e.op].partials is None or (
-                e.op == "cast" and not cast_keeps_gradient(e.dtype, e.args[0].dtype))
-            if cut and carries:
-                self.notes.append((e.loc, e.op))   # the gradient path ends here
-            return e.dtype.is_float and carries and not cut
-        if not e.dtype.is_float:
-            return False
-        if isinstance(e, ir.Var):
-            return True
-        if isinstance(e, ir.Load):
-            return _grad_field(e.field) is not None
-        return False
+        return self.activity.active(e)
 
     def propagate(self, e: ir.Expr, g: ir.Expr, out: list):
         """Emit code adding g * d(e)/d(leaf) into the adjoint of every leaf of e."""
@@ -314,8 +292,7 @@ class _Reverse:
 
 
 def _grad_field(fld):
-    grad = getattr(fld, "grad", None)
-    return grad if grad is not None and fld.dtype.is_float else None
+    return twin_of(fld, "grad")
 
 
 def _assigned_in(stmts, skip: set) -> set:

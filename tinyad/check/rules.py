@@ -233,6 +233,18 @@ def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
         fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad())"))
 
 
+def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> SilentZeroRuleError:
+    """Forward mode: a value that carries a tangent is stored into a field without .dual."""
+    return SilentZeroRuleError(Report(
+        rule="Missing dual on the path",
+        summary=f"{field} is assigned a value that carries a tangent, but it has no dual "
+                "field: forward mode drops the tangent here (Taichi does so silently).",
+        kernel=kernel, field=field,
+        write=Access(kind="store", loc=store_loc, kernel=kernel),
+        consequence=f"every .dual downstream of {field} misses this contribution",
+        fix=f"declare {field} with needs_dual=True (or call ti.root.lazy_dual())"))
+
+
 def no_output_gradient(*, kernel: str) -> SilentZeroRuleError:
     """kernel.grad() on a kernel that writes no field with a gradient."""
     return SilentZeroRuleError(Report(
@@ -327,6 +339,7 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
            "replay_divergence", "random_in_adjoint", "custom_gradient_assigns",
-           "value_passed_around_tape", "missing_gradient_on_path", "no_output_gradient",
-           "unseeded_outputs", "adjoints_out_of_order", "gradient_accumulates_across_rounds",
-           "gradient_at_two_points", "computed_before_tape"]
+           "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
+           "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
+           "gradient_accumulates_across_rounds", "gradient_at_two_points",
+           "computed_before_tape"]

@@ -10,6 +10,9 @@ the same names (compile/op_spellings.py).
 A derivative rule returns each argument's partial derivative as IR: `partials(args, out)` gives
 d(out)/d(arg_k) for each k, or None where the partial is zero. Reverse mode multiplies by the
 output adjoint (arg_bar += g * partial); forward mode sums partial * arg_dot. One rule, both modes.
+A `jvp` column overrides the sum where the product form is wrong: a choice between operands
+(select, min, max) passes the chosen operand's tangent, because 0 * arg_dot is NaN when the
+operand not chosen has an infinite or NaN tangent (select(x > 0, sqrt(x), 0) at x = 0).
 Where a partial's formula is inf or NaN at a point whose true derivative is finite, the rule
 guards that point (pow at base 0). An op with `partials=None` is not differentiable (floor,
 comparisons, ...): no gradient flows through it, as in Taichi.
@@ -57,6 +60,9 @@ class OpSpec:
     precedence: int = ATOM               # how tightly the infix form binds
     python: tuple | None = None          # (ast node, operator function) of its Python operator
     via_f64: bool = False                # f32: compute in f64, round once (as libm does)
+    # Forward mode's rule where sum(partial * arg_dot) is wrong: (args, out, dots) -> tangent,
+    # dots[k] None for an argument that carries no tangent. None: the product form.
+    jvp: Callable | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -112,6 +118,14 @@ def _max_partials(args, out):
     return B.select(first, 1.0, 0.0), B.select(first, 0.0, 1.0)
 
 
+def _choice_jvp(first):
+    """The tangent of an op that returns one of two operands: the chosen operand's tangent."""
+    def jvp(args, out, dots):
+        a_dot, b_dot = (0.0 if d is None else d for d in dots[-2:])
+        return B.select(first(args), a_dot, b_dot)
+    return jvp
+
+
 def _atan2_partials(args, out):
     y, x = args
     radius2 = y * y + x * x
@@ -144,8 +158,10 @@ _TABLE: list[OpSpec] = [
            partials=lambda args, out: (-1,), infix="-", precedence=UNARY),
     OpSpec("abs", 1, "arith", np.abs, lambda a: _sp().Abs(a),
            partials=lambda args, out: (B.select(args[0] >= 0, 1.0, -1.0),)),
-    OpSpec("min", 2, "arith", np.minimum, lambda a, b: _sp().Min(a, b), partials=_min_partials),
-    OpSpec("max", 2, "arith", np.maximum, lambda a, b: _sp().Max(a, b), partials=_max_partials),
+    OpSpec("min", 2, "arith", np.minimum, lambda a, b: _sp().Min(a, b), partials=_min_partials,
+           jvp=_choice_jvp(lambda args: args[0] <= args[1])),
+    OpSpec("max", 2, "arith", np.maximum, lambda a, b: _sp().Max(a, b), partials=_max_partials,
+           jvp=_choice_jvp(lambda args: args[0] >= args[1])),
     # transcendental
     OpSpec("sin", 1, "float", np.sin, lambda a: _sp().sin(a), via_f64=True,
            partials=lambda args, out: (B.unary("cos", args[0]),)),
@@ -204,7 +220,8 @@ _TABLE: list[OpSpec] = [
     # structure: the interpreter's domains and the code writers give each its own form
     OpSpec("select", 3, "select", _select,
            partials=lambda args, out: (None, B.select(args[0], 1.0, 0.0),
-                                       B.select(args[0], 0.0, 1.0))),
+                                       B.select(args[0], 0.0, 1.0)),
+           jvp=_choice_jvp(lambda args: args[0])),
     OpSpec("cast", 1, "cast", _identity,            # the result type is the node's dtype
            partials=lambda args, out: (1,)),         # float<->float only: cast_keeps_gradient
     OpSpec("stop_grad", 1, "arith", _identity),     # identity that blocks gradients
