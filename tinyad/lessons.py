@@ -44,6 +44,7 @@ def cells(text: str) -> list[tuple[str, str, int]]:
 
 
 def run(number: int, pause: bool = True) -> None:
+    import tinyad.check.render  # noqa: F401, PLC0415  (imports rich, keeping random's state)
     from rich.console import Console  # noqa: PLC0415
     from rich.markdown import Markdown  # noqa: PLC0415
     from rich.syntax import Syntax  # noqa: PLC0415
