@@ -81,8 +81,8 @@ for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
 float32, float64, int32, int64, uint8 = f32, f64, i32, i64, u8
 cpu, x64, arm64 = "cpu", "cpu", "cpu"
 gpu, cuda, vulkan, metal, opengl = "cuda", "cuda", "cuda", "cuda", "cuda"
-i, j, k, l = Axis(1), Axis(1), Axis(1), Axis(1)  # noqa: E741  (Taichi's names)
-ij, ik, jk, ijk, ijkl = Axis(2), Axis(2), Axis(2), Axis(3), Axis(4)
+i, j, k, l = Axis("i"), Axis("j"), Axis("k"), Axis("l")  # noqa: E741  (Taichi's names)
+ij, ik, jk, ijk, ijkl = Axis("ij"), Axis("ik"), Axis("jk"), Axis("ijk"), Axis("ijkl")
 
 
 def polar_decompose(A, dt=None):

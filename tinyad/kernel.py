@@ -20,6 +20,7 @@ from tinyad.core.wellformed import check_wellformed
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
+from tinyad.field import settle_layout
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.runtime import active_recorder, note, runtime
 
@@ -124,6 +125,7 @@ class Kernel:
         return _user_facing(lambda: self._launch(args, kwargs))
 
     def _launch(self, args, kwargs):
+        settle_layout()
         templates, scalars = self.bind(args, kwargs)
         result, launch = self.ir_for(templates).run_primal(scalars)
         recorder = active_recorder.get()
