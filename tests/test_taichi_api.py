@@ -53,3 +53,17 @@ def test_taichi_exception_names_catch_tinyad_errors(mode):
             pass
     assert issubclass(ti.TaichiAssertionError, AssertionError)
     assert issubclass(ti.TaichiSyntaxError, ti.TaichiCompilationError)
+
+
+def test_python_float_and_int_name_the_default_types_in_kernels(mode):
+    m = ti.Matrix.field(2, 2, ti.f64, shape=())
+    n = ti.field(ti.i32, shape=())
+
+    @ti.kernel
+    def build():
+        m[None] = ti.Matrix.identity(float, 2) * 3 + ti.Matrix.zero(float, 2, 2)
+        n[None] = ti.cast(7.9, int)
+
+    build()
+    assert m.to_numpy().tolist() == [[3.0, 0.0], [0.0, 3.0]]
+    assert n[None] == 7

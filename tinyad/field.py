@@ -111,7 +111,7 @@ class Field:
                                   "gradient must have the same shape")
         self._shape = shape
         self.requested = True
-        if self.snode is None:   # shape=: Taichi's ti.root.dense(shape).place(x); place() replaces it
+        if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
         self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
         for twin in (self.grad, self.dual):

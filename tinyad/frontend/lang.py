@@ -191,6 +191,7 @@ class types:  # noqa: N801  (the `ti.types` namespace)
 def static_assert(cond, msg=None):
     """`ti.static_assert(cond, msg)`: a condition checked while the kernel is traced."""
     if B.is_expr(cond):
-        raise TypeError("ti.static_assert needs a condition known at trace time, not a kernel value")
+        raise TypeError("ti.static_assert needs a condition known at trace time, not a kernel "
+                        "value")
     if not cond:
         raise AssertionError(msg or "ti.static_assert failed")
