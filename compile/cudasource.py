@@ -89,7 +89,8 @@ class CudaModule:
         driver += launches
         out = gen.header()
         out += ["import math", "", "import numpy as np",
-                "from numba import cuda, float32, float64, int32, int64, uint8, uint64",
+                "from numba import cuda, float32, float64, int8, int16, int32, int64, uint8, "
+                "uint16, uint32, uint64",
                 "from compile.cuda import grid, libdevice"]
         out += gen.shared_globals("@cuda.jit(device=True)")
         out += kernels + driver

@@ -19,16 +19,17 @@ from tinyad.compile.op_spellings import SPELLINGS
 from tinyad.core import ir, ops
 from tinyad.core import types as T
 
-NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8"}
-NP_TYPE = {"f32": "np.float32", "f64": "np.float64", "i32": "np.int32", "i64": "np.int64",
-           "u8": "np.uint8"}
+NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8",
+              "i8": "int8", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
+NP_TYPE = {name: f"np.{numba_name}" for name, numba_name in NUMBA_TYPE.items()}
 
 # Python operator precedence (higher binds tighter), the op table's.
 ATOM, UNARY, COMPARE = ops.ATOM, ops.UNARY, ops.COMPARE
 
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
             | {"np", "math", "numba", "njit", "prange", "cuda", "types", "float32", "float64",
-               "int32", "int64", "uint8", "uint64", "launch"} | set(rt.HELPERS)
+               "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "launch"} | set(rt.HELPERS)
             | set(rt.CONSTANTS))
 
 

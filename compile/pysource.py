@@ -145,7 +145,7 @@ class Generator(ExprWriter, Planner):
                     self.helpers.update(("rng_next", draw, "rng_init"))
                     self.line(depth, f"{state} = rng_next({state})", loc)
                     value = f"{draw}({state})"
-                    if x.dtype.name in ("i64", "u8"):
+                    if x.dtype.name != "i32":
                         value = self.wrap(value, x.dtype)
                     self.line(depth, f"{name} = {value}", loc)
 
@@ -474,8 +474,8 @@ class Generator(ExprWriter, Planner):
             options.append(f"fastmath={FAST_MATH}")
         out = self.header()
         out += ["import math", "", "import numpy as np",
-                "from numba import float32, float64, int32, int64, njit, prange, types, uint8, "
-                "uint64"]
+                "from numba import float32, float64, int8, int16, int32, int64, njit, prange, "
+                "types, uint8, uint16, uint32, uint64"]
         if self.uses_chunks:
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:

@@ -18,13 +18,14 @@ from tinyad.core.errors import (
     GradientMismatchError,
     KernelSimplicityRuleError,
     NonDifferentiableWarning,
+    TinyadAssertionError,
     TinyadError,
     TinyadIndexError,
     TinyadRuntimeError,
     TinyadSyntaxError,
     TinyadTypeError,
 )
-from tinyad.core.types import f32, f64, i32, i64, u8
+from tinyad.core.types import f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 from tinyad.field import Axis, Field, SNode, field, root, var
 from tinyad.frontend import math
 from tinyad.frontend.lang import (
@@ -39,6 +40,7 @@ from tinyad.frontend.lang import (
     random,
     select,
     static,
+    static_assert,
     stop_grad,
     sync,
     template,
@@ -76,14 +78,23 @@ for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError, GradientMismatchError,
                KernelSimplicityRuleError, NonDifferentiableWarning, TinyadError,
-               TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError):
+               TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError,
+               TinyadAssertionError):
     _error.__module__ = "tinyad"
 
+# Taichi's exception names, so that Taichi programs' `except` clauses catch tinyad's errors.
+# TaichiCompilationError is every tinyad error: tinyad raises most of them while tracing.
+TaichiCompilationError = TinyadError
+TaichiSyntaxError, TaichiNameError = TinyadSyntaxError, TinyadSyntaxError
+TaichiTypeError, TaichiIndexError = TinyadTypeError, TinyadIndexError
+TaichiRuntimeError, TaichiAssertionError = TinyadRuntimeError, TinyadAssertionError
+
 float32, float64, int32, int64, uint8 = f32, f64, i32, i64, u8
+int8, int16, uint16, uint32, uint64 = i8, i16, u16, u32, u64
 cpu, x64, arm64 = "cpu", "cpu", "cpu"
 gpu, cuda, vulkan, metal, opengl = "cuda", "cuda", "cuda", "cuda", "cuda"
-i, j, k, l = Axis(1), Axis(1), Axis(1), Axis(1)  # noqa: E741  (Taichi's names)
-ij, ik, jk, ijk, ijkl = Axis(2), Axis(2), Axis(2), Axis(3), Axis(4)
+i, j, k, l = Axis("i"), Axis("j"), Axis("k"), Axis("l")  # noqa: E741  (Taichi's names)
+ij, ik, jk, ijk, ijkl = Axis("ij"), Axis("ik"), Axis("jk"), Axis("ijk"), Axis("ijkl")
 
 
 def polar_decompose(A, dt=None):

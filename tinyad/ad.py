@@ -16,7 +16,7 @@ import numpy as np
 
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
-from tinyad.field import Field
+from tinyad.field import Field, settle_layout
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
 
@@ -64,6 +64,7 @@ class Tape(Recorder):
             raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest")
         self.entered = True
         loss = self.loss
+        settle_layout()   # the layout is final now, as at a kernel launch
         if loss is not None:
             if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
                 raise TinyadRuntimeError("The loss of Tape must be a 0-D field, i.e. scalar",

@@ -14,6 +14,7 @@ from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_frame
 from tinyad.frontend.matrix import Matrix, Vector
+from tinyad.runtime import note as runtime_note
 from tinyad.runtime import runtime
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
@@ -55,6 +56,11 @@ class Field:
         self.primal = primal      # for .grad/.dual fields: the field they belong to
         self.grad: Field | None = None
         self.dual: Field | None = None
+        self.snode: SNode | None = None   # where ti.root...place() put it (shape= fields: none)
+        # A grad field that exists so that the program can place it (Taichi gives every real
+        # field one), but that nobody asked for yet: needs_grad, place(x.grad) or lazy_grad()
+        # ask for it; unasked at the first launch, it is dropped (the field has no gradient).
+        self.requested = True
         # The values on the host, once placed. A backend may keep another copy that kernels
         # use (CUDA): read and write through `data` or the storage, not this array directly.
         self.host_array: np.ndarray | None = None
@@ -67,6 +73,10 @@ class Field:
                     "needs_grad=True or needs_dual=True")
             if needs_grad:
                 self.grad = self._twin("grad")
+            elif self.dtype.is_float and shape is None:
+                self.grad = self._twin("grad")
+                self.grad.requested = False
+                _unrequested_grads.append(self)
             if needs_dual:
                 self.dual = self._twin("dual")
         if shape is not None:
@@ -91,11 +101,21 @@ class Field:
 
     def _place(self, shape: tuple[int, ...]) -> None:
         if self._shape is not None:
+            if self.role == "grad" and self._shape == shape:
+                return   # placed with its primal already (needs_grad=True), then again: harmless
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
+        partner = self.primal if self.role == "grad" else self.grad
+        if partner is not None and partner._shape is not None and partner._shape != shape:
+            raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
+                                  f"{partner.name} has shape {partner._shape}: a field and its "
+                                  "gradient must have the same shape")
         self._shape = shape
+        self.requested = True
+        if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
+            self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
         self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
         for twin in (self.grad, self.dual):
-            if twin is not None and twin._shape is None:
+            if twin is not None and twin._shape is None and twin.requested:
                 twin._place(shape)
 
     # ---- properties --------------------------------------------------------------------
@@ -275,46 +295,96 @@ Vector.field, Vector.var = staticmethod(vector_field), staticmethod(_vector_var)
 # ---- ti.root: the dense layouts Taichi programs use to place fields ---------------------------
 
 class Axis:
-    """ti.i, ti.j, ti.ij, ...: how many dimensions a `dense` level adds."""
+    """ti.i, ti.j, ti.ij, ...: the axes a `dense` level spans, by letter."""
 
-    def __init__(self, count: int):
-        self.count = count
+    def __init__(self, letters):
+        self.letters = tuple(letters) if isinstance(letters, str) else (None,) * int(letters)
+        self.count = len(self.letters)
 
 
 class SNode:
     """A level of Taichi's layout tree. tinyad stores every field densely, so only the total
-    shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3)."""
+    shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3).
+    Axes nest in the order the levels are written (`dense(ti.l, 7).dense(ti.i, 3)` is (7, 3)),
+    whatever letters name them, which is the order DiffTaichi's programs index in."""
 
-    def __init__(self, shape=()):
+    def __init__(self, shape=(), parent: "SNode | None" = None, kind: str = "root", axes=None):
         self._shape = tuple(shape)
+        self._axes = tuple(axes) if axes is not None else (None,) * len(self._shape)
+        self._parent = parent
+        self.kind = kind          # "root", "dense", "place", or the sparse kind it stands for
 
-    def dense(self, axes, dimensions) -> "SNode":
+    def dense(self, axes, dimensions, kind: str = "dense") -> "SNode":
         dims = normalize_shape(dimensions)
         count = axes.count if isinstance(axes, Axis) else len(axes)
         if len(dims) == 1 and count > 1:
             dims = dims * count
         if len(dims) != count:
-            raise TinyadTypeError(f"dense: {count} axes but {len(dims)} dimensions {dims}")
-        return SNode(self._shape + dims)
+            raise TinyadTypeError(f"{kind}: {count} axes but {len(dims)} dimensions {dims}")
+        letters = axes.letters if isinstance(axes, Axis) else (None,) * count
+        shape, names = list(self._shape), list(self._axes)
+        for letter, extent in zip(letters, dims):
+            if letter is not None and letter in names:   # Taichi's blocking: the axis grows
+                shape[names.index(letter)] *= extent
+            else:                                        # a new axis, after those above it
+                shape.append(extent)
+                names.append(letter)
+        return SNode(shape, parent=self, kind=kind, axes=names)
 
     def pointer(self, axes, dimensions) -> "SNode":
-        return self.dense(axes, dimensions)   # no sparsity in tinyad: stored densely
+        return self._sparse("pointer", axes, dimensions)
 
-    bitmasked = pointer
+    def bitmasked(self, axes, dimensions) -> "SNode":
+        return self._sparse("bitmasked", axes, dimensions)
+
+    def dynamic(self, axis, dimensions, chunk_size=None) -> "SNode":
+        return self._sparse("dynamic", axis, dimensions)
+
+    def _sparse(self, kind, axes, dimensions) -> "SNode":
+        """No sparsity in tinyad: every cell exists, stored densely (said once per ti.init)."""
+        if runtime.generation not in _told_dense_backed:
+            _told_dense_backed.add(runtime.generation)
+            runtime_note(f"ti.root.{kind}(...) is stored densely in tinyad: every cell exists "
+                         "and is active, and the memory is that of a dense layout")
+        return self.dense(axes, dimensions, kind=kind)
+
+    def parent(self, n: int = 1) -> "SNode | None":
+        """The level `n` steps up (Taichi's SNode.parent); None above ti.root."""
+        node = self
+        for _ in range(n):
+            node = node._parent if node is not None else None
+        return node
 
     def place(self, *fields, offset=None) -> "SNode":
+        if offset is not None:
+            raise TinyadTypeError("place(offset=...) is not supported by tinyad yet")
         for f in fields:
-            if isinstance(f, Field):
+            if isinstance(f, (list, tuple)):
+                self.place(*f)
+            elif isinstance(f, Field):
                 f._place(self._shape)
+                f.snode = SNode(self._shape, parent=self, kind="place")
+            elif f is None:
+                raise TinyadTypeError(
+                    "place() got None where a field belongs: x.grad is None when x has a shape= "
+                    "without needs_grad=True, or when the first kernel launch came before "
+                    "x.grad was placed")
             else:
                 raise TinyadTypeError(f"place() takes fields, got {type(f).__name__}")
         return self
 
     def lazy_grad(self) -> None:
-        """Give every float field that has none a gradient field (Taichi's ti.root.lazy_grad)."""
+        """Give every float field a gradient field laid out as the field is (Taichi's
+        ti.root.lazy_grad): fields placed later get theirs when they are placed."""
         for f in runtime.fields:
-            if f.dtype.is_float and f.grad is None:
+            if not f.dtype.is_float:
+                continue
+            if f.grad is None:
                 f.grad = f._twin("grad")
+            f.grad.requested = True
+            if f.is_placed and not f.grad.is_placed:
+                f.grad._place(f.shape)
+                f.grad.snode = f.snode
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
@@ -327,3 +397,14 @@ class SNode:
 
 
 root = SNode()
+_told_dense_backed: set[int] = set()   # the ti.init generations told that sparse is dense here
+_unrequested_grads: list = []          # fields whose grad field may still be placed
+
+
+def settle_layout() -> None:
+    """At a kernel launch, the layout is final (Taichi materialises it then): a gradient field
+    that was neither asked for (needs_grad, lazy_grad) nor placed is dropped."""
+    while _unrequested_grads:
+        f = _unrequested_grads.pop()
+        if f.grad is not None and not f.grad.requested and not f.grad.is_placed:
+            f.grad = None

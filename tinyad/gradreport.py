@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import tinyad.check.render  # noqa: F401  (imports rich first, keeping Python's random state)
+
 # Default relative tolerances by truth and by the program's precision: sympy is exact, so only
 # autodiff's rounding counts; finite differences carry their own error (~1e-9 at best).
 RTOL = {("sympy", "f64"): 1e-8, ("sympy", "f32"): 1e-4, ("fd", "f64"): 1e-5, ("fd", "f32"): 1e-3}

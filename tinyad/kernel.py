@@ -20,6 +20,7 @@ from tinyad.core.wellformed import check_wellformed
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
+from tinyad.field import settle_layout
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
@@ -125,6 +126,7 @@ class Kernel:
         return _user_facing(lambda: self._launch(args, kwargs))
 
     def _launch(self, args, kwargs):
+        settle_layout()
         templates, scalars = self.bind(args, kwargs)
         traced = self.ir_for(templates)
         if active_forward_mode.get() is not None:   # inside ti.ad.FwdMode: values and tangents

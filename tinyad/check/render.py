@@ -6,12 +6,20 @@ MIN_BOXED_WIDTH columns the box is dropped. Nothing is cropped.
 """
 from __future__ import annotations
 
+import random
 import sys
 
-from rich.console import Console, ConsoleOptions, Group, RenderResult
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+# Importing rich draws from Python's global random generator (rich.style seeds an id counter):
+# restore its state so that loading tinyad never changes the user's random sequence. Other
+# modules that show things with rich import this one first.
+_user_random_state = random.getstate()
+try:
+    from rich.console import Console, ConsoleOptions, Group, RenderResult
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+finally:
+    random.setstate(_user_random_state)
 
 from tinyad.check.report import Report, render_text, report_lines
 

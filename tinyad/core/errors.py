@@ -68,6 +68,10 @@ class TinyadRuntimeError(TinyadError, RuntimeError):
     """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
 
 
+class TinyadAssertionError(TinyadRuntimeError, AssertionError):
+    """A failed assertion in a program tinyad runs (Taichi's TaichiAssertionError)."""
+
+
 class AutodiffRuleError(TinyadError):
     """A program whose gradient would be wrong. Subclasses name the rule."""
 

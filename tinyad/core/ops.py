@@ -156,8 +156,10 @@ _TABLE: list[OpSpec] = [
            via_f64=True, **_infix("**", POW, ast.Pow, operator.pow)),
     OpSpec("neg", 1, "arith", np.negative, lambda a: -a,
            partials=lambda args, out: (-1,), infix="-", precedence=UNARY),
+    # d|a|/da = sign(a), 0 at a = 0 as in Taichi (and sympy's sign)
     OpSpec("abs", 1, "arith", np.abs, lambda a: _sp().Abs(a),
-           partials=lambda args, out: (B.select(args[0] >= 0, 1.0, -1.0),)),
+           partials=lambda args, out: (B.select(args[0] > 0, 1.0,
+                                                 B.select(args[0] < 0, -1.0, 0.0)),)),
     OpSpec("min", 2, "arith", np.minimum, lambda a, b: _sp().Min(a, b), partials=_min_partials,
            jvp=_choice_jvp(lambda args: args[0] <= args[1])),
     OpSpec("max", 2, "arith", np.maximum, lambda a, b: _sp().Max(a, b), partials=_max_partials,

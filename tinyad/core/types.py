@@ -47,6 +47,11 @@ class DType:
 i32 = DType("i32", "int", 32)
 i64 = DType("i64", "int", 64)
 u8 = DType("u8", "int", 8)
+i8 = DType("i8", "int", 8)
+i16 = DType("i16", "int", 16)
+u16 = DType("u16", "int", 16)
+u32 = DType("u32", "int", 32)
+u64 = DType("u64", "int", 64)
 f32 = DType("f32", "float", 32)
 f64 = DType("f64", "float", 64)
 
@@ -87,8 +92,9 @@ def resolve_dtype(dtype) -> DType:
                               "ti.i64, float or int)") from None
 
 
-_NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64}
-ALL = (i32, i64, u8, f32, f64)
+_NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64,
+          "i8": np.int8, "i16": np.int16, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
+ALL = (i32, i64, u8, f32, f64, i8, i16, u16, u32, u64)
 BY_NAME = {t.name: t for t in ALL}
 
 
@@ -98,7 +104,9 @@ def promote(a: DType, b: DType) -> DType:
         return a
     if a.is_float != b.is_float:
         return a if a.is_float else b
-    return a if a.bits >= b.bits else b
+    if a.bits == b.bits:   # i32 with u32: unsigned wins, as in Taichi (and C)
+        return a if a.name.startswith("u") else b
+    return a if a.bits > b.bits else b
 
 
 def from_numpy(dtype) -> DType:

@@ -180,8 +180,18 @@ class types:  # noqa: N801  (the `ti.types` namespace)
     matrix = MatrixType
     template = template
     i32, i64, f32, f64, u8 = T.i32, T.i64, T.f32, T.f64, T.u8
+    i8, i16, u16, u32, u64 = T.i8, T.i16, T.u16, T.u32, T.u64
 
     @staticmethod
     def ndarray(*args, **kwargs):
         raise TinyadTypeError("ti.types.ndarray() arguments are not supported by tinyad yet: "
                               "use fields")
+
+
+def static_assert(cond, msg=None):
+    """`ti.static_assert(cond, msg)`: a condition checked while the kernel is traced."""
+    if B.is_expr(cond):
+        raise TypeError("ti.static_assert needs a condition known at trace time, not a kernel "
+                        "value")
+    if not cond:
+        raise AssertionError(msg or "ti.static_assert failed")

@@ -310,6 +310,7 @@ def _to_nested(entries):
 def _cast_entry(value, dt):
     if dt is None:
         return value
+    dt = T.resolve_dtype(dt)     # Python's float / int name the default types, as in Taichi
     if B.is_expr(value):
         return B.cast(value, dt)
     return float(value) if dt.is_float else int(value)

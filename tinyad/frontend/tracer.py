@@ -269,6 +269,15 @@ class Tracer(ExprVisitor):
                 hit = B.binary("eq", slot.index, k)
                 self.write_slot(candidate, B.select(hit, value, self.read_slot(candidate)), node)
 
+    def snapshot(self, value):
+        """`value` as it is now: a kernel value that later stores could change (a local, a
+        field element, an expression of them) is copied into a fresh local."""
+        if isinstance(value, Matrix):
+            return value.map(self.snapshot)
+        if B.is_expr(value) and not isinstance(value, ir.Const):
+            return self.new_local(value, "t")
+        return value
+
     def assign(self, lv: LValue, value, node):
         values = self.spread(value, lv, node)
         for slot, v in zip(lv.slots, values):
@@ -315,7 +324,11 @@ class Tracer(ExprVisitor):
             if is_traced(items) or not hasattr(items, "__len__") or len(items) != len(target.elts):
                 raise TinyadSyntaxError(f"cannot unpack this value into {len(target.elts)} names",
                                         self.loc(node))
-            for t, v in zip(target.elts, list(items)):
+            # Python evaluates every right-hand side before it assigns (`p, q = q, p + q`):
+            # keep each kernel value in a fresh local first, so no target sees an earlier one.
+            with B.at(self.loc(node)):
+                items = [self.snapshot(v) for v in items]
+            for t, v in zip(target.elts, items):
                 self.assign_to(t, v, node, static)
             return
         if isinstance(target, ast.Name):

@@ -1,0 +1,69 @@
+"""Small parts of Taichi's everyday API: integer types, float/int as dtypes, static_assert,
+Taichi's exception names."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+
+
+@pytest.mark.parametrize("dtype, np_type", [(ti.i8, np.int8), (ti.i16, np.int16),
+                                            (ti.u16, np.uint16), (ti.u32, np.uint32),
+                                            (ti.u64, np.uint64)])
+def test_integer_types_store_and_compute_as_numpy_does(mode, dtype, np_type):
+    x = ti.field(dtype, shape=4)
+
+    @ti.kernel
+    def fill():
+        for i in x:
+            x[i] = ti.cast(i * 3 + 1, dtype)
+
+    fill()
+    assert x.to_numpy().dtype == np_type
+    assert x.to_numpy().tolist() == [1, 4, 7, 10]
+
+
+def test_unsigned_wins_over_signed_of_the_same_width():
+    assert ti.types.u32 is ti.u32
+    from tinyad.core.types import promote
+    assert promote(ti.i32, ti.u32) == ti.u32 and promote(ti.u8, ti.i32) == ti.i32
+
+
+def test_static_assert_is_checked_while_tracing(mode):
+    x = ti.field(ti.f32, shape=3)
+
+    @ti.kernel
+    def sized(n: ti.template()):
+        ti.static_assert(n == 3, "n must be 3")
+        for i in range(n):
+            x[i] = i
+
+    sized(3)
+    assert x.to_numpy().tolist() == [0, 1, 2]
+    with pytest.raises(ti.TaichiCompilationError, match="n must be 3") as info:
+        sized(4)
+    assert "test_taichi_api.py" in str(info.value)     # names the user's line
+
+
+def test_taichi_exception_names_catch_tinyad_errors(mode):
+    x = ti.field(ti.f32, shape=2)
+    with pytest.raises(ti.TaichiIndexError):
+        x[5] = 1.0
+    with pytest.raises(ti.TaichiRuntimeError):
+        with ti.ad.Tape(x):     # the loss must be 0-D
+            pass
+    assert issubclass(ti.TaichiAssertionError, AssertionError)
+    assert issubclass(ti.TaichiSyntaxError, ti.TaichiCompilationError)
+
+
+def test_python_float_and_int_name_the_default_types_in_kernels(mode):
+    m = ti.Matrix.field(2, 2, ti.f64, shape=())
+    n = ti.field(ti.i32, shape=())
+
+    @ti.kernel
+    def build():
+        m[None] = ti.Matrix.identity(float, 2) * 3 + ti.Matrix.zero(float, 2, 2)
+        n[None] = ti.cast(7.9, int)
+
+    build()
+    assert m.to_numpy().tolist() == [[3.0, 0.0], [0.0, 3.0]]
+    assert n[None] == 7
