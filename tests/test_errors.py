@@ -392,3 +392,29 @@ def test_func_called_from_python_scope(mode):
 
     with pytest.raises(ti.TinyadTypeError, match="can only be called from a kernel"):
         f(1.0)
+
+
+def test_a_typo_on_ti_suggests_the_public_name():
+    with pytest.raises(AttributeError) as info:
+        ti.feild(ti.f32, shape=4)
+    assert isinstance(info.value, ti.TinyadError)
+    assert "ti.field" in info.value.hint and "core" not in info.value.hint
+    assert not hasattr(ti, "no_such_thing")          # hasattr still works
+
+
+def test_a_taichi_feature_left_out_says_so_by_name():
+    with pytest.raises(ti.TinyadError, match="tinyad has no ti.GUI"):
+        ti.GUI("window", (64, 64))
+
+
+def test_a_typo_in_a_kernel_names_the_line_and_the_right_name(mode):
+    x = ti.field(ti.f32, shape=4)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = ti.sine(1.0)
+
+    with pytest.raises(ti.TinyadSyntaxError) as info:
+        k()
+    assert "ti.sin" in str(info.value) and info.value.loc.text.strip() == "x[i] = ti.sine(1.0)"

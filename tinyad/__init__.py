@@ -19,6 +19,7 @@ from tinyad.core.errors import (
     KernelSimplicityRuleError,
     NonDifferentiableWarning,
     TinyadAssertionError,
+    TinyadAttributeError,
     TinyadError,
     TinyadIndexError,
     TinyadRuntimeError,
@@ -76,10 +77,10 @@ __version__ = "0.1.0"
 # layer that defines them (tinyad.core.errors, tinyad.check.rules).
 for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
-               SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError, GradientMismatchError,
-               KernelSimplicityRuleError, NonDifferentiableWarning, TinyadError,
-               TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError,
-               TinyadAssertionError):
+               SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
+               GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
+               TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
+               TinyadTypeError, TinyadAssertionError, TinyadAttributeError):
     _error.__module__ = "tinyad"
 
 # Taichi's exception names, so that Taichi programs' `except` clauses catch tinyad's errors.
@@ -108,3 +109,11 @@ def svd(A, dt=None):
 
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def __getattr__(name: str):
+    """`ti.feild`: say what was probably meant, or which Taichi feature tinyad leaves out."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from tinyad.unknown_names import unknown_name  # noqa: PLC0415  (only on a mistake)
+    raise unknown_name(name, globals())

@@ -68,6 +68,10 @@ class TinyadRuntimeError(TinyadError, RuntimeError):
     """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
 
 
+class TinyadAttributeError(TinyadError, AttributeError):
+    """`ti.<name>` for a name tinyad does not have (a typo, or a Taichi feature left out)."""
+
+
 class TinyadAssertionError(TinyadRuntimeError, AssertionError):
     """A failed assertion in a program tinyad runs (Taichi's TaichiAssertionError)."""
 

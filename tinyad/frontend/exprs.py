@@ -13,7 +13,8 @@ import operator
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
+from tinyad.core.errors import (TinyadError, TinyadRuntimeError, TinyadSyntaxError,
+                                TinyadTypeError)
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
@@ -170,6 +171,8 @@ class ExprVisitor:
             return twin
         try:
             return getattr(obj, node.attr)
+        except TinyadError as exc:        # ti.<typo>: the package's own message and hint
+            raise TinyadSyntaxError(exc.message, self.loc(node), hint=exc.hint) from None
         except AttributeError:
             raise TinyadSyntaxError(f"{type(obj).__name__} has no attribute '{node.attr}'",
                                     self.loc(node)) from None
