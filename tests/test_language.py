@@ -294,3 +294,20 @@ def test_fields_reached_through_python_containers(mode):
     with pytest.raises(ti.TinyadTypeError) as info:     # names the key and the user's line
         missing_key()
     assert "KeyError: 'c'" in str(info.value) and 'outs["c"][i] = 1.0' in str(info.value)
+
+
+def test_grouped_loop_over_a_0d_field_runs_once_and_differentiates(mode):
+    """Taichi runs `for I in ti.grouped(x)` over a 0-D field once, with an empty index."""
+    x = ti.field(ti.f64, shape=(), needs_grad=True)
+    y = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def cube():
+        for I in ti.grouped(x):
+            y[I] += x[I] ** 3
+
+    x[None] = 1.5
+    with ti.ad.Tape(y):
+        cube()
+    assert y[None] == pytest.approx(1.5 ** 3)
+    assert x.grad[None] == pytest.approx(3 * 1.5 ** 2)

@@ -111,7 +111,10 @@ def _emit_loop(self, node, bounds, grouped):
 
 
 def _flatten(self, bounds, loop_var, loc):
-    """One flat loop over an n-d box; the indices are recovered with // and %."""
+    """One flat loop over an n-d box; the indices are recovered with // and %. A 0-d box (a
+    0-D field under ti.grouped) is one iteration with an empty index."""
+    if not bounds:
+        return 0, 1, [], []
     extents = [B.binary("sub", stop, start) for start, stop in bounds]
     total = extents[0]
     for e in extents[1:]:
