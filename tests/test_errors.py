@@ -77,17 +77,6 @@ def _undefined_name_kernel(x):
     return k
 
 
-def _plain_python_call_kernel(x):
-    def helper(v):
-        return v * 2
-
-    @ti.kernel
-    def k():
-        for i in x:
-            x[i] = helper(x[i])  # <- error
-    return k
-
-
 def _print_kernel(x):
     @ti.kernel
     def k():
@@ -145,7 +134,6 @@ SYNTAX_CASES = [
     (_continue_kernel, ["continue", "if"]),
     (_try_kernel, ["Try"]),
     (_undefined_name_kernel, ["undefined_thing"]),
-    (_plain_python_call_kernel, ["helper", "@ti.func"]),
     (_print_kernel, ["print"]),
     (_static_of_runtime_kernel, ["ti.static"]),
     (_stepped_range_kernel, ["step"]),

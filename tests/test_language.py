@@ -311,3 +311,42 @@ def test_grouped_loop_over_a_0d_field_runs_once_and_differentiates(mode):
         cube()
     assert y[None] == pytest.approx(1.5 ** 3)
     assert x.grad[None] == pytest.approx(3 * 1.5 ** 2)
+
+
+def test_plain_python_functions_and_lambdas_are_inlined_as_taichi_does(mode):
+    """Taichi calls an undecorated function (or a lambda) at trace time with kernel values, so
+    arithmetic helpers need no @ti.func; their gradients flow as through any expression."""
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    square = lambda v: v * v  # noqa: E731
+
+    def scaled(v, k=3.0):
+        return k * square(v) + 1.0
+
+    @ti.kernel
+    def total():
+        for i in x:
+            loss[None] += scaled(x[i]) + ti.sin(x[i])
+
+    values = np.array([0.3, -1.2, 2.0])
+    x.from_numpy(values)
+    with ti.ad.Tape(loss):
+        total()
+    assert loss[None] == pytest.approx(np.sum(3 * values ** 2 + 1 + np.sin(values)))
+    assert np.allclose(x.grad.to_numpy(), 6 * values + np.cos(values))
+
+
+def test_a_plain_function_that_branches_on_a_kernel_value_asks_for_ti_func(mode):
+    x = ti.field(ti.f64, shape=3)
+
+    def clamp_positive(v):
+        return v if v > 0 else 0.0
+
+    @ti.kernel
+    def k():
+        for i in x:
+            x[i] = clamp_positive(x[i] - 1.0)
+
+    with pytest.raises(ti.TinyadSyntaxError, match="truth value") as info:
+        k()
+    assert "ti.select" in str(info.value) or "if" in info.value.hint

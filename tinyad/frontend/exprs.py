@@ -271,10 +271,9 @@ class ExprVisitor:
             return BUILTIN_OVERRIDES[fn](*args, **kwargs)
         if fn is print:
             self.unsupported(node, "print() calls", "print fields from Python scope after the kernel")
-        if any(is_traced(a) for a in (*args, *kwargs.values())) and not _is_tinyad_callable(fn):
-            raise TinyadSyntaxError(
-                f"{getattr(fn, '__name__', fn)!s} is a plain Python function called with kernel "
-                "values", self.loc(node), hint="decorate it with @ti.func")
+        # Anything else runs now, at trace time, as Taichi does: a plain Python function or a
+        # lambda called with kernel values builds IR through their operators (an `if` on one
+        # of them cannot, and says so: such a helper must be a @ti.func).
         return self.python(fn, *args, node=node, **kwargs)
 
     def evaluate_kwargs(self, node):
@@ -303,14 +302,6 @@ def _component_indices(element_shape):
     if len(element_shape) == 1:
         return [(i,) for i in range(element_shape[0])]
     return [(i, j) for i in range(element_shape[0]) for j in range(element_shape[1])]
-
-
-def _is_tinyad_callable(fn) -> bool:
-    module = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", "")
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, Matrix):
-        return True
-    return isinstance(module, str) and module.split(".")[0] == "tinyad"
 
 
 def _to_float(x):
