@@ -49,16 +49,6 @@ def _lambda_kernel(x):
     return k
 
 
-def _continue_kernel(x):
-    @ti.kernel
-    def k():
-        for i in x:
-            if x[i] > 0:
-                continue  # <- error
-            x[i] = 1
-    return k
-
-
 def _try_kernel(x):
     @ti.kernel
     def k():
@@ -131,7 +121,6 @@ def _non_tail_return_func(x):
 
 SYNTAX_CASES = [
     (_lambda_kernel, ["Lambda", "@ti.func"]),
-    (_continue_kernel, ["continue", "if"]),
     (_try_kernel, ["Try"]),
     (_undefined_name_kernel, ["undefined_thing"]),
     (_print_kernel, ["print"]),

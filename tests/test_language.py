@@ -350,3 +350,33 @@ def test_a_plain_function_that_branches_on_a_kernel_value_asks_for_ti_func(mode)
     with pytest.raises(ti.TinyadSyntaxError, match="truth value") as info:
         k()
     assert "ti.select" in str(info.value) or "if" in info.value.hint
+
+
+def test_continue_in_parallel_serial_and_static_loops(mode):
+    """`continue` skips the rest of the body (a flag in the IR); the gradient follows."""
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def total():
+        for i in x:
+            if x[i] < 0:
+                continue
+            s = 0.0
+            for k in range(3):
+                if k == 1:
+                    continue
+                s += x[i] ** (k + 1)
+            for j in ti.static(range(2)):
+                if ti.static(j == 0):
+                    continue
+                s += 10 * x[i]
+            loss[None] += s
+
+    values = np.array([1.0, -2.0, 0.5, 3.0, -0.1, 2.0])
+    x.from_numpy(values)
+    with ti.ad.Tape(loss):
+        total()
+    kept = values >= 0
+    assert loss[None] == pytest.approx(np.sum((values + values ** 3 + 10 * values)[kept]))
+    assert np.allclose(x.grad.to_numpy(), np.where(kept, 1 + 3 * values ** 2 + 10, 0))

@@ -10,6 +10,7 @@ from tinyad.core import types as T
 from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.scope import rewrite_continues
 
 
 def visit_For(self, node):
@@ -104,7 +105,7 @@ def _emit_loop(self, node, bounds, grouped):
         else:
             for name, expr in zip(names, index_exprs):
                 self.frame.scopes[-1][name] = expr
-        self.visit_block(node.body)
+        self.visit_block(loop_body(self, node))
     self.loops.pop()
     self.emit(ir.For(loop_var, B.cast(B.as_expr(start), T.i32), B.cast(B.as_expr(stop), T.i32),
                      tuple(body), parallel, False, loc))
@@ -138,6 +139,11 @@ def _flatten(self, bounds, loop_var, loc):
     return 0, total, index_exprs, prelude
 
 
+def loop_body(self, node) -> list:
+    """The loop's body, with its `continue`s turned into a flag (frontend/scope.py)."""
+    return rewrite_continues(node.body, self.namer.fresh("continued"))
+
+
 def _unroll(self, node, iterable):
     if B.is_expr(iterable):
         raise TinyadSyntaxError("ti.static() loops need a range known at trace time",
@@ -145,7 +151,7 @@ def _unroll(self, node, iterable):
     for item in iterable:
         with self.block(dynamic=False) as body:
             self.bind_static_target(node.target, item)
-            self.visit_block(node.body)
+            self.visit_block(loop_body(self, node))
         self.blocks[-1].extend(body)
 
 

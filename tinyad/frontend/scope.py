@@ -119,6 +119,50 @@ def rewrite_early_returns(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def rewrite_continues(body: list[ast.stmt], flag: str) -> list[ast.stmt]:
+    """`continue` in a loop body becomes a flag the IR can carry: the body starts with
+    `flag = 0`, each `continue` becomes `flag = 1`, and whatever follows a statement that may
+    have continued runs under `if not flag:`. Loops nested inside keep their own continues."""
+    if not _may_continue(body):
+        return body
+    start = ast.copy_location(_set_flag(flag, 0), body[0])
+    return [start, *_guard_after_continue(body, flag)]
+
+
+def _may_continue(stmts) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, ast.Continue):
+            return True
+        if isinstance(stmt, ast.If) and (_may_continue(stmt.body) or _may_continue(stmt.orelse)):
+            return True
+    return False
+
+
+def _set_flag(flag: str, value: int) -> ast.Assign:
+    return ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(value))
+
+
+def _guard_after_continue(stmts, flag: str) -> list[ast.stmt]:
+    out = []
+    for k, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Continue):
+            out.append(ast.copy_location(_set_flag(flag, 1), stmt))
+            return out                     # the rest of this block never runs
+        if isinstance(stmt, ast.If) and _may_continue([stmt]):
+            out.append(ast.copy_location(ast.If(
+                test=stmt.test, body=_guard_after_continue(stmt.body, flag),
+                orelse=_guard_after_continue(stmt.orelse, flag)), stmt))
+            rest = stmts[k + 1:]
+            if rest:
+                test = ast.copy_location(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())),
+                                         rest[0])
+                out.append(ast.copy_location(ast.If(
+                    test=test, body=_guard_after_continue(rest, flag), orelse=[]), rest[0]))
+            return out
+        out.append(stmt)
+    return out
+
+
 def check_tail_returns(body: list[ast.stmt], source: Source, tail: bool = True) -> int:
     """Reject `return` anywhere but at the end of the function (possibly inside if/else).
     Returns how many returns there are."""

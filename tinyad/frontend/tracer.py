@@ -427,7 +427,7 @@ class Tracer(ExprVisitor):
             return
         self.loops.append(False)
         with self.block() as body:
-            self.visit_block(node.body)
+            self.visit_block(self.loop_body(node))
         self.loops.pop()
         self.emit(ir.While(B.as_expr(cond), tuple(body), self.loc(node)))
 
@@ -440,10 +440,6 @@ class Tracer(ExprVisitor):
                                             self.loc(node), hint="put ti.loop_config(serialize="
                                             "True) before the loop: a serial loop may break")
         self.emit(ir.Break(self.loc(node)))
-
-    def visit_Continue(self, node):
-        self.unsupported(node, "`continue` statements",
-                         "wrap the rest of the loop body in an `if` instead")
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else None
@@ -494,7 +490,7 @@ class Tracer(ExprVisitor):
         self.unsupported(node, "`assert` statements",
                          "check values in Python scope, or rely on tinyad's bounds checks")
 
-    from tinyad.frontend.loops import bind_static_target, visit_For  # noqa: E402  (loops module)
+    from tinyad.frontend.loops import bind_static_target, loop_body, visit_For  # noqa: E402
 
     # ---- ti.func inlining ----------------------------------------------------------------------
     def inline(self, func, args, kwargs, node):
