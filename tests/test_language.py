@@ -380,3 +380,42 @@ def test_continue_in_parallel_serial_and_static_loops(mode):
     kept = values >= 0
     assert loss[None] == pytest.approx(np.sum((values + values ** 3 + 10 * values)[kept]))
     assert np.allclose(x.grad.to_numpy(), np.where(kept, 1 + 3 * values ** 2 + 10, 0))
+
+
+def test_data_oriented_classes_with_kernel_and_func_methods(mode):
+    """Taichi's @ti.data_oriented: kernels and funcs as methods reading the object's fields."""
+
+    @ti.data_oriented
+    class Springs:
+        def __init__(self, n, stiffness):
+            self.x = ti.field(ti.f64, shape=n, needs_grad=True)
+            self.energy = ti.field(ti.f64, shape=(), needs_grad=True)
+            self.stiffness = stiffness
+
+        @ti.func
+        def spring(self, d):
+            return 0.5 * self.stiffness * d * d
+
+        @ti.kernel
+        def total(self):
+            for i in range(self.x.shape[0] - 1):
+                self.energy[None] += self.spring(self.x[i + 1] - self.x[i] - 1.0)
+
+    springs = Springs(4, stiffness=2.0)
+    values = np.array([0.0, 1.2, 1.9, 3.4])
+    springs.x.from_numpy(values)
+    with ti.ad.Tape(springs.energy):
+        springs.total()
+    stretch = np.diff(values) - 1.0
+    assert springs.energy[None] == pytest.approx(np.sum(stretch ** 2))
+    expected = np.zeros(4)
+    expected[:-1] -= 2.0 * stretch
+    expected[1:] += 2.0 * stretch
+    assert np.allclose(springs.x.grad.to_numpy(), expected)
+
+    springs.x.grad.fill(0)
+    springs.energy[None] = 0.0
+    springs.energy.grad[None] = 1.0
+    springs.total()
+    springs.total.grad()                                 # the method's adjoint, by hand
+    assert np.allclose(springs.x.grad.to_numpy(), expected)

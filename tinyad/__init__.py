@@ -68,7 +68,7 @@ from tinyad.frontend.math import (
     tanh,
 )
 from tinyad.frontend.matrix import Matrix, Vector
-from tinyad.kernel import func, kernel, real_func
+from tinyad.kernel import data_oriented, func, kernel, real_func
 from tinyad.runtime import init
 
 __version__ = "0.1.0"

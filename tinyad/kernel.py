@@ -49,6 +49,12 @@ class Func:
             self._source = Source.of(self.fn)
         return self._source
 
+    def __get__(self, instance, owner=None):
+        return self if instance is None else BoundFunc(self, instance)
+
+    def bound_arguments(self, args):
+        return args
+
     def __call__(self, *args, **kwargs):
         raise TinyadTypeError(f"ti.func {self.fn.__name__} can only be called from a kernel or "
                               "another ti.func", hint="wrap the call in a @ti.kernel")
@@ -69,6 +75,11 @@ class Kernel:
         self.grad = AdjointKernel(self)
         self.fwd = TangentKernel(self)
         self.is_no_grad = False
+
+    def __get__(self, instance, owner=None):
+        """A kernel defined in a class (Taichi's ti.data_oriented): `obj.step(...)` passes `obj`
+        as the template argument `self`, so its fields are read at trace time."""
+        return self if instance is None else BoundKernel(self, instance)
 
     # ---- arguments --------------------------------------------------------------------------
     def kinds(self):
@@ -137,6 +148,42 @@ class Kernel:
         if recorder is not None:
             recorder.record(self, args, kwargs, launch)
         return result
+
+
+class BoundKernel:
+    """`obj.step` for a kernel method: calls (and `.grad` calls) pass `obj` first."""
+
+    def __init__(self, kernel: Kernel, instance):
+        self.kernel, self.instance = kernel, instance
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(self.instance, *args, **kwargs)
+
+    @property
+    def grad(self):
+        return functools.partial(self.kernel.grad, self.instance)
+
+
+class BoundFunc:
+    """`self.helper` for a ti.func method, seen while tracing: inlined with `self` first."""
+
+    is_tinyad_func = True
+
+    def __init__(self, func: "Func", instance):
+        self.fn, self.instance, self.func = func.fn, instance, func
+
+    @property
+    def source(self):
+        return self.func.source
+
+    def bound_arguments(self, args):
+        return (self.instance, *args)
+
+
+def data_oriented(cls):
+    """`@ti.data_oriented`: a class whose methods may be kernels and funcs. Nothing to do in
+    tinyad: kernels and funcs bind `self` themselves (Kernel.__get__, Func.__get__)."""
+    return cls
 
 
 class AdjointKernel:

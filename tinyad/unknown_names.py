@@ -13,8 +13,6 @@ LEFT_OUT = {
     "GUI": "Taichi's window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "ui": "Taichi's GGUI window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "ndarray": "ndarrays are not in tinyad yet: use a field (ti.field) of the same shape",
-    "data_oriented": "@ti.data_oriented classes are not in tinyad yet: define the kernels at "
-                     "module level",
     "Struct": "struct fields are not in tinyad yet: use one field per member",
     "dataclass": "struct types are not in tinyad yet: use one field per member",
     "SparseMatrixBuilder": "sparse matrices are not in tinyad",

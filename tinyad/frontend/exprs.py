@@ -263,7 +263,7 @@ class ExprVisitor:
                 args.append(self.visit(a))
         kwargs = self.evaluate_kwargs(node)
         if getattr(fn, "is_tinyad_func", False):          # a @ti.func (tinyad/kernel.py)
-            return self.inline(fn, args, kwargs, node)
+            return self.inline(fn, fn.bound_arguments(args), kwargs, node)
         if getattr(fn, "is_tinyad_kernel", False):
             raise TinyadSyntaxError("a kernel cannot call another kernel", self.loc(node),
                                     hint="make the callee a @ti.func")

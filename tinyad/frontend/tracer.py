@@ -592,7 +592,10 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
 def parameter_kinds(fn, source: Source | None = None) -> dict:
     """Each kernel parameter's kind: 'template', a dtype, or a vector/matrix type."""
     kinds = {}
-    for pname, param in inspect.signature(fn).parameters.items():
+    for k, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
+        if k == 0 and pname == "self" and param.annotation is inspect.Parameter.empty:
+            kinds[pname] = "template"      # a method of a ti.data_oriented class
+            continue
         if param.annotation is inspect.Parameter.empty:
             source = source or Source.of(fn)
             node = next(a for a in source.tree.args.args if a.arg == pname)
