@@ -17,6 +17,7 @@ import numpy as np
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
+from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
 
