@@ -69,6 +69,7 @@ class Field:
                 self.grad = self._twin("grad")
             if needs_dual:
                 self.dual = self._twin("dual")
+            self._give_grad_a_dual()
         if shape is not None:
             self._place(normalize_shape(shape))
 
@@ -81,6 +82,12 @@ class Field:
         array = storage.to_host(self)
         storage.invalidate(self)
         return array
+
+    def _give_grad_a_dual(self) -> None:
+        """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
+        (a Hessian-vector product) carries the gradient's tangent there."""
+        if self.grad is not None and self.dual is not None and self.grad.dual is None:
+            self.grad.dual = self.grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
@@ -315,11 +322,13 @@ class SNode:
         for f in runtime.fields:
             if f.dtype.is_float and f.grad is None:
                 f.grad = f._twin("grad")
+            f._give_grad_a_dual()
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
             if f.dtype.is_float and f.dual is None:
                 f.dual = f._twin("dual")
+            f._give_grad_a_dual()
 
     @property
     def shape(self):
