@@ -222,3 +222,33 @@ def test_a_cut_derivative_is_noted(mode):
 def test_calling_a_derivative_outside_a_kernel_is_refused():
     with pytest.raises(ti.TinyadTypeError, match="from a kernel"):
         ti.ad.grad(cubic)(1.0)
+
+
+@ti.func
+def newton_sqrt(a):
+    # a while loop with a break: forward mode follows the iterations the values take
+    y = a
+    k = 0
+    while True:
+        y = 0.5 * (y + a / y)
+        k += 1
+        if k >= 30:
+            break
+    return y
+
+
+def test_jvp_through_a_while_loop_with_break(mode):
+    @ti.kernel
+    def k(a: ti.f64) -> ti.f64:
+        y, dy = ti.ad.jvp(newton_sqrt)(a, 1.0)
+        return dy
+
+    assert k(2.0) == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)
+
+
+def test_integer_arguments_are_differentiated_as_floats(f32_mode):
+    @ti.kernel
+    def k() -> float:
+        return ti.ad.grad(cubic)(1) + ti.ad.grad(cubic, argnums=0)(2)
+
+    assert k() == pytest.approx(4.0 + (3 * 4 + 4 * 2 - 3))

@@ -123,3 +123,20 @@ def test_hvp_names_what_the_parameter_lacks(mode):
     x = ti.field(ti.f64, shape=(), needs_grad=True)
     with pytest.raises(ti.TinyadRuntimeError, match="needs_dual=True"):
         ti.ad.hvp(lambda: None, x, x, [1.0])
+
+
+def test_a_gradient_field_without_a_dual_names_the_primal_to_fix(mode):
+    if mode != "interp":
+        pytest.skip("the missing-dual check runs in interp mode")
+    x = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+    w = ti.field(ti.f64, shape=(), needs_grad=True)   # read only, but its gradient is written
+    loss = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+
+    @ti.kernel
+    def k():
+        loss[None] = w[None] * x[None] * x[None]
+
+    x[None], w[None] = 0.7, 1.5
+    with pytest.raises(ti.SilentZeroRuleError,
+                       match="declare w with needs_grad=True and needs_dual=True"):
+        ti.ad.hvp(k, loss, x, [1.0])
