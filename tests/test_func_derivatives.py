@@ -252,3 +252,16 @@ def test_integer_arguments_are_differentiated_as_floats(f32_mode):
         return ti.ad.grad(cubic)(1) + ti.ad.grad(cubic, argnums=0)(2)
 
     assert k() == pytest.approx(4.0 + (3 * 4 + 4 * 2 - 3))
+
+
+def test_a_func_returning_a_tuple_is_refused(mode):
+    @ti.func
+    def pair(x):
+        return x, x * x
+
+    @ti.kernel
+    def k(x: ti.f64) -> ti.f64:
+        return ti.ad.grad(pair)(x)
+
+    with pytest.raises(ti.TinyadTypeError, match="not a tuple"):
+        k(1.0)

@@ -140,3 +140,33 @@ def test_a_gradient_field_without_a_dual_names_the_primal_to_fix(mode):
     with pytest.raises(ti.SilentZeroRuleError,
                        match="declare w with needs_grad=True and needs_dual=True"):
         ti.ad.hvp(k, loss, x, [1.0])
+
+
+def test_hvp_refuses_a_program_whose_gradient_breaks_a_rule(mode):
+    """The tangent launches log nothing, so interp mode checks the plain Tape first."""
+    if mode != "interp":
+        pytest.skip("the rules are checked in interp mode")
+    x = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+    y = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+
+    @ti.kernel
+    def copy():
+        y[None] = x[None]
+
+    @ti.kernel
+    def cube():
+        loss[None] += y[None] ** 3
+
+    @ti.kernel
+    def double():
+        y[None] = 2 * y[None]   # overwrites what cube's adjoint reads
+
+    def run():
+        copy()
+        cube()
+        double()
+
+    x[None] = 0.7
+    with pytest.raises(ti.SecondWriteRuleError):
+        ti.ad.hvp(run, loss, x, [1.0])

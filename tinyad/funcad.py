@@ -191,9 +191,8 @@ def _bind(tracer, value, float_only: bool):
     (integers become the default float where float_only) -> (the value over the locals, the
     locals)."""
     if not (_is_traced(value) or isinstance(value, (int, float))):
-        raise TinyadTypeError(f"cannot differentiate with respect to a "
-                              f"{type(value).__name__}: a scalar, vector or matrix is needed",
-                              B.current_loc())
+        raise TinyadTypeError(f"a derivative of a func takes and returns scalars, vectors "
+                              f"and matrices, not a {type(value).__name__}", B.current_loc())
     locals_ = []
     for entry in _entries(value):
         dtype = entry.dtype if B.is_expr(entry) else B.python_dtype(entry)
