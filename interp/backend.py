@@ -70,6 +70,13 @@ class InterpBackend(Backend):
             # way to lose a tangent is a store into a field without .dual.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
             return program.run(scalars, None, self.rng), None
+        if variant == "adjoint_tangent":
+            # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
+            # plain Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
+            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+                                        traced.dropped_adjoint_tangents)
+            program.run(scalars, None, self.rng)
+            return None, None
         raise NotImplementedError(f"the rule checker has no checks for {variant} launches")
 
     def _checked_primal(self, traced, program, scalars):

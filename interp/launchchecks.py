@@ -178,8 +178,8 @@ def _key(value):
 
 # ---- before a tangent (forward-mode) launch ---------------------------------------------------
 
-def before_tangent(checker: Checker, compiled, kernel_name) -> None:
-    for fld, loc in compiled.dropped_tangents:
+def before_tangent(checker: Checker, compiled, kernel_name, dropped=None) -> None:
+    for fld, loc in compiled.dropped_tangents if dropped is None else dropped:
         checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
                                                   store_loc=loc))
 

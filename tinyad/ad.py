@@ -17,6 +17,7 @@ import numpy as np
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, settle_layout
+from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
 
@@ -31,12 +32,15 @@ def _validation_note() -> str:
 
 
 def clear_all_gradients(gradient_type=None) -> None:
-    """Zero every field's .grad (or, with gradient_type="dual", every .dual)."""
+    """Zero every field's .grad (or, with gradient_type="dual", every .dual); a gradient's
+    own .dual (forward over reverse) is zeroed with either."""
     role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
     for f in runtime.fields:
         twin = getattr(f, role)
-        if twin is not None and twin.is_placed:
-            twin.fill(0)
+        grad_dual = f.grad.dual if f.grad is not None else None
+        for other in (twin, grad_dual):
+            if other is not None and other.is_placed:
+                other.fill(0)
 
 
 class Tape(Recorder):
@@ -244,6 +248,20 @@ def formula(run, loss, params=None, **options):
     """The loss that `run()` computes, as a sympy expression (tinyad/gradverify.py)."""
     from tinyad.gradverify import formula as impl  # noqa: PLC0415
     return impl(run, loss, params, **options)
+
+
+def hvp(run, loss, param, v):
+    """H v: the Hessian of `loss` w.r.t. `param` times v (shaped like param), by forward mode
+    over reverse mode (tinyad/secondorder.py)."""
+    from tinyad.secondorder import hvp as impl  # noqa: PLC0415
+    return impl(run, loss, param, v)
+
+
+def jacobian(run, output, param):
+    """d output / d param by forward mode, one sweep per element of param: an array of shape
+    output's + param's (tinyad/secondorder.py)."""
+    from tinyad.secondorder import jacobian as impl  # noqa: PLC0415
+    return impl(run, output, param)
 
 
 def forward_reverse_check(run, loss, params, seed=0, rtol=None):

@@ -79,6 +79,7 @@ class Field:
                 _unrequested_grads.append(self)
             if needs_dual:
                 self.dual = self._twin("dual")
+            self._give_grad_a_dual()
         if shape is not None:
             self._place(normalize_shape(shape))
 
@@ -91,6 +92,12 @@ class Field:
         array = storage.to_host(self)
         storage.invalidate(self)
         return array
+
+    def _give_grad_a_dual(self) -> None:
+        """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
+        (a Hessian-vector product) carries the gradient's tangent there."""
+        if self.grad is not None and self.dual is not None and self.grad.dual is None:
+            self.grad.dual = self.grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
@@ -385,11 +392,13 @@ class SNode:
             if f.is_placed and not f.grad.is_placed:
                 f.grad._place(f.shape)
                 f.grad.snode = f.snode
+            f._give_grad_a_dual()
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
             if f.dtype.is_float and f.dual is None:
                 f.dual = f._twin("dual")
+            f._give_grad_a_dual()
 
     @property
     def shape(self):

@@ -237,13 +237,22 @@ def _tangent_ir(traced: "TracedKernel") -> ir.Kernel:
     return forward(traced.ir, traced.notes, traced.dropped_tangents)
 
 
+def _adjoint_tangent_ir(traced: "TracedKernel") -> ir.Kernel:
+    """Forward over reverse: the adjoint kernel's tangent (a Hessian-vector product's kernel),
+    its .grad fields' tangents in their .dual."""
+    from tinyad.autodiff.forward import forward  # noqa: PLC0415
+    traced.dropped_adjoint_tangents = []
+    return forward(traced.variant_ir("adjoint"), [], traced.dropped_adjoint_tangents)
+
+
 class TracedKernel:
     """One traced kernel: its IR, the variants derived from it, and a program per variant from
     the backend of this ti.init (tinyad/backend.py)."""
 
     # How each variant's IR is derived from the primal IR, on first use. A new kind of
     # derivative is one more entry here.
-    DERIVED = {"adjoint": _adjoint_ir, "tangent": _tangent_ir}
+    DERIVED = {"adjoint": _adjoint_ir, "tangent": _tangent_ir,
+               "adjoint_tangent": _adjoint_tangent_ir}
 
     def __init__(self, kernel_ir: ir.Kernel):
         self.ir = kernel_ir
@@ -252,6 +261,7 @@ class TracedKernel:
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
         self.facts = None      # the rule checker's facts about this kernel (interp/launchchecks.py)
         self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
+        self.dropped_adjoint_tangents = []   # the same, in the adjoint's tangent
 
     def variant_ir(self, variant: str) -> ir.Kernel:
         if variant not in self._variants:
@@ -293,9 +303,14 @@ class TracedKernel:
         return runtime.backend.launch(self, "tangent", scalars)
 
     def run_adjoint(self, scalars, record=None, manual=True):
-        """Run the adjoint kernel for a primal launch (found by its arguments if not given)."""
-        self.program("adjoint")
+        """Run the adjoint kernel for a primal launch (found by its arguments if not given);
+        inside ti.ad.FwdMode its tangent variant (forward over reverse)."""
+        variant = "adjoint_tangent" if active_forward_mode.get() is not None else "adjoint"
+        self.program(variant)
         self._warn_non_differentiable()
+        if variant == "adjoint_tangent":
+            runtime.backend.launch(self, variant, scalars)
+            return
         runtime.backend.launch(self, "adjoint", scalars, record, manual)
 
 

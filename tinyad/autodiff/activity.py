@@ -20,8 +20,9 @@ from tinyad.core.ops import TABLE, cast_keeps_gradient
 
 
 def twin_of(fld, twin: str):
-    """The field's `twin` ("grad" or "dual") where a float field has one, else None."""
-    other = getattr(fld, twin, None)
+    """The field's `twin` ("grad" or "dual") where a float field has one, else None (always
+    None for twin=None: no field carries a derivative)."""
+    other = getattr(fld, twin, None) if twin is not None else None
     return other if other is not None and fld.dtype.is_float else None
 
 
@@ -35,9 +36,10 @@ class Activity:
         self._memo: dict = {}
 
     @classmethod
-    def of_kernel(cls, kernel: ir.Kernel, twin: str) -> Activity:
-        """Forward-style activity: the locals that can carry a derivative, to a fixed point."""
-        activity = cls(twin, set())
+    def of_kernel(cls, kernel: ir.Kernel, twin: str | None, seeds=()) -> Activity:
+        """Forward-style activity: the locals that can carry a derivative, to a fixed point,
+        starting from the locals named in `seeds` (a function's inputs)."""
+        activity = cls(twin, set(seeds))
         changed = True
         while changed:
             changed = False

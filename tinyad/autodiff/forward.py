@@ -51,6 +51,27 @@ def forward(kernel: ir.Kernel, notes: list | None = None,
                                       kernel.ret, kernel.loc))
 
 
+def forward_block(stmts, seeds: dict, namer: Namer):
+    """The tangent statements of a block of a kernel being traced (a function's body), in which
+    only the locals in `seeds` are active (ir.Var -> the expression of its tangent): field
+    loads are constants here, as a function's reads of globals are to its derivative. `namer`
+    is the enclosing kernel's, so the tangent locals cannot collide with its names.
+    -> (statements, tangent_of, notes): tangent_of(name) is a local's tangent after the block
+    (a constant 0 where it carries none); notes lists the non-differentiable operations met on
+    a tangent path, as (loc, op)."""
+    pseudo = ir.Kernel("block", tuple(ir.Arg(v.name, v.dtype) for v in seeds), tuple(stmts))
+    transform = _Forward(pseudo, twin=None, seeds={v.name for v in seeds}, namer=namer)
+    body = [ir.Assign(transform.dot(v.name).name, B.cast(tangent, v.dtype), B.current_loc())
+            for v, tangent in seeds.items()]
+    body += transform.block(stmts)
+
+    def tangent_of(name: str) -> ir.Expr:
+        if transform.has_dot(name):
+            return transform.dot(name)
+        return B.const(0, transform.local_types[name])
+    return body, tangent_of, transform.activity.notes
+
+
 def product_jvp(spec, args, out, dots):
     """sum_k partial_k * dots[k] over the arguments that carry a tangent (None: no term)."""
     total = None
@@ -63,11 +84,13 @@ def product_jvp(spec, args, out, dots):
 
 
 class _Forward:
-    def __init__(self, kernel: ir.Kernel):
+    def __init__(self, kernel: ir.Kernel, twin: str | None = "dual", seeds=(),
+                 namer: Namer | None = None):
         self.kernel = kernel
-        self.activity = Activity.of_kernel(kernel, "dual")
+        self.twin = twin               # None: no field carries a tangent (forward_block)
+        self.activity = Activity.of_kernel(kernel, twin, seeds)
         self.local_types = ir.local_types(kernel)
-        self.namer = Namer()
+        self.namer = namer or Namer()
         self.namer.used.update(self.local_types)
         self.dot_names: dict[str, str] = {}
         self.dropped: list = []        # (field, loc): tangents lost to a field without .dual
@@ -159,7 +182,7 @@ class _Forward:
 
     def dual_for(self, fld, tangent, loc):
         """The field's .dual, or None; a tangent stored into a field without one is dropped."""
-        dual = twin_of(fld, "dual")
+        dual = twin_of(fld, self.twin)
         if dual is None and tangent is not None:
             self.dropped.append((fld, loc))
         return dual
@@ -178,7 +201,7 @@ class _Forward:
         if isinstance(e, ir.Var):
             return e, self.dot(e.name)
         if isinstance(e, ir.Load):
-            dual = twin_of(e.field, "dual")
+            dual = twin_of(e.field, self.twin)
             return e, B.cast(ir.Load(dual, e.indices, dual.dtype, e.loc), e.dtype)
         # integer operands (conditions, indices) carry no tangent: not even asked, so a
         # comparison is not noted as a cut derivative path

@@ -242,7 +242,9 @@ def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> Silen
         kernel=kernel, field=field,
         write=Access(kind="store", loc=store_loc, kernel=kernel),
         consequence=f"every .dual downstream of {field} misses this contribution",
-        fix=f"declare {field} with needs_dual=True (or call ti.root.lazy_dual())"))
+        fix=(f"declare {field.removesuffix('.grad')} with needs_grad=True and needs_dual=True "
+             "(its gradient then has a dual too)" if field.endswith(".grad") else
+             f"declare {field} with needs_dual=True (or call ti.root.lazy_dual())")))
 
 
 def no_output_gradient(*, kernel: str) -> SilentZeroRuleError:

@@ -264,6 +264,8 @@ class ExprVisitor:
         kwargs = self.evaluate_kwargs(node)
         if getattr(fn, "is_tinyad_func", False):          # a @ti.func (tinyad/kernel.py)
             return self.inline(fn, fn.bound_arguments(args), kwargs, node)
+        if getattr(fn, "traces_its_call", False):   # ti.ad.grad(f) ... (tinyad/funcad.py)
+            return fn.trace_call(self, args, kwargs, node)
         if getattr(fn, "is_tinyad_kernel", False):
             raise TinyadSyntaxError("a kernel cannot call another kernel", self.loc(node),
                                     hint="make the callee a @ti.func")
