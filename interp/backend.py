@@ -2,7 +2,7 @@
 rule checker around every launch.
 
 The checker lives here: the access log (interp/accesslog.py) sees every load and store a launch
-makes, and the launch checks (interp/launchchecks.py) run before and after each launch. Fields
+makes, and the launch checks (tinyad/check/launches.py, shared with fast mode) run before and after each launch. Fields
 stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 
 from tinyad.backend import NO_CHECKS, Backend, CheckHooks
-from tinyad.interp import launchchecks
+from tinyad.check import launches as launchchecks
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
 

@@ -1,28 +1,162 @@
-"""Checks around launches: the misuse that silently zeroes or doubles gradients.
+"""The launch-level rule checks, shared by every backend that checks (interp and fast mode).
 
-Per kernel, a few facts from its IR (which fields it writes and reads, which loads its adjoint
-replays, which fields each store depends on); per launch, checks that use them:
+They need only facts about each kernel, taken from its IR (which fields it writes and reads,
+which loads its adjoint replays, which fields each store depends on), and fields' values (read
+through the duck-typed `field.data`), never a per-element log. Per launch:
   * kernel.grad() with no output adjoint seeded, or on a kernel that writes no gradient field;
   * adjoints run out of order (a later launch read this launch's output and is not yet undone);
   * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
+  * a manual sweep adding to a gradient taken at another value of its parameter;
   * a field without needs_grad on the derivative path inside a Tape;
   * a field without needs_dual on the tangent path of a forward-mode launch;
   * a field value carried into a kernel's scalar argument inside a Tape;
-  * a custom gradient (grad_for) that assigns into .grad instead of accumulating.
+  * a kernel before the Tape deriving a field the taped kernels read (a warning).
+`LaunchChecker` holds what these remember across launches; a backend's checker extends it with
+its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.render import print_report
-from tinyad.check.rules import Access
+from tinyad.check.report import Access, Report
 from tinyad.core import analysis, ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
-from tinyad.interp.accesslog import Checker
+
+
+@dataclass
+class Launch:
+    """One forward launch of a kernel, as far as its adjoint needs to know."""
+    number: int
+    kernel: str
+    compiled: object
+    scalars: tuple
+    time: int
+    reads: dict = field(default_factory=dict)     # interp: (id(load), index) -> Access replayed
+    snapshots: list = field(default_factory=list) # fast mode: values of the regions replayed
+    writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
+    problems: list = field(default_factory=list)  # violations to raise if it is differentiated
+    adjoint_runs: int = 0
+    # The leading index of every element read / written, per field: enough to tell the
+    # time steps of a time-indexed field apart (the order check), and small.
+    read_rows: dict = field(default_factory=dict)
+    wrote_rows: dict = field(default_factory=dict)
+    # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
+    # stands for the earlier launch it repeats: one adjoint undoes both.
+    repeats: "Launch | None" = None
+
+    @property
+    def origin(self) -> "Launch":
+        return self.repeats.origin if self.repeats is not None else self
+
+
+@dataclass
+class Problem:
+    """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
+    lines, and every element it was seen on (the next iterations, the next launches)."""
+    report: Report
+    elements: set = field(default_factory=set)
+
+
+class LaunchChecker:
+    """What the launch checks remember across launches (one per ti.init); a backend's checker
+    subclasses it."""
+
+    def __init__(self, mode: str):
+        self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
+        self.tick = itertools.count(1).__next__   # a global order of events
+        self.launches = 0
+        self.history: deque = deque(maxlen=512)
+        self.tape = None               # while a Tape records: the backend's scope of it
+        self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
+        self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
+        self.in_custom_grad = 0
+        self.problems: dict = {}       # warn mode: report signature -> Problem
+        self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
+        self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+        self.last_adjoint_at = 0              # time the latest adjoint launch ran
+        # A gradient mixed across parameter values: each primal field's latest change, and
+        # for each gradient, its primal's values (and when) when an adjoint last added to it.
+        self.primal_changed: dict = {}        # primal field -> Access of its latest write
+        self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
+        # Computed before the Tape: fields a kernel outside any Tape derived from a field that
+        # needs a gradient, and (inside the Tape) the fields taped kernels have written.
+        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
+        self.written_in_tape: set = set()
+        self.warned_in_tape: set = set()
+
+    def report(self, error) -> None:
+        """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
+        mode a violation at the same lines as an earlier one (the next iteration, the next
+        launch) is counted with that problem but not shown again."""
+        if self.mode != "warn":
+            raise error
+        r = error.report
+        signature = (r.rule, r.kernel, r.read.loc if r.read else None,
+                     r.write.loc if r.write else None)
+        problem = self.problems.get(signature)
+        if problem is None:
+            problem = self.problems[signature] = Problem(r)
+            print_report(r)
+        problem.elements.add(r.element_text)
+
+    def new_launch(self, kernel, compiled, scalars) -> Launch:
+        self.launches += 1
+        launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
+        earlier = self.find_launch(compiled, scalars)
+        if (earlier is not None and not earlier.adjoint_runs
+                and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
+            launch.repeats = earlier
+        self.history.append(launch)
+        return launch
+
+    def adjoint_ran(self, launch: Launch | None):
+        self.last_adjoint_at = self.tick()
+        while launch is not None:
+            launch.adjoint_runs += 1
+            launch = launch.repeats
+
+    def tape_scope(self):
+        """What a backend remembers about one Tape (its subclass says)."""
+        return True
+
+    def begin_tape(self):
+        self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
+        self.written_in_tape, self.warned_in_tape = set(), set()
+
+    def end_tape(self):
+        self.tape, self.taint, self.python_reads = None, {}, {}
+
+    def find_launch(self, compiled, scalars) -> Launch | None:
+        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
+        for launch in reversed(self.history):
+            if launch.compiled is compiled and launch.scalars == scalars:
+                return launch
+        return None
+
+    def grad_accumulated(self, grad_field):
+        self.grad_accumulated_at[grad_field] = self.tick()
+
+    def python_read(self, fld, index, value):
+        if self.tape is not None and fld.grad is not None:
+            self.python_reads[float(value)] = (fld, index, user_loc())
+
+    def python_write(self, fld, index) -> Access:
+        """A Python-scope write to one element (index) or to the whole field (index None);
+        -> the Access it is (a backend's checker adds its own checks)."""
+        access = Access("python write", user_loc(), None, None, None, None, self.tick())
+        if fld.role == "grad":
+            self.grad_cleared_at[fld] = access.time
+        elif fld.role == "primal":
+            self.primal_changed[fld] = access
+            self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+        return access
 
 
 @dataclass(frozen=True)
@@ -66,14 +200,14 @@ def _analyse(compiled) -> KernelFacts:
                        _dependencies(body), first_store, first_load, tuple(targets.values()))
 
 
-def after_adjoint(checker: Checker, compiled, launch) -> None:
+def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
     checker.adjoint_ran(launch)
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated(grad)
         _remember_gradient_point(checker, grad)
 
 
-def _remember_gradient_point(checker: Checker, grad) -> None:
+def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
     """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
     new copy only when the primal changed since the last one)."""
     held = checker.grad_point.get(grad)
@@ -111,7 +245,7 @@ def _dependencies(body) -> tuple:
 
 # ---- before a forward launch ----------------------------------------------------------------
 
-def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) -> None:
+def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars) -> None:
     facts = kernel_facts(compiled)
     for fld in facts.written:
         checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
@@ -143,7 +277,7 @@ def before_forward(checker: Checker, compiled, kernel_name, arg_names, scalars) 
                 return
 
 
-def _remember_derivations(checker: Checker, facts: KernelFacts, kernel_name: str) -> None:
+def _remember_derivations(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
     """Outside a Tape: which fields this kernel computes from a field that needs a gradient."""
     for target, sources, loc in facts.dependencies:
         differentiable = [s for s in sources if s is not target and s.grad is not None]
@@ -153,7 +287,7 @@ def _remember_derivations(checker: Checker, facts: KernelFacts, kernel_name: str
             checker.derived_outside_tape.pop(target, None)
 
 
-def _check_computed_before_tape(checker: Checker, facts: KernelFacts, kernel_name: str) -> None:
+def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
     """Inside a Tape: a taped kernel reads a field computed from a parameter before the Tape
     (a warning: the gradient stops at that field, which may be meant)."""
     for fld in facts.loaded:
@@ -178,7 +312,7 @@ def _key(value):
 
 # ---- before a tangent (forward-mode) launch ---------------------------------------------------
 
-def before_tangent(checker: Checker, compiled, kernel_name) -> None:
+def before_tangent(checker: LaunchChecker, compiled, kernel_name) -> None:
     for fld, loc in compiled.dropped_tangents:
         checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
                                                   store_loc=loc))
@@ -186,7 +320,7 @@ def before_tangent(checker: Checker, compiled, kernel_name) -> None:
 
 # ---- before an adjoint launch ----------------------------------------------------------------
 
-def before_adjoint(checker: Checker, compiled, kernel_name, launch, manual: bool) -> None:
+def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual: bool) -> None:
     if launch is not None:
         for problem in launch.problems:
             checker.report(problem)
