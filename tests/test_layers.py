@@ -9,7 +9,7 @@ Imports inside functions count too: hiding an upward import in a function is sti
     frontend  tinyad/frontend/   Python source -> IR, and the kernel language (lang, math, matrix)
     backend   tinyad/backend.py  the protocol a backend implements
     interp    interp/            the interpreter backend, its rule checker and the sympy domain
-    compile   compile/           the numba backend (CPU and CUDA)
+    compile   compile/           the numba backend (CPU and CUDA) and its rule checker
     api       tinyad/*.py        what users call: fields, kernels, Tape, verification, runtime
     tools     cli, lessons       commands on top of the API
 
@@ -31,7 +31,7 @@ ALLOWED = {
     "frontend": {"core", "frontend"},
     "backend": {"core", "backend"},
     "interp": {"core", "check", "backend", "interp"},
-    "compile": {"core", "backend", "compile"},
+    "compile": {"core", "check", "backend", "compile"},
     "api": {"core", "check", "autodiff", "frontend", "backend", "interp", "compile", "api"},
     "tools": {"core", "check", "autodiff", "frontend", "backend", "interp", "compile", "api",
               "tools"},

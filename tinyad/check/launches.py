@@ -56,6 +56,22 @@ class Launch:
         return self.repeats.origin if self.repeats is not None else self
 
 
+class RowSpans:
+    """The leading indices a launch may have read or written of one field, as spans (fast mode
+    knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
+
+    def __init__(self):
+        self.spans: set = set()
+
+    def add(self, box: tuple) -> None:
+        self.spans.add(box[0] if box else (0, 1))
+
+    def __and__(self, other) -> bool:
+        if not isinstance(other, RowSpans):
+            return False
+        return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in self.spans for lo2, hi2 in other.spans)
+
+
 @dataclass
 class Problem:
     """One bug as warn mode shows and counts it: the first report of a rule at a pair of source

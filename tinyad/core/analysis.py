@@ -3,6 +3,7 @@ locals need a first value, which live in one straight-line run, loop trip counts
 from __future__ import annotations
 
 from tinyad.core import ir
+from tinyad.core.printer import format_expr
 
 
 def assigned(stmts) -> set:
@@ -155,3 +156,189 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
     value the forward saw when the adjoint runs (a later write to its element breaks that)."""
     return [sub for stmt in ir.walk_stmts(adjoint.body) for expr in ir.stmt_exprs(stmt)
             for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]
+
+
+# ---- regions: which elements an access may touch, as a function of the scalar arguments ------
+
+class Site:
+    """One global access (a Load, Store or AtomicOp node) with the loops around it, outer first."""
+
+    def __init__(self, node, loops: tuple):
+        self.node, self.loops = node, loops
+        self.field, self.indices = node.field, node.indices
+
+
+def access_sites(kernel: ir.Kernel) -> list:
+    """Every global access of a kernel, in program order, as a `Site`."""
+    sites = []
+
+    def visit(block, loops):
+        for s in block:
+            if isinstance(s, (ir.Store, ir.AtomicOp)):
+                sites.extend(Site(x, loops) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
+                             if isinstance(x, ir.Load))
+                sites.append(Site(s, loops))
+                continue
+            for e in ir.stmt_exprs(s):
+                sites.extend(Site(x, loops) for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+            inner = loops + (s,) if isinstance(s, (ir.For, ir.While)) else loops
+            for block_ in ir.child_blocks(s):
+                visit(block_, inner)
+    visit(kernel.body, ())
+    return sites
+
+
+def fixed_args(kernel: ir.Kernel) -> set:
+    """The scalar arguments no statement reassigns: their launch values hold throughout."""
+    return {a.name for a in kernel.args} - assigned(kernel.body)
+
+
+def _interval(expr, env):
+    """(lo, hi), inclusive, that an integer expression lies in, or None if unknown. `env` maps
+    loop variables and fixed arguments to their intervals."""
+    if isinstance(expr, ir.Const):
+        return (expr.value, expr.value) if isinstance(expr.value, (int, bool)) else None
+    if isinstance(expr, ir.Var):
+        return env.get(expr.name)
+    if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
+        return None
+    args = [_interval(a, env) for a in expr.args]
+    if any(a is None for a in args):
+        return None
+    op = expr.op
+    if op == "cast" or op == "pos":
+        return args[0]
+    if op == "neg":
+        return (-args[0][1], -args[0][0])
+    if op in ("add", "sub", "mul", "min", "max") and len(args) == 2:
+        (a, b), (c, d) = args
+        if op == "add":
+            return (a + c, b + d)
+        if op == "sub":
+            return (a - d, b - c)
+        if op == "min":
+            return (min(a, c), min(b, d))
+        if op == "max":
+            return (max(a, c), max(b, d))
+        products = (a * c, a * d, b * c, b * d)
+        return (min(products), max(products))
+    if op == "floordiv" and len(args) == 2 and args[1][0] == args[1][1] and args[1][0] > 0:
+        (a, b), (c, _) = args
+        return (a // c, b // c)
+    return None
+
+
+def box(site: Site, shape: tuple, scalars: dict):
+    """The box ((lo, hi) per dimension, hi exclusive, clipped to `shape`) that `site` may touch
+    in a launch with these fixed scalar arguments; None if the access cannot happen (an empty
+    loop around it). An index that is not affine-like in loop variables and arguments (a
+    gather `x[idx[i]]`, a local) spans its whole dimension."""
+    env = {name: (v, v) for name, v in scalars.items()}
+    for loop in site.loops:
+        if isinstance(loop, ir.While):
+            continue
+        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
+        if start is None or stop is None:
+            env[loop.var] = None
+        elif stop[1] - 1 < start[0]:
+            return None
+        else:
+            env[loop.var] = (start[0], stop[1] - 1)
+    out = []
+    for expr, size in zip(site.indices, shape):
+        span = _interval(expr, env)
+        lo, hi = (0, size) if span is None else (max(0, span[0]), min(size, span[1] + 1))
+        if hi <= lo:
+            return None       # out of bounds everywhere: the bounds check reports it
+        out.append((lo, hi))
+    return tuple(out)
+
+
+def boxes_overlap(a: tuple, b: tuple) -> bool:
+    return all(lo1 < hi2 and lo2 < hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b))
+
+
+def box_contains(outer: tuple, inner: tuple) -> bool:
+    return all(lo1 <= lo2 and hi2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(outer, inner))
+
+
+# ---- reads and writes of one field within one launch ------------------------------------------
+
+def _same_index(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(format_expr(x) == format_expr(y) for x, y in zip(a, b))
+
+
+def _parallel_var(loop) -> str | None:
+    return loop.var if isinstance(loop, ir.For) and loop.parallel else None
+
+
+def _one_element_per_iteration(loop, sites) -> bool:
+    """In parallel `loop`, every site names the loop variable as one index: two iterations
+    never touch one element through them."""
+    var = _parallel_var(loop)
+    return var is not None and all(
+        any(isinstance(e, ir.Var) and e.name == var for e in s.indices) for s in sites)
+
+
+def unproven_fields(kernel: ir.Kernel, replayed: frozenset) -> dict:
+    """Fields for which the IR does not prove one launch free of in-launch hazards: a replayed
+    read followed by a write that may hit its element (Rules 1 and 2, read during accumulation),
+    or two parallel iterations touching one element in conflicting ways.
+    -> {field: (reads, writes, by_boxes)}, reads and writes as lists of Sites. by_boxes: the
+    hazard needs a read and a write of one element, so a launch whose read and write boxes are
+    disjoint is free of it; otherwise (writes that may collide) only an element check tells."""
+    by_field: dict = {}
+    for site in access_sites(kernel):
+        if site.field.role == "primal":
+            by_field.setdefault(site.field, []).append(site)
+    out = {}
+    for fld, sites in by_field.items():
+        writes = [s for s in sites if not isinstance(s.node, ir.Load)]
+        if not writes:
+            continue
+        reads = [s for s in sites if isinstance(s.node, ir.Load)]
+        if not _parallel_safe(writes):
+            out[fld] = (reads, writes, False)
+        elif not _order_safe(sites, replayed) or not _parallel_safe(sites):
+            out[fld] = (reads, writes, True)
+    return out
+
+
+def _order_safe(sites, replayed) -> bool:
+    """Every write comes before every replayed read in program order, and no loop repeats a
+    write after such a read, except a parallel loop where each iteration has its own element."""
+    order = list(sites)
+    last_write = max(i for i, s in enumerate(order) if not isinstance(s.node, ir.Load))
+    replayed_sites = [s for s in order if isinstance(s.node, ir.Load) and id(s.node) in replayed]
+    if any(order.index(s) < last_write for s in replayed_sites):
+        return False
+    for r in replayed_sites:
+        for w in (s for s in order if not isinstance(s.node, ir.Load)):
+            for loop in set(map(id, r.loops)) & set(map(id, w.loops)):
+                enclosing = next(lp for lp in r.loops if id(lp) == loop)
+                inside = [s for s in sites if any(lp is enclosing for lp in s.loops)]
+                if not _one_element_per_iteration(enclosing, inside):
+                    return False
+    return True
+
+
+def _parallel_safe(sites) -> bool:
+    """Inside each parallel loop, the accesses to one field cannot conflict across iterations:
+    only reads, only one commutative atomic kind with no read, or each iteration its own
+    element."""
+    loops = {id(s.loops[0]): s.loops[0] for s in sites if s.loops and _parallel_var(s.loops[0])}
+    for loop in loops.values():
+        inside = [s for s in sites if s.loops and s.loops[0] is loop]
+        kinds = {type(s.node).__name__ if not isinstance(s.node, ir.AtomicOp)
+                 else "atomic_" + s.node.op for s in inside}
+        if kinds <= {"Load"} or (len(kinds) == 1 and kinds <= {"atomic_add", "atomic_sub",
+                                                                 "atomic_min", "atomic_max"}):
+            continue
+        if kinds <= {"atomic_add", "atomic_sub"}:
+            continue
+        if not _one_element_per_iteration(loop, inside):
+            return False
+        first = inside[0].indices
+        if not all(_same_index(s.indices, first) for s in inside):
+            return False
+    return True

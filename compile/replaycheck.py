@@ -1,0 +1,325 @@
+"""Fast mode's rule checker: the launch checks (tinyad/check/launches.py) plus a witness for the
+replayed reads that runs at compiled speed.
+
+The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
+forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
+function of the launch's integer arguments (core/analysis.py `box`: affine indices give their
+range, a gather its whole dimension); after each forward launch the checker copies those boxes
+(a kernel at step t that reads x[t] copies row t only), and compares them:
+  * inside a Tape, after every later launch (and Python-scope write) that may write an
+    overlapping box: the writer is known, so the report names it and the rule (1, 2, read during
+    accumulation) as interp mode would;
+  * before the launch's adjoint: anything else that changed it (a kernel outside the Tape, a
+    write before a manual .grad()) is a replay divergence, blamed on the latest possible writer.
+What happens within one launch (a read, then a store to the same element; two parallel
+iterations on one element) the boxes settle where they can; otherwise the backend runs that
+launch checked in the interpreter when the program is small (`FastBackend`), and says once
+that it stays unchecked when it is not.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyad.check import rules
+from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts
+from tinyad.check.report import Access
+from tinyad.core import analysis, ir
+
+ACCUMULATE = ("atomic_add", "atomic_sub")
+
+
+class Snapshot:
+    """The values a replayed load's box held right after its forward launch."""
+
+    def __init__(self, launch: Launch, site, box: tuple, values: np.ndarray):
+        self.launch, self.site, self.box, self.values = launch, site, box, values
+        self.reported = False    # blamed in a report already: not reported again at the replay
+
+    @property
+    def field(self):
+        return self.site.field
+
+
+class Written:
+    """A box a launch may have written, and how (the store's kind and line)."""
+
+    def __init__(self, launch: Launch | None, site, box: tuple | None, kind: str, access=None):
+        self.launch, self.site, self.box, self.kind = launch, site, box, kind
+        self.access = access     # for a Python-scope write: its Access (box None: whole field)
+
+    def covers(self, element: tuple) -> bool:
+        return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
+
+
+class TapeLog:
+    """What the launches inside one Tape read (their snapshots) and wrote, in order."""
+
+    def __init__(self):
+        self.snapshots: dict = {}     # field -> [Snapshot]
+        self.writes: dict = {}        # field -> [Written]
+
+
+class KernelRegions:
+    """A kernel's replayed loads and primal writes as Sites, and their boxes per launch."""
+
+    def __init__(self, traced):
+        kernel = traced.ir
+        replayed = kernel_facts(traced).replayed
+        sites = analysis.access_sites(kernel)
+        self.fixed = analysis.fixed_args(kernel)
+        self.names = [a.name for a in kernel.args]
+        self.loads = [s for s in sites if isinstance(s.node, ir.Load) and s.field.role == "primal"]
+        self.reads = [s for s in self.loads if id(s.node) in replayed]
+        self.writes = [s for s in sites
+                       if not isinstance(s.node, ir.Load) and s.field.role == "primal"]
+        self.grad_stores = [s for s in sites
+                            if isinstance(s.node, ir.Store) and s.field.role == "grad"]
+        self.unproven = analysis.unproven_fields(kernel, replayed)
+        self._cache: dict = {}
+
+    def env(self, scalars: tuple) -> dict:
+        return {n: int(v) for n, v in zip(self.names, scalars)
+                if n in self.fixed and isinstance(v, (int, np.integer))}
+
+    def boxes(self, scalars: tuple):
+        """-> (replayed read boxes, write boxes, every load's box) for one launch, each
+        [(site, box)]; replayed reads of one field that another's box contains are left out
+        (one copy covers them)."""
+        key = tuple(scalars)
+        found = self._cache.get(key)
+        if found is None:
+            env = self.env(scalars)
+            reads = _without_contained([(s, analysis.box(s, s.field.shape, env))
+                                        for s in self.reads])
+            writes = [(s, b) for s in self.writes
+                      if (b := analysis.box(s, s.field.shape, env)) is not None]
+            loads = [(s, b) for s in self.loads
+                     if (b := analysis.box(s, s.field.shape, env)) is not None]
+            if len(self._cache) > 64:
+                self._cache.clear()
+            found = self._cache[key] = (reads, writes, loads)
+        return found
+
+    def in_launch_hazards(self, scalars: tuple) -> list:
+        """Fields this launch may break a rule on within itself (settled by boxes where the IR
+        allows): the ones only an element-by-element check can clear."""
+        if not self.unproven:
+            return []
+        env = self.env(scalars)
+        out = []
+        for fld, (reads, writes, by_boxes) in self.unproven.items():
+            if not by_boxes:
+                out.append(fld)
+                continue
+            read_boxes = [b for s in reads if (b := analysis.box(s, fld.shape, env)) is not None]
+            write_boxes = [b for s in writes if (b := analysis.box(s, fld.shape, env)) is not None]
+            if any(analysis.boxes_overlap(r, w) for r in read_boxes for w in write_boxes):
+                out.append(fld)
+        return out
+
+
+def _without_contained(pairs):
+    kept = []
+    for site, box in pairs:
+        if box is None or any(s.field is site.field and analysis.box_contains(b, box)
+                              for s, b in kept):
+            continue
+        kept = [(s, b) for s, b in kept
+                if not (s.field is site.field and analysis.box_contains(box, b))]
+        kept.append((site, box))
+    return kept
+
+
+def regions_of(traced) -> KernelRegions:
+    found = getattr(traced, "replay_regions", None)
+    if found is None:
+        found = traced.replay_regions = KernelRegions(traced)
+    return found
+
+
+def _slices(box: tuple) -> tuple:
+    return tuple(slice(lo, hi) for lo, hi in box)
+
+
+def _first_difference(before: np.ndarray, now: np.ndarray):
+    """The first element (relative to the box) where `now` differs from `before`, or None.
+    NaN equals NaN here: nothing changed."""
+    if before.shape == now.shape and np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
+        return None
+    differs = before != now
+    if before.dtype.kind == "f":
+        differs &= ~(np.isnan(before) & np.isnan(now))
+    where = np.argwhere(differs)
+    if where.shape[0] == 0:
+        return None
+    return tuple(int(i) for i in where[0])
+
+
+def _value(array, index):
+    """One element's value (a list for a vector or matrix element)."""
+    value = array[tuple(index)]
+    return value.item() if np.ndim(value) == 0 else value.tolist()
+
+
+class FastChecker(LaunchChecker):
+    """The launch checks' memory plus the snapshots of replayed reads (one per ti.init)."""
+
+    def __init__(self, mode: str, host):
+        super().__init__(mode)
+        self.host = host                 # field -> its host array, current (the storage's)
+        self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
+
+    def tape_scope(self):
+        return TapeLog()
+
+    # ---- a forward launch ----------------------------------------------------------------------
+    def after_forward(self, launch: Launch, traced, scalars) -> None:
+        """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
+        may have written against what earlier taped launches will replay."""
+        regions = regions_of(traced)
+        reads, writes, loads = regions.boxes(scalars)
+        for site, box in reads:
+            values = self.host(site.field)[_slices(box)].copy()
+            launch.snapshots.append(Snapshot(launch, site, box, values))
+        for site, box in loads:
+            launch.read_rows.setdefault(site.field, RowSpans()).add(box)
+        for site, box in writes:
+            kind = "store" if isinstance(site.node, ir.Store) else "atomic_" + site.node.op
+            launch.writes.append(Written(launch, site, box, kind))
+            launch.wrote_rows.setdefault(site.field, RowSpans()).add(box)
+        tape = self.tape
+        if tape is None:
+            return
+        for written in launch.writes:
+            self._check_taped_reads(written.site.field, written.box, launch)
+        for written in launch.writes:
+            tape.writes.setdefault(written.site.field, []).append(written)
+        for snap in launch.snapshots:
+            tape.snapshots.setdefault(snap.field, []).append(snap)
+
+    def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
+        for snap in self.tape.snapshots.get(fld, ()):
+            if snap.reported or snap.launch is writer or (
+                    box is not None and not analysis.boxes_overlap(box, snap.box)):
+                continue
+            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+            if relative is None:
+                continue
+            snap.reported = True
+            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+            read = self._read_access(snap, relative)
+            now = _value(self.host(fld), element)
+            if writer is None:       # a Python-scope write inside the Tape
+                access.value = now
+                self.report(rules.python_overwrite(field=fld.name, element=element, read=read,
+                                                   write=access))
+                continue
+            self.report(self._overwrite_error(fld, element, read, writer, now))
+
+    def _read_access(self, snap: Snapshot, relative: tuple) -> Access:
+        launch = snap.launch
+        return Access("read", snap.site.node.loc, launch.kernel, launch.number, None,
+                      _value(snap.values, relative[:len(snap.box)]), launch.time)
+
+    def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
+        """Which rule a later launch's write of a replayed element breaks (as interp says)."""
+        mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
+        write_of = mine[0] if mine else Written(writer, None, None, "store")
+        write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
+                       writer.kernel, writer.number, None, now, writer.time)
+        earlier = [w for w in self.tape.writes.get(fld, ()) if w.launch.time <= read.time
+                   and w.covers(element)]
+        accumulated = [w for w in earlier if w.kind in ACCUMULATE]
+        if write.kind in ACCUMULATE and accumulated:
+            return rules.read_during_accumulation(field=fld.name, element=element, read=read,
+                                                  write=write,
+                                                  first_accumulation=_access(accumulated[0]))
+        if earlier and write.kind not in ACCUMULATE:
+            return rules.second_write(field=fld.name, element=element, read=read, write=write,
+                                      first_write=_access(earlier[0]))
+        return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
+
+    # ---- Python scope ----------------------------------------------------------------------------
+    def python_write(self, fld, index) -> Access:
+        access = super().python_write(fld, index)
+        if fld.role != "primal":
+            return access
+        box = None if index is None else tuple((i, i + 1) for i in index)
+        log = self.python_writes.setdefault(fld, [])
+        log.append(Written(None, None, box, "python write", access))
+        del log[:-64]
+        if self.tape is not None:
+            self._check_taped_reads(fld, box, None, access)
+        return access
+
+    # ---- before an adjoint ---------------------------------------------------------------------
+    def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
+        """Every box the adjoint replays must still hold what the forward launch left there."""
+        if launch is None:
+            return
+        for snap in launch.snapshots:
+            if snap.reported:
+                continue
+            fld = snap.field
+            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+            if relative is None:
+                continue
+            snap.reported = True
+            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+            now = _value(self.host(fld), element)
+            self.report(rules.replay_divergence(
+                kernel=kernel_name, field=fld.name, element=element,
+                read=self._read_access(snap, relative), now=now,
+                last_writer=self._last_writer(fld, element, launch.time)))
+
+    def _last_writer(self, fld, element, since: int) -> Access | None:
+        """The latest launch after `since` whose facts say it may write `element`, or the latest
+        Python-scope write of it, whichever came last."""
+        best = None
+        for w in reversed(self.python_writes.get(fld, ())):
+            if w.access.time > since and w.covers(element):
+                best = w.access
+                break
+        for later in reversed(self.history):
+            if later.time <= since or (best is not None and later.time < best.time):
+                break
+            mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
+            if mine:
+                return _access(mine[0])
+        return best
+
+    # ---- a custom gradient (grad_for) that assigns -----------------------------------------------
+    def before_custom_grad(self, traced, scalars):
+        """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""
+        if not self.in_custom_grad:
+            return None
+        regions = regions_of(traced)
+        env = regions.env(scalars)
+        saved = []
+        for site in regions.grad_stores:
+            box = analysis.box(site, site.field.shape, env)
+            if box is not None:
+                saved.append((site, box, self.host(site.field)[_slices(box)].copy()))
+        return saved
+
+    def after_custom_grad(self, saved, launch: Launch) -> None:
+        """A store that replaced a nonzero gradient discards what earlier adjoints added."""
+        for site, box, before in saved or ():
+            now = self.host(site.field)[_slices(box)]
+            differs = (before != 0) & (before != now)
+            if not np.any(differs):
+                continue
+            relative = tuple(int(i) for i in np.argwhere(differs)[0])
+            element = tuple(lo + i for i, (lo, _) in zip(relative, box))
+            write = Access("store", site.node.loc, launch.kernel, launch.number, None,
+                           _value(now, relative[:len(box)]), launch.time)
+            self.report(rules.custom_gradient_assigns(
+                field=site.field.name, element=element, write=write,
+                discarded=_value(before, relative[:len(box)])))
+            return
+
+
+def _access(written: Written) -> Access:
+    launch = written.launch
+    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number, None, None,
+                  launch.time)
