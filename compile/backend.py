@@ -118,7 +118,7 @@ class FastBackend(Backend):
         """What one launch may do to an element it also reads, or two of its parallel
         iterations to one element: the IR and this launch's boxes settle most kernels; the rest
         run once checked in the interpreter first, if small enough."""
-        hazards = regions_of(traced).in_launch_hazards(scalars)
+        hazards = regions_of(traced).boxes(scalars)[3]
         if not hazards:
             return
         size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))

@@ -24,6 +24,7 @@ from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts
 from tinyad.check.report import Access
 from tinyad.core import analysis, ir
+from tinyad.core.printer import format_expr
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
 
@@ -52,11 +53,41 @@ class Written:
 
 
 class TapeLog:
-    """What the launches inside one Tape read (their snapshots) and wrote, in order."""
+    """What the launches inside one Tape read (their snapshots) and wrote, in order. Snapshots
+    are filed by leading index too, so that a launch writing row t of a time-indexed field
+    compares only what was read of row t (not every step's reads: that would grow as T^2)."""
+
+    NARROW = 16      # a snapshot spanning at most this many leading indices is filed by row
 
     def __init__(self):
         self.snapshots: dict = {}     # field -> [Snapshot]
+        self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
+        self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
         self.writes: dict = {}        # field -> [Written]
+
+    def add(self, snap: Snapshot) -> None:
+        fld = snap.field
+        self.snapshots.setdefault(fld, []).append(snap)
+        if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
+            rows = self.by_row.setdefault(fld, {})
+            for row in range(*snap.box[0]):
+                rows.setdefault(row, []).append(snap)
+        else:
+            self.wide.setdefault(fld, []).append(snap)
+
+    def overlapping(self, fld, box):
+        """The snapshots of `fld` a write of `box` (None: the whole field) may have changed."""
+        if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
+            candidates = self.snapshots.get(fld, ())
+        else:
+            rows = self.by_row.get(fld, {})
+            seen, candidates = set(), list(self.wide.get(fld, ()))
+            for row in range(*box[0]):
+                for snap in rows.get(row, ()):
+                    if id(snap) not in seen:
+                        seen.add(id(snap))
+                        candidates.append(snap)
+        return [s for s in candidates if box is None or analysis.boxes_overlap(box, s.box)]
 
 
 class KernelRegions:
@@ -68,10 +99,12 @@ class KernelRegions:
         sites = analysis.access_sites(kernel)
         self.fixed = analysis.fixed_args(kernel)
         self.names = [a.name for a in kernel.args]
-        self.loads = [s for s in sites if isinstance(s.node, ir.Load) and s.field.role == "primal"]
-        self.reads = [s for s in self.loads if id(s.node) in replayed]
-        self.writes = [s for s in sites
-                       if not isinstance(s.node, ir.Load) and s.field.role == "primal"]
+        self.loads = _distinct([s for s in sites
+                                if isinstance(s.node, ir.Load) and s.field.role == "primal"])
+        self.reads = _distinct([s for s in sites
+                                if isinstance(s.node, ir.Load) and id(s.node) in replayed])
+        self.writes = _distinct([s for s in sites if not isinstance(s.node, ir.Load)
+                                 and s.field.role == "primal"], by_kind=True)
         self.grad_stores = [s for s in sites
                             if isinstance(s.node, ir.Store) and s.field.role == "grad"]
         self.unproven = analysis.unproven_fields(kernel, replayed)
@@ -82,46 +115,49 @@ class KernelRegions:
                 if n in self.fixed and isinstance(v, (int, np.integer))}
 
     def boxes(self, scalars: tuple):
-        """-> (replayed read boxes, write boxes, every load's box) for one launch, each
-        [(site, box)]; replayed reads of one field that another's box contains are left out
-        (one copy covers them)."""
+        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards) for one
+        launch: boxes as [(site, box)], replayed reads of one field that another's box
+        contains left out (one copy covers them); hazards, the fields on which this launch may
+        break a rule within itself that only an element-by-element check can clear."""
         key = tuple(scalars)
         found = self._cache.get(key)
         if found is None:
-            env = self.env(scalars)
-            reads = _without_contained([(s, analysis.box(s, s.field.shape, env))
-                                        for s in self.reads])
-            writes = [(s, b) for s in self.writes
-                      if (b := analysis.box(s, s.field.shape, env)) is not None]
-            loads = [(s, b) for s in self.loads
-                     if (b := analysis.box(s, s.field.shape, env)) is not None]
+            env, envs = self.env(scalars), {}
+
+            def boxed(sites):
+                return [(s, b) for s in sites
+                        if (b := analysis.box(s, s.field.shape, env, envs)) is not None]
+            hazards = []
+            for fld, (reads, writes, by_boxes) in self.unproven.items():
+                if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
+                                       for _, w in boxed(writes)):
+                    hazards.append(fld)
+            found = (_without_contained(boxed(self.reads)), boxed(self.writes),
+                     boxed(self.loads), hazards)
             if len(self._cache) > 64:
                 self._cache.clear()
-            found = self._cache[key] = (reads, writes, loads)
+            self._cache[key] = found
         return found
 
-    def in_launch_hazards(self, scalars: tuple) -> list:
-        """Fields this launch may break a rule on within itself (settled by boxes where the IR
-        allows): the ones only an element-by-element check can clear."""
-        if not self.unproven:
-            return []
-        env = self.env(scalars)
-        out = []
-        for fld, (reads, writes, by_boxes) in self.unproven.items():
-            if not by_boxes:
-                out.append(fld)
-                continue
-            read_boxes = [b for s in reads if (b := analysis.box(s, fld.shape, env)) is not None]
-            write_boxes = [b for s in writes if (b := analysis.box(s, fld.shape, env)) is not None]
-            if any(analysis.boxes_overlap(r, w) for r in read_boxes for w in write_boxes):
-                out.append(fld)
-        return out
+
+def _distinct(sites, by_kind=False):
+    """One site per field, element index (a vector's components share a box) and loops: the
+    first in program order."""
+    seen, out = set(), []
+    for s in sites:
+        key = (id(s.field), tuple(format_expr(e) for e in s.indices[:len(s.field.shape)]),
+               tuple(map(id, s.loops)),
+               (type(s.node), getattr(s.node, "op", None)) if by_kind else None)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
 
 
 def _without_contained(pairs):
     kept = []
     for site, box in pairs:
-        if box is None or any(s.field is site.field and analysis.box_contains(b, box)
+        if any(s.field is site.field and analysis.box_contains(b, box)
                               for s, b in kept):
             continue
         kept = [(s, b) for s, b in kept
@@ -143,12 +179,17 @@ def _slices(box: tuple) -> tuple:
 
 def _first_difference(before: np.ndarray, now: np.ndarray):
     """The first element (relative to the box) where `now` differs from `before`, or None.
-    NaN equals NaN here: nothing changed."""
-    if before.shape == now.shape and np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
+    NaN equals NaN here, and float values within rounding of each other (128 ulps of the
+    box's largest value) are equal: a step recomputed in the backward pass (DiffTaichi's
+    checkpointing) sums its parallel atomics in another order, and that is not a change."""
+    if np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
         return None
-    differs = before != now
     if before.dtype.kind == "f":
-        differs &= ~(np.isnan(before) & np.isnan(now))
+        tolerance = 128 * np.finfo(before.dtype).eps
+        scale = float(np.nanmax(np.abs(before), initial=0.0))
+        differs = ~np.isclose(now, before, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
+    else:
+        differs = before != now
     where = np.argwhere(differs)
     if where.shape[0] == 0:
         return None
@@ -177,7 +218,7 @@ class FastChecker(LaunchChecker):
         """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
         may have written against what earlier taped launches will replay."""
         regions = regions_of(traced)
-        reads, writes, loads = regions.boxes(scalars)
+        reads, writes, loads, _ = regions.boxes(scalars)
         for site, box in reads:
             values = self.host(site.field)[_slices(box)].copy()
             launch.snapshots.append(Snapshot(launch, site, box, values))
@@ -195,12 +236,11 @@ class FastChecker(LaunchChecker):
         for written in launch.writes:
             tape.writes.setdefault(written.site.field, []).append(written)
         for snap in launch.snapshots:
-            tape.snapshots.setdefault(snap.field, []).append(snap)
+            tape.add(snap)
 
     def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
-        for snap in self.tape.snapshots.get(fld, ()):
-            if snap.reported or snap.launch is writer or (
-                    box is not None and not analysis.boxes_overlap(box, snap.box)):
+        for snap in self.tape.overlapping(fld, box):
+            if snap.reported or snap.launch is writer:
                 continue
             relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
             if relative is None:

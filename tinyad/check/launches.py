@@ -89,6 +89,7 @@ class LaunchChecker:
         self.tick = itertools.count(1).__next__   # a global order of events
         self.launches = 0
         self.history: deque = deque(maxlen=512)
+        self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         self.tape = None               # while a Tape records: the backend's scope of it
         self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
@@ -129,7 +130,12 @@ class LaunchChecker:
         if (earlier is not None and not earlier.adjoint_runs
                 and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
             launch.repeats = earlier
+        if len(self.history) == self.history.maxlen:
+            oldest = self.history[0]
+            if self.latest.get((oldest.compiled, oldest.scalars)) is oldest:
+                del self.latest[(oldest.compiled, oldest.scalars)]
         self.history.append(launch)
+        self.latest[(compiled, scalars)] = launch
         return launch
 
     def adjoint_ran(self, launch: Launch | None):
@@ -151,10 +157,13 @@ class LaunchChecker:
 
     def find_launch(self, compiled, scalars) -> Launch | None:
         """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
-        for launch in reversed(self.history):
-            if launch.compiled is compiled and launch.scalars == scalars:
-                return launch
-        return None
+        try:
+            return self.latest.get((compiled, scalars))
+        except TypeError:    # an unhashable argument: look through the history
+            for launch in reversed(self.history):
+                if launch.compiled is compiled and launch.scalars == scalars:
+                    return launch
+            return None
 
     def grad_accumulated(self, grad_field):
         self.grad_accumulated_at[grad_field] = self.tick()

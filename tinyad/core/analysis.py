@@ -3,7 +3,6 @@ locals need a first value, which live in one straight-line run, loop trip counts
 from __future__ import annotations
 
 from tinyad.core import ir
-from tinyad.core.printer import format_expr
 
 
 def assigned(stmts) -> set:
@@ -161,27 +160,41 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
 # ---- regions: which elements an access may touch, as a function of the scalar arguments ------
 
 class Site:
-    """One global access (a Load, Store or AtomicOp node) with the loops around it, outer first."""
+    """One global access (a Load, Store or AtomicOp node) with the loops around it, outer first,
+    and for each loop the locals its body starts by computing from the loop variable (the
+    indices of a flattened ndrange), which `box` follows."""
 
-    def __init__(self, node, loops: tuple):
-        self.node, self.loops = node, loops
+    def __init__(self, node, loops: tuple, preludes: dict):
+        self.node, self.loops, self.preludes = node, loops, preludes
         self.field, self.indices = node.field, node.indices
 
 
 def access_sites(kernel: ir.Kernel) -> list:
     """Every global access of a kernel, in program order, as a `Site`."""
-    sites = []
+    sites, preludes = [], {}
+    counts: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign):
+            counts[s.name] = counts.get(s.name, 0) + 1
 
     def visit(block, loops):
         for s in block:
             if isinstance(s, (ir.Store, ir.AtomicOp)):
-                sites.extend(Site(x, loops) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
-                             if isinstance(x, ir.Load))
-                sites.append(Site(s, loops))
+                sites.extend(Site(x, loops, preludes) for e in ir.stmt_exprs(s)
+                             for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+                sites.append(Site(s, loops, preludes))
                 continue
             for e in ir.stmt_exprs(s):
-                sites.extend(Site(x, loops) for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+                sites.extend(Site(x, loops, preludes) for x in ir.walk_expr(e)
+                             if isinstance(x, ir.Load))
             inner = loops + (s,) if isinstance(s, (ir.For, ir.While)) else loops
+            if isinstance(s, ir.For):
+                lead = []
+                for first in s.body:
+                    if not isinstance(first, ir.Assign) or counts.get(first.name) != 1:
+                        break
+                    lead.append((first.name, first.value))
+                preludes[id(s)] = tuple(lead)
             for block_ in ir.child_blocks(s):
                 visit(block_, inner)
     visit(kernel.body, ())
@@ -225,25 +238,28 @@ def _interval(expr, env):
     if op == "floordiv" and len(args) == 2 and args[1][0] == args[1][1] and args[1][0] > 0:
         (a, b), (c, _) = args
         return (a // c, b // c)
+    if op == "mod" and len(args) == 2 and args[1][0] == args[1][1] and args[1][0] > 0:
+        (a, b), (m, _) = args
+        if 0 <= a and b < m:
+            return (a, b)
+        return (0, m - 1) if a >= 0 else None
     return None
 
 
-def box(site: Site, shape: tuple, scalars: dict):
+def box(site: Site, shape: tuple, scalars: dict, envs: dict | None = None):
     """The box ((lo, hi) per dimension, hi exclusive, clipped to `shape`) that `site` may touch
     in a launch with these fixed scalar arguments; None if the access cannot happen (an empty
     loop around it). An index that is not affine-like in loop variables and arguments (a
-    gather `x[idx[i]]`, a local) spans its whole dimension."""
-    env = {name: (v, v) for name, v in scalars.items()}
-    for loop in site.loops:
-        if isinstance(loop, ir.While):
-            continue
-        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
-        if start is None or stop is None:
-            env[loop.var] = None
-        elif stop[1] - 1 < start[0]:
-            return None
-        else:
-            env[loop.var] = (start[0], stop[1] - 1)
+    gather `x[idx[i]]`, a local) spans its whole dimension. `envs` caches the loop variables'
+    ranges across the sites of one launch."""
+    key = tuple(map(id, site.loops))
+    env = envs.get(key) if envs is not None else None
+    if env is None:
+        env = _loop_env(site, scalars)
+        if envs is not None:
+            envs[key] = env
+    if env is EMPTY:
+        return None
     out = []
     for expr, size in zip(site.indices, shape):
         span = _interval(expr, env)
@@ -252,6 +268,26 @@ def box(site: Site, shape: tuple, scalars: dict):
             return None       # out of bounds everywhere: the bounds check reports it
         out.append((lo, hi))
     return tuple(out)
+
+
+EMPTY = {}   # the environment of an access inside a loop that runs no iteration
+
+
+def _loop_env(site: Site, scalars: dict) -> dict:
+    env = {name: (v, v) for name, v in scalars.items()}
+    for loop in site.loops:
+        if isinstance(loop, ir.While):
+            continue
+        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
+        if start is None or stop is None:
+            env[loop.var] = None
+        elif stop[1] - 1 < start[0]:
+            return EMPTY
+        else:
+            env[loop.var] = (start[0], stop[1] - 1)
+        for name, value in site.preludes.get(id(loop), ()):
+            env[name] = _interval(value, env)
+    return env
 
 
 def boxes_overlap(a: tuple, b: tuple) -> bool:
@@ -264,29 +300,81 @@ def box_contains(outer: tuple, inner: tuple) -> bool:
 
 # ---- reads and writes of one field within one launch ------------------------------------------
 
-def _same_index(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(format_expr(x) == format_expr(y) for x, y in zip(a, b))
-
-
 def _parallel_var(loop) -> str | None:
     return loop.var if isinstance(loop, ir.For) and loop.parallel else None
 
 
 def _one_element_per_iteration(loop, sites) -> bool:
-    """In parallel `loop`, every site names the loop variable as one index: two iterations
-    never touch one element through them."""
+    """In parallel `loop`, the loop variable (or all the indices a flattened ndrange recovers
+    from it) sits at one index position in every site: two iterations never touch one element
+    through them."""
     var = _parallel_var(loop)
-    return var is not None and all(
-        any(isinstance(e, ir.Var) and e.name == var for e in s.indices) for s in sites)
+    if var is None:
+        return False
+    for names in ({var}, _flat_digits(loop)):
+        if names and all(_common_position(sites, name) for name in names):
+            return True
+    return False
+
+
+def _common_position(sites, name) -> bool:
+    positions = None
+    for s in sites:
+        here = {d for d, e in enumerate(s.indices) if isinstance(e, ir.Var) and e.name == name}
+        positions = here if positions is None else positions & here
+        if not positions:
+            return False
+    return True
+
+
+def _flat_digits(loop) -> set:
+    """The locals a flattened n-d loop (`for i, j in ti.ndrange(...)`, `for i, j in field`)
+    assigns first in its body, each one digit of the flat variable: I // s % m + start. When
+    their strides and moduli (constants) tile the flat range, the digits together identify the
+    iteration. -> their names, or an empty set."""
+    digits = []
+    for stmt in loop.body:
+        if not isinstance(stmt, ir.Assign):
+            break
+        digit = _digit(stmt.value, loop.var)
+        if digit is None:
+            break
+        digits.append((digit[0], digit[1], stmt.name))
+    if not digits:
+        return set()
+    digits.sort(key=lambda d: -d[0])
+    if digits[0][1] is not None or digits[-1][0] != 1:
+        return set()
+    for (stride, _, _), (next_stride, modulus, _) in zip(digits, digits[1:]):
+        if modulus is None or stride != next_stride * modulus:
+            return set()
+    return {name for _, _, name in digits}
+
+
+def _digit(expr, var):
+    """(stride, modulus or None) of `[cast](I // stride % modulus [+ start])`, or None."""
+    while isinstance(expr, ir.Op) and (expr.op == "cast" or (
+            expr.op == "add" and not any(isinstance(x, ir.Var) and x.name == var
+                                         for x in ir.walk_expr(expr.args[1])))):
+        expr = expr.args[0]
+    modulus = None
+    if isinstance(expr, ir.Op) and expr.op == "mod" and isinstance(expr.args[1], ir.Const):
+        modulus, expr = expr.args[1].value, expr.args[0]
+    stride = 1
+    if isinstance(expr, ir.Op) and expr.op == "floordiv" and isinstance(expr.args[1], ir.Const):
+        stride, expr = expr.args[1].value, expr.args[0]
+    if isinstance(expr, ir.Var) and expr.name == var and stride > 0 and (modulus or 1) > 0:
+        return stride, modulus
+    return None
 
 
 def unproven_fields(kernel: ir.Kernel, replayed: frozenset) -> dict:
     """Fields for which the IR does not prove one launch free of in-launch hazards: a replayed
     read followed by a write that may hit its element (Rules 1 and 2, read during accumulation),
     or two parallel iterations touching one element in conflicting ways.
-    -> {field: (reads, writes, by_boxes)}, reads and writes as lists of Sites. by_boxes: the
-    hazard needs a read and a write of one element, so a launch whose read and write boxes are
-    disjoint is free of it; otherwise (writes that may collide) only an element check tells."""
+    -> {field: (reads, writes, by_boxes)}, as lists of Sites: by_boxes says a launch whose
+    boxes of these reads and writes are disjoint is free of the hazard; otherwise (writes that
+    may collide) only an element check tells."""
     by_field: dict = {}
     for site in access_sites(kernel):
         if site.field.role == "primal":
@@ -296,11 +384,13 @@ def unproven_fields(kernel: ir.Kernel, replayed: frozenset) -> dict:
         writes = [s for s in sites if not isinstance(s.node, ir.Load)]
         if not writes:
             continue
-        reads = [s for s in sites if isinstance(s.node, ir.Load)]
         if not _parallel_safe(writes):
-            out[fld] = (reads, writes, False)
-        elif not _order_safe(sites, replayed) or not _parallel_safe(sites):
-            out[fld] = (reads, writes, True)
+            out[fld] = ([], writes, False)
+        elif not _parallel_safe(sites):      # another iteration may read what one writes
+            out[fld] = ([s for s in sites if isinstance(s.node, ir.Load)], writes, True)
+        elif not _order_safe(sites, replayed):   # a replayed read, then a write
+            out[fld] = ([s for s in sites if isinstance(s.node, ir.Load)
+                         and id(s.node) in replayed], writes, True)
     return out
 
 
@@ -337,8 +427,5 @@ def _parallel_safe(sites) -> bool:
         if kinds <= {"atomic_add", "atomic_sub"}:
             continue
         if not _one_element_per_iteration(loop, inside):
-            return False
-        first = inside[0].indices
-        if not all(_same_index(s.indices, first) for s in inside):
             return False
     return True
