@@ -97,7 +97,7 @@ class KernelRegions:
         kernel = traced.ir
         replayed = kernel_facts(traced).replayed
         sites = analysis.access_sites(kernel)
-        self.fixed = analysis.fixed_args(kernel)
+        self.args = analysis.fixed_int_args(kernel)
         self.names = [a.name for a in kernel.args]
         self.loads = _distinct([s for s in sites
                                 if isinstance(s.node, ir.Load) and s.field.role == "primal"])
@@ -109,10 +109,19 @@ class KernelRegions:
                             if isinstance(s.node, ir.Store) and s.field.role == "grad"]
         self.unproven = analysis.unproven_fields(kernel, replayed)
         self._cache: dict = {}
+        self._functions: dict = {}     # id(site) -> its box function
 
-    def env(self, scalars: tuple) -> dict:
-        return {n: int(v) for n, v in zip(self.names, scalars)
-                if n in self.fixed and isinstance(v, (int, np.integer))}
+    def arg_values(self, scalars: tuple) -> tuple:
+        """The integer arguments the boxes depend on, in `box_function`'s order."""
+        named = dict(zip(self.names, scalars))
+        return tuple(int(named[n]) for n in self.args)
+
+    def box(self, site, values: tuple):
+        function = self._functions.get(id(site))
+        if function is None:
+            function = self._functions[id(site)] = analysis.box_function(
+                site, site.field.shape, self.args)
+        return function(*values)
 
     def boxes(self, scalars: tuple):
         """-> (replayed read boxes, write boxes, every load's box, in-launch hazards) for one
@@ -122,11 +131,10 @@ class KernelRegions:
         key = tuple(scalars)
         found = self._cache.get(key)
         if found is None:
-            env, envs = self.env(scalars), {}
+            values = self.arg_values(scalars)
 
             def boxed(sites):
-                return [(s, b) for s in sites
-                        if (b := analysis.box(s, s.field.shape, env, envs)) is not None]
+                return [(s, b) for s in sites if (b := self.box(s, values)) is not None]
             hazards = []
             for fld, (reads, writes, by_boxes) in self.unproven.items():
                 if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
@@ -334,10 +342,10 @@ class FastChecker(LaunchChecker):
         if not self.in_custom_grad:
             return None
         regions = regions_of(traced)
-        env = regions.env(scalars)
+        values = regions.arg_values(scalars)
         saved = []
         for site in regions.grad_stores:
-            box = analysis.box(site, site.field.shape, env)
+            box = regions.box(site, values)
             if box is not None:
                 saved.append((site, box, self.host(site.field)[_slices(box)].copy()))
         return saved

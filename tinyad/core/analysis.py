@@ -201,93 +201,98 @@ def access_sites(kernel: ir.Kernel) -> list:
     return sites
 
 
-def fixed_args(kernel: ir.Kernel) -> set:
-    """The scalar arguments no statement reassigns: their launch values hold throughout."""
-    return {a.name for a in kernel.args} - assigned(kernel.body)
+def fixed_int_args(kernel: ir.Kernel) -> tuple:
+    """The integer scalar arguments no statement reassigns: their launch values hold
+    throughout, so a box may depend on them."""
+    changed = assigned(kernel.body)
+    return tuple(a.name for a in kernel.args if a.dtype.is_int and a.name not in changed)
 
 
-def _interval(expr, env):
-    """(lo, hi), inclusive, that an integer expression lies in, or None if unknown. `env` maps
-    loop variables and fixed arguments to their intervals."""
+UNKNOWN = 1 << 62     # an interval end nothing bounds: the final clip makes it the whole dimension
+
+
+def box_function(site: Site, shape: tuple, args: tuple):
+    """A function of the integer arguments `args` (in that order) -> the box ((lo, hi) per
+    dimension, hi exclusive, clipped to `shape`) that `site` may touch in that launch, or None
+    if it cannot happen (an empty loop around it). Indices are bounded by interval arithmetic
+    over loop ranges and arguments (+, -, *, // and % by a constant, min, max); any other
+    index (a gather `x[idx[i]]`, a local) spans its whole dimension. Generated as Python
+    source once per site, so that a launch pays a few microseconds."""
+    lines = [f"def box({', '.join('a_' + n for n in args)}):"]
+    env = {n: (f"a_{n}", f"a_{n}") for n in args}
+    counter = iter(range(1 << 30))
+
+    def bind(lo, hi):
+        k = next(counter)
+        lines.append(f"    l{k} = {lo}; h{k} = {hi}")
+        return f"l{k}", f"h{k}"
+
+    for loop in site.loops:
+        if isinstance(loop, ir.While):
+            continue
+        start, stop = _interval_src(loop.start, env, bind), _interval_src(loop.stop, env, bind)
+        if start is None or stop is None:
+            env[loop.var] = None
+        else:
+            lines.append(f"    if {stop[1]} - 1 < {start[0]}: return None")
+            env[loop.var] = bind(start[0], f"{stop[1]} - 1")
+        for name, value in site.preludes.get(id(loop), ()):
+            env[name] = _interval_src(value, env, bind)
+    dims = []
+    for expr, size in zip(site.indices, shape):
+        span = _interval_src(expr, env, bind)
+        if span is None:
+            dims.append(f"(0, {size})")
+            continue
+        lo, hi = bind(f"max(0, {span[0]})", f"min({size}, {span[1]} + 1)")
+        lines.append(f"    if {hi} <= {lo}: return None")   # out of bounds: reported elsewhere
+        dims.append(f"({lo}, {hi})")
+    lines.append(f"    return ({''.join(d + ', ' for d in dims)})")
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
+    return namespace["box"]
+
+
+def _interval_src(expr, env, bind):
+    """Python expressions (lo, hi) bounding an integer IR expression, or None if unbounded."""
     if isinstance(expr, ir.Const):
-        return (expr.value, expr.value) if isinstance(expr.value, (int, bool)) else None
+        return (str(int(expr.value)),) * 2 if expr.dtype.is_int else None
     if isinstance(expr, ir.Var):
         return env.get(expr.name)
     if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
         return None
-    args = [_interval(a, env) for a in expr.args]
+    op, raw = expr.op, expr.args
+    if op in ("floordiv", "mod") and len(raw) == 2 and isinstance(raw[1], ir.Const) \
+            and int(raw[1].value) > 0:
+        a = _interval_src(raw[0], env, bind)
+        if a is None:
+            return None
+        c = int(raw[1].value)
+        if op == "floordiv":
+            return bind(f"({a[0]}) // {c}", f"({a[1]}) // {c}")
+        inside = f"0 <= {a[0]} and {a[1]} < {c}"
+        return bind(f"({a[0]} if {inside} else (0 if {a[0]} >= 0 else -{UNKNOWN}))",
+                    f"({a[1]} if {inside} else ({c - 1} if {a[0]} >= 0 else {UNKNOWN}))")
+    args = [_interval_src(a, env, bind) for a in raw]
     if any(a is None for a in args):
         return None
-    op = expr.op
-    if op == "cast" or op == "pos":
+    if op in ("cast", "pos"):
         return args[0]
     if op == "neg":
-        return (-args[0][1], -args[0][0])
-    if op in ("add", "sub", "mul", "min", "max") and len(args) == 2:
-        (a, b), (c, d) = args
-        if op == "add":
-            return (a + c, b + d)
-        if op == "sub":
-            return (a - d, b - c)
-        if op == "min":
-            return (min(a, c), min(b, d))
-        if op == "max":
-            return (max(a, c), max(b, d))
-        products = (a * c, a * d, b * c, b * d)
-        return (min(products), max(products))
-    if op == "floordiv" and len(args) == 2 and args[1][0] == args[1][1] and args[1][0] > 0:
-        (a, b), (c, _) = args
-        return (a // c, b // c)
-    if op == "mod" and len(args) == 2 and args[1][0] == args[1][1] and args[1][0] > 0:
-        (a, b), (m, _) = args
-        if 0 <= a and b < m:
-            return (a, b)
-        return (0, m - 1) if a >= 0 else None
-    return None
-
-
-def box(site: Site, shape: tuple, scalars: dict, envs: dict | None = None):
-    """The box ((lo, hi) per dimension, hi exclusive, clipped to `shape`) that `site` may touch
-    in a launch with these fixed scalar arguments; None if the access cannot happen (an empty
-    loop around it). An index that is not affine-like in loop variables and arguments (a
-    gather `x[idx[i]]`, a local) spans its whole dimension. `envs` caches the loop variables'
-    ranges across the sites of one launch."""
-    key = tuple(map(id, site.loops))
-    env = envs.get(key) if envs is not None else None
-    if env is None:
-        env = _loop_env(site, scalars)
-        if envs is not None:
-            envs[key] = env
-    if env is EMPTY:
+        return bind(f"-({args[0][1]})", f"-({args[0][0]})")
+    if len(args) != 2:
         return None
-    out = []
-    for expr, size in zip(site.indices, shape):
-        span = _interval(expr, env)
-        lo, hi = (0, size) if span is None else (max(0, span[0]), min(size, span[1] + 1))
-        if hi <= lo:
-            return None       # out of bounds everywhere: the bounds check reports it
-        out.append((lo, hi))
-    return tuple(out)
-
-
-EMPTY = {}   # the environment of an access inside a loop that runs no iteration
-
-
-def _loop_env(site: Site, scalars: dict) -> dict:
-    env = {name: (v, v) for name, v in scalars.items()}
-    for loop in site.loops:
-        if isinstance(loop, ir.While):
-            continue
-        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
-        if start is None or stop is None:
-            env[loop.var] = None
-        elif stop[1] - 1 < start[0]:
-            return EMPTY
-        else:
-            env[loop.var] = (start[0], stop[1] - 1)
-        for name, value in site.preludes.get(id(loop), ()):
-            env[name] = _interval(value, env)
-    return env
+    (a, b), (c, d) = args
+    if op == "add":
+        return bind(f"{a} + {c}", f"{b} + {d}")
+    if op == "sub":
+        return bind(f"{a} - {d}", f"{b} - {c}")
+    if op in ("min", "max"):
+        return bind(f"{op}({a}, {c})", f"{op}({b}, {d})")
+    if op == "mul":
+        products = f"{a} * {c}, {a} * {d}, {b} * {c}, {b} * {d}"
+        return bind(f"min({products})", f"max({products})")
+    return None
 
 
 def boxes_overlap(a: tuple, b: tuple) -> bool:
