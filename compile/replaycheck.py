@@ -18,6 +18,9 @@ that it stays unchecked when it is not.
 """
 from __future__ import annotations
 
+import sys
+from collections import deque
+
 import numpy as np
 
 from tinyad.check import rules
@@ -213,10 +216,16 @@ def _value(array, index):
 class FastChecker(LaunchChecker):
     """The launch checks' memory plus the snapshots of replayed reads (one per ti.init)."""
 
+    # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
+    MEMORY_BUDGET = 1 << 30
+
     def __init__(self, mode: str, host):
         super().__init__(mode)
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
+        self.kept: deque = deque()       # launches holding copies, oldest first
+        self.kept_bytes = 0
+        self.dropped_noted = False
 
     def tape_scope(self):
         return TapeLog()
@@ -230,6 +239,10 @@ class FastChecker(LaunchChecker):
         for site, box in reads:
             values = self.host(site.field)[_slices(box)].copy()
             launch.snapshots.append(Snapshot(launch, site, box, values))
+            self.kept_bytes += values.nbytes
+        if launch.snapshots:
+            self.kept.append(launch)
+            self._keep_within_budget()
         for site, box in loads:
             launch.read_rows.setdefault(site.field, RowSpans()).add(box)
         for site, box in writes:
@@ -301,6 +314,22 @@ class FastChecker(LaunchChecker):
         return access
 
     # ---- before an adjoint ---------------------------------------------------------------------
+    def _keep_within_budget(self) -> None:
+        """Launches leave the history after 512 more; before that, if their copies pass the
+        budget (a kernel gathering from a huge field), the oldest are let go, and said so."""
+        first_kept = self.history[0].number if self.history else 0
+        while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
+                             or self.kept[0].number < first_kept):
+            oldest = self.kept.popleft()
+            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots)
+            if oldest.number >= first_kept and not self.dropped_noted:
+                self.dropped_noted = True
+                print(f"[tinyad] fast mode: the copies of what adjoints replay passed "
+                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
+                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
+                      "replays go unchecked", file=sys.stderr)
+            oldest.snapshots = []
+
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
         """Every box the adjoint replays must still hold what the forward launch left there."""
         if launch is None:

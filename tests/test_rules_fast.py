@@ -148,3 +148,21 @@ def test_a_hazard_too_large_for_the_interpreter_is_named_unchecked(fast, capsys,
         recurrence()
     err = capsys.readouterr().err
     assert "recurrence may read and write f in one launch" in err and "unchecked" in err
+
+
+def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, monkeypatch):
+    monkeypatch.setattr(type(fast.checker), "MEMORY_BUDGET", 3 * 8 * 100)
+    x = ti.field(ti.f64, shape=100, needs_grad=True)
+    idx = ti.field(ti.i32, shape=100)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def gather():
+        for i in x:
+            loss[None] += x[idx[i]] ** 2     # a gather: the whole of x is copied
+
+    for _ in range(5):
+        gather()
+    kept = [launch for launch in fast.checker.history if launch.snapshots]
+    assert len(kept) == 2 and fast.checker.kept_bytes <= 3 * 8 * 100
+    assert "dropped, so their replays go unchecked" in capsys.readouterr().err
