@@ -10,8 +10,9 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
 every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
 witness of compile/replaycheck.py, both at compiled speed. What the IR cannot settle within one
-launch it checks element by element in the interpreter (`element_checker`, which the runtime
-supplies: this layer may not import interp/) when the program is small enough.
+launch it checks element by element in the interpreter (`element_checker`, which the registry
+supplies through tinyad/backend.py's registry: this layer may not import interp/) when the
+program is small enough.
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ class FastBackend(Backend):
                         if config.check != "off" else None)
         self.checks = FastCheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
-        # None: interp/backend.py's check_one_launch, set by the runtime (tinyad/runtime.py).
+        # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
         self.unchecked_noted: set = set()   # kernels said to be too large for the interpreter
 

@@ -49,17 +49,8 @@ class Runtime:
     def backend(self) -> backends.Backend:
         """What runs kernels and stores fields in this mode (tinyad/backend.py)."""
         if self._backend is None:
-            self._backend = _create_backend(self.config.mode, self.config, self.rng)
+            self._backend = backends.create(self.config.mode, self.config, self.rng)
         return self._backend
-
-
-def _create_backend(mode: str, config, rng) -> backends.Backend:
-    backend = backends.create(mode, config, rng)
-    if getattr(backend, "element_checker", False) is None:
-        # fast mode checks what its IR cannot settle within a launch in the interpreter
-        from tinyad.interp.backend import check_one_launch  # noqa: PLC0415  (only when asked)
-        backend.element_checker = check_one_launch
-    return backend
 
 
 runtime = Runtime()
@@ -131,6 +122,6 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.generation += 1
     runtime.rng = np.random.default_rng(random_seed)
     lang.set_python_scope_rng(runtime.rng)
-    runtime._backend = _create_backend(mode, runtime.config, runtime.rng)
+    runtime._backend = backends.create(mode, runtime.config, runtime.rng)
     for notice in runtime.backend.notices:
         note(notice)
