@@ -10,9 +10,9 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
 every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
 witness of compile/replaycheck.py, both at compiled speed. What the IR cannot settle within one
-launch it checks element by element in the interpreter (`element_checker`, which the registry
-supplies through tinyad/backend.py's registry: this layer may not import interp/) when the
-program is small enough.
+launch it checks element by element in the interpreter (`element_checker`, which
+tinyad/backend.py's registry supplies: this layer may not import interp/) when the program is
+small enough.
 """
 from __future__ import annotations
 
@@ -101,6 +101,9 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            result = program(scalars, self.rng)
+            self.checker.wrote(regions_of(traced).written_fields)   # it computes values too
+            return result, None
         return program(scalars, self.rng), None
 
     def _checked_primal(self, traced, program, scalars):

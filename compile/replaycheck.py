@@ -35,8 +35,11 @@ ACCUMULATE = ("atomic_add", "atomic_sub")
 class Snapshot:
     """The values a replayed load's box held right after its forward launch."""
 
-    def __init__(self, launch: Launch, site, box: tuple, values: np.ndarray):
+    __slots__ = ("launch", "site", "box", "values", "version", "reported")
+
+    def __init__(self, launch: Launch, site, box: tuple, values: np.ndarray, version: int):
         self.launch, self.site, self.box, self.values = launch, site, box, values
+        self.version = version   # the field's write count when copied: unchanged, no compare
         self.reported = False    # blamed in a report already: not reported again at the replay
 
     @property
@@ -45,11 +48,13 @@ class Snapshot:
 
 
 class Written:
-    """A box a launch may have written, and how (the store's kind and line)."""
+    """A box a kernel's store may write in a launch (with these arguments), and how (the
+    store's kind and line); or a Python-scope write (`access`; box None: the whole field)."""
 
-    def __init__(self, launch: Launch | None, site, box: tuple | None, kind: str, access=None):
-        self.launch, self.site, self.box, self.kind = launch, site, box, kind
-        self.access = access     # for a Python-scope write: its Access (box None: whole field)
+    __slots__ = ("site", "box", "kind", "access")
+
+    def __init__(self, site, box: tuple | None, kind: str, access=None):
+        self.site, self.box, self.kind, self.access = site, box, kind, access
 
     def covers(self, element: tuple) -> bool:
         return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
@@ -66,7 +71,7 @@ class TapeLog:
         self.snapshots: dict = {}     # field -> [Snapshot]
         self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
         self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
-        self.writes: dict = {}        # field -> [Written]
+        self.writes: dict = {}        # field -> [(Launch, Written)]
 
     def add(self, snap: Snapshot) -> None:
         fld = snap.field
@@ -111,6 +116,7 @@ class KernelRegions:
         self.grad_stores = [s for s in sites
                             if isinstance(s.node, ir.Store) and s.field.role == "grad"]
         self.unproven = analysis.unproven_fields(kernel, replayed)
+        self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
 
@@ -131,23 +137,29 @@ class KernelRegions:
         launch: boxes as [(site, box)], replayed reads of one field that another's box
         contains left out (one copy covers them); hazards, the fields on which this launch may
         break a rule within itself that only an element-by-element check can clear."""
-        key = tuple(scalars)
-        found = self._cache.get(key)
+        values = self.arg_values(scalars)
+        found = self._cache.get(values)
         if found is None:
-            values = self.arg_values(scalars)
+            memo: dict = {}
+
+            def box_of(site):
+                if id(site) not in memo:
+                    memo[id(site)] = self.box(site, values)
+                return memo[id(site)]
 
             def boxed(sites):
-                return [(s, b) for s in sites if (b := self.box(s, values)) is not None]
+                return [(s, b) for s in sites if (b := box_of(s)) is not None]
             hazards = []
             for fld, (reads, writes, by_boxes) in self.unproven.items():
                 if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
                                        for _, w in boxed(writes)):
                     hazards.append(fld)
-            found = (_without_contained(boxed(self.reads)), boxed(self.writes),
-                     boxed(self.loads), hazards)
+            writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
+                              else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
+            found = (_without_contained(boxed(self.reads)), writes, boxed(self.loads), hazards)
             if len(self._cache) > 64:
                 self._cache.clear()
-            self._cache[key] = found
+            self._cache[values] = found
         return found
 
 
@@ -193,7 +205,8 @@ def _first_difference(before: np.ndarray, now: np.ndarray):
     NaN equals NaN here, and float values within rounding of each other (128 ulps of the
     box's largest value) are equal: a step recomputed in the backward pass (DiffTaichi's
     checkpointing) sums its parallel atomics in another order, and that is not a change."""
-    if np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
+    if before.shape == now.shape and (before.tobytes() == now.tobytes() or np.array_equal(
+            before, now, equal_nan=before.dtype.kind == "f")):
         return None
     if before.dtype.kind == "f":
         tolerance = 128 * np.finfo(before.dtype).eps
@@ -226,6 +239,26 @@ class FastChecker(LaunchChecker):
         self.kept: deque = deque()       # launches holding copies, oldest first
         self.kept_bytes = 0
         self.dropped_noted = False
+        # Every write of a primal field (a launch that may store into it, a Python write) gives
+        # it a new version; a copy made at the current version is the field's value still, so
+        # it is shared instead of copied again, and needs no compare.
+        self.versions: dict = {}         # field -> version
+        self.next_version = iter(range(1, 1 << 62)).__next__
+        self.copies: dict = {}           # (field, box) -> (version, values)
+
+    def wrote(self, fields) -> None:
+        for fld in fields:
+            self.versions[fld] = self.next_version()
+
+    def _copy(self, fld, box) -> tuple:
+        version = self.versions.get(fld, 0)
+        held = self.copies.get((fld, box))
+        if held is not None and held[0] == version:
+            return held
+        if len(self.copies) > 4096:
+            self.copies.clear()
+        held = self.copies[(fld, box)] = (version, self.host(fld)[_slices(box)].copy())
+        return held
 
     def tape_scope(self):
         return TapeLog()
@@ -236,26 +269,23 @@ class FastChecker(LaunchChecker):
         may have written against what earlier taped launches will replay."""
         regions = regions_of(traced)
         reads, writes, loads, _ = regions.boxes(scalars)
+        self.wrote(regions.written_fields)
         for site, box in reads:
-            values = self.host(site.field)[_slices(box)].copy()
-            launch.snapshots.append(Snapshot(launch, site, box, values))
+            version, values = self._copy(site.field, box)
+            launch.snapshots.append(Snapshot(launch, site, box, values, version))
             self.kept_bytes += values.nbytes
         if launch.snapshots:
             self.kept.append(launch)
             self._keep_within_budget()
-        for site, box in loads:
-            launch.read_rows.setdefault(site.field, RowSpans()).add(box)
-        for site, box in writes:
-            kind = "store" if isinstance(site.node, ir.Store) else "atomic_" + site.node.op
-            launch.writes.append(Written(launch, site, box, kind))
-            launch.wrote_rows.setdefault(site.field, RowSpans()).add(box)
+        launch.writes = writes           # shared by the launches with these arguments
+        launch.row_source = (loads, writes, _rows)
         tape = self.tape
         if tape is None:
             return
         for written in launch.writes:
             self._check_taped_reads(written.site.field, written.box, launch)
         for written in launch.writes:
-            tape.writes.setdefault(written.site.field, []).append(written)
+            tape.writes.setdefault(written.site.field, []).append((launch, written))
         for snap in launch.snapshots:
             tape.add(snap)
 
@@ -285,19 +315,19 @@ class FastChecker(LaunchChecker):
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
         """Which rule a later launch's write of a replayed element breaks (as interp says)."""
         mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
-        write_of = mine[0] if mine else Written(writer, None, None, "store")
+        write_of = mine[0] if mine else Written(None, None, "store")
         write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
                        writer.kernel, writer.number, None, now, writer.time)
-        earlier = [w for w in self.tape.writes.get(fld, ()) if w.launch.time <= read.time
-                   and w.covers(element)]
-        accumulated = [w for w in earlier if w.kind in ACCUMULATE]
+        earlier = [(launch, w) for launch, w in self.tape.writes.get(fld, ())
+                   if launch.time <= read.time and w.covers(element)]
+        accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
         if write.kind in ACCUMULATE and accumulated:
             return rules.read_during_accumulation(field=fld.name, element=element, read=read,
                                                   write=write,
-                                                  first_accumulation=_access(accumulated[0]))
+                                                  first_accumulation=_access(*accumulated[0]))
         if earlier and write.kind not in ACCUMULATE:
             return rules.second_write(field=fld.name, element=element, read=read, write=write,
-                                      first_write=_access(earlier[0]))
+                                      first_write=_access(*earlier[0]))
         return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
 
     # ---- Python scope ----------------------------------------------------------------------------
@@ -305,9 +335,10 @@ class FastChecker(LaunchChecker):
         access = super().python_write(fld, index)
         if fld.role != "primal":
             return access
+        self.wrote((fld,))
         box = None if index is None else tuple((i, i + 1) for i in index)
         log = self.python_writes.setdefault(fld, [])
-        log.append(Written(None, None, box, "python write", access))
+        log.append(Written(None, box, "python write", access))
         del log[:-64]
         if self.tape is not None:
             self._check_taped_reads(fld, box, None, access)
@@ -335,9 +366,9 @@ class FastChecker(LaunchChecker):
         if launch is None:
             return
         for snap in launch.snapshots:
-            if snap.reported:
-                continue
             fld = snap.field
+            if snap.reported or self.versions.get(fld, 0) == snap.version:
+                continue
             relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
             if relative is None:
                 continue
@@ -362,7 +393,7 @@ class FastChecker(LaunchChecker):
                 break
             mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
             if mine:
-                return _access(mine[0])
+                return _access(later, mine[0])
         return best
 
     # ---- a custom gradient (grad_for) that assigns -----------------------------------------------
@@ -396,7 +427,16 @@ class FastChecker(LaunchChecker):
             return
 
 
-def _access(written: Written) -> Access:
-    launch = written.launch
+def _access(launch: Launch, written: Written) -> Access:
     return Access(written.kind, written.site.node.loc, launch.kernel, launch.number, None, None,
                   launch.time)
+
+
+def _rows(loads, writes) -> tuple:
+    """(rows read, rows written) per field, for the order check (check/launches.py)."""
+    read, wrote = {}, {}
+    for site, box in loads:
+        read.setdefault(site.field, RowSpans()).add(box)
+    for w in writes:
+        wrote.setdefault(w.site.field, RowSpans()).add(w.box)
+    return read, wrote

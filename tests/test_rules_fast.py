@@ -128,7 +128,7 @@ def test_in_launch_hazards_the_ir_settles(fast):
             f[i + 1] = f[i] * f[i]
 
     assert regions_of(stencil.ir_for({})).boxes((1,))[3] == []
-    assert regions_of(stencil.ir_for({})).boxes((1,))[1][0][1] == ((2, 3), (1, n - 1), (1, n - 1))
+    assert regions_of(stencil.ir_for({})).boxes((1,))[1][0].box == ((2, 3), (1, n - 1), (1, n - 1))
     assert list(regions_of(store_then_read.ir_for({})).unproven) == [y]   # a read, then a store
     assert regions_of(recurrence.ir_for({})).boxes(())[3] == [f]
 

@@ -47,6 +47,9 @@ class Launch:
     # time steps of a time-indexed field apart (the order check), and small.
     read_rows: dict = field(default_factory=dict)
     wrote_rows: dict = field(default_factory=dict)
+    # Fast mode: (loads, writes, f) where f(loads, writes) -> (read_rows, wrote_rows), made
+    # only when the order check asks (most launches are never asked).
+    row_source: tuple | None = None
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
     repeats: "Launch | None" = None
@@ -383,13 +386,22 @@ def _check_gradient_point(checker, facts, kernel_name):
         return
 
 
+def _rows(launch):
+    """(rows read, rows written) per field."""
+    if launch.row_source is not None:
+        loads, writes, make = launch.row_source
+        launch.read_rows, launch.wrote_rows = make(loads, writes)
+        launch.row_source = None
+    return launch.read_rows, launch.wrote_rows
+
+
 def _check_order(checker, launch, facts, kernel_name):
-    produced = {f: rows for f, rows in launch.wrote_rows.items() if f.grad is not None}
+    produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
     for later in checker.history:
         if later.time <= launch.time or later.adjoint_runs:
             continue
         later_facts = kernel_facts(later.compiled)
-        shared = [f for f, rows in produced.items() if rows & later.read_rows.get(f, set())]
+        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
         if shared and seeded:
             checker.report(rules.adjoints_out_of_order(
