@@ -1,5 +1,8 @@
-"""What the code generator asks of the IR: which locals a block assigns and reads, which
-locals need a first value, which live in one straight-line run, loop trip counts."""
+"""What the backends ask of the IR: which locals a block assigns and reads, which locals need a
+first value, which live in one straight-line run, loop trip counts (the code generator); which
+loads an adjoint replays, the box of elements each global access may touch as a function of the
+launch's integer arguments, and which fields one launch may break a rule on within itself
+(fast mode's rule checker, compile/replaycheck.py)."""
 from __future__ import annotations
 
 from tinyad.core import ir
