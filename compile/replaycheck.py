@@ -396,6 +396,23 @@ class FastChecker(LaunchChecker):
                 return _access(later, mine[0])
         return best
 
+    def boxes_written_since(self, fld, time: int):
+        if not self.history or self.history[0].time > time:
+            return None      # launches since then have left the history: unknown
+        boxes = set()
+        for w in self.python_writes.get(fld, ()):
+            if w.access.time > time:
+                if w.box is None:
+                    return None
+                boxes.add(w.box)
+        for later in reversed(self.history):
+            if later.time <= time:
+                break
+            for w in later.writes:
+                if w.site.field is fld:
+                    boxes.add(w.box)
+        return sorted(boxes)
+
     # ---- a custom gradient (grad_for) that assigns -----------------------------------------------
     def before_custom_grad(self, traced, scalars):
         """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""

@@ -171,6 +171,11 @@ class LaunchChecker:
     def grad_accumulated(self, grad_field):
         self.grad_accumulated_at[grad_field] = self.tick()
 
+    def boxes_written_since(self, fld, time: int):
+        """The boxes of `fld` that may have been written after `time`, or None: unknown (the
+        whole field may have changed). A backend that knows its launches' boxes says more."""
+        return None
+
     def python_read(self, fld, index, value):
         if self.tape is not None and fld.grad is not None:
             self.python_reads[float(value)] = (fld, index, user_loc())
@@ -341,6 +346,10 @@ def _key(value):
 # ---- before a tangent (forward-mode) launch ---------------------------------------------------
 
 def before_tangent(checker: LaunchChecker, compiled, kernel_name) -> None:
+    facts = kernel_facts(compiled)
+    for fld in facts.written:        # a tangent launch computes the values too
+        checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
+                                             time=checker.tick())
     for fld, loc in compiled.dropped_tangents:
         checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
                                                   store_loc=loc))
@@ -376,14 +385,31 @@ def _check_gradient_point(checker, facts, kernel_name):
         held = checker.grad_point.get(grad)
         if held is None or checker.grad_cleared_at.get(grad, 0) > held[2]:
             continue
-        values, sweep, _ = held
+        values, sweep, taken = held
         primal = grad.primal
-        if not grad.data.any() or np.array_equal(primal.data, values, equal_nan=True):
+        changed = checker.primal_changed.get(primal)
+        if changed is None or changed.time < taken:
+            continue      # nothing wrote the parameter since: no need to compare its values
+        if _unchanged(checker, primal, values, taken) or not grad.data.any():
             continue
         checker.report(rules.gradient_at_two_points(
             kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
             change=checker.primal_changed.get(primal), call_loc=user_loc()))
         return
+
+
+def _unchanged(checker, primal, values, since) -> bool:
+    """Does `primal` hold `values` still? Only the boxes written since need comparing, where
+    the backend knows them (fast mode); otherwise the whole field."""
+    boxes = checker.boxes_written_since(primal, since)
+    data = primal.data
+    if boxes is None:
+        return np.array_equal(data, values, equal_nan=True)
+    for box in boxes:
+        part = tuple(slice(lo, hi) for lo, hi in box)
+        if not np.array_equal(data[part], values[part], equal_nan=True):
+            return False
+    return True
 
 
 def _rows(launch):
@@ -402,8 +428,10 @@ def _check_order(checker, launch, facts, kernel_name):
             continue
         later_facts = kernel_facts(later.compiled)
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
+        if not shared:
+            continue
         seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
-        if shared and seeded:
+        if seeded:
             checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
                 later_launch=later.number, field=shared[0].name))
