@@ -5,7 +5,9 @@ fast mode with a cold kernel cache and again with that cache warm, and the same 
 when `taichi` is importable (its offline cache). Each measurement runs in its own process
 (benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the first calls
 minus the steady state (tracing, compiling or loading caches), "start s" the process's import
-and init time, "/taichi" fwd+bwd over Taichi's (warm). "check" compares the loss and gradients
+and init time, "/taichi" fwd+bwd over Taichi's (warm). "fast checked" is fast mode (warm) with
+the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run with
+`check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" compares the loss and gradients
 with the f32 numbers BENCHMARKS.md gives (Taichi 1.7.4's): the largest relative difference,
 when that size has numbers.
 
@@ -109,6 +111,9 @@ def measure_workload(name, sizes, repeats, cache, taichi):
             for state in ("cold", "warm"):
                 rows.append((name, size.label, f"{system} {state}",
                              run(module, [*size.args, *common, *flags], env), size.reference))
+        rows.append((name, size.label, "fast checked",
+                     run(module, [*size.args, *common, "--mode", "fast", "--check", "error"], env),
+                     size.reference))
     return rows
 
 
@@ -126,22 +131,27 @@ def deviation(result, reference):
 
 
 def table(rows):
-    head = (f"{'workload':<12} {'size':<24} {'mode':<11} {'start s':>7} {'compile s':>9} "
-            f"{'fwd s':>8} {'fwd+bwd s':>9} {'/taichi':>7} {'loss':>12} {'check':>9}")
+    head = (f"{'workload':<12} {'size':<24} {'mode':<12} {'start s':>7} {'compile s':>9} "
+            f"{'fwd s':>8} {'fwd+bwd s':>9} {'/taichi':>7} {'/unchecked':>10} {'loss':>12} "
+            f"{'check':>9}")
     lines = [head, "-" * len(head)]
     taichi = {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows
               if m == "taichi warm" and "error" not in r}
+    unchecked = {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows
+                 if m == "fast warm" and "error" not in r}
     for workload, size, mode, r, reference in rows:
-        start = f"{workload:<12} {size:<24} {mode:<11}"
+        start = f"{workload:<12} {size:<24} {mode:<12}"
         if "error" in r:
             lines.append(f"{start} error: {r['error']}")
             continue
         ratio = (f"{r['fwd_bwd_s'] / taichi[workload, size]:.2f}"
                  if (workload, size) in taichi and not mode.startswith("interp") else "")
+        cost = (f"{r['fwd_bwd_s'] / unchecked[workload, size]:.2f}"
+                if mode == "fast checked" and (workload, size) in unchecked else "")
         dev = deviation(r, reference)
         check = "" if dev is None else f"{dev:.1e}"
         lines.append(f"{start} {r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
-                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>7} "
+                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>7} {cost:>10} "
                      f"{r['loss']:>12.7g} {check:>9}")
     return "\n".join(lines)
 

@@ -66,7 +66,7 @@ def run(build, sizes: dict, argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="fast", choices=("interp", "fast"))
     parser.add_argument("--check", default="off", choices=("off", "warn", "error"),
-                        help="tinyad's rule checker (interp mode)")
+                        help="tinyad's rule checker (both modes)")
     parser.add_argument("--taichi", action="store_true", help="run under Taichi instead")
     parser.add_argument("--repeats", type=int, default=3)
     for name, default in sizes.items():

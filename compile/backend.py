@@ -7,12 +7,57 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
     so far, latest first, for a helper process (compile/ahead.py);
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
-Fast mode runs no rule checks: its `checks` are the no-op hooks.
+With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
+every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
+witness of compile/replaycheck.py, both at compiled speed. What the IR cannot settle within one
+launch it checks element by element in the interpreter (`element_checker`, which
+tinyad/backend.py's registry supplies: this layer may not import interp/) when the program is
+small enough.
 """
 from __future__ import annotations
 
-from tinyad.backend import Backend
+import contextlib
+import sys
+
+from tinyad.backend import NO_CHECKS, Backend, CheckHooks
+from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
+from tinyad.compile.replaycheck import FastChecker, regions_of
+from tinyad.core import ir
+
+# An in-launch hazard the IR cannot settle is checked in the interpreter only when the fields
+# the kernel touches hold at most this many elements (the interpreter runs ~1 us per access).
+INTERPRETER_CHECK_LIMIT = 20_000
+
+
+class FastCheckerHooks(CheckHooks):
+    """The Tape's and Python scope's events, passed to this ti.init's checker."""
+
+    def __init__(self, checker: FastChecker):
+        self.checker = checker
+
+    def begin_tape(self):
+        self.checker.begin_tape()
+
+    def end_tape(self):
+        self.checker.end_tape()
+
+    @contextlib.contextmanager
+    def custom_gradient(self):
+        self.checker.in_custom_grad += 1
+        try:
+            yield
+        finally:
+            self.checker.in_custom_grad -= 1
+
+    def python_read(self, field, index, value):
+        self.checker.python_read(field, index, value)
+
+    def python_write(self, field, index):
+        self.checker.python_write(field, index)
+
+    def problems(self):
+        return list(self.checker.problems.values())
 
 
 class FastBackend(Backend):
@@ -29,6 +74,13 @@ class FastBackend(Backend):
         self.launched: dict = {}         # traced kernel -> number of its latest primal launch
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
+        self.checker = (FastChecker(config.check, self.storage.to_host)
+                        if config.check != "off" else None)
+        self.checks = FastCheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
+        # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
+        # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
+        self.element_checker = None
+        self.unchecked_noted: set = set()   # kernels said to be too large for the interpreter
 
     def prepare(self, kernel_ir):
         config = self.config
@@ -41,7 +93,71 @@ class FastBackend(Backend):
         if variant == "primal":
             self.launches += 1
             self.launched[traced] = self.launches
+            if self.checker is not None:
+                return self._checked_primal(traced, program, scalars)
+        elif self.checker is not None and variant == "adjoint":
+            self._checked_adjoint(traced, program, scalars, record, manual)
+            return None, None
+        elif self.checker is not None and variant == "tangent":
+            # Forward mode replays nothing, so no read can go stale: only a lost tangent.
+            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            result = program(scalars, self.rng)
+            self.checker.wrote(regions_of(traced).written_fields)   # it computes values too
+            return result, None
+        elif self.checker is not None and variant == "adjoint_tangent":
+            # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
+            # checked Tape first).
+            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+                                        traced.dropped_adjoint_tangents)
+            program(scalars, self.rng)
+            return None, None
         return program(scalars, self.rng), None
+
+    def _checked_primal(self, traced, program, scalars):
+        name, checker = traced.ir.name, self.checker
+        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
+                                    scalars)
+        record = checker.new_launch(name, traced, scalars)
+        self._check_within_launch(traced, scalars, record)
+        saved_grads = checker.before_custom_grad(traced, scalars)
+        result = program(scalars, self.rng)
+        checker.after_custom_grad(saved_grads, record)
+        checker.after_forward(record, traced, scalars)
+        return result, record
+
+    def _check_within_launch(self, traced, scalars, record):
+        """What one launch may do to an element it also reads, or two of its parallel
+        iterations to one element: the IR and this launch's boxes settle most kernels; the rest
+        run once checked in the interpreter first, if small enough."""
+        hazards = regions_of(traced).boxes(scalars)[3]
+        if not hazards:
+            return
+        size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
+        if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
+            if traced not in self.unchecked_noted:
+                self.unchecked_noted.add(traced)
+                print(f"[tinyad] fast mode: {traced.ir.name} may read and write "
+                      f"{hazards[0].name} in one launch in a way its IR does not settle, and "
+                      f"it is too large to check in the interpreter ({size} elements): that "
+                      "part is unchecked here (tinyad check --mode interp checks it)",
+                      file=sys.stderr)
+            return
+        error = self.element_checker(traced, scalars, self.rng, record.number)
+        if error is None:
+            return
+        if self.checker.tape is not None:
+            self.checker.report(error)
+        else:
+            record.problems.append(error)   # raised if this launch is ever differentiated
+
+    def _checked_adjoint(self, traced, program, scalars, record, manual):
+        name, checker = traced.ir.name, self.checker
+        if record is None:
+            record = checker.find_launch(traced, scalars)
+        launchchecks.before_adjoint(checker, traced, name, record, manual)
+        checker.check_replay(record, name)
+        program(scalars, self.rng)
+        launchchecks.after_adjoint(checker, traced, record)
 
     def backward_starts(self, first) -> None:
         """Start compiling the adjoints of the kernels launched so far, latest first, in a
@@ -61,3 +177,4 @@ class FastBackend(Backend):
             if adjoint.body:
                 adjoints.append(adjoint)
         compile_ahead(adjoints, self.target, self.config.debug, self.config.fast_math)
+

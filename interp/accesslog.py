@@ -12,18 +12,13 @@ value. From that it checks, element by element:
 * when an adjoint kernel runs, that each load it replays reads the value the forward read
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
-path) live in interp/launchchecks.py.
+path) and their memory (`LaunchChecker`) are shared with fast mode: tinyad/check/launches.py.
 """
 from __future__ import annotations
 
-import itertools
-from collections import deque
-from dataclasses import dataclass, field
-
 from tinyad.check import rules
-from tinyad.check.render import print_report
-from tinyad.check.rules import Access, Report
-from tinyad.core.srcloc import user_loc
+from tinyad.check.launches import Launch, LaunchChecker
+from tinyad.check.rules import Access
 from tinyad.interp.memory import Memory
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
@@ -42,30 +37,6 @@ def same_value(a, b) -> bool:
     return bool(a == b) or (a != a and b != b)   # NaN equals NaN here: nothing changed
 
 
-@dataclass
-class Launch:
-    """One forward launch of a kernel, as far as its adjoint needs to know."""
-    number: int
-    kernel: str
-    compiled: object
-    scalars: tuple
-    time: int
-    reads: dict = field(default_factory=dict)     # (id(load), index) -> Access, reads replayed
-    problems: list = field(default_factory=list)  # violations to raise if it is differentiated
-    adjoint_runs: int = 0
-    # The leading index of every element read / written, per field: enough to tell the
-    # time steps of a time-indexed field apart (the order check), and small.
-    read_rows: dict = field(default_factory=dict)
-    wrote_rows: dict = field(default_factory=dict)
-    # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
-    # stands for the earlier launch it repeats: one adjoint undoes both.
-    repeats: "Launch | None" = None
-
-    @property
-    def origin(self) -> "Launch":
-        return self.repeats.origin if self.repeats is not None else self
-
-
 class Scope:
     """What has been read and written since a Tape began (or during one launch)."""
 
@@ -76,89 +47,16 @@ class Scope:
         self.accumulated: dict = {}    # element -> first += (an event tuple)
 
 
-@dataclass
-class Problem:
-    """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
-    lines, and every element it was seen on (the next iterations, the next launches)."""
-    report: Report
-    elements: set = field(default_factory=set)
-
-
-class Checker:
-    """Everything the checks remember across launches (one per ti.init)."""
+class Checker(LaunchChecker):
+    """The launch checks' memory plus interp mode's per-element log (one per ti.init)."""
 
     def __init__(self, mode: str):
-        self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
-        self.tick = itertools.count(1).__next__   # a global order of events
-        self.launches = 0
-        self.history: deque = deque(maxlen=512)
+        super().__init__(mode)
         self.last_write: dict = {}     # element -> last write, for attribution
         self.bulk_write: dict = {}     # field -> last whole-field Python write Access
-        self.tape: Scope | None = None
-        self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
-        self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
-        self.in_custom_grad = 0
-        self.problems: dict = {}       # warn mode: report signature -> Problem
-        self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
-        self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
-        self.last_adjoint_at = 0              # time the latest adjoint launch ran
-        # A gradient mixed across parameter values: each primal field's latest change, and
-        # for each gradient, its primal's values (and when) when an adjoint last added to it.
-        self.primal_changed: dict = {}        # primal field -> Access of its latest write
-        self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
-        # Computed before the Tape: fields a kernel outside any Tape derived from a field that
-        # needs a gradient, and (inside the Tape) the fields taped kernels have written.
-        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
-        self.written_in_tape: set = set()
-        self.warned_in_tape: set = set()
 
-    def report(self, error) -> None:
-        """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
-        mode a violation at the same lines as an earlier one (the next iteration, the next
-        launch) is counted with that problem but not shown again."""
-        if self.mode != "warn":
-            raise error
-        r = error.report
-        signature = (r.rule, r.kernel, r.read.loc if r.read else None,
-                     r.write.loc if r.write else None)
-        problem = self.problems.get(signature)
-        if problem is None:
-            problem = self.problems[signature] = Problem(r)
-            print_report(r)
-        problem.elements.add(r.element_text)
-
-    def new_launch(self, kernel, compiled, scalars) -> Launch:
-        self.launches += 1
-        launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
-        earlier = self.find_launch(compiled, scalars)
-        if (earlier is not None and not earlier.adjoint_runs
-                and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
-            launch.repeats = earlier
-        self.history.append(launch)
-        return launch
-
-    def adjoint_ran(self, launch: Launch | None):
-        self.last_adjoint_at = self.tick()
-        while launch is not None:
-            launch.adjoint_runs += 1
-            launch = launch.repeats
-
-    def begin_tape(self):
-        self.tape, self.taint, self.python_reads = Scope(deferred=False), {}, {}
-        self.written_in_tape, self.warned_in_tape = set(), set()
-
-    def end_tape(self):
-        self.tape, self.taint, self.python_reads = None, {}, {}
-
-    def find_launch(self, compiled, scalars) -> Launch | None:
-        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
-        for launch in reversed(self.history):
-            if launch.compiled is compiled and launch.scalars == scalars:
-                return launch
-        return None
-
-    def grad_accumulated(self, grad_field):
-        self.grad_accumulated_at[grad_field] = self.tick()
+    def tape_scope(self):
+        return Scope(deferred=False)
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
         """Inside a grad_for function: a plain store must not discard an earlier gradient."""
@@ -167,10 +65,6 @@ class Checker:
             self.report(rules.custom_gradient_assigns(field=fld.name, element=index,
                                                       write=write, discarded=old))
 
-    def python_read(self, fld, index, value):
-        if self.tape is not None and fld.grad is not None:
-            self.python_reads[float(value)] = (fld, index, user_loc())
-
     def last_writer(self, fld, index) -> Access | None:
         element, bulk = as_access(self.last_write.get((fld, index))), self.bulk_write.get(fld)
         if element is None or (bulk is not None and bulk.time > element.time):
@@ -178,20 +72,16 @@ class Checker:
         return element
 
     # ---- Python scope -----------------------------------------------------------------------
-    def python_write(self, fld, index, new_value) -> None:
+    def python_write(self, fld, index, new_value=None) -> Access:
         """A Python-scope write to one element (index) or to the whole field (index None)."""
-        access = Access("python write", user_loc(), None, None, None, new_value, self.tick())
-        if fld.role == "grad":
-            self.grad_cleared_at[fld] = access.time
-        elif fld.role == "primal":
-            self.primal_changed[fld] = access
-            self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+        access = super().python_write(fld, index)
+        access.value = new_value
         if index is None:
             self.bulk_write[fld] = access
         else:
             self.last_write[(fld, index)] = access
         if self.tape is None or fld.role != "primal":
-            return
+            return access
         for (f, element), read in list(self.tape.reads.items()):
             if f is fld and (index is None or element == index):
                 value = fld.data[element]
@@ -200,6 +90,7 @@ class Checker:
                     read.reported = True
                     self.report(rules.python_overwrite(field=fld.name, element=element,
                                                        read=read, write=access))
+        return access
 
 
 class LoggedMemory(Memory):

@@ -2,15 +2,18 @@
 rule checker around every launch.
 
 The checker lives here: the access log (interp/accesslog.py) sees every load and store a launch
-makes, and the launch checks (interp/launchchecks.py) run before and after each launch. Fields
-stay in host numpy arrays, the default storage.
+makes, and the launch checks (tinyad/check/launches.py, shared with fast mode) run before and
+after each launch. Fields stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 
 from tinyad.backend import NO_CHECKS, Backend, CheckHooks
-from tinyad.interp import launchchecks
+from tinyad.check import launches as launchchecks
+from tinyad.core import ir
+from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
 
@@ -96,3 +99,27 @@ class InterpBackend(Backend):
         launchchecks.before_adjoint(checker, traced, name, record, manual)
         program.run(scalars, ReplayMemory(checker, record, name), self.rng)
         launchchecks.after_adjoint(checker, traced, record)
+
+
+def check_one_launch(traced, scalars, rng, number: int):
+    """Run one forward launch in the interpreter with the per-element log, on the fields as they
+    are now, then put every field it touched back: -> the first autodiff rule it breaks within
+    this launch (an AutodiffRuleError), or None. Fast mode calls this for a kernel whose IR does
+    not prove it free of in-launch hazards, when the program is small enough to interpret."""
+    checker = Checker("error")
+    checker.launches = number - 1      # the report names the launch as fast mode counts it
+    checker.begin_tape()               # a scope of its own that raises at the first violation
+    record = checker.new_launch(traced.ir.name, traced, scalars)
+    replayed = launchchecks.kernel_facts(traced).replayed
+    fields = ir.fields_of(traced.ir.body)
+    saved = [f.data.copy() for f in fields]
+    try:
+        Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng))
+    except AutodiffRuleError as error:
+        return error
+    except TinyadError:
+        return None      # not a rule: the compiled launch that follows behaves as it always has
+    finally:
+        for f, values in zip(fields, saved):
+            f.data[...] = values
+    return None

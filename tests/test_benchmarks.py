@@ -55,3 +55,17 @@ def test_interp_checker_accepts_the_workloads_and_fast_mode_agrees(name):
     assert float(fast_loss) == pytest.approx(float(loss), rel=1e-4)
     for label, value in grads.items():
         assert float(fast_grads[label]) == pytest.approx(float(value), rel=1e-3, abs=1e-9), label
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_checked_fast_mode_accepts_the_workloads_and_changes_no_number(name, capsys):
+    """Fast mode's checks (on by default) accept the workloads, DiffTaichi's checkpointing in
+    mpm included (its recomputed parallel atomics round differently), and leave the loss and
+    gradients bit for bit what unchecked fast mode computes."""
+    ti.init(mode="fast", default_fp=ti.f32, check="off")
+    loss, grads = run(name, SMALL[name])
+    ti.init(mode="fast", default_fp=ti.f32, check="error")     # a violation would raise
+    checked_loss, checked_grads = run(name, SMALL[name])
+    assert float(checked_loss) == float(loss)
+    assert {k: float(v) for k, v in checked_grads.items()} == {k: float(v) for k, v in grads.items()}
+    assert "unchecked" not in capsys.readouterr().err     # every in-launch hazard was settled

@@ -151,16 +151,27 @@ def test_options_before_the_path_are_tinyads_and_after_it_the_programs(tmp_path,
     assert result.stdout.strip() == expected
 
 
-def test_check_refuses_fast_mode_with_a_reason(tmp_path):
-    path = program(tmp_path, "show.py", SHOW_OPTIONS)
+def test_check_in_fast_mode_reports_the_violations_and_says_which_mode_ran(tmp_path):
+    path = program(tmp_path, "two.py", TWO_BUGS)
     for argv in (["check", "--mode", "fast", path], ["--mode", "fast", "check", path]):
         result = tinyad(*argv)
-        assert result.returncode == 2 and result.stdout == ""
-        assert "rule checks run in interp mode" in result.stderr
+        assert result.returncode == 1, result.stderr
+        assert "finished" in result.stdout
+        assert "[tinyad] check: ran in fast mode" in result.stderr
+        assert "[tinyad] check: 2 autodiff rule violations found" in result.stderr
+        assert "Parallel loop conflict in shift" in result.stderr
+        assert "Global Data Access Rule 1 in total: 1 element (b[])" in result.stderr
 
 
-def test_check_says_nothing_was_checked_when_the_program_chooses_fast_mode(tmp_path):
+def test_check_of_a_program_that_chooses_fast_mode_checks_it(tmp_path):
     path = program(tmp_path, "fast.py", "import taichi as ti\nti.init(mode='fast')\n")
+    result = tinyad("check", path)
+    assert result.returncode == 0, result.stderr
+    assert "ran in fast mode" in result.stderr and "no autodiff rule violations" in result.stderr
+
+
+def test_check_says_nothing_was_checked_when_the_program_turns_checks_off(tmp_path):
+    path = program(tmp_path, "off.py", "import taichi as ti\nti.init(check='off')\n")
     result = tinyad("check", path)
     assert result.returncode == 2
     assert "nothing was checked" in result.stderr and "no autodiff rule violations" not in \
@@ -184,3 +195,4 @@ def test_check_of_a_clean_program_says_so(tmp_path):
     assert result.returncode == 0
     assert result.stdout.strip() == "interp warn []"
     assert "no autodiff rule violations" in result.stderr
+    assert "ran in interp mode (every rule, element by element)" in result.stderr

@@ -4,12 +4,13 @@ Every module of tinyad belongs to one layer; a layer may import only the layers 
 Imports inside functions count too: hiding an upward import in a function is still a cycle.
 
     core      tinyad/core/       the IR: types, errors, nodes, op table, builder, printer, analyses
-    check     tinyad/check/      the rule catalogue: every rule's error, report and rendering
+    check     tinyad/check/      the rule catalogue (every rule's error, report and rendering) and
+                                 the launch checks both backends run
     autodiff  tinyad/autodiff/   IR -> IR transforms (reverse mode)
     frontend  tinyad/frontend/   Python source -> IR, and the kernel language (lang, math, matrix)
     backend   tinyad/backend.py  the protocol a backend implements
     interp    interp/            the interpreter backend, its rule checker and the sympy domain
-    compile   compile/           the numba backend (CPU and CUDA)
+    compile   compile/           the numba backend (CPU and CUDA) and its rule checker
     api       tinyad/*.py        what users call: fields, kernels, Tape, verification, runtime
     tools     cli, lessons       commands on top of the API
 
@@ -31,7 +32,7 @@ ALLOWED = {
     "frontend": {"core", "frontend"},
     "backend": {"core", "backend"},
     "interp": {"core", "check", "backend", "interp"},
-    "compile": {"core", "backend", "compile"},
+    "compile": {"core", "check", "backend", "compile"},
     "api": {"core", "check", "autodiff", "frontend", "backend", "interp", "compile", "api"},
     "tools": {"core", "check", "autodiff", "frontend", "backend", "interp", "compile", "api",
               "tools"},

@@ -4,8 +4,8 @@
   an error, since the sum is the gradient at neither value;
 - a kernel outside the Tape computed, from a parameter, a field the taped kernels read: the
   gradient stops at that field (a warning: a constant computed once may be meant).
-Each has a clean twin that gives the true gradient with no report. Interp mode: the checks
-live in its access log."""
+Each has a clean twin that gives the true gradient with no report. Both modes: these are
+launch checks (tinyad/check/launches.py)."""
 import numpy as np
 import pytest
 
@@ -13,8 +13,7 @@ import tinyad as ti
 
 
 @pytest.fixture
-def fields():
-    ti.init(mode="interp", default_fp=ti.f64)
+def fields(mode):
     x = ti.field(ti.f64, shape=(), needs_grad=True)
     y = ti.field(ti.f64, shape=(), needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)

@@ -135,8 +135,6 @@ def test_seed001_lazy_grad_places_gradients(mode):
 
 def test_seed001_func_broke_rule_1(mode):
     """The document's bad example: tinyad stops it at the overwrite, naming both lines."""
-    if mode == "fast":
-        pytest.skip("the autodiff rule checker runs in interp mode only")
     N = 16
     x = ti.field(dtype=ti.f32, shape=N, needs_grad=True)
     loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
@@ -179,8 +177,6 @@ def test_seed001_func_equivalent_rule_1(mode):
 
 def test_seed001_func_break_rule_2(mode):
     """The document's second bad example: caught when its gradient is asked for."""
-    if mode == "fast":
-        pytest.skip("the autodiff rule checker runs in interp mode only")
     N = 16
     x = ti.field(dtype=ti.f32, shape=N, needs_grad=True)
     loss = ti.field(dtype=ti.f32, shape=(), needs_grad=True)

@@ -27,7 +27,7 @@ def _validation_note() -> str:
         return ("Tape(validation=True): tinyad already checks the autodiff rules at every "
                 f"launch in this run (check={config.check!r}); the flag changes nothing")
     return (f"Tape(validation=True): this run checks no autodiff rules (mode={config.mode!r}, "
-            f"check={config.check!r}); run in interp mode with checks on (the default) to have "
+            f"check={config.check!r}); run with checks on (the default, in either mode) to have "
             "them checked")
 
 

@@ -36,6 +36,11 @@ BACKENDS = {
     "fast": ("tinyad.compile.backend", "FastBackend"),
 }
 
+# The interpreter's check of one launch, element by element (-> the rule it breaks, or None):
+# given to a backend whose `element_checker` is None (fast mode asks for it for the launches
+# its IR analysis cannot settle; compile/ may not import interp/).
+ELEMENT_CHECKER = ("tinyad.interp.backend", "check_one_launch")
+
 
 class Program(Protocol):
     """One IR variant made runnable by a backend."""
@@ -129,4 +134,8 @@ class Backend(ABC):
 def create(mode: str, config, rng: np.random.Generator) -> Backend:
     """The backend registered for `mode`, for one ti.init."""
     module, name = BACKENDS[mode]
-    return getattr(importlib.import_module(module), name)(config, rng)
+    backend = getattr(importlib.import_module(module), name)(config, rng)
+    if getattr(backend, "element_checker", False) is None:
+        module, name = ELEMENT_CHECKER
+        backend.element_checker = getattr(importlib.import_module(module), name)
+    return backend

@@ -259,7 +259,7 @@ class TracedKernel:
         self._variants = {"primal": kernel_ir}
         self._programs = {}
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
-        self.facts = None      # the rule checker's facts about this kernel (interp/launchchecks.py)
+        self.facts = None      # the rule checker's facts about this kernel (tinyad/check/launches.py)
         self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
         self.dropped_adjoint_tangents = []   # the same, in the adjoint's tangent
 

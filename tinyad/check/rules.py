@@ -1,6 +1,6 @@
 """The autodiff rules tinyad checks: one error class per kind of violation, and one constructor
 per rule that writes its report (title, explanation, fix). The checks that find violations live
-with the backend that runs kernels (interp/accesslog.py, interp/launchchecks.py) and call these
+with the backend that runs kernels (interp/accesslog.py, tinyad/check/launches.py, compile/replaycheck.py) and call these
 constructors with what they saw.
 
 Why these rules are exactly the conditions for a right gradient (tinyad/autodiff/reverse.py): an

@@ -1,5 +1,8 @@
-"""What the code generator asks of the IR: which locals a block assigns and reads, which
-locals need a first value, which live in one straight-line run, loop trip counts."""
+"""What the backends ask of the IR: which locals a block assigns and reads, which locals need a
+first value, which live in one straight-line run, loop trip counts (the code generator); which
+loads an adjoint replays, the box of elements each global access may touch as a function of the
+launch's integer arguments, and which fields one launch may break a rule on within itself
+(fast mode's rule checker, compile/replaycheck.py)."""
 from __future__ import annotations
 
 from tinyad.core import ir
@@ -155,3 +158,282 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
     value the forward saw when the adjoint runs (a later write to its element breaks that)."""
     return [sub for stmt in ir.walk_stmts(adjoint.body) for expr in ir.stmt_exprs(stmt)
             for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]
+
+
+# ---- regions: which elements an access may touch, as a function of the scalar arguments ------
+
+class Site:
+    """One global access (a Load, Store or AtomicOp node) with the loops around it, outer first,
+    and for each loop the locals its body starts by computing from the loop variable (the
+    indices of a flattened ndrange), which `box` follows."""
+
+    def __init__(self, node, loops: tuple, preludes: dict):
+        self.node, self.loops, self.preludes = node, loops, preludes
+        self.field, self.indices = node.field, node.indices
+
+
+def access_sites(kernel: ir.Kernel) -> list:
+    """Every global access of a kernel, in program order, as a `Site`."""
+    sites, preludes = [], {}
+    counts: dict = {}
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign):
+            counts[s.name] = counts.get(s.name, 0) + 1
+
+    def visit(block, loops):
+        for s in block:
+            if isinstance(s, (ir.Store, ir.AtomicOp)):
+                sites.extend(Site(x, loops, preludes) for e in ir.stmt_exprs(s)
+                             for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+                sites.append(Site(s, loops, preludes))
+                continue
+            for e in ir.stmt_exprs(s):
+                sites.extend(Site(x, loops, preludes) for x in ir.walk_expr(e)
+                             if isinstance(x, ir.Load))
+            inner = loops + (s,) if isinstance(s, (ir.For, ir.While)) else loops
+            if isinstance(s, ir.For):
+                lead = []
+                for first in s.body:
+                    if not isinstance(first, ir.Assign) or counts.get(first.name) != 1:
+                        break
+                    lead.append((first.name, first.value))
+                preludes[id(s)] = tuple(lead)
+            for block_ in ir.child_blocks(s):
+                visit(block_, inner)
+    visit(kernel.body, ())
+    return sites
+
+
+def fixed_int_args(kernel: ir.Kernel) -> tuple:
+    """The integer scalar arguments no statement reassigns: their launch values hold
+    throughout, so a box may depend on them."""
+    changed = assigned(kernel.body)
+    return tuple(a.name for a in kernel.args if a.dtype.is_int and a.name not in changed)
+
+
+UNKNOWN = 1 << 62     # an interval end nothing bounds: the final clip makes it the whole dimension
+
+
+def box_function(site: Site, shape: tuple, args: tuple):
+    """A function of the integer arguments `args` (in that order) -> the box ((lo, hi) per
+    dimension, hi exclusive, clipped to `shape`) that `site` may touch in that launch, or None
+    if it cannot happen (an empty loop around it). Indices are bounded by interval arithmetic
+    over loop ranges and arguments (+, -, *, // and % by a constant, min, max); any other
+    index (a gather `x[idx[i]]`, a local) spans its whole dimension. Generated as Python
+    source once per site, so that a launch pays a few microseconds."""
+    lines = [f"def box({', '.join('a_' + n for n in args)}):"]
+    env = {n: (f"a_{n}", f"a_{n}") for n in args}
+    counter = iter(range(1 << 30))
+
+    def bind(lo, hi):
+        k = next(counter)
+        lines.append(f"    l{k} = {lo}; h{k} = {hi}")
+        return f"l{k}", f"h{k}"
+
+    for loop in site.loops:
+        if isinstance(loop, ir.While):
+            continue
+        start, stop = _interval_src(loop.start, env, bind), _interval_src(loop.stop, env, bind)
+        if start is None or stop is None:
+            env[loop.var] = None
+        else:
+            lines.append(f"    if {stop[1]} - 1 < {start[0]}: return None")
+            env[loop.var] = bind(start[0], f"{stop[1]} - 1")
+        for name, value in site.preludes.get(id(loop), ()):
+            env[name] = _interval_src(value, env, bind)
+    dims = []
+    for expr, size in zip(site.indices, shape):
+        span = _interval_src(expr, env, bind)
+        if span is None:
+            dims.append(f"(0, {size})")
+            continue
+        lo, hi = bind(f"max(0, {span[0]})", f"min({size}, {span[1]} + 1)")
+        lines.append(f"    if {hi} <= {lo}: return None")   # out of bounds: reported elsewhere
+        dims.append(f"({lo}, {hi})")
+    lines.append(f"    return ({''.join(d + ', ' for d in dims)})")
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
+    return namespace["box"]
+
+
+def _interval_src(expr, env, bind):
+    """Python expressions (lo, hi) bounding an integer IR expression, or None if unbounded."""
+    if isinstance(expr, ir.Const):
+        return (str(int(expr.value)),) * 2 if expr.dtype.is_int else None
+    if isinstance(expr, ir.Var):
+        return env.get(expr.name)
+    if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
+        return None
+    op, raw = expr.op, expr.args
+    if op in ("floordiv", "mod") and len(raw) == 2 and isinstance(raw[1], ir.Const) \
+            and int(raw[1].value) > 0:
+        a = _interval_src(raw[0], env, bind)
+        if a is None:
+            return None
+        c = int(raw[1].value)
+        if op == "floordiv":
+            return bind(f"({a[0]}) // {c}", f"({a[1]}) // {c}")
+        inside = f"0 <= {a[0]} and {a[1]} < {c}"
+        return bind(f"({a[0]} if {inside} else (0 if {a[0]} >= 0 else -{UNKNOWN}))",
+                    f"({a[1]} if {inside} else ({c - 1} if {a[0]} >= 0 else {UNKNOWN}))")
+    args = [_interval_src(a, env, bind) for a in raw]
+    if any(a is None for a in args):
+        return None
+    if op in ("cast", "pos"):
+        return args[0]
+    if op == "neg":
+        return bind(f"-({args[0][1]})", f"-({args[0][0]})")
+    if len(args) != 2:
+        return None
+    (a, b), (c, d) = args
+    if op == "add":
+        return bind(f"{a} + {c}", f"{b} + {d}")
+    if op == "sub":
+        return bind(f"{a} - {d}", f"{b} - {c}")
+    if op in ("min", "max"):
+        return bind(f"{op}({a}, {c})", f"{op}({b}, {d})")
+    if op == "mul":
+        products = f"{a} * {c}, {a} * {d}, {b} * {c}, {b} * {d}"
+        return bind(f"min({products})", f"max({products})")
+    return None
+
+
+def boxes_overlap(a: tuple, b: tuple) -> bool:
+    return all(lo1 < hi2 and lo2 < hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b))
+
+
+def box_contains(outer: tuple, inner: tuple) -> bool:
+    return all(lo1 <= lo2 and hi2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(outer, inner))
+
+
+# ---- reads and writes of one field within one launch ------------------------------------------
+
+def _parallel_var(loop) -> str | None:
+    return loop.var if isinstance(loop, ir.For) and loop.parallel else None
+
+
+def _one_element_per_iteration(loop, sites) -> bool:
+    """In parallel `loop`, the loop variable (or all the indices a flattened ndrange recovers
+    from it) sits at one index position in every site: two iterations never touch one element
+    through them."""
+    var = _parallel_var(loop)
+    if var is None:
+        return False
+    for names in ({var}, _flat_digits(loop)):
+        if names and all(_common_position(sites, name) for name in names):
+            return True
+    return False
+
+
+def _common_position(sites, name) -> bool:
+    positions = None
+    for s in sites:
+        here = {d for d, e in enumerate(s.indices) if isinstance(e, ir.Var) and e.name == name}
+        positions = here if positions is None else positions & here
+        if not positions:
+            return False
+    return True
+
+
+def _flat_digits(loop) -> set:
+    """The locals a flattened n-d loop (`for i, j in ti.ndrange(...)`, `for i, j in field`)
+    assigns first in its body, each one digit of the flat variable: I // s % m + start. When
+    their strides and moduli (constants) tile the flat range, the digits together identify the
+    iteration. -> their names, or an empty set."""
+    digits = []
+    for stmt in loop.body:
+        if not isinstance(stmt, ir.Assign):
+            break
+        digit = _digit(stmt.value, loop.var)
+        if digit is None:
+            break
+        digits.append((digit[0], digit[1], stmt.name))
+    if not digits:
+        return set()
+    digits.sort(key=lambda d: -d[0])
+    if digits[0][1] is not None or digits[-1][0] != 1:
+        return set()
+    for (stride, _, _), (next_stride, modulus, _) in zip(digits, digits[1:]):
+        if modulus is None or stride != next_stride * modulus:
+            return set()
+    return {name for _, _, name in digits}
+
+
+def _digit(expr, var):
+    """(stride, modulus or None) of `[cast](I // stride % modulus [+ start])`, or None."""
+    while isinstance(expr, ir.Op) and (expr.op == "cast" or (
+            expr.op == "add" and not any(isinstance(x, ir.Var) and x.name == var
+                                         for x in ir.walk_expr(expr.args[1])))):
+        expr = expr.args[0]
+    modulus = None
+    if isinstance(expr, ir.Op) and expr.op == "mod" and isinstance(expr.args[1], ir.Const):
+        modulus, expr = expr.args[1].value, expr.args[0]
+    stride = 1
+    if isinstance(expr, ir.Op) and expr.op == "floordiv" and isinstance(expr.args[1], ir.Const):
+        stride, expr = expr.args[1].value, expr.args[0]
+    if isinstance(expr, ir.Var) and expr.name == var and stride > 0 and (modulus or 1) > 0:
+        return stride, modulus
+    return None
+
+
+def unproven_fields(kernel: ir.Kernel, replayed: frozenset) -> dict:
+    """Fields for which the IR does not prove one launch free of in-launch hazards: a replayed
+    read followed by a write that may hit its element (Rules 1 and 2, read during accumulation),
+    or two parallel iterations touching one element in conflicting ways.
+    -> {field: (reads, writes, by_boxes)}, as lists of Sites: by_boxes says a launch whose
+    boxes of these reads and writes are disjoint is free of the hazard; otherwise (writes that
+    may collide) only an element check tells."""
+    by_field: dict = {}
+    for site in access_sites(kernel):
+        if site.field.role == "primal":
+            by_field.setdefault(site.field, []).append(site)
+    out = {}
+    for fld, sites in by_field.items():
+        writes = [s for s in sites if not isinstance(s.node, ir.Load)]
+        if not writes:
+            continue
+        if not _parallel_safe(writes):
+            out[fld] = ([], writes, False)
+        elif not _parallel_safe(sites):      # another iteration may read what one writes
+            out[fld] = ([s for s in sites if isinstance(s.node, ir.Load)], writes, True)
+        elif not _order_safe(sites, replayed):   # a replayed read, then a write
+            out[fld] = ([s for s in sites if isinstance(s.node, ir.Load)
+                         and id(s.node) in replayed], writes, True)
+    return out
+
+
+def _order_safe(sites, replayed) -> bool:
+    """Every write comes before every replayed read in program order, and no loop repeats a
+    write after such a read, except a parallel loop where each iteration has its own element."""
+    order = list(sites)
+    last_write = max(i for i, s in enumerate(order) if not isinstance(s.node, ir.Load))
+    replayed_sites = [s for s in order if isinstance(s.node, ir.Load) and id(s.node) in replayed]
+    if any(order.index(s) < last_write for s in replayed_sites):
+        return False
+    for r in replayed_sites:
+        for w in (s for s in order if not isinstance(s.node, ir.Load)):
+            for loop in set(map(id, r.loops)) & set(map(id, w.loops)):
+                enclosing = next(lp for lp in r.loops if id(lp) == loop)
+                inside = [s for s in sites if any(lp is enclosing for lp in s.loops)]
+                if not _one_element_per_iteration(enclosing, inside):
+                    return False
+    return True
+
+
+def _parallel_safe(sites) -> bool:
+    """Inside each parallel loop, the accesses to one field cannot conflict across iterations:
+    only reads, only one commutative atomic kind with no read, or each iteration its own
+    element."""
+    loops = {id(s.loops[0]): s.loops[0] for s in sites if s.loops and _parallel_var(s.loops[0])}
+    for loop in loops.values():
+        inside = [s for s in sites if s.loops and s.loops[0] is loop]
+        kinds = {type(s.node).__name__ if not isinstance(s.node, ir.AtomicOp)
+                 else "atomic_" + s.node.op for s in inside}
+        if kinds <= {"Load"} or (len(kinds) == 1 and kinds <= {"atomic_add", "atomic_sub",
+                                                                 "atomic_min", "atomic_max"}):
+            continue
+        if kinds <= {"atomic_add", "atomic_sub"}:
+            continue
+        if not _one_element_per_iteration(loop, inside):
+            return False
+    return True

@@ -1,0 +1,459 @@
+"""Fast mode's rule checker: the launch checks (tinyad/check/launches.py) plus a witness for the
+replayed reads that runs at compiled speed.
+
+The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
+forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
+function of the launch's integer arguments (core/analysis.py `box`: affine indices give their
+range, a gather its whole dimension); after each forward launch the checker copies those boxes
+(a kernel at step t that reads x[t] copies row t only), and compares them:
+  * inside a Tape, after every later launch (and Python-scope write) that may write an
+    overlapping box: the writer is known, so the report names it and the rule (1, 2, read during
+    accumulation) as interp mode would;
+  * before the launch's adjoint: anything else that changed it (a kernel outside the Tape, a
+    write before a manual .grad()) is a replay divergence, blamed on the latest possible writer.
+What happens within one launch (a read, then a store to the same element; two parallel
+iterations on one element) the boxes settle where they can; otherwise the backend runs that
+launch checked in the interpreter when the program is small (`FastBackend`), and says once
+that it stays unchecked when it is not.
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+
+import numpy as np
+
+from tinyad.check import rules
+from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts
+from tinyad.check.report import Access
+from tinyad.core import analysis, ir
+from tinyad.core.printer import format_expr
+
+ACCUMULATE = ("atomic_add", "atomic_sub")
+
+
+class Snapshot:
+    """The values a replayed load's box held right after its forward launch."""
+
+    __slots__ = ("launch", "site", "box", "values", "version", "reported")
+
+    def __init__(self, launch: Launch, site, box: tuple, values: np.ndarray, version: int):
+        self.launch, self.site, self.box, self.values = launch, site, box, values
+        self.version = version   # the field's write count when copied: unchanged, no compare
+        self.reported = False    # blamed in a report already: not reported again at the replay
+
+    @property
+    def field(self):
+        return self.site.field
+
+
+class Written:
+    """A box a kernel's store may write in a launch (with these arguments), and how (the
+    store's kind and line); or a Python-scope write (`access`; box None: the whole field)."""
+
+    __slots__ = ("site", "box", "kind", "access")
+
+    def __init__(self, site, box: tuple | None, kind: str, access=None):
+        self.site, self.box, self.kind, self.access = site, box, kind, access
+
+    def covers(self, element: tuple) -> bool:
+        return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
+
+
+class TapeLog:
+    """What the launches inside one Tape read (their snapshots) and wrote, in order. Snapshots
+    are filed by leading index too, so that a launch writing row t of a time-indexed field
+    compares only what was read of row t (not every step's reads: that would grow as T^2)."""
+
+    NARROW = 16      # a snapshot spanning at most this many leading indices is filed by row
+
+    def __init__(self):
+        self.snapshots: dict = {}     # field -> [Snapshot]
+        self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
+        self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
+        self.writes: dict = {}        # field -> [(Launch, Written)]
+
+    def add(self, snap: Snapshot) -> None:
+        fld = snap.field
+        self.snapshots.setdefault(fld, []).append(snap)
+        if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
+            rows = self.by_row.setdefault(fld, {})
+            for row in range(*snap.box[0]):
+                rows.setdefault(row, []).append(snap)
+        else:
+            self.wide.setdefault(fld, []).append(snap)
+
+    def overlapping(self, fld, box):
+        """The snapshots of `fld` a write of `box` (None: the whole field) may have changed."""
+        if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
+            candidates = self.snapshots.get(fld, ())
+        else:
+            rows = self.by_row.get(fld, {})
+            seen, candidates = set(), list(self.wide.get(fld, ()))
+            for row in range(*box[0]):
+                for snap in rows.get(row, ()):
+                    if id(snap) not in seen:
+                        seen.add(id(snap))
+                        candidates.append(snap)
+        return [s for s in candidates if box is None or analysis.boxes_overlap(box, s.box)]
+
+
+class KernelRegions:
+    """A kernel's replayed loads and primal writes as Sites, and their boxes per launch."""
+
+    def __init__(self, traced):
+        kernel = traced.ir
+        replayed = kernel_facts(traced).replayed
+        sites = analysis.access_sites(kernel)
+        self.args = analysis.fixed_int_args(kernel)
+        self.names = [a.name for a in kernel.args]
+        self.loads = _distinct([s for s in sites
+                                if isinstance(s.node, ir.Load) and s.field.role == "primal"])
+        self.reads = _distinct([s for s in sites
+                                if isinstance(s.node, ir.Load) and id(s.node) in replayed])
+        self.writes = _distinct([s for s in sites if not isinstance(s.node, ir.Load)
+                                 and s.field.role == "primal"], by_kind=True)
+        self.grad_stores = [s for s in sites
+                            if isinstance(s.node, ir.Store) and s.field.role == "grad"]
+        self.unproven = analysis.unproven_fields(kernel, replayed)
+        self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
+        self._cache: dict = {}
+        self._functions: dict = {}     # id(site) -> its box function
+
+    def arg_values(self, scalars: tuple) -> tuple:
+        """The integer arguments the boxes depend on, in `box_function`'s order."""
+        named = dict(zip(self.names, scalars))
+        return tuple(int(named[n]) for n in self.args)
+
+    def box(self, site, values: tuple):
+        function = self._functions.get(id(site))
+        if function is None:
+            function = self._functions[id(site)] = analysis.box_function(
+                site, site.field.shape, self.args)
+        return function(*values)
+
+    def boxes(self, scalars: tuple):
+        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards) for one
+        launch: boxes as [(site, box)], replayed reads of one field that another's box
+        contains left out (one copy covers them); hazards, the fields on which this launch may
+        break a rule within itself that only an element-by-element check can clear."""
+        values = self.arg_values(scalars)
+        found = self._cache.get(values)
+        if found is None:
+            memo: dict = {}
+
+            def box_of(site):
+                if id(site) not in memo:
+                    memo[id(site)] = self.box(site, values)
+                return memo[id(site)]
+
+            def boxed(sites):
+                return [(s, b) for s in sites if (b := box_of(s)) is not None]
+            hazards = []
+            for fld, (reads, writes, by_boxes) in self.unproven.items():
+                if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
+                                       for _, w in boxed(writes)):
+                    hazards.append(fld)
+            writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
+                              else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
+            found = (_without_contained(boxed(self.reads)), writes, boxed(self.loads), hazards)
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[values] = found
+        return found
+
+
+def _distinct(sites, by_kind=False):
+    """One site per field, element index (a vector's components share a box) and loops: the
+    first in program order."""
+    seen, out = set(), []
+    for s in sites:
+        key = (id(s.field), tuple(format_expr(e) for e in s.indices[:len(s.field.shape)]),
+               tuple(map(id, s.loops)),
+               (type(s.node), getattr(s.node, "op", None)) if by_kind else None)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def _without_contained(pairs):
+    kept = []
+    for site, box in pairs:
+        if any(s.field is site.field and analysis.box_contains(b, box)
+                              for s, b in kept):
+            continue
+        kept = [(s, b) for s, b in kept
+                if not (s.field is site.field and analysis.box_contains(box, b))]
+        kept.append((site, box))
+    return kept
+
+
+def regions_of(traced) -> KernelRegions:
+    found = getattr(traced, "replay_regions", None)
+    if found is None:
+        found = traced.replay_regions = KernelRegions(traced)
+    return found
+
+
+def _slices(box: tuple) -> tuple:
+    return tuple(slice(lo, hi) for lo, hi in box)
+
+
+def _first_difference(before: np.ndarray, now: np.ndarray):
+    """The first element (relative to the box) where `now` differs from `before`, or None.
+    NaN equals NaN here, and float values within rounding of each other (128 ulps of the
+    box's largest value) are equal: a step recomputed in the backward pass (DiffTaichi's
+    checkpointing) sums its parallel atomics in another order, and that is not a change."""
+    if before.shape == now.shape and (before.tobytes() == now.tobytes() or np.array_equal(
+            before, now, equal_nan=before.dtype.kind == "f")):
+        return None
+    if before.dtype.kind == "f":
+        tolerance = 128 * np.finfo(before.dtype).eps
+        scale = float(np.nanmax(np.abs(before), initial=0.0))
+        differs = ~np.isclose(now, before, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
+    else:
+        differs = before != now
+    where = np.argwhere(differs)
+    if where.shape[0] == 0:
+        return None
+    return tuple(int(i) for i in where[0])
+
+
+def _value(array, index):
+    """One element's value (a list for a vector or matrix element)."""
+    value = array[tuple(index)]
+    return value.item() if np.ndim(value) == 0 else value.tolist()
+
+
+class FastChecker(LaunchChecker):
+    """The launch checks' memory plus the snapshots of replayed reads (one per ti.init)."""
+
+    # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
+    MEMORY_BUDGET = 1 << 30
+
+    def __init__(self, mode: str, host):
+        super().__init__(mode)
+        self.host = host                 # field -> its host array, current (the storage's)
+        self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
+        self.kept: deque = deque()       # launches holding copies, oldest first
+        self.kept_bytes = 0
+        self.dropped_noted = False
+        # Every write of a primal field (a launch that may store into it, a Python write) gives
+        # it a new version; a copy made at the current version is the field's value still, so
+        # it is shared instead of copied again, and needs no compare.
+        self.versions: dict = {}         # field -> version
+        self.next_version = iter(range(1, 1 << 62)).__next__
+        self.copies: dict = {}           # (field, box) -> (version, values)
+
+    def wrote(self, fields) -> None:
+        for fld in fields:
+            self.versions[fld] = self.next_version()
+
+    def _copy(self, fld, box) -> tuple:
+        version = self.versions.get(fld, 0)
+        held = self.copies.get((fld, box))
+        if held is not None and held[0] == version:
+            return held
+        if len(self.copies) > 4096:
+            self.copies.clear()
+        held = self.copies[(fld, box)] = (version, self.host(fld)[_slices(box)].copy())
+        return held
+
+    def tape_scope(self):
+        return TapeLog()
+
+    # ---- a forward launch ----------------------------------------------------------------------
+    def after_forward(self, launch: Launch, traced, scalars) -> None:
+        """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
+        may have written against what earlier taped launches will replay."""
+        regions = regions_of(traced)
+        reads, writes, loads, _ = regions.boxes(scalars)
+        self.wrote(regions.written_fields)
+        for site, box in reads:
+            version, values = self._copy(site.field, box)
+            launch.snapshots.append(Snapshot(launch, site, box, values, version))
+            self.kept_bytes += values.nbytes
+        if launch.snapshots:
+            self.kept.append(launch)
+            self._keep_within_budget()
+        launch.writes = writes           # shared by the launches with these arguments
+        launch.row_source = (loads, writes, _rows)
+        tape = self.tape
+        if tape is None:
+            return
+        for written in launch.writes:
+            self._check_taped_reads(written.site.field, written.box, launch)
+        for written in launch.writes:
+            tape.writes.setdefault(written.site.field, []).append((launch, written))
+        for snap in launch.snapshots:
+            tape.add(snap)
+
+    def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
+        for snap in self.tape.overlapping(fld, box):
+            if snap.reported or snap.launch is writer:
+                continue
+            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+            if relative is None:
+                continue
+            snap.reported = True
+            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+            read = self._read_access(snap, relative)
+            now = _value(self.host(fld), element)
+            if writer is None:       # a Python-scope write inside the Tape
+                access.value = now
+                self.report(rules.python_overwrite(field=fld.name, element=element, read=read,
+                                                   write=access))
+                continue
+            self.report(self._overwrite_error(fld, element, read, writer, now))
+
+    def _read_access(self, snap: Snapshot, relative: tuple) -> Access:
+        launch = snap.launch
+        return Access("read", snap.site.node.loc, launch.kernel, launch.number, None,
+                      _value(snap.values, relative[:len(snap.box)]), launch.time)
+
+    def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
+        """Which rule a later launch's write of a replayed element breaks (as interp says)."""
+        mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
+        write_of = mine[0] if mine else Written(None, None, "store")
+        write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
+                       writer.kernel, writer.number, None, now, writer.time)
+        earlier = [(launch, w) for launch, w in self.tape.writes.get(fld, ())
+                   if launch.time <= read.time and w.covers(element)]
+        accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
+        if write.kind in ACCUMULATE and accumulated:
+            return rules.read_during_accumulation(field=fld.name, element=element, read=read,
+                                                  write=write,
+                                                  first_accumulation=_access(*accumulated[0]))
+        if earlier and write.kind not in ACCUMULATE:
+            return rules.second_write(field=fld.name, element=element, read=read, write=write,
+                                      first_write=_access(*earlier[0]))
+        return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
+
+    # ---- Python scope ----------------------------------------------------------------------------
+    def python_write(self, fld, index) -> Access:
+        access = super().python_write(fld, index)
+        if fld.role != "primal":
+            return access
+        self.wrote((fld,))
+        box = None if index is None else tuple((i, i + 1) for i in index)
+        log = self.python_writes.setdefault(fld, [])
+        log.append(Written(None, box, "python write", access))
+        del log[:-64]
+        if self.tape is not None:
+            self._check_taped_reads(fld, box, None, access)
+        return access
+
+    # ---- before an adjoint ---------------------------------------------------------------------
+    def _keep_within_budget(self) -> None:
+        """Launches leave the history after 512 more; before that, if their copies pass the
+        budget (a kernel gathering from a huge field), the oldest are let go, and said so."""
+        first_kept = self.history[0].number if self.history else 0
+        while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
+                             or self.kept[0].number < first_kept):
+            oldest = self.kept.popleft()
+            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots)
+            if oldest.number >= first_kept and not self.dropped_noted:
+                self.dropped_noted = True
+                print(f"[tinyad] fast mode: the copies of what adjoints replay passed "
+                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
+                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
+                      "replays go unchecked", file=sys.stderr)
+            oldest.snapshots = []
+
+    def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
+        """Every box the adjoint replays must still hold what the forward launch left there."""
+        if launch is None:
+            return
+        for snap in launch.snapshots:
+            fld = snap.field
+            if snap.reported or self.versions.get(fld, 0) == snap.version:
+                continue
+            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+            if relative is None:
+                continue
+            snap.reported = True
+            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+            now = _value(self.host(fld), element)
+            self.report(rules.replay_divergence(
+                kernel=kernel_name, field=fld.name, element=element,
+                read=self._read_access(snap, relative), now=now,
+                last_writer=self._last_writer(fld, element, launch.time)))
+
+    def _last_writer(self, fld, element, since: int) -> Access | None:
+        """The latest launch after `since` whose facts say it may write `element`, or the latest
+        Python-scope write of it, whichever came last."""
+        best = None
+        for w in reversed(self.python_writes.get(fld, ())):
+            if w.access.time > since and w.covers(element):
+                best = w.access
+                break
+        for later in reversed(self.history):
+            if later.time <= since or (best is not None and later.time < best.time):
+                break
+            mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
+            if mine:
+                return _access(later, mine[0])
+        return best
+
+    def boxes_written_since(self, fld, time: int):
+        if not self.history or self.history[0].time > time:
+            return None      # launches since then have left the history: unknown
+        boxes = set()
+        for w in self.python_writes.get(fld, ()):
+            if w.access.time > time:
+                if w.box is None:
+                    return None
+                boxes.add(w.box)
+        for later in reversed(self.history):
+            if later.time <= time:
+                break
+            for w in later.writes:
+                if w.site.field is fld:
+                    boxes.add(w.box)
+        return sorted(boxes)
+
+    # ---- a custom gradient (grad_for) that assigns -----------------------------------------------
+    def before_custom_grad(self, traced, scalars):
+        """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""
+        if not self.in_custom_grad:
+            return None
+        regions = regions_of(traced)
+        values = regions.arg_values(scalars)
+        saved = []
+        for site in regions.grad_stores:
+            box = regions.box(site, values)
+            if box is not None:
+                saved.append((site, box, self.host(site.field)[_slices(box)].copy()))
+        return saved
+
+    def after_custom_grad(self, saved, launch: Launch) -> None:
+        """A store that replaced a nonzero gradient discards what earlier adjoints added."""
+        for site, box, before in saved or ():
+            now = self.host(site.field)[_slices(box)]
+            differs = (before != 0) & (before != now)
+            if not np.any(differs):
+                continue
+            relative = tuple(int(i) for i in np.argwhere(differs)[0])
+            element = tuple(lo + i for i, (lo, _) in zip(relative, box))
+            write = Access("store", site.node.loc, launch.kernel, launch.number, None,
+                           _value(now, relative[:len(box)]), launch.time)
+            self.report(rules.custom_gradient_assigns(
+                field=site.field.name, element=element, write=write,
+                discarded=_value(before, relative[:len(box)])))
+            return
+
+
+def _access(launch: Launch, written: Written) -> Access:
+    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number, None, None,
+                  launch.time)
+
+
+def _rows(loads, writes) -> tuple:
+    """(rows read, rows written) per field, for the order check (check/launches.py)."""
+    read, wrote = {}, {}
+    for site, box in loads:
+        read.setdefault(site.field, RowSpans()).add(box)
+    for w in writes:
+        wrote.setdefault(w.site.field, RowSpans()).add(w.box)
+    return read, wrote

@@ -1,0 +1,168 @@
+"""How fast mode checks the rules (compile/replaycheck.py): the boxes each access may touch, the
+copies of what adjoints replay, and the in-launch hazards the IR settles or leaves to the
+interpreter. test_rules.py runs every rule in both modes; these pin down the machinery."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+from tinyad.compile import backend as fast_backend
+from tinyad.compile.replaycheck import regions_of
+from tinyad.runtime import runtime
+
+
+@pytest.fixture
+def fast():
+    ti.init(mode="fast", default_fp=ti.f64)
+    return runtime.backend
+
+
+def no_interpreter(*_):
+    raise AssertionError("the interpreter was asked to check a launch the IR settles")
+
+
+def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
+    steps, n = 50, 16
+    x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.random.default_rng(0).random((steps + 1, n)))
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(n):
+            x[t + 1, i] = ti.sin(x[t, i]) * x[t, i]
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[steps, i] ** 2
+
+    fast.element_checker = no_interpreter
+    with ti.ad.Tape(loss):
+        for t in range(steps):
+            step(t)
+        total()
+    launches = [launch for launch in fast.checker.history if launch.kernel == "step"]
+    assert len(launches) == steps
+    for t, launch in enumerate(launches):
+        assert [s.box for s in launch.snapshots] == [((t, t + 1), (0, n))]
+        assert launch.snapshots[0].values.shape == (1, n)     # one row, not the field
+
+
+def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast):
+    x = ti.field(ti.f64, shape=(3, 4), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(12.0).reshape(3, 4))
+
+    @ti.kernel
+    def use(t: ti.i32):
+        for i in range(4):
+            loss[None] += x[t, i] ** 2
+
+    @ti.kernel
+    def scale_row(t: ti.i32):
+        for i in range(4):
+            x[t, i] = x[t, i] * 2
+
+    fast.element_checker = no_interpreter
+    with ti.ad.Tape(loss):
+        use(1)
+        scale_row(2)          # another row: nothing the adjoint of use(1) replays
+    assert np.allclose(x.grad.to_numpy()[1], 2 * x.to_numpy()[1])
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss):
+            use(1)
+            scale_row(1)
+    report = info.value.report
+    assert report.element_text == "x[1, 0]"          # the first element the adjoint replays
+    assert (report.read.kernel, report.write.kernel) == ("use", "scale_row")
+    assert (report.read.value, report.write.value) == (4.0, 8.0)
+    assert report.read.loc.text.strip() == "loss[None] += x[t, i] ** 2"
+    assert report.write.loc.text.strip() == "x[t, i] = x[t, i] * 2"
+
+
+def test_rounding_is_no_change_but_a_real_change_is(fast):
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]))
+
+    @ti.kernel
+    def cube():
+        for i in x:
+            loss[None] += x[i] ** 3
+
+    cube()
+    x[1] = np.nextafter(2.0, 3.0)            # one ulp: what a recomputed parallel sum may do
+    loss.grad[None] = 1
+    cube.grad()
+    x[1] = 2.001
+    ti.ad.clear_all_gradients()
+    cube()
+    x[1] = 2.5
+    loss.grad[None] = 1
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        cube.grad()
+    assert (info.value.report.read.value, info.value.report.write.value) == (2.001, 2.5)
+    assert info.value.report.write.loc.text.strip() == "x[1] = 2.5"
+
+
+def test_in_launch_hazards_the_ir_settles(fast):
+    n = 6
+    p = ti.field(ti.f64, shape=(4, n, n), needs_grad=True)
+    y = ti.field(ti.f64, shape=n, needs_grad=True)
+    f = ti.field(ti.f64, shape=n + 1, needs_grad=True)
+
+    @ti.kernel
+    def stencil(t: ti.i32):        # reads rows t, t - 1 and writes row t + 1: disjoint boxes
+        for i, j in ti.ndrange((1, n - 1), (1, n - 1)):
+            p[t + 1, i, j] = p[t, i + 1, j] * p[t, i - 1, j] - p[t - 1, i, j]
+
+    @ti.kernel
+    def store_then_read():         # each iteration its own element, the store first
+        for i in y:
+            y[i] = ti.sin(y[i] + 1.0)
+            y[i] = y[i] * y[i]
+
+    @ti.kernel
+    def recurrence():              # reads f[i], writes f[i + 1]: another iteration's element
+        for i in range(n):
+            f[i + 1] = f[i] * f[i]
+
+    assert regions_of(stencil.ir_for({})).boxes((1,))[3] == []
+    assert regions_of(stencil.ir_for({})).boxes((1,))[1][0].box == ((2, 3), (1, n - 1), (1, n - 1))
+    assert list(regions_of(store_then_read.ir_for({})).unproven) == [y]   # a read, then a store
+    assert regions_of(recurrence.ir_for({})).boxes(())[3] == [f]
+
+
+def test_a_hazard_too_large_for_the_interpreter_is_named_unchecked(fast, capsys, monkeypatch):
+    monkeypatch.setattr(fast_backend, "INTERPRETER_CHECK_LIMIT", 4)
+    f = ti.field(ti.f64, shape=9, needs_grad=True)
+    th = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def recurrence():
+        for i in range(8):
+            f[i + 1] = f[i] * 0.5 + th[None]
+
+    with ti.ad.Tape(loss):
+        recurrence()
+    err = capsys.readouterr().err
+    assert "recurrence may read and write f in one launch" in err and "unchecked" in err
+
+
+def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, monkeypatch):
+    monkeypatch.setattr(type(fast.checker), "MEMORY_BUDGET", 3 * 8 * 100)
+    x = ti.field(ti.f64, shape=100, needs_grad=True)
+    idx = ti.field(ti.i32, shape=100)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def gather():
+        for i in x:
+            loss[None] += x[idx[i]] ** 2     # a gather: the whole of x is copied
+
+    for _ in range(5):
+        gather()
+    kept = [launch for launch in fast.checker.history if launch.snapshots]
+    assert len(kept) == 2 and fast.checker.kept_bytes <= 3 * 8 * 100
+    assert "dropped, so their replays go unchecked" in capsys.readouterr().err

@@ -1,0 +1,455 @@
+"""The launch-level rule checks, shared by every backend that checks (interp and fast mode).
+
+They need only facts about each kernel, taken from its IR (which fields it writes and reads,
+which loads its adjoint replays, which fields each store depends on), and fields' values (read
+through the duck-typed `field.data`), never a per-element log. Per launch:
+  * kernel.grad() with no output adjoint seeded, or on a kernel that writes no gradient field;
+  * adjoints run out of order (a later launch read this launch's output and is not yet undone);
+  * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
+  * a manual sweep adding to a gradient taken at another value of its parameter;
+  * a field without needs_grad on the derivative path inside a Tape;
+  * a field without needs_dual on the tangent path of a forward-mode launch;
+  * a field value carried into a kernel's scalar argument inside a Tape;
+  * a kernel before the Tape deriving a field the taped kernels read (a warning).
+`LaunchChecker` holds what these remember across launches; a backend's checker extends it with
+its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
+"""
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinyad.check import rules
+from tinyad.check.render import print_report
+from tinyad.check.report import Access, Report
+from tinyad.core import analysis, ir
+from tinyad.core.errors import TinyadError
+from tinyad.core.srcloc import user_loc
+
+
+@dataclass
+class Launch:
+    """One forward launch of a kernel, as far as its adjoint needs to know."""
+    number: int
+    kernel: str
+    compiled: object
+    scalars: tuple
+    time: int
+    reads: dict = field(default_factory=dict)     # interp: (id(load), index) -> Access replayed
+    snapshots: list = field(default_factory=list) # fast mode: values of the regions replayed
+    writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
+    problems: list = field(default_factory=list)  # violations to raise if it is differentiated
+    adjoint_runs: int = 0
+    # The leading index of every element read / written, per field: enough to tell the
+    # time steps of a time-indexed field apart (the order check), and small.
+    read_rows: dict = field(default_factory=dict)
+    wrote_rows: dict = field(default_factory=dict)
+    # Fast mode: (loads, writes, f) where f(loads, writes) -> (read_rows, wrote_rows), made
+    # only when the order check asks (most launches are never asked).
+    row_source: tuple | None = None
+    # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
+    # stands for the earlier launch it repeats: one adjoint undoes both.
+    repeats: "Launch | None" = None
+
+    @property
+    def origin(self) -> "Launch":
+        return self.repeats.origin if self.repeats is not None else self
+
+
+class RowSpans:
+    """The leading indices a launch may have read or written of one field, as spans (fast mode
+    knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
+
+    def __init__(self):
+        self.spans: set = set()
+
+    def add(self, box: tuple) -> None:
+        self.spans.add(box[0] if box else (0, 1))
+
+    def __and__(self, other) -> bool:
+        if not isinstance(other, RowSpans):
+            return False
+        return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in self.spans for lo2, hi2 in other.spans)
+
+
+@dataclass
+class Problem:
+    """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
+    lines, and every element it was seen on (the next iterations, the next launches)."""
+    report: Report
+    elements: set = field(default_factory=set)
+
+
+class LaunchChecker:
+    """What the launch checks remember across launches (one per ti.init); a backend's checker
+    subclasses it."""
+
+    def __init__(self, mode: str):
+        self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
+        self.tick = itertools.count(1).__next__   # a global order of events
+        self.launches = 0
+        self.history: deque = deque(maxlen=512)
+        self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
+        self.tape = None               # while a Tape records: the backend's scope of it
+        self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
+        self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
+        self.in_custom_grad = 0
+        self.problems: dict = {}       # warn mode: report signature -> Problem
+        self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
+        self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+        self.last_adjoint_at = 0              # time the latest adjoint launch ran
+        # A gradient mixed across parameter values: each primal field's latest change, and
+        # for each gradient, its primal's values (and when) when an adjoint last added to it.
+        self.primal_changed: dict = {}        # primal field -> Access of its latest write
+        self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
+        # Computed before the Tape: fields a kernel outside any Tape derived from a field that
+        # needs a gradient, and (inside the Tape) the fields taped kernels have written.
+        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
+        self.written_in_tape: set = set()
+        self.warned_in_tape: set = set()
+
+    def report(self, error) -> None:
+        """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
+        mode a violation at the same lines as an earlier one (the next iteration, the next
+        launch) is counted with that problem but not shown again."""
+        if self.mode != "warn":
+            raise error
+        r = error.report
+        signature = (r.rule, r.kernel, r.read.loc if r.read else None,
+                     r.write.loc if r.write else None)
+        problem = self.problems.get(signature)
+        if problem is None:
+            problem = self.problems[signature] = Problem(r)
+            print_report(r)
+        problem.elements.add(r.element_text)
+
+    def new_launch(self, kernel, compiled, scalars) -> Launch:
+        self.launches += 1
+        launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
+        earlier = self.find_launch(compiled, scalars)
+        if (earlier is not None and not earlier.adjoint_runs
+                and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
+            launch.repeats = earlier
+        if len(self.history) == self.history.maxlen:
+            oldest = self.history[0]
+            if self.latest.get((oldest.compiled, oldest.scalars)) is oldest:
+                del self.latest[(oldest.compiled, oldest.scalars)]
+        self.history.append(launch)
+        self.latest[(compiled, scalars)] = launch
+        return launch
+
+    def adjoint_ran(self, launch: Launch | None):
+        self.last_adjoint_at = self.tick()
+        while launch is not None:
+            launch.adjoint_runs += 1
+            launch = launch.repeats
+
+    def tape_scope(self):
+        """What a backend remembers about one Tape (its subclass says)."""
+        return True
+
+    def begin_tape(self):
+        self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
+        self.written_in_tape, self.warned_in_tape = set(), set()
+
+    def end_tape(self):
+        self.tape, self.taint, self.python_reads = None, {}, {}
+
+    def find_launch(self, compiled, scalars) -> Launch | None:
+        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
+        try:
+            return self.latest.get((compiled, scalars))
+        except TypeError:    # an unhashable argument: look through the history
+            for launch in reversed(self.history):
+                if launch.compiled is compiled and launch.scalars == scalars:
+                    return launch
+            return None
+
+    def grad_accumulated(self, grad_field):
+        self.grad_accumulated_at[grad_field] = self.tick()
+
+    def boxes_written_since(self, fld, time: int):
+        """The boxes of `fld` that may have been written after `time`, or None: unknown (the
+        whole field may have changed). A backend that knows its launches' boxes says more."""
+        return None
+
+    def python_read(self, fld, index, value):
+        if self.tape is not None and fld.grad is not None:
+            self.python_reads[float(value)] = (fld, index, user_loc())
+
+    def python_write(self, fld, index) -> Access:
+        """A Python-scope write to one element (index) or to the whole field (index None);
+        -> the Access it is (a backend's checker adds its own checks)."""
+        access = Access("python write", user_loc(), None, None, None, None, self.tick())
+        if fld.role == "grad":
+            self.grad_cleared_at[fld] = access.time
+        elif fld.role == "primal":
+            self.primal_changed[fld] = access
+            self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+        return access
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    written: tuple          # primal fields stored or accumulated into
+    loaded: tuple           # primal fields loaded
+    replayed: frozenset     # id() of the loads the adjoint kernel replays
+    dependencies: tuple     # (target field, source fields, store loc) per store
+    first_store: dict       # field -> loc of its first store
+    first_load: dict        # field -> loc of its first load
+    adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
+
+
+def kernel_facts(compiled) -> KernelFacts:
+    facts = getattr(compiled, "facts", None)
+    if facts is None:
+        facts = compiled.facts = _analyse(compiled)
+    return facts
+
+
+def _analyse(compiled) -> KernelFacts:
+    body = compiled.ir.body
+    written, loaded, first_store, first_load = {}, {}, {}, {}
+    for stmt in ir.walk_stmts(body):
+        if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
+            written.setdefault(id(stmt.field), stmt.field)
+            first_store.setdefault(stmt.field, stmt.loc)
+        for expr in ir.stmt_exprs(stmt):
+            for sub in ir.walk_expr(expr):
+                if isinstance(sub, ir.Load) and sub.field.role == "primal":
+                    loaded.setdefault(id(sub.field), sub.field)
+                    first_load.setdefault(sub.field, sub.loc)
+    try:
+        adjoint = compiled.adjoint_ir()
+        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
+        targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
+                   if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
+    except TinyadError:   # not differentiable: reported if its .grad() is ever called
+        replayed, targets = frozenset(), {}
+    return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
+                       _dependencies(body), first_store, first_load, tuple(targets.values()))
+
+
+def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
+    checker.adjoint_ran(launch)
+    for grad in kernel_facts(compiled).adjoint_targets:
+        checker.grad_accumulated(grad)
+        _remember_gradient_point(checker, grad)
+
+
+def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
+    """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
+    new copy only when the primal changed since the last one)."""
+    held = checker.grad_point.get(grad)
+    changed = checker.primal_changed.get(grad.primal)
+    if held is not None and (changed is None or changed.time < held[2]):
+        return
+    sweep = Access("gradient taken", user_loc())
+    checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
+
+
+def _dependencies(body) -> tuple:
+    """For each store: the float fields its value depends on (through locals, flow-insensitive)."""
+    local_sources: dict[str, set] = {}
+
+    def sources(expr) -> set:
+        out = set()
+        for sub in ir.walk_expr(expr):
+            if isinstance(sub, ir.Load) and sub.field.dtype.is_float:
+                out.add(sub.field)
+            elif isinstance(sub, ir.Var):
+                out |= local_sources.get(sub.name, set())
+        return out
+    changed = True
+    while changed:   # locals can feed each other around loops: iterate to a fixed point
+        changed = False
+        for stmt in ir.walk_stmts(body):
+            if isinstance(stmt, ir.Assign):
+                found = sources(stmt.value)
+                if not found <= local_sources.setdefault(stmt.name, set()):
+                    local_sources[stmt.name] |= found
+                    changed = True
+    return tuple((s.field, frozenset(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
+                 if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
+
+
+# ---- before a forward launch ----------------------------------------------------------------
+
+def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars) -> None:
+    facts = kernel_facts(compiled)
+    for fld in facts.written:
+        checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
+                                             time=checker.tick())
+    if checker.tape is None:
+        _remember_derivations(checker, facts, kernel_name)
+        return
+    _check_computed_before_tape(checker, facts, kernel_name)
+    for name, value in zip(arg_names, scalars):
+        source = checker.python_reads.get(_key(value))
+        if source is not None:
+            fld, index, loc = source
+            checker.report(rules.value_passed_around_tape(
+                kernel=kernel_name, argument=name, field=fld.name, element=index,
+                read=Access("read", loc, None, None, None, value)))
+    facts = kernel_facts(compiled)
+    for target, sources, loc in facts.dependencies:
+        differentiable = {s for s in sources if s.grad is not None or s in checker.taint}
+        if not differentiable:
+            continue
+        if target.grad is None:
+            checker.taint.setdefault(target, loc)
+            continue
+        for source in differentiable:
+            if source.grad is None:
+                checker.report(rules.missing_gradient_on_path(
+                    kernel=kernel_name, field=source.name, read_loc=loc,
+                    written_at=checker.taint[source]))
+                return
+
+
+def _remember_derivations(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
+    """Outside a Tape: which fields this kernel computes from a field that needs a gradient."""
+    for target, sources, loc in facts.dependencies:
+        differentiable = [s for s in sources if s is not target and s.grad is not None]
+        if differentiable:
+            checker.derived_outside_tape[target] = (kernel_name, loc, differentiable[0])
+        else:
+            checker.derived_outside_tape.pop(target, None)
+
+
+def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
+    """Inside a Tape: a taped kernel reads a field computed from a parameter before the Tape
+    (a warning: the gradient stops at that field, which may be meant)."""
+    for fld in facts.loaded:
+        derived = checker.derived_outside_tape.get(fld)
+        if (derived is None or fld in checker.written_in_tape or fld in checker.warned_in_tape
+                or fld.grad is None):
+            continue
+        checker.warned_in_tape.add(fld)
+        kernel, loc, source = derived
+        print_report(rules.computed_before_tape(
+            field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
+            taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
+    checker.written_in_tape.update(facts.written)
+
+
+def _key(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---- before a tangent (forward-mode) launch ---------------------------------------------------
+
+def before_tangent(checker: LaunchChecker, compiled, kernel_name, dropped=None) -> None:
+    """A tangent launch (forward mode), or with `dropped` given, the tangent of an adjoint
+    (forward over reverse), which writes no primal value."""
+    if dropped is None:
+        facts = kernel_facts(compiled)
+        for fld in facts.written:        # a tangent launch computes the values too
+            checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
+                                                 time=checker.tick())
+    for fld, loc in compiled.dropped_tangents if dropped is None else dropped:
+        checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
+                                                  store_loc=loc))
+
+
+# ---- before an adjoint launch ----------------------------------------------------------------
+
+def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual: bool) -> None:
+    if launch is not None:
+        for problem in launch.problems:
+            checker.report(problem)
+        launch.problems.clear()
+    if not manual:
+        return
+    facts = kernel_facts(compiled)
+    _check_gradient_point(checker, facts, kernel_name)
+    if launch is not None:   # the specific diagnoses first: they explain an unseeded output too
+        _check_order(checker, launch, facts, kernel_name)
+        _check_rounds(checker, launch, facts, kernel_name)
+    outputs = [f for f in facts.written if f.grad is not None]
+    if not outputs:
+        checker.report(rules.no_output_gradient(kernel=kernel_name))
+        return
+    if not any(f.grad.data.any() for f in outputs):
+        checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+                                      first_store=facts.first_store[outputs[0]]))
+
+
+def _check_gradient_point(checker, facts, kernel_name):
+    """A manual sweep that adds to a gradient still holding the gradient at other values of its
+    parameter (changed since, by Python or a kernel, and not cleared)."""
+    for grad in facts.adjoint_targets:
+        held = checker.grad_point.get(grad)
+        if held is None or checker.grad_cleared_at.get(grad, 0) > held[2]:
+            continue
+        values, sweep, taken = held
+        primal = grad.primal
+        changed = checker.primal_changed.get(primal)
+        if changed is None or changed.time < taken:
+            continue      # nothing wrote the parameter since: no need to compare its values
+        if _unchanged(checker, primal, values, taken) or not grad.data.any():
+            continue
+        checker.report(rules.gradient_at_two_points(
+            kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
+            change=checker.primal_changed.get(primal), call_loc=user_loc()))
+        return
+
+
+def _unchanged(checker, primal, values, since) -> bool:
+    """Does `primal` hold `values` still? Only the boxes written since need comparing, where
+    the backend knows them (fast mode); otherwise the whole field."""
+    boxes = checker.boxes_written_since(primal, since)
+    data = primal.data
+    if boxes is None:
+        return np.array_equal(data, values, equal_nan=True)
+    for box in boxes:
+        part = tuple(slice(lo, hi) for lo, hi in box)
+        if not np.array_equal(data[part], values[part], equal_nan=True):
+            return False
+    return True
+
+
+def _rows(launch):
+    """(rows read, rows written) per field."""
+    if launch.row_source is not None:
+        loads, writes, make = launch.row_source
+        launch.read_rows, launch.wrote_rows = make(loads, writes)
+        launch.row_source = None
+    return launch.read_rows, launch.wrote_rows
+
+
+def _check_order(checker, launch, facts, kernel_name):
+    produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
+    for later in checker.history:
+        if later.time <= launch.time or later.adjoint_runs:
+            continue
+        later_facts = kernel_facts(later.compiled)
+        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
+        if not shared:
+            continue
+        seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
+        if seeded:
+            checker.report(rules.adjoints_out_of_order(
+                kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
+                later_launch=later.number, field=shared[0].name))
+            return
+
+
+def _check_rounds(checker, launch, facts, kernel_name):
+    for fld in facts.loaded:
+        grad = fld.grad
+        if grad is None:
+            continue
+        accumulated = checker.grad_accumulated_at.get(grad)
+        cleared = checker.grad_cleared_at.get(grad, 0)
+        if (accumulated is not None and cleared < accumulated < launch.origin.time
+                and grad.data.any()):
+            print_report(rules.gradient_accumulates_across_rounds(
+                kernel=kernel_name, gradient=grad.name, call_loc=user_loc()))
+            checker.grad_cleared_at[grad] = checker.tick()   # say it once per round
