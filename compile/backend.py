@@ -16,10 +16,9 @@ small enough.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
-from tinyad.backend import NO_CHECKS, Backend, CheckHooks
+from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
 from tinyad.compile.replaycheck import FastChecker, regions_of
@@ -28,36 +27,6 @@ from tinyad.core import ir
 # An in-launch hazard the IR cannot settle is checked in the interpreter only when the fields
 # the kernel touches hold at most this many elements (the interpreter runs ~1 us per access).
 INTERPRETER_CHECK_LIMIT = 20_000
-
-
-class FastCheckerHooks(CheckHooks):
-    """The Tape's and Python scope's events, passed to this ti.init's checker."""
-
-    def __init__(self, checker: FastChecker):
-        self.checker = checker
-
-    def begin_tape(self):
-        self.checker.begin_tape()
-
-    def end_tape(self):
-        self.checker.end_tape()
-
-    @contextlib.contextmanager
-    def custom_gradient(self):
-        self.checker.in_custom_grad += 1
-        try:
-            yield
-        finally:
-            self.checker.in_custom_grad -= 1
-
-    def python_read(self, field, index, value):
-        self.checker.python_read(field, index, value)
-
-    def python_write(self, field, index):
-        self.checker.python_write(field, index)
-
-    def problems(self):
-        return list(self.checker.problems.values())
 
 
 class FastBackend(Backend):
@@ -76,7 +45,7 @@ class FastBackend(Backend):
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
         self.checker = (FastChecker(config.check, self.storage.to_host)
                         if config.check != "off" else None)
-        self.checks = FastCheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
+        self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
         # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None

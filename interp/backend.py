@@ -7,45 +7,14 @@ after each launch. Fields stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 
-from tinyad.backend import NO_CHECKS, Backend, CheckHooks
+from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import launches as launchchecks
 from tinyad.core import ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
-
-
-class CheckerHooks(CheckHooks):
-    """The Tape's and Python scope's events, passed to this ti.init's checker."""
-
-    def __init__(self, checker: Checker):
-        self.checker = checker
-
-    def begin_tape(self):
-        self.checker.begin_tape()
-
-    def end_tape(self):
-        self.checker.end_tape()
-
-    @contextlib.contextmanager
-    def custom_gradient(self):
-        self.checker.in_custom_grad += 1
-        try:
-            yield
-        finally:
-            self.checker.in_custom_grad -= 1
-
-    def python_read(self, field, index, value):
-        self.checker.python_read(field, index, value)
-
-    def python_write(self, field, index):
-        self.checker.python_write(field, index, None)
-
-    def problems(self):
-        return list(self.checker.problems.values())
 
 
 class InterpBackend(Backend):

@@ -103,6 +103,37 @@ class CheckHooks:
 NO_CHECKS = CheckHooks()
 
 
+class CheckerHooks(CheckHooks):
+    """Hooks that pass every event to a rule checker with the same methods (each backend's
+    checker builds on tinyad/check/launches.py's LaunchChecker)."""
+
+    def __init__(self, checker):
+        self.checker = checker
+
+    def begin_tape(self):
+        self.checker.begin_tape()
+
+    def end_tape(self):
+        self.checker.end_tape()
+
+    @contextlib.contextmanager
+    def custom_gradient(self):
+        self.checker.in_custom_grad += 1
+        try:
+            yield
+        finally:
+            self.checker.in_custom_grad -= 1
+
+    def python_read(self, field, index, value):
+        self.checker.python_read(field, index, value)
+
+    def python_write(self, field, index):
+        self.checker.python_write(field, index)
+
+    def problems(self):
+        return list(self.checker.problems.values())
+
+
 class Backend(ABC):
     """A way to run kernels; one instance per `ti.init` (it may keep per-init state)."""
 
