@@ -293,19 +293,29 @@ class FastChecker(LaunchChecker):
         for snap in self.tape.overlapping(fld, box):
             if snap.reported or snap.launch is writer:
                 continue
-            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
-            if relative is None:
+            changed = self._changed_element(snap)
+            if changed is None:
                 continue
-            snap.reported = True
-            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+            relative, element, now = changed
             read = self._read_access(snap, relative)
-            now = _value(self.host(fld), element)
             if writer is None:       # a Python-scope write inside the Tape
                 access.value = now
                 self.report(rules.python_overwrite(field=fld.name, element=element, read=read,
                                                    write=access))
                 continue
             self.report(self._overwrite_error(fld, element, read, writer, now))
+
+    def _changed_element(self, snap: Snapshot):
+        """The first element of `snap`'s box that no longer holds the copied value, or None:
+        (its position in the box, its index in the field, its value now). A changed snapshot
+        is reported once."""
+        fld = snap.field
+        relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+        if relative is None:
+            return None
+        snap.reported = True
+        element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+        return relative, element, _value(self.host(fld), element)
 
     def _read_access(self, snap: Snapshot, relative: tuple) -> Access:
         launch = snap.launch
@@ -369,12 +379,10 @@ class FastChecker(LaunchChecker):
             fld = snap.field
             if snap.reported or self.versions.get(fld, 0) == snap.version:
                 continue
-            relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
-            if relative is None:
+            changed = self._changed_element(snap)
+            if changed is None:
                 continue
-            snap.reported = True
-            element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
-            now = _value(self.host(fld), element)
+            relative, element, now = changed
             self.report(rules.replay_divergence(
                 kernel=kernel_name, field=fld.name, element=element,
                 read=self._read_access(snap, relative), now=now,

@@ -48,10 +48,10 @@ print(energy.grad.ir)
 # %%
 with ti.ad.Tape(loss=loss) as tape:
     energy()
-print("recorded launches:", [adjoint.primal.fn.__name__ for adjoint, *_ in tape.entries])
+print("recorded launches:", [a.primal.fn.__name__ for a, *_ in tape.entries])
 for i in range(3):
     xi = x[i]
-    print(f"x[{i}] = {xi:.3f}   autodiff {x.grad[i]:+.6f}   formula sin(x)+x cos(x) = "
+    print(f"x[{i}] = {xi:.3f}  autodiff {x.grad[i]:+.6f}  formula "
           f"{math.sin(xi) + xi * math.cos(xi):+.6f}")
 
 # %% [markdown]

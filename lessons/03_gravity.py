@@ -13,9 +13,9 @@ import tinyad as ti
 ti.init()
 N = 8
 dt = 1e-5
-x = ti.Vector.field(2, dtype=ti.f32, shape=N, needs_grad=True)  # particle positions
-v = ti.Vector.field(2, dtype=ti.f32, shape=N)                   # particle velocities
-U = ti.field(dtype=ti.f32, shape=(), needs_grad=True)           # potential energy
+x = ti.Vector.field(2, dtype=ti.f32, shape=N, needs_grad=True)  # positions
+v = ti.Vector.field(2, dtype=ti.f32, shape=N)                   # velocities
+U = ti.field(dtype=ti.f32, shape=(), needs_grad=True)           # energy
 
 
 @ti.kernel
@@ -53,8 +53,9 @@ positions = x.to_numpy().astype(np.float64)
 diff = positions[:, None, :] - positions[None, :, :]
 s = np.sqrt((diff ** 2).sum(axis=2) + 1e-3)
 analytic_grad = 2 * (diff / s[:, :, None] ** 3).sum(axis=1)
-worst = np.abs(x.grad.to_numpy() - analytic_grad).max() / np.abs(analytic_grad).max()
-print("largest difference from the formula, relative:", f"{worst:.1e}", "(f32 rounding)")
+largest_error = np.abs(x.grad.to_numpy() - analytic_grad).max()
+worst = largest_error / np.abs(analytic_grad).max()
+print("largest relative difference from the formula:", f"{worst:.1e}")
 
 # %% [markdown]
 # ## Stepping the simulation

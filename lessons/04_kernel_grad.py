@@ -30,7 +30,7 @@ loss2.grad[None] = 1
 func()
 func.grad()
 print("x.grad =", x.grad.to_numpy())
-print("d(loss + loss2)/dx_i = 2 i + 1:", all(x.grad[i] == 2 * i + 1 for i in range(N)))
+print("dx_i == 2 i + 1:", all(x.grad[i] == 2 * i + 1 for i in range(N)))
 
 # %% [markdown]
 # ## Gradients accumulate

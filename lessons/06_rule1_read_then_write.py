@@ -28,7 +28,7 @@ for i in range(N):
 b[None] = 10
 with ti.ad.Tape(loss):
     func_broke_rule_1()
-print("x.grad[1] =", x.grad[1], "  but loss = x[1] * 10, so the true gradient is 10")
+print("x.grad[1] =", x.grad[1], "  (loss = x[1] * 10: the truth is 10)")
 
 # %% [markdown]
 # ## What tinyad says

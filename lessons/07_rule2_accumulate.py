@@ -29,7 +29,7 @@ loss[None] = 2
 func_break_rule_2()
 func_break_rule_2.grad()
 # loss = (2 + x1^2) * x2: d/dx1 = 2 x1 x2 = 4, d/dx2 = 2 + x1^2 = 3
-print("x.grad[1] =", x.grad[1], " x.grad[2] =", x.grad[2], "  (true: 4 and 3)")
+print("x.grad[1] =", x.grad[1], " x.grad[2] =", x.grad[2], " (true: 4, 3)")
 
 # %% [markdown]
 # x.grad[2] comes out as the loss after the `*=` (6), not the value `*=` read (3): the adjoint

@@ -37,7 +37,7 @@ def task4():
 
 for kernel in (task3, task4):
     report = ti.ad.verify(kernel, loss, [x])
-    print(kernel.__name__, "x.grad =", x.grad.to_numpy(), "-", report.headline())
+    print(kernel.__name__, x.grad.to_numpy(), "-", report.headline())
 
 # %% [markdown]
 # ## ti.static unrolls a loop at trace time

@@ -37,7 +37,7 @@ def backward(mul):
 
 with ti.ad.Tape(loss=total):
     forward(4)
-print("x.grad[0] =", x.grad[0], " (the custom gradient: 4; the true one is 8)")
+print("x.grad[0] =", x.grad[0], " (the custom gradient 4; the true one 8)")
 
 # %% [markdown]
 # That is the point of the docs' example, and also its danger: nothing checks a custom
@@ -49,8 +49,8 @@ try:
     ti.ad.verify(lambda: forward(4), total, [x])
 except ti.GradientMismatchError as error:
     print(error.report.headline())
-    print("worst element:", error.report.worst(1)[0].name,
-          "autodiff", error.report.worst(1)[0].autodiff, "sympy", error.report.worst(1)[0].truth)
+    worst = error.report.worst(1)[0]
+    print(worst.name, "autodiff", worst.autodiff, "sympy", worst.truth)
 
 # %% [markdown]
 # ## A custom gradient that agrees

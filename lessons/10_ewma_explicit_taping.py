@@ -24,7 +24,7 @@ loss = ti.field(ti.f32, shape=(), needs_grad=True)
 def running_ewma():
     for row in range(rows):
         for col in range(cols):
-            ewma[row] = ewma[row] * 0.5 + data[row, col] * 0.5   # overwrites what it read
+            ewma[row] = ewma[row] * 0.5 + data[row, col] * 0.5  # overwrites
 
 
 @ti.kernel
@@ -33,7 +33,8 @@ def calc_loss():
         loss[None] += ewma[row] ** 2
 
 
-data.from_numpy(np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 4)
+values = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 4
+data.from_numpy(values)
 with ti.ad.Tape(loss):
     running_ewma()
     calc_loss()
@@ -52,7 +53,8 @@ ti.init()
 data = ti.field(ti.f32, shape=(rows, cols), needs_grad=True)
 ewma = ti.field(ti.f32, shape=rows, needs_grad=True)
 loss = ti.field(ti.f32, shape=(), needs_grad=True)
-data.from_numpy(np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 4)
+values = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 4
+data.from_numpy(values)
 try:
     with ti.ad.Tape(loss):
         running_ewma()
@@ -76,7 +78,8 @@ def taped_ewma():
     for row in range(rows):
         ewma_tape[row, 0] = data[row, 0]
         for col in range(1, cols):
-            ewma_tape[row, col] = ewma_tape[row, col - 1] * 0.5 + data[row, col] * 0.5
+            ewma_tape[row, col] = (ewma_tape[row, col - 1] * 0.5
+                                   + data[row, col] * 0.5)
 
 
 @ti.kernel
@@ -116,7 +119,8 @@ def ewma_by_counter():
             if col_idx == 0:
                 ewma_tape[row, col_idx] = data[row, col_idx]
             else:
-                ewma_tape[row, col_idx] = ewma_tape[row, col_idx - 1] * 0.5 + data[row, col_idx] * 0.5
+                ewma_tape[row, col_idx] = (ewma_tape[row, col_idx - 1] * 0.5
+                                           + data[row, col_idx] * 0.5)
             sample[row] += 1   # Data Access Rule violation here
 
 
@@ -150,7 +154,8 @@ def ewma_by_tape():
             if col_idx == 0:
                 ewma_tape[row, col_idx] = data[row, col_idx]
             else:
-                ewma_tape[row, col_idx] = ewma_tape[row, col_idx - 1] * 0.5 + data[row, col_idx] * 0.5
+                ewma_tape[row, col_idx] = (ewma_tape[row, col_idx - 1] * 0.5
+                                           + data[row, col_idx] * 0.5)
 
 
 def forward_by_tape():

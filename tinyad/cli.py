@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import importlib.abc
 import importlib.resources
+import io
 import os
 import runpy
 import sys
@@ -34,7 +34,7 @@ from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
-from tinyad.runtime import MODES, runtime
+from tinyad.runtime import MODES, note, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
 _ROOT = Path(tinyad.__file__).resolve().parent.parent
@@ -100,8 +100,8 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
             runpy.run_path(program, run_name="__main__")
     except RuleViolation as exc:   # check="error": the gradient would be wrong, so stop here
         print_report(exc.report)
-        print("[tinyad] stopped: this program's gradient would be wrong. `tinyad check` reports "
-              "every violation and goes on; --no-check runs without the checks.", file=sys.stderr)
+        note("stopped: this program's gradient would be wrong. `tinyad check` reports every "
+             "violation and goes on; --no-check runs without the checks.")
         return 1
     except TinyadError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
@@ -152,8 +152,7 @@ def _print_user_traceback(exc: BaseException, full: bool) -> None:
     else:   # a syntax error in the program itself: Python's own caret display says it all
         print("".join(report.format_exception_only()), end="", file=sys.stderr)
     if hidden_at_top and frames[-1].filename != __file__:
-        print("[tinyad] raised inside tinyad; --traceback shows tinyad's own frames",
-              file=sys.stderr)
+        note("raised inside tinyad; --traceback shows tinyad's own frames")
 
 
 # ---- examples --------------------------------------------------------------------------------
@@ -398,21 +397,20 @@ def _check_command(path: Path, options) -> int:
     mode = _option(options, "mode") or "interp"
     status = run_program(path, options.args, mode=mode, check="warn",
                          full_traceback=_option(options, "traceback"))
-    print(f"[tinyad] check: ran in {runtime.config.mode} mode ({MODE_COVERAGE[runtime.config.mode]})",
-          file=sys.stderr)
+    note(f"check: ran in {runtime.config.mode} mode ({MODE_COVERAGE[runtime.config.mode]})")
     problems = runtime.backend.checks.problems()
     if problems:
         count = f"{len(problems)} autodiff rule violation{'s' if len(problems) > 1 else ''}"
-        print(f"[tinyad] check: {count} found", file=sys.stderr)
+        note(f"check: {count} found")
         for problem in problems:
             print(f"  {_problem_line(problem)}", file=sys.stderr)
         return status or 1
     if runtime.config.check == "off":
-        print('[tinyad] check: nothing was checked: the program calls ti.init(check="off"), '
-              "which runs no rule checks", file=sys.stderr)
+        note('check: nothing was checked: the program calls ti.init(check="off"), which runs '
+             "no rule checks")
         return status or 2
     if status == 0:
-        print("[tinyad] check: no autodiff rule violations", file=sys.stderr)
+        note("check: no autodiff rule violations")
     return status
 
 

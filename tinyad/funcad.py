@@ -25,6 +25,7 @@ from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import NonDifferentiableWarning, TinyadSyntaxError, TinyadTypeError
+from tinyad.core.srcloc import user_loc
 from tinyad.frontend.matrix import Matrix
 
 
@@ -54,7 +55,8 @@ class FuncDerivative:
     def __init__(self, kind: str, f, argnums):
         if not (getattr(f, "is_tinyad_func", False) or isinstance(f, FuncDerivative)):
             raise TinyadTypeError(f"ti.ad.{kind}() takes a @ti.func (or another ti.ad.{kind}"
-                                  f"/jvp/vjp of one), got {type(f).__name__}")
+                                  f"/jvp/vjp of one), got {type(f).__name__}", user_loc(),
+                                  hint="decorate the function with @ti.func")
         self.kind = kind
         self.f = f
         self.several = isinstance(argnums, (tuple, list))

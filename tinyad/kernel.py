@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from tinyad.autodiff.forward import forward
+from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import (
@@ -17,10 +19,10 @@ from tinyad.core.errors import (
     without_internal_frames,
 )
 from tinyad.core.wellformed import check_wellformed
+from tinyad.field import settle_layout
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
-from tinyad.field import settle_layout
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
@@ -226,13 +228,11 @@ class TangentKernel:
 
 
 def _adjoint_ir(traced: "TracedKernel") -> ir.Kernel:
-    from tinyad.autodiff.reverse import reverse  # noqa: PLC0415
     traced.notes = []
     return reverse(traced.ir, traced.notes)
 
 
 def _tangent_ir(traced: "TracedKernel") -> ir.Kernel:
-    from tinyad.autodiff.forward import forward  # noqa: PLC0415
     traced.dropped_tangents = []
     return forward(traced.ir, traced.notes, traced.dropped_tangents)
 
@@ -240,7 +240,6 @@ def _tangent_ir(traced: "TracedKernel") -> ir.Kernel:
 def _adjoint_tangent_ir(traced: "TracedKernel") -> ir.Kernel:
     """Forward over reverse: the adjoint kernel's tangent (a Hessian-vector product's kernel),
     its .grad fields' tangents in their .dual."""
-    from tinyad.autodiff.forward import forward  # noqa: PLC0415
     traced.dropped_adjoint_tangents = []
     return forward(traced.variant_ir("adjoint"), [], traced.dropped_adjoint_tangents)
 

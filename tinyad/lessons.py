@@ -141,15 +141,37 @@ def run_step(step: Step, namespace: dict, path: Path) -> str:
     return buffer.getvalue()
 
 
+def header(lesson: Lesson, k: int, count: int, width: int) -> str:
+    """`-- lesson N: title -- step k/n -----`, the step on a line of its own when the title
+    leaves no room for it."""
+    title, step = f"-- lesson {lesson.number}: {lesson.title}", f"-- step {k + 1}/{count} "
+    rule = f"{title} {step}" if len(title) + 1 + len(step) <= width else f"{title}\n{step}"
+    last = rule.rsplit("\n", 1)[-1]
+    return rule + "-" * max(0, width - len(last))
+
+
+def fit_output(output: str, width: int) -> str:
+    """What a step printed, each line longer than `width` wrapped between words under its own
+    indentation (a rule report's sentences); shorter lines, code among them, as printed."""
+    lines = []
+    for line in output.rstrip().splitlines():
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        lines.append(textwrap.fill(line, width, subsequent_indent=indent + "  ",
+                                   break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines)
+
+
 def screen(lesson: Lesson, k: int, count: int, step: Step, output: str, width: int) -> str:
-    rule = f"-- lesson {lesson.number}: {lesson.title} -- step {k + 1}/{count} "
-    parts = [(rule + "-" * max(0, width - len(rule))).rstrip()]
+    parts = [header(lesson, k, count, width)]
     if step.prose:
         parts.append(render_prose(step.prose, width))
     if step.code:
         parts.append(render_code(step.code))
     if output.strip():
-        parts.append(output.rstrip())
+        parts.append(fit_output(output, width))
     return "\n\n".join(parts) + "\n"
 
 
@@ -204,8 +226,13 @@ def next_lesson_line(lesson: Lesson) -> str:
     return f"Next: tinyad lesson {after.number}  ({after.title})"
 
 
-def listing() -> str:
+def listing(width: int | None = None) -> str:
+    """One row a lesson; a title too long for the line continues under itself."""
     lessons = all_lessons()
-    width = max(len(lesson.name) for lesson in lessons)
-    rows = [f"  {lesson.number:>2}  {lesson.name:<{width}}  {lesson.title}" for lesson in lessons]
+    name_width = max(len(lesson.name) for lesson in lessons)
+    indent = " " * (2 + 2 + 2 + name_width + 2)
+    rows = [textwrap.fill(f"  {lesson.number:>2}  {lesson.name:<{name_width}}  {lesson.title}",
+                          width or output_width(), subsequent_indent=indent,
+                          break_long_words=False)
+            for lesson in lessons]
     return "\n".join([*rows, "", "step through one with: tinyad lesson N (or its name)"])

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextvars
 import os
+import shutil
 import sys
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,8 +84,13 @@ active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_for
 
 
 def note(message: str) -> None:
-    """A one-line notice to the user (Taichi prints these as [Taichi] lines)."""
-    print(f"[tinyad] {message}", file=sys.stderr)
+    """A notice to the user (Taichi prints these as [Taichi] lines): one line in a pipe, and in
+    a terminal wrapped at its width between words."""
+    text = f"[tinyad] {message}"
+    if sys.stderr.isatty():
+        text = textwrap.fill(text, shutil.get_terminal_size().columns, subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+    print(text, file=sys.stderr)
 
 
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tinyad.autodiff.activity import Activity, twin_of
+from tinyad.check import rules
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
@@ -42,12 +43,12 @@ def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
     _reject_random(body, kernel.name)
     if notes is not None:
         notes.extend(transform.notes)
-    return check_wellformed(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None, kernel.loc))
+    return check_wellformed(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None,
+                                      kernel.loc))
 
 
 def _reject_random(body, name):
     """A replay of ti.random() draws new numbers: the adjoint would differentiate other values."""
-    from tinyad.check import rules  # noqa: PLC0415
     for stmt in ir.walk_stmts(body):
         for expr in ir.stmt_exprs(stmt):
             for sub in ir.walk_expr(expr):

@@ -128,16 +128,19 @@ def _access_lines(label: str, access: Access, detail: str) -> list[Line]:
     return lines
 
 
+def _value_detail(access: Access) -> str:
+    return "" if access.value is None else f"value {format_value(access.value)}"
+
+
 def report_lines(report: Report) -> list[Line]:
     """Everything a report says under its title, in order."""
     lines = []
     if report.kernel:
         lines.append(Line("kernel", "kernel", report.kernel))
     for access in report.earlier:
-        lines += _access_lines(access.kind, access, "" if access.value is None
-                               else f"value {format_value(access.value)}")
-    if report.read is not None:
-        lines += _access_lines("read", report.read, f"value {format_value(report.read.value)}")
+        lines += _access_lines(access.kind, access, _value_detail(access))
+    if report.read is not None:   # (a read known only by its line has no value to show)
+        lines += _access_lines("read", report.read, _value_detail(report.read))
     if report.write is not None:
         detail = report.write.kind
         if report.write.value is not None:

@@ -13,8 +13,7 @@ import operator
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import (TinyadError, TinyadRuntimeError, TinyadSyntaxError,
-                                TinyadTypeError)
+from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
@@ -263,7 +262,7 @@ class ExprVisitor:
                 args.append(self.visit(a))
         kwargs = self.evaluate_kwargs(node)
         if getattr(fn, "is_tinyad_func", False):          # a @ti.func (tinyad/kernel.py)
-            return self.inline(fn, fn.bound_arguments(args), kwargs, node)
+            return self.inline(fn, args, kwargs, node)
         if getattr(fn, "traces_its_call", False):   # ti.ad.grad(f) ... (tinyad/funcad.py)
             return fn.trace_call(self, args, kwargs, node)
         if getattr(fn, "is_tinyad_kernel", False):

@@ -12,7 +12,7 @@ import numpy as np
 
 from tinyad.core import builder as B
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadTypeError
+from tinyad.core.errors import TinyadIndexError, TinyadTypeError
 from tinyad.core.ops import dunder_operators
 
 SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
@@ -337,7 +337,6 @@ def _dynamic_pick(index, entries):
 
 
 def _oob(key, shape):
-    from tinyad.core.errors import TinyadIndexError  # noqa: PLC0415
     raise TinyadIndexError(f"index {key} is out of range for a matrix of shape {shape}",
                            B.current_loc())
 

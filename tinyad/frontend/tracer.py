@@ -498,6 +498,7 @@ class Tracer(ExprVisitor):
             raise TinyadSyntaxError(f"ti.func {func.fn.__name__} calls itself too deeply (tinyad "
                                     "inlines funcs, so recursion is not supported)", self.loc(node))
         source = func.source
+        args = func.bound_arguments(args)     # a method of a data_oriented class: self first
         try:
             bound = inspect.signature(func.fn).bind(*args, **kwargs)
         except TypeError as exc:
