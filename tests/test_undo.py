@@ -1,8 +1,7 @@
 """Nothing lost on failure (tinyad/undo.py): a launch or a Tape that raises leaves every field
-and gradient as it was before it began, in both modes.
-
-Fast mode's kernels raise part way only with debug=True (bounds checks), so the launch tests run
-with it; a Tape restores in either case."""
+and gradient as it was before it began, wherever launches are checked: interp mode, and fast
+mode with debug=True (the tests below run both). Fast mode without debug copies nothing: the
+last test pins down what it promises instead."""
 from __future__ import annotations
 
 import _thread
@@ -71,7 +70,7 @@ def test_a_tape_that_fails_in_its_recorded_code_changes_nothing(mode):
 
 
 def test_a_tape_that_fails_in_python_scope_changes_nothing(mode):
-    x, y, loss, overruns, double, total = program(mode, debug=False)
+    x, y, loss, overruns, double, total = program(mode)
     before = state(x, y, loss)
     with pytest.raises(ZeroDivisionError):
         with ti.ad.Tape(loss=loss):
@@ -84,7 +83,7 @@ def test_a_tape_that_fails_in_python_scope_changes_nothing(mode):
 
 def test_a_tape_whose_backward_pass_fails_changes_nothing(mode):
     """A rule error found when the adjoint runs: gradients and fields as before the Tape."""
-    ti.init(mode=mode, default_fp=ti.f64)
+    ti.init(mode=mode, default_fp=ti.f64, debug=True)
     x = ti.field(ti.f64, shape=3, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
 
@@ -115,6 +114,22 @@ def test_a_successful_tape_keeps_its_results(mode):
         double()
         total()
     assert loss[None] == pytest.approx(4 * (0 + 1 + 4 + 9))
+    np.testing.assert_allclose(x.grad.to_numpy(), 8 * np.arange(4.0))
+
+
+def test_fast_mode_without_debug_keeps_going_after_a_failed_tape():
+    """Unchecked compiled launches copy nothing: a Tape stopped by an exception leaves the
+    values it had made, and the next Tape starts clean and gets the true gradient."""
+    x, y, loss, overruns, double, total = program("fast", debug=False)
+    with pytest.raises(ZeroDivisionError):
+        with ti.ad.Tape(loss=loss):
+            double()
+            1 / 0
+    assert y.to_numpy().tolist() == [0.0, 2.0, 4.0, 6.0]       # double() ran: kept
+    assert x.grad.to_numpy().tolist() == [0.0] * 4              # cleared on entry: kept
+    with ti.ad.Tape(loss=loss):
+        double()
+        total()
     np.testing.assert_allclose(x.grad.to_numpy(), 8 * np.arange(4.0))
 
 

@@ -80,8 +80,8 @@ class Tape(Recorder):
                     "fields that are required by autodiff.",
                     hint=f"declare {loss.name} with needs_grad=True")
         # From here on every field is saved before its first change: a Tape that raises puts
-        # them all back (tinyad/undo.py)
-        self._undo = undo.UndoLog()
+        # them all back (tinyad/undo.py), where launches are checked (interp, debug=True)
+        self._undo = undo.UndoLog() if runtime.backend.launches_can_fail else None
         self._undo_token = undo.active_undo.set(self._undo)
         if self.clear_gradients:
             clear_all_gradients()
@@ -113,13 +113,17 @@ class Tape(Recorder):
             if exc_type is None:
                 self.grad()
         except BaseException:
-            self._undo.restore()
+            self._restore()
             raise
         else:
             if exc_type is not None:
-                self._undo.restore()
+                self._restore()
         finally:
             undo.active_undo.reset(self._undo_token)
+
+    def _restore(self):
+        if self._undo is not None:
+            self._undo.restore()
 
     def grad(self):
         if self.gradient_evaluated:

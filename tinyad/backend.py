@@ -148,8 +148,10 @@ class Backend(ABC):
     name: str = ""
     storage: FieldStorage = HOST_STORAGE
     checks: CheckHooks = NO_CHECKS
-    # Whether a launch can raise part way (bounds or rule checks inside kernels): such launches
-    # save the fields they write first, to restore them if they do (tinyad/undo.py).
+    # Whether a launch can raise part way (bounds or rule checks inside kernels): then each
+    # launch, and each Tape, saves the fields it changes first, to put them back if it raises
+    # (tinyad/undo.py). Where launches are compiled and unchecked the copies would cost as much
+    # as a memory-bound forward pass, so they are left out.
     launches_can_fail: bool = True
 
     def __init__(self, config, rng: np.random.Generator):

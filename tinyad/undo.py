@@ -5,15 +5,16 @@ A launch that raises part way (a bounds error, a rule error, Ctrl-C in a runaway
 written some elements and not others, so the program's state is neither the one before nor the
 one after. The user fixes the mistake and runs again from a state that never existed. So:
 
-* a launch that can fail part way (interp mode; fast mode with `debug=True`, whose bounds checks
-  raise) saves the fields its IR writes and, if it raises, puts them back;
+* a launch saves the fields its IR writes and, if it raises, puts them back;
 * a Tape saves every field the first time anything inside it changes the field (its launches,
   Python-scope writes, the gradients it clears on entry) and, if it raises (in the recorded code
   or in the backward pass), puts them all back, gradients included.
 
-Fast mode without `debug=True` checks nothing inside kernels, so its launches do not raise part
-way; its Tapes restore as above. A copy costs one pass over a field: at most once per field per
-Tape, and per launch only where the launch itself is slow (interp) or checked (debug).
+Both hold where launches are checked: interp mode, and fast mode with `debug=True`. A copy costs
+a pass over the field, as much as a memory-bound compiled kernel: fast mode without `debug=True`
+copies nothing, so a failure there leaves the fields as the failure found them (its kernels do
+not raise part way; a rule error or a Python exception inside a Tape can stop it between
+launches). The next Tape starts clean either way.
 """
 from __future__ import annotations
 
