@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, settle_layout
@@ -78,6 +79,10 @@ class Tape(Recorder):
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "fields that are required by autodiff.",
                     hint=f"declare {loss.name} with needs_grad=True")
+        # From here on every field is saved before its first change: a Tape that raises puts
+        # them all back (tinyad/undo.py), where launches are checked (interp, debug=True)
+        self._undo = undo.UndoLog() if runtime.backend.launches_can_fail else None
+        self._undo_token = undo.active_undo.set(self._undo)
         if self.clear_gradients:
             clear_all_gradients()
         if loss is not None:
@@ -103,9 +108,22 @@ class Tape(Recorder):
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
-        self._checks.end_tape()
-        if exc_type is None:
-            self.grad()
+        try:
+            self._checks.end_tape()
+            if exc_type is None:
+                self.grad()
+        except BaseException:
+            self._restore()
+            raise
+        else:
+            if exc_type is not None:
+                self._restore()
+        finally:
+            undo.active_undo.reset(self._undo_token)
+
+    def _restore(self):
+        if self._undo is not None:
+            self._undo.restore()
 
     def grad(self):
         if self.gradient_evaluated:

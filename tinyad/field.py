@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_frame
@@ -187,6 +188,7 @@ class Field:
 
     def __setitem__(self, key, value):
         index = self._index(key)
+        undo.before_python_write(self)
         storage = _storage()
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
@@ -214,11 +216,13 @@ class Field:
         if self.dtype.is_int and array.dtype.kind == "f":
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
                                   f"is {array.dtype}; convert it with .astype() first")
+        undo.before_python_write(self)
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
+        undo.before_python_write(self)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote()
 

@@ -23,6 +23,7 @@ from tinyad.field import settle_layout
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
+from tinyad import undo
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
@@ -257,6 +258,7 @@ class TracedKernel:
         self.ir = kernel_ir
         self._variants = {"primal": kernel_ir}
         self._programs = {}
+        self._written = {}     # variant -> the fields it writes (what a failed launch restores)
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
         self.facts = None      # the rule checker's facts about this kernel (tinyad/check/launches.py)
         self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
@@ -291,15 +293,24 @@ class TracedKernel:
                 NonDifferentiableWarning, loc.file, loc.line)
         self.notes = []
 
+    def launch(self, variant: str, scalars, *rest):
+        """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
+        fails part way leaves the fields as they were)."""
+        written = self._written.get(variant)
+        if written is None:
+            written = self._written[variant] = undo.written_fields(self.variant_ir(variant))
+        return undo.run_undoable(written, lambda: runtime.backend.launch(self, variant, scalars,
+                                                                         *rest))
+
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
-        return runtime.backend.launch(self, "primal", scalars)
+        return self.launch("primal", scalars)
 
     def run_tangent(self, scalars):
         """Run the tangent kernel (forward mode); -> (its return value, None)."""
         self.program("tangent")
         self._warn_non_differentiable()
-        return runtime.backend.launch(self, "tangent", scalars)
+        return self.launch("tangent", scalars)
 
     def run_adjoint(self, scalars, record=None, manual=True):
         """Run the adjoint kernel for a primal launch (found by its arguments if not given);
@@ -308,9 +319,9 @@ class TracedKernel:
         self.program(variant)
         self._warn_non_differentiable()
         if variant == "adjoint_tangent":
-            runtime.backend.launch(self, variant, scalars)
+            self.launch(variant, scalars)
             return
-        runtime.backend.launch(self, "adjoint", scalars, record, manual)
+        self.launch("adjoint", scalars, record, manual)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):
