@@ -41,3 +41,24 @@ def test_checkpointing(mode, monkeypatch):
     assert np.allclose(ns["checkpointed_grad"], truth, rtol=1e-6)   # the checkpointed one
     assert "all 28 elements agree with sympy" in out
     assert "4 of 28 elements disagree with sympy" in out      # the forgetful checkpoint
+
+
+def test_forward_mode(mode, monkeypatch):
+    ns, out = run_lesson("forward_mode", mode, monkeypatch)
+    assert np.allclose(ns["y"].dual.to_numpy(), np.arange(5) * math.cos(0.3), rtol=1e-6)
+    assert "out.dual = [0. 0. 0.]  (silently zero)" in out
+    assert "Missing dual on the path: mid" in out
+    k = np.arange(1, 4)
+    assert np.allclose(ns["out"].dual.to_numpy(), k * np.sin(2 * k * 0.5), rtol=1e-5)
+    assert "all 1 elements agree with sympy" in out
+    n = ns["n"]
+    x = np.linspace(0.1, 2.0, n)
+    column_truth = np.arange(1, n + 1) * np.cos(np.arange(1, n + 1) * 0.3)
+    row_truth = 2 * x * np.sin(x) + x ** 2 * np.cos(x)
+    results = ns["results"]
+    for name, truth in [("column, forward", column_truth), ("column, reverse", column_truth),
+                        ("row, reverse", row_truth), ("row, forward", row_truth)]:
+        assert np.allclose(results[name][0], truth, rtol=1e-12), name
+    sweeps = {name: result[1] for name, result in results.items()}
+    assert sweeps == {"column, forward": 1, "column, reverse": n,
+                      "row, reverse": 1, "row, forward": n}
