@@ -62,3 +62,24 @@ def test_forward_mode(mode, monkeypatch):
     sweeps = {name: result[1] for name, result in results.items()}
     assert sweeps == {"column, forward": 1, "column, reverse": n,
                       "row, reverse": 1, "row, forward": n}
+
+
+def test_function_derivatives(mode, monkeypatch):
+    ns, out = run_lesson("function_derivatives", mode, monkeypatch)
+    assert "f'(2) = 25.0" in out                              # the stand-in's silent sum
+    assert "Gradient at two parameter values: x.grad" in out
+    points = np.array([-1.0, 0.0, 1.0, 2.0])
+    assert np.allclose(ns["first"].to_numpy(), 3 * points ** 2 + 4 * points - 3)
+    assert np.allclose(ns["second"].to_numpy(), 6 * points + 4)
+    p0, p1 = 0.5, 1.5
+    jacobian = np.array([[p1, p0], [math.cos(p0), 0.0]])
+    assert np.allclose(ns["jv"][None].to_numpy(), jacobian @ [1.0, 2.0], rtol=1e-6)
+    assert np.allclose(ns["jtu"][None].to_numpy(), jacobian.T @ [3.0, 4.0], rtol=1e-6)
+    w, v = np.array([0.3, -0.7, 1.1, 0.5]), np.array([1.0, 0.0, -1.0, 2.0])
+    hessian = np.diag(-np.sin(w))                  # L = sum w_i^2 w_(i+1) + sin w_i
+    for i in range(3):
+        hessian[i, i] += 2 * w[i + 1]
+        hessian[i, i + 1] += 2 * w[i]
+        hessian[i + 1, i] += 2 * w[i]
+    assert np.allclose(ns["w"].grad.dual.to_numpy(), hessian @ v, rtol=1e-12)
+    assert np.allclose(ns["hv"], hessian @ v, rtol=1e-12)
