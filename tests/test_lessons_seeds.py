@@ -83,3 +83,23 @@ def test_function_derivatives(mode, monkeypatch):
         hessian[i + 1, i] += 2 * w[i]
     assert np.allclose(ns["w"].grad.dual.to_numpy(), hessian @ v, rtol=1e-12)
     assert np.allclose(ns["hv"], hessian @ v, rtol=1e-12)
+
+
+def _heat(kappa, n=12, steps=16):
+    u = np.exp(-0.5 * (np.arange(n) - n / 2) ** 2)
+    left, right = np.maximum(np.arange(n) - 1, 0), np.minimum(np.arange(n) + 1, n - 1)
+    for _ in range(steps):
+        u = u + kappa * (u[left] - 2 * u + u[right])
+    return u
+
+
+def test_forward_first(mode, monkeypatch):
+    ns, out = run_lesson("forward_first", mode, monkeypatch)
+    assert "all 205 elements agree with sympy" in out
+    assert "all 1 elements agree with finite differences" in out
+    assert "Global Data Access Rule 1: ring[0, 0] was read" in out
+    target = _heat(0.2)
+    assert np.allclose(ns["target"].to_numpy(), target, rtol=1e-12)
+    history = ns["history"]
+    assert history[0] == pytest.approx(((_heat(0.1) - target) ** 2).sum(), rel=1e-10)
+    assert ns["kappa"][None] == pytest.approx(0.2, abs=1e-6) and history[-1] < 1e-12
