@@ -103,3 +103,36 @@ def test_forward_first(mode, monkeypatch):
     history = ns["history"]
     assert history[0] == pytest.approx(((_heat(0.1) - target) ** 2).sum(), rel=1e-10)
     assert ns["kappa"][None] == pytest.approx(0.2, abs=1e-6) and history[-1] < 1e-12
+
+
+def _running_mean_gradient(values, weights):
+    """d/d data of sum over rows of m^2, m = the running mean with these per-column weights."""
+    rows, cols = values.shape
+    grad = np.zeros_like(values)
+    for row in range(rows):
+        m, dm = 0.0, np.zeros(cols)        # dm: d m / d data[row, :]
+        for col in range(cols):
+            m_prev = values[row, 0] if col == 0 else m
+            dm_prev = np.eye(cols)[0] if col == 0 else dm
+            m = m_prev + (values[row, col] - m_prev) * weights[col]
+            dm = dm_prev * (1 - weights[col]) + np.eye(cols)[col] * weights[col]
+        grad[row] = 2 * m * dm
+    return grad
+
+
+def test_control_flow_on_a_counter(mode, monkeypatch):
+    ns, out = run_lesson("control_flow_on_a_counter", mode, monkeypatch)
+    values = np.arange(8, dtype=np.float64).reshape(2, 4) / 4
+    truth = _running_mean_gradient(values, [1.0, 1 / 2, 1 / 3, 1 / 4])
+    assert np.allclose(truth, 2 * values.mean(axis=1, keepdims=True) / 4)   # the same, by hand
+    # Taichi's silent gradient: the adjoint replays count = 4, so every column gets weight
+    # 1/5 at the forward's means: d m_3 / d data[c] = 0.2 * 0.8^(3 - c)
+    silent = 2 * values.mean(axis=1, keepdims=True) * 0.2 * 0.8 ** (3 - np.arange(4))
+    printed = out.split("data.grad =\n")[1].split("\n-- lesson")[0]
+    numbers = np.array(printed.replace("[", " ").replace("]", " ").split(), dtype=float)
+    assert np.allclose(numbers, silent.ravel(), atol=1e-6)
+    assert not np.allclose(silent, truth, atol=1e-2)
+    assert "Global Data Access Rule 1: count[0] was read" in out
+    assert "reads count[row]" in out
+    assert np.allclose(ns["data"].grad.to_numpy(), truth, rtol=1e-6)
+    assert "all 8 elements agree with sympy" in out
