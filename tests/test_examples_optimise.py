@@ -64,3 +64,32 @@ def test_plot_without_matplotlib_says_so_in_one_line(monkeypatch, tmp_path, caps
     assert not picture.exists()
     assert [line for line in err.splitlines() if "matplotlib" in line] == [
         "--plot needs matplotlib: pip install 'tinyad[plot]' (no picture written)"]
+
+
+def _string_at_sensors(shape, steps, courant2=0.25):
+    """numpy's own leapfrog: u at the two sensors, every step, as one vector."""
+    cells = len(shape)
+    u = np.zeros((steps + 1, cells))
+    u[0] = u[1] = shape
+    for t in range(1, steps):
+        laplacian = u[t, :-2] - 2 * u[t, 1:-1] + u[t, 2:]
+        u[t + 1, 1:-1] = 2 * u[t, 1:-1] - u[t - 1, 1:-1] + courant2 * laplacian
+    return u[:, [cells // 5, (4 * cells) // 5]].ravel()
+
+
+def test_wave_inverse(mode, monkeypatch):
+    wave = example("wave_inverse", mode, monkeypatch)
+    cells, steps = 12, 16
+    result = wave.main(["--rounds", "4", "--cells", str(cells), "--steps", str(steps)])
+    losses = result["losses"]
+    assert all(later < earlier for earlier, later in zip(losses, losses[1:]))
+    # the gradient at the recovered shape, against numpy: L = |A s - r|^2, dL/ds = 2 A^T (A s - r)
+    A = np.stack([_string_at_sensors(e, steps) for e in np.eye(cells)], axis=1)
+    recorded = _string_at_sensors(result["truth"], steps)
+    s = result["recovered"]
+    string = result["string"]
+    with ti.ad.Tape(string.loss):
+        string.simulate()
+    assert string.loss[None] == pytest.approx(((A @ s - recorded) ** 2).sum(), rel=1e-12)
+    assert np.allclose(string.shape.grad.to_numpy(), 2 * A.T @ (A @ s - recorded), rtol=1e-10,
+                       atol=1e-12)
