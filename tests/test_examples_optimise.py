@@ -93,3 +93,33 @@ def test_wave_inverse(mode, monkeypatch):
     assert string.loss[None] == pytest.approx(((A @ s - recorded) ** 2).sum(), rel=1e-12)
     assert np.allclose(string.shape.grad.to_numpy(), 2 * A.T @ (A @ s - recorded), rtol=1e-10,
                        atol=1e-12)
+
+
+def _ewma(data, decay):
+    out = data.copy()
+    for col in range(1, data.shape[1]):
+        out[:, col] = (1 - decay) * out[:, col - 1] + decay * data[:, col]
+    return out
+
+
+def test_ewma_debugging(mode, monkeypatch, capsys):
+    ewma = example("ewma_debugging", mode, monkeypatch)
+    result = ewma.main(["--rounds", "6", "--rows", "2", "--cols", "10"])
+    out = capsys.readouterr().out
+    assert "tinyad stops it: Global Data Access Rule 1: sample[0] was read" in out
+    assert "all 1 elements agree with finite differences" in out
+    losses, data, smoother = result["losses"], result["data"], result["smoother"]
+    assert losses[-1] < losses[0]
+    reference = _ewma(data, 0.3)
+
+    def loss(decay):
+        return ((_ewma(data, decay) - reference) ** 2).sum()
+
+    decay = smoother.decay[None]
+    assert abs(decay - 0.3) < abs(0.7 - 0.3)       # moved towards the data's decay
+    with ti.ad.Tape(smoother.loss):
+        smoother.forward()
+    h = 1e-6
+    assert smoother.loss[None] == pytest.approx(loss(decay), rel=1e-12)
+    assert smoother.decay.grad[None] == pytest.approx(
+        (loss(decay + h) - loss(decay - h)) / (2 * h), rel=1e-6)
