@@ -123,3 +123,19 @@ def test_ewma_debugging(mode, monkeypatch, capsys):
     assert smoother.loss[None] == pytest.approx(loss(decay), rel=1e-12)
     assert smoother.decay.grad[None] == pytest.approx(
         (loss(decay + h) - loss(decay - h)) / (2 * h), rel=1e-6)
+
+
+def test_mpm(mode, monkeypatch):
+    mpm = example("mpm", mode, monkeypatch)
+    result = mpm.main(["--rounds", "2", "--steps", "4"])
+    losses, blob = result["losses"], result["blob"]
+    assert losses[-1] < losses[0]
+    report = ti.ad.verify(blob.simulate, blob.loss, [blob.init_v], method="fd")
+    assert report.headline().endswith("agree with finite differences")
+    # d loss / d v0 by a formula: with no particle near a wall the grid moves the blob's centre
+    # by DT times the mean velocity, so the centre's sensitivity to v0 is steps * DT (gravity
+    # and pressure do not depend on v0 while every node is interior): 2 (c - target) steps DT
+    x = blob.x.to_numpy()
+    centre = x[-1].mean(axis=0)
+    truth = 2 * (centre - np.array(mpm.TARGET)) * 4 * mpm.DT
+    assert np.allclose(blob.init_v.grad[None].to_numpy(), truth, rtol=1e-3)
