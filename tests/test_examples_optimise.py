@@ -3,6 +3,7 @@ in each mode: their losses fall, their gradients agree with an independent truth
 finite differences in f64 through ti.ad.verify, numpy, or a formula), and --plot writes a PNG
 (or says in one line that matplotlib is missing)."""
 import builtins
+import io
 import runpy
 from pathlib import Path
 
@@ -139,3 +140,19 @@ def test_mpm(mode, monkeypatch):
     centre = x[-1].mean(axis=0)
     truth = 2 * (centre - np.array(mpm.TARGET)) * 4 * mpm.DT
     assert np.allclose(blob.init_v.grad[None].to_numpy(), truth, rtol=1e-3)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_loss_bar_draws_in_a_terminal_only():
+    show = Example("_show")
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        with show.LossBar(3, "fitting", stream=stream) as bar:
+            for loss in (3.0, 2.0, 1.25):
+                bar.advance(loss)
+    assert "3/3" in terminal.getvalue() and "loss 1.25" in terminal.getvalue()
+    assert pipe.getvalue() == ""
