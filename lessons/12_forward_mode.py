@@ -213,4 +213,5 @@ print("columns agree:", np.allclose(column, results["column, reverse"][0]))
 print("rows agree:   ", np.allclose(row, results["row, forward"][0]))
 slow_column = results["column, reverse"][2] / results["column, forward"][2]
 slow_row = results["row, forward"][2] / results["row, reverse"][2]
-print(f"the wrong mode took {slow_column:.0f}x (column) and {slow_row:.0f}x (row)")
+print(f"the wrong mode took {slow_column:.0f}x (column)",
+      f"and {slow_row:.0f}x (row)")

@@ -79,8 +79,10 @@ points.from_numpy(np.array([-1.0, 0.0, 1.0, 2.0]))
 derivatives()
 s = sympy.Symbol("s")
 f_sym = s ** 3 + 2 * s ** 2 - 3 * s + 1
-truth_first = [float(sympy.diff(f_sym, s).subs(s, p)) for p in points.to_numpy()]
-truth_second = [float(sympy.diff(f_sym, s, 2).subs(s, p)) for p in points.to_numpy()]
+truth_first = [float(sympy.diff(f_sym, s).subs(s, p))
+               for p in points.to_numpy()]
+truth_second = [float(sympy.diff(f_sym, s, 2).subs(s, p))
+                for p in points.to_numpy()]
 print("f'  =", first.to_numpy(), " sympy:", truth_first)
 print("f'' =", second.to_numpy(), " sympy:", truth_second)
 
@@ -109,9 +111,12 @@ def products(p: ti.types.vector(2, float)):
 
 products(ti.Vector([0.5, 1.5]))
 p0, p1 = sympy.symbols("p0 p1")
-J = sympy.Matrix([p0 * p1, sympy.sin(p0)]).jacobian([p0, p1]).subs({p0: 0.5, p1: 1.5})
-print("J v   =", jv[None].to_numpy(), " sympy:", list(J * sympy.Matrix([1, 2])))
-print("J^T u =", jtu[None].to_numpy(), " sympy:", list(J.T * sympy.Matrix([3, 4])))
+g_sym = sympy.Matrix([p0 * p1, sympy.sin(p0)])
+J = g_sym.jacobian([p0, p1]).subs({p0: 0.5, p1: 1.5})
+print("J v   =", jv[None].to_numpy(),
+      " sympy:", list(J * sympy.Matrix([1, 2])))
+print("J^T u =", jtu[None].to_numpy(),
+      " sympy:", list(J.T * sympy.Matrix([3, 4])))
 
 # %% [markdown]
 # ## Second order: forward over reverse

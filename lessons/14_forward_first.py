@@ -95,7 +95,8 @@ def diffuse_in_two_rows(t: ti.i32):
         now, after = t % 2, (t + 1) % 2
         left = ring[now, ti.max(i - 1, 0)]
         right = ring[now, ti.min(i + 1, n - 1)]
-        ring[after, i] = ring[now, i] + kappa[None] * (left - 2 * ring[now, i] + right)
+        laplacian = left - 2 * ring[now, i] + right
+        ring[after, i] = ring[now, i] + kappa[None] * laplacian
 
 
 ring.from_numpy(np.vstack([u0, np.zeros(n)]))
