@@ -220,7 +220,7 @@ def value_passed_around_tape(*, kernel: str, argument: str, field: str, element:
 
 
 def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
-                             written_at: SrcLoc) -> SilentZeroRuleError:
+                             written_at: SrcLoc, writer: str | None = None) -> SilentZeroRuleError:
     """A field without needs_grad holds values derived from differentiated fields."""
     return SilentZeroRuleError(Report(
         rule="Missing gradient on the path",
@@ -228,7 +228,7 @@ def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
                 "gradient field: gradients through it are silently zero.",
         kernel=kernel, field=field,
         read=Access(kind="read", loc=read_loc, kernel=kernel),
-        write=Access(kind="store", loc=written_at),
+        write=Access(kind="store", loc=written_at, kernel=writer or kernel),
         consequence=f"everything upstream of {field} gets no gradient from this kernel",
         fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad())"))
 
