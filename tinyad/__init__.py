@@ -22,6 +22,7 @@ from tinyad.core.errors import (
     TinyadAttributeError,
     TinyadError,
     TinyadIndexError,
+    TinyadInternalError,
     TinyadRuntimeError,
     TinyadSyntaxError,
     TinyadTypeError,
@@ -80,7 +81,7 @@ for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
                GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
                TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
-               TinyadTypeError, TinyadAssertionError, TinyadAttributeError):
+               TinyadTypeError, TinyadAssertionError, TinyadAttributeError, TinyadInternalError):
     _error.__module__ = "tinyad"
 
 # Taichi's exception names, so that Taichi programs' `except` clauses catch tinyad's errors.

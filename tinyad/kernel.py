@@ -16,8 +16,10 @@ from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
     TinyadTypeError,
+    internal_error,
     without_internal_frames,
 )
+from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.field import settle_layout
 from tinyad.frontend import lang
@@ -28,11 +30,15 @@ from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
 
 def _user_facing(call):
-    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames."""
+    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames. Any
+    other exception is a bug in tinyad: reported as one, at the user's call (the traceback
+    that caused it stays chained for the bug report)."""
     try:
         return call()
     except TinyadError as exc:
         raise without_internal_frames(exc) from None
+    except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
+        raise internal_error(exc, user_loc()) from exc
 
 
 class Func:

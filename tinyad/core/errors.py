@@ -94,6 +94,23 @@ class GradientMismatchError(TinyadError):
         super().__init__(message, None, hint)
 
 
+class TinyadInternalError(TinyadError, RuntimeError):
+    """An exception from tinyad's own code that is not a tinyad error: a bug in tinyad, not in
+    the user's program. It names the user's line that was being traced or launched; the original
+    exception is its __cause__."""
+
+
+INTERNAL = "internal error in tinyad (this is a bug in tinyad, please report it)"
+
+
+def internal_error(exc: BaseException, loc: SrcLoc | None) -> TinyadInternalError:
+    """The report for `exc`, raised by tinyad's own code while it handled the user's `loc`.
+    Raise it `from exc`, so that the internal traceback stays available for the bug report."""
+    return TinyadInternalError(f"{INTERNAL}: {type(exc).__name__}: {exc}", loc,
+                               hint="the line above is where your program was when tinyad "
+                                    "failed; the chained traceback shows where in tinyad")
+
+
 class NonDifferentiableWarning(UserWarning):
     """A note: an operation without a derivative (floor, round, an int cast, a comparison) sits
     on a gradient path, so no gradient flows through it."""

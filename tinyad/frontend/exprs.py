@@ -17,6 +17,7 @@ from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxErro
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
 from tinyad.frontend.scope import LocalMatrix
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
@@ -291,12 +292,14 @@ class ExprVisitor:
 
     def python(self, fn, *args, node=None, **kwargs):
         """Call Python code at trace time; its failures become errors at the user's line."""
+        refuse_stateful_call(fn, self.loc(node))
         try:
             return fn(*args, **kwargs)
-        except (TinyadSyntaxError, TinyadTypeError, TinyadRuntimeError):
+        except TinyadError:
             raise
-        except Exception as exc:  # noqa: BLE001  (any failure of user code at trace time)
-            raise TinyadTypeError(f"{type(exc).__name__}: {exc}", self.loc(node)) from exc
+        except Exception as exc:  # noqa: BLE001  (the user's mistake, or a bug in tinyad)
+            traced = any(is_traced(a) for a in (*args, *kwargs.values()))
+            raise call_failure(fn, args, exc, self.loc(node), traced_args=traced) from exc
 
 
 def _component_indices(element_shape):

@@ -29,6 +29,8 @@ from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.matrix import Matrix, entry_dtype
+from tinyad.frontend.pycalls import trace_failure
+from tinyad.frontend.signature import check_kernel_signature
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -125,6 +127,8 @@ class Tracer(ExprVisitor):
                 raise
             except RecursionError:
                 raise TinyadSyntaxError("expression nesting too deep", self.loc(node)) from None
+            except Exception as exc:  # noqa: BLE001  (not a tinyad error: whose fault is it?)
+                raise trace_failure(exc, self.loc(node)) from exc
 
     def emit(self, stmt):
         self.blocks[-1].append(stmt)
@@ -592,13 +596,14 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
 
 def parameter_kinds(fn, source: Source | None = None) -> dict:
     """Each kernel parameter's kind: 'template', a dtype, or a vector/matrix type."""
+    source = source or Source.of(fn)
+    check_kernel_signature(source)
     kinds = {}
     for k, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
         if k == 0 and pname == "self" and param.annotation is inspect.Parameter.empty:
             kinds[pname] = "template"      # a method of a ti.data_oriented class
             continue
         if param.annotation is inspect.Parameter.empty:
-            source = source or Source.of(fn)
             node = next(a for a in source.tree.args.args if a.arg == pname)
             raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation",
                                     source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
