@@ -88,10 +88,18 @@ def check_index(site, shape, index):
     return index
 
 
+def check_divisor(site, value):
+    """Debug mode: `value` if it is not zero, else ZeroDivisionError(site), which the launcher
+    turns into a TinyadRuntimeError naming the user's line."""
+    if value == 0:
+        raise ZeroDivisionError(site)
+    return value
+
+
 CONSTANTS = ("_GOLDEN", "_M1", "_M2", "_S11", "_S27", "_S30", "_S31", "_S32", "_S40", "_F24",
              "_F53", "_I31", "_MASK63")
 RANDOM = ("mix", "rng_init", "rng_next", "rng_f32", "rng_f64", "rng_int", "rng_i32")
-HELPERS = RANDOM + ("select", "push", "check_index")
+HELPERS = RANDOM + ("select", "push", "check_index", "check_divisor")
 
 
 def helper_source(names, decorator: str) -> str:

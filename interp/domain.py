@@ -11,6 +11,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
+from tinyad.core.errors import division_by_zero
 from tinyad.core.ops import TABLE
 
 
@@ -42,6 +43,13 @@ class NumericDomain:
             (a,) = args
             return lambda fr: fix(fn(a(fr)))
         a, b = args
+        if e.op in ("floordiv", "mod") and e.dtype.is_int:   # numpy would give 0
+            def divide(fr):
+                left, right = a(fr), b(fr)
+                if right == 0:
+                    raise division_by_zero(e.loc)
+                return fix(fn(left, right))
+            return divide
         return lambda fr: fix(fn(a(fr), b(fr)))
 
     def branch(self, cond, then, orelse):

@@ -6,6 +6,7 @@ is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 
 import numpy as np
@@ -37,9 +38,44 @@ def normalize_shape(shape) -> tuple[int, ...] | None:
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
-        raise TinyadTypeError(f"field shape {shape} has a negative extent")
+    if any(s <= 0 for s in shape):   # Taichi: every dimension of a field must be positive
+        raise TinyadTypeError(f"field shape {shape} has a {'zero' if 0 in shape else 'negative'} "
+                              "extent: every dimension of a field must be at least 1",
+                              hint="use shape=() for a single value" if 0 in shape else "")
     return shape
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system: no check
+        return None
+
+
+def _bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"
+
+
+def allocate(fld, shape: tuple) -> np.ndarray:
+    """The zeroed array of `fld`, after checking that it can fit in memory at all: a field too
+    big gets a clear error with its size before anything is allocated."""
+    full = shape + fld.element_shape
+    size = int(np.prod(full, dtype=object)) * fld.dtype.np().itemsize
+    memory = _physical_memory()
+    if memory is not None and size > memory:
+        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
+                                 f"{_bytes(size)}, more than this machine's memory "
+                                 f"({_bytes(memory)})", hint="make the field smaller")
+    try:
+        return np.zeros(full, dtype=fld.dtype.np)
+    except MemoryError:
+        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
+                                 f"{_bytes(size)}, which could not be allocated",
+                                 hint="make the field smaller, or free memory") from None
 
 
 class Field:
@@ -65,6 +101,7 @@ class Field:
         # use (CUDA): read and write through `data` or the storage, not this array directly.
         self.host_array: np.ndarray | None = None
         self._shape = None
+        self.generation = runtime.generation   # ti.init() starts a new one: this field is gone
         if role == "primal":
             runtime.fields.append(self)
             if (needs_grad or needs_dual) and not self.dtype.is_float:
@@ -120,7 +157,7 @@ class Field:
         self.requested = True
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
-        self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
+        self.host_array = allocate(self, shape)
         for twin in (self.grad, self.dual):
             if twin is not None and twin._shape is None and twin.requested:
                 twin._place(shape)
@@ -147,7 +184,16 @@ class Field:
     def is_placed(self) -> bool:
         return self._shape is not None
 
+    def require_current(self, loc=None) -> None:
+        """A field from before the last ti.init() is gone, as in Taichi: say so where it is used."""
+        if self.generation != runtime.generation:
+            raise TinyadRuntimeError(f"field {self.name} was created before the last ti.init(), "
+                                     "which discards every field", loc,
+                                     hint="create fields after ti.init(), and call ti.init() "
+                                          "once, at the start")
+
     def _require_placed(self):
+        self.require_current()
         if self._shape is None:
             raise TinyadRuntimeError(
                 f"field {self.name} has no shape yet: give shape= or place it with "

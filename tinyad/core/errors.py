@@ -1,15 +1,16 @@
 """Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
 from __future__ import annotations
 
-from tinyad.core.srcloc import SrcLoc
+from tinyad.core.srcloc import SrcLoc, user_loc
 
 
 class TinyadError(Exception):
-    """Base class. `loc` is the user's source location, when the error has one."""
+    """Base class. `loc` is the user's source location: where given, the line in a kernel; else
+    the user's line that called into tinyad from Python scope (None when there is none)."""
 
     def __init__(self, message: str, loc: SrcLoc | None = None, hint: str = ""):
         self.message = message
-        self.loc = loc
+        self.loc = loc if loc is not None else user_loc()
         self.hint = hint
         super().__init__(self._render())
 
@@ -66,6 +67,13 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
 
 class TinyadRuntimeError(TinyadError, RuntimeError):
     """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
+
+
+def division_by_zero(loc: SrcLoc | None) -> TinyadRuntimeError:
+    """Integer `//` or `%` by zero at the user's line: the same words in every mode."""
+    return TinyadRuntimeError("integer division by zero (`//` or `%` with a zero right-hand side)",
+                              loc, hint="check the divisor first, or divide floats (a float "
+                                        "division by zero gives inf or nan, as in Taichi)")
 
 
 class TinyadAttributeError(TinyadError, AttributeError):

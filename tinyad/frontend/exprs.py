@@ -201,6 +201,8 @@ class ExprVisitor:
         return tuple(flat)
 
     def field_indices(self, fld, key: tuple, node) -> tuple:
+        if hasattr(fld, "require_current"):      # a field from before the last ti.init()
+            fld.require_current(self.loc(node))
         if not fld.is_placed:
             raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
                                      self.loc(node))
