@@ -41,7 +41,8 @@ def normalize_shape(shape) -> tuple[int, ...] | None:
     if any(s <= 0 for s in shape):   # Taichi: every dimension of a field must be positive
         raise TinyadTypeError(f"field shape {shape} has a {'zero' if 0 in shape else 'negative'} "
                               "extent: every dimension of a field must be at least 1",
-                              hint="use shape=() for a single value" if 0 in shape else "")
+                              hint="use shape=() for a single value" if 0 in shape else
+                              "extents count elements: use positive numbers")
     return shape
 
 
@@ -85,6 +86,9 @@ class Field:
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
                  needs_dual=False, primal=None, role="primal"):
+        if dtype is None:        # numpy would read None as float64
+            raise TinyadTypeError("a field needs a dtype, got None", hint="e.g. ti.field(ti.f32, "
+                                  "shape=n)")
         self.dtype = T.resolve_dtype(dtype)
         self.element_shape = tuple(element_shape)
         self.name = name or f"field{len(runtime.fields)}"
@@ -107,7 +111,8 @@ class Field:
             if (needs_grad or needs_dual) and not self.dtype.is_float:
                 raise TinyadTypeError(
                     f"field {self.name} has dtype {self.dtype}: only float fields can have "
-                    "needs_grad=True or needs_dual=True")
+                    "needs_grad=True or needs_dual=True",
+                    hint="use ti.f32 or ti.f64, or drop needs_grad (integers have no gradient)")
             if needs_grad:
                 self.grad = self._twin("grad")
             elif self.dtype.is_float and shape is None:
@@ -147,7 +152,8 @@ class Field:
         if self._shape is not None:
             if self.role == "grad" and self._shape == shape:
                 return   # placed with its primal already (needs_grad=True), then again: harmless
-            raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
+            raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}",
+                                     hint="place each field once (a field's shape is fixed)")
         partner = self.primal if self.role == "grad" else self.grad
         if partner is not None and partner._shape is not None and partner._shape != shape:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
@@ -215,12 +221,14 @@ class Field:
             key = (key,)
         if len(key) != len(self._shape):
             raise TinyadIndexError(f"field {self.name} has {len(self._shape)} dimension(s) "
-                                   f"{self._shape}, indexed with {len(key)} index(es) {key}")
+                                   f"{self._shape}, indexed with {len(key)} index(es) {key}",
+                                   hint="give one index per dimension (x[None] for a 0-D field)")
         index = tuple(int(k) for k in key)
         for k, extent in zip(index, self._shape):
             if not 0 <= k < extent:
                 raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
-                                       f"of shape {self._shape}")
+                                       f"of shape {self._shape}",
+                                       hint="each index i must satisfy 0 <= i < its extent")
         return index
 
     def __getitem__(self, key):
@@ -254,12 +262,16 @@ class Field:
         if array.shape != expected:
             raise TinyadTypeError(f"from_numpy: field {self.name} has shape {expected} "
                                   f"(field shape {self._shape} + element {self.element_shape}), "
-                                  f"the array has shape {array.shape}")
+                                  f"the array has shape {array.shape}",
+                                  hint="reshape the array first, or make the field that shape")
         if array.dtype.kind not in "biuf":
-            raise TinyadTypeError(f"from_numpy: array dtype {array.dtype} is not numeric")
+            raise TinyadTypeError(f"from_numpy: array dtype {array.dtype} is not numeric",
+                                  hint="convert it to numbers first, e.g. .astype(np.float32)")
         if self.dtype.is_int and array.dtype.kind == "f":
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
-                                  f"is {array.dtype}; convert it with .astype() first")
+                                  f"is {array.dtype}",
+                                  hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
+                                       "first (rounding is your choice to make)")
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 

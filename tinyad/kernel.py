@@ -101,7 +101,8 @@ class Kernel:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}") from None
+            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}",
+                                  hint=f"its parameters: {self.fn.__name__}{self.signature}") from None
         bound.apply_defaults()
         templates, scalars = {}, []
         for name, value in bound.arguments.items():
@@ -324,10 +325,12 @@ def _check_scalar(kernel, name, value, dtype: T.DType):
         value = int(value)
     if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, complex):
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got {type(value).__name__}")
+                              f"got {type(value).__name__}",
+                              hint="pass a number; a field is passed as `name: ti.template()`")
     if dtype.is_int and not float(value).is_integer():
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got the non-integer {value!r}")
+                              f"got the non-integer {value!r}",
+                              hint=f"pass an integer, or declare `{name}: ti.f32`")
     return value
 
 

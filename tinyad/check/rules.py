@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tinyad.check.report import Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
-from tinyad.core.srcloc import SrcLoc
+from tinyad.core.srcloc import SrcLoc, user_loc
 
 
 class RuleViolation(AutodiffRuleError):
@@ -28,8 +28,11 @@ class RuleViolation(AutodiffRuleError):
     def __init__(self, report: Report):
         self.report = report
         access = report.write or report.read
-        super().__init__(str(report))
-        self.loc = access.loc if access is not None else None
+        loc = access.loc if access is not None else user_loc()
+        text = str(report)
+        if access is None and loc is not None:   # the report names no line: show the user's call
+            text += "\n" + loc.snippet()
+        super().__init__(text, loc)
 
     def _render(self) -> str:
         return self.message

@@ -48,6 +48,10 @@ class TinyadTypeError(TinyadError, TypeError):
     """A value of the wrong type or shape in a kernel, a kernel argument or a field operation."""
 
 
+class TinyadValueError(TinyadError, ValueError):
+    """An argument of the right type but a wrong value (ti.init(mode="gpu"))."""
+
+
 class TinyadIndexError(TinyadError, IndexError):
     """A field index outside the field's shape."""
 
@@ -62,7 +66,9 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
         where += f" (component {tuple(int(c) for c in component)})"
     extra = f" with {field.element_shape} elements" if field.element_shape else ""
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
-                            f"{field.shape}{extra}", loc)
+                            f"{field.shape}{extra}", loc,
+                            hint="each index i must satisfy 0 <= i < its extent; check the loop "
+                                 "range and any i + 1 or i - 1")
 
 
 class TinyadRuntimeError(TinyadError, RuntimeError):

@@ -12,6 +12,7 @@ the user's error at their line; in tinyad's own code it is a bug in tinyad, repo
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 import sysconfig
@@ -88,13 +89,14 @@ def call_failure(fn, args: tuple, exc: Exception, loc: SrcLoc, *,
             keys = ", ".join(repr(k) for k in list(container)[:8]) \
                 if hasattr(container, "keys") else ""
             return TinyadTypeError(f"this {kind} has no key {key!r}", loc,
-                                   hint=f"its keys are {keys}" if keys else "")
+                                   hint=f"its keys are {keys}" if keys else "check the key")
         return TinyadTypeError(f"index {key!r} is out of range for this {kind} of length "
-                               f"{len(container)}", loc)
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+                               f"{len(container)}", loc, hint="check the index")
+    name = getattr(fn, "__name__", None) or repr(fn)
     if "user" in owners:       # the user's own helper failed: their error, in their words
         return TinyadTypeError(f"{name}() raised {type(exc).__name__} while the kernel was "
-                               f"traced: {exc}", loc)
+                               f"traced: {exc}", loc, hint=f"{name} runs in Python while the "
+                               "kernel is traced: the chained traceback shows where it failed")
     if owners and owners[0] == "tinyad":
         return internal_error(exc, loc)
     if traced_args and not module_of(fn).startswith("tinyad"):
@@ -105,14 +107,30 @@ def call_failure(fn, args: tuple, exc: Exception, loc: SrcLoc, *,
             f"{full}() is a Python function and cannot take a kernel value: it runs once, while "
             "the kernel is traced", loc,
             hint=f"use {equivalent}" if equivalent else "write it as a @ti.func")
-    return TinyadTypeError(f"{name}(): {exc}", loc)
+    if isinstance(exc, ArithmeticError):    # `1 // 0` of two constants, folded while tracing
+        return TinyadTypeError(f"{exc} in a value computed while the kernel is traced", loc,
+                               hint="check the constants in this expression")
+    signature = _signature(fn)
+    return TinyadTypeError(f"{name}(): {exc}", loc,
+                           hint=f"its parameters: {name}{signature}" if signature else
+                           "check the arguments of this call")
+
+
+def _signature(fn) -> str:
+    try:
+        return str(inspect.signature(fn))
+    except (TypeError, ValueError):     # a builtin without one
+        return ""
 
 
 def trace_failure(exc: Exception, loc: SrcLoc) -> TinyadError:
     """The error for an exception (not a tinyad error) that escaped tracing the user's `loc`."""
     owners = _callee_owners(exc)
     if "user" in owners:       # e.g. a property of the user's own object
-        return TinyadTypeError(f"{type(exc).__name__} while the kernel was traced: {exc}", loc)
+        return TinyadTypeError(f"{type(exc).__name__} while the kernel was traced: {exc}", loc,
+                               hint="your code raised it while the kernel was traced: the "
+                                    "chained traceback shows where")
     if isinstance(exc, ArithmeticError):    # `1 / 0` of two constants, folded while tracing
-        return TinyadTypeError(f"{exc} in a value computed while the kernel is traced", loc)
+        return TinyadTypeError(f"{exc} in a value computed while the kernel is traced", loc,
+                               hint="check the constants in this expression")
     return internal_error(exc, loc)
