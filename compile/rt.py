@@ -8,7 +8,9 @@ Random numbers. `ti.random()` in fast mode is a counter-based generator (splitmi
 draws one 64-bit seed from tinyad's seeded numpy generator (`ti.init(random_seed=...)`), each
 iteration of a parallel loop starts its own stream from (seed, iteration index), and every draw
 advances that stream. The numbers are reproducible for a given seed and do not depend on the
-number of threads or on the schedule, but they are *not* the same numbers as interp mode draws.
+number of threads or on the schedule, and interp mode draws the same ones
+(interp/random_stream.py). Stream (seed + k, i) is iteration i of the kernel's k-th parallel loop,
+whether numba runs that loop in parallel or not.
 """
 from __future__ import annotations
 

@@ -37,6 +37,8 @@ def _user_facing(call):
         return call()
     except TinyadError as exc:
         raise without_internal_frames(exc) from None
+    except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
+        raise exc.with_traceback(None) from None
     except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
         raise internal_error(exc, user_loc()) from exc
 
