@@ -284,7 +284,7 @@ class Generator(ExprWriter, Planner):
         plan = self.loops.get(id(s))
         if plan is None or ctx.loop is not None:
             self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
-            if s.parallel and ctx.loop is None and self.uses_random:
+            if s.parallel and ctx.state != "_rsp" and self.uses_random:
                 # run serially here, but each iteration still draws from its own stream, as
                 # when it runs in parallel (and as in interp mode)
                 ctx = Ctx(None, "_rsp")
@@ -392,9 +392,8 @@ class Generator(ExprWriter, Planner):
         """k for the kernel's k-th parallel loop in source order (1, 2, ...), whether or not it
         runs in parallel here: its iterations draw ti.random() from streams seed + k."""
         if not hasattr(self, "_ordinals"):
-            loops = [s for s in ir.walk_stmts(self.kernel.body)
-                     if isinstance(s, ir.For) and s.parallel]
-            self._ordinals = {id(s): k for k, s in enumerate(loops, 1)}
+            self._ordinals = {id(s): k for k, s in enumerate(_outer_parallel_loops(
+                self.kernel.body), 1)}
         return self._ordinals[id(loop)]
 
     def scope_prologue(self, scope, depth, ctx, index, stream=0, only=None):
@@ -533,3 +532,12 @@ def generate_cpu(kernel: ir.Kernel, debug: bool = False, fast_math: bool = True,
                      [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
                      bool(gen.loops), gen.sites, written)
 
+
+def _outer_parallel_loops(block):
+    """The parallel loops not inside another one (a struct-for's inner loops are parallel too)."""
+    for s in block:
+        if isinstance(s, ir.For) and s.parallel:
+            yield s
+        else:
+            for child in ir.child_blocks(s):
+                yield from _outer_parallel_loops(child)

@@ -38,6 +38,7 @@ class _Compiler:
     def __init__(self, domain):
         self.domain = domain
         self.parallel_loops = 0     # ti.random(): the k-th parallel loop draws from seed + k
+        self.in_parallel = False    # a struct-for's inner loops are parallel too: not counted
 
     # ---- expressions ---------------------------------------------------------------------
     def expr(self, e: ir.Expr):
@@ -123,11 +124,15 @@ class _Compiler:
         return atomic_with_result
 
     def loop(self, s: ir.For):
+        outermost = s.parallel and not self.in_parallel
+        if outermost:
+            self.parallel_loops += 1
+            self.in_parallel = True
+        ordinal = self.parallel_loops
         var, start, stop, body = s.var, self.expr(s.start), self.expr(s.stop), self.block(s.body)
         reverse, parallel, i32 = s.reverse, s.parallel, np.int32
-        if parallel:
-            self.parallel_loops += 1
-        ordinal = self.parallel_loops
+        if outermost:
+            self.in_parallel = False
 
         def run(fr):
             lo, hi = int(start(fr)), int(stop(fr))
@@ -139,12 +144,14 @@ class _Compiler:
                     env[var] = i32(i)
                     if parallel:
                         fr.mem.begin_iteration(s, i)
+                    if outermost:
                         fr.state = random_stream.stream(fr.seed + ordinal, i)
                     body(fr)
             except _Break:
                 pass
             if parallel:
                 fr.mem.begin_iteration(s, None)
+            if outermost:
                 fr.state = outer_state
         return run
 

@@ -15,6 +15,7 @@ from tinyad.core import types as T
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
+    TinyadInternalError,
     TinyadTypeError,
     internal_error,
     without_internal_frames,
@@ -35,6 +36,8 @@ def _user_facing(call):
     that caused it stays chained for the bug report)."""
     try:
         return call()
+    except TinyadInternalError as exc:   # keep its cause: the bug report needs tinyad's frames
+        raise exc.with_traceback(None)  # noqa: B904
     except TinyadError as exc:
         raise without_internal_frames(exc) from None
     except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
