@@ -19,7 +19,7 @@ from tinyad.kernel import Kernel
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# ---- an exception from tinyad's own code is a bug in tinyad, not the user's mistake ---------------
+# ---- an exception from tinyad's own code is a bug in tinyad, not the user's mistake --------------
 
 def _failing(exc):
     """A function that raises `exc` as if from tinyad's own code (its module's globals), the way
@@ -79,7 +79,7 @@ def test_the_users_own_helper_failing_at_trace_time_is_the_users_error(mode):
     assert not isinstance(info.value, ti.TinyadInternalError)
 
 
-# ---- small things a new user meets first ----------------------------------------------------------
+# ---- small things a new user meets first ---------------------------------------------------------
 
 def test_ti_random_gives_the_same_numbers_in_interp_and_fast_mode():
     def draw(mode, seed):
@@ -164,7 +164,7 @@ def test_a_missing_needs_grad_report_names_the_kernel_that_wrote_the_field(mode)
     assert "value None" not in str(info.value)
 
 
-# ---- resource limits ------------------------------------------------------------------------------
+# ---- resource limits -----------------------------------------------------------------------------
 
 def test_a_field_too_big_for_memory_is_refused_before_allocating(mode):
     with pytest.raises(ti.TinyadRuntimeError, match=r"needs 3\.6 TiB, more than this machine"):

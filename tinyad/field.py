@@ -152,7 +152,8 @@ class Field:
         if self._shape is not None:
             if self.role == "grad" and self._shape == shape:
                 return   # placed with its primal already (needs_grad=True), then again: harmless
-            raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}",
+            raise TinyadRuntimeError(f"field {self.name} is already placed with shape "
+                                     f"{self._shape}",
                                      hint="place each field once (a field's shape is fixed)")
         partner = self.primal if self.role == "grad" else self.grad
         if partner is not None and partner._shape is not None and partner._shape != shape:

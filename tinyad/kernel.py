@@ -107,7 +107,8 @@ class Kernel:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TinyadTypeError(f"{self.fn.__name__}(): {exc}",
-                                  hint=f"its parameters: {self.fn.__name__}{self.signature}") from None
+                                  hint=f"its parameters: {self.fn.__name__}{self.signature}"
+                                  ) from None
         bound.apply_defaults()
         templates, scalars = {}, []
         for name, value in bound.arguments.items():

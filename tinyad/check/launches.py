@@ -94,7 +94,7 @@ class LaunchChecker:
         self.history: deque = deque(maxlen=512)
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         self.tape = None               # while a Tape records: the backend's scope of it
-        self.taint: dict = {}          # in a Tape: gradless field with derived data -> (loc, kernel)
+        self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
         self.problems: dict = {}       # warn mode: report signature -> Problem

@@ -194,8 +194,8 @@ class Tracer(ExprVisitor):
     def coerce(self, value, dtype, node):
         """Convert a value for storing into a `dtype` slot, warning where Taichi warns."""
         if isinstance(value, Matrix):
-            raise TinyadTypeError(f"cannot store a {value.shape} matrix in a scalar", self.loc(node),
-                                  hint="pick one entry (v[0]), reduce it (v.sum()), or use a "
+            raise TinyadTypeError(f"cannot store a {value.shape} matrix in a scalar",
+                                  self.loc(node), hint="pick one entry (v[0]), reduce it (v.sum()), or use a "
                                        "vector local or field")
         if not B.is_expr(value) and not isinstance(value, (numbers.Number, np.generic)):
             raise TinyadTypeError(f"cannot store {type(value).__name__} {value!r} in a kernel "
