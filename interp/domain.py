@@ -12,8 +12,8 @@ import numpy as np
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import division_by_zero
-from tinyad.interp import random_stream
 from tinyad.core.ops import TABLE
+from tinyad.interp import random_stream
 
 
 class NumericDomain:

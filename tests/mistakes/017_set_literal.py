@@ -5,7 +5,7 @@ x = ti.field(ti.f32, shape=4)
 
 @ti.kernel
 def k():
-    seen = {1, 2}  # <- error
+    seen = {1, 2}  # <- error  # noqa: F841
     x[0] = 1.0
 
 k()

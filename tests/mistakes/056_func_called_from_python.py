@@ -1,6 +1,7 @@
 # expect: TinyadTypeError: can only be called from a kernel
 import tinyad as ti
 
+
 @ti.func
 def double(v):
     return v * 2
