@@ -64,9 +64,12 @@ class Tape(Recorder):
 
     def __enter__(self):
         if self.entered:
-            raise TinyadRuntimeError("Tape can be entered only once.")
+            raise TinyadRuntimeError("Tape can be entered only once.",
+                                     hint="make a new ti.ad.Tape(loss=...) for each recording")
         if active_recorder.get() is not None:
-            raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest")
+            raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest",
+                                     hint="record everything in one Tape, or close the first "
+                                          "before opening the next")
         self.entered = True
         loss = self.loss
         settle_layout()   # the layout is final now, as at a kernel launch

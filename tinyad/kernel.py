@@ -15,9 +15,12 @@ from tinyad.core import types as T
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
+    TinyadInternalError,
     TinyadTypeError,
+    internal_error,
     without_internal_frames,
 )
+from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.field import settle_layout
 from tinyad.frontend import lang
@@ -29,11 +32,19 @@ from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
 
 def _user_facing(call):
-    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames."""
+    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames. Any
+    other exception is a bug in tinyad: reported as one, at the user's call (the traceback
+    that caused it stays chained for the bug report)."""
     try:
         return call()
+    except TinyadInternalError as exc:   # keep its cause: the bug report needs tinyad's frames
+        raise exc.with_traceback(None)  # noqa: B904
     except TinyadError as exc:
         raise without_internal_frames(exc) from None
+    except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
+        raise exc.with_traceback(None) from None
+    except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
+        raise internal_error(exc, user_loc()) from exc
 
 
 class Func:
@@ -96,7 +107,9 @@ class Kernel:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}") from None
+            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}",
+                                  hint=f"its parameters: {self.fn.__name__}{self.signature}"
+                                  ) from None
         bound.apply_defaults()
         templates, scalars = {}, []
         for name, value in bound.arguments.items():
@@ -329,10 +342,12 @@ def _check_scalar(kernel, name, value, dtype: T.DType):
         value = int(value)
     if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, complex):
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got {type(value).__name__}")
+                              f"got {type(value).__name__}",
+                              hint="pass a number; a field is passed as `name: ti.template()`")
     if dtype.is_int and not float(value).is_integer():
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got the non-integer {value!r}")
+                              f"got the non-integer {value!r}",
+                              hint=f"pass an integer, or declare `{name}: ti.f32`")
     return value
 
 
