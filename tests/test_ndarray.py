@@ -1,6 +1,11 @@
 """ti.ndarray and ti.types.ndarray() kernel arguments: Python-scope access, kernels over them,
 their gradients (Tape and kernel.grad, checked against finite differences and formulas), numpy
 arrays passed directly, trace sharing, and the rule checker over ndarray elements."""
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -115,8 +120,12 @@ def test_one_trace_per_shape_and_dtype(mode):
     add_one(a)
     add_one(b)
     add_one(b)
-    assert len(add_one._traces) == 1          # same dtype and shape: one trace, one program
+    assert len(add_one._traces) == 1          # same dtype and shape: one trace
     assert a[0] == 1.0 and b[0] == 2.0        # each launch wrote its own array
+    if mode == "fast":                        # ... and one compiled program for both arrays
+        (traced,) = add_one._traces.values()
+        assert traced.has_program("primal") and len(traced._bindings) == 2
+        assert not any(bound._programs for bound in traced._bindings.values())
     add_one(ti.ndarray(ti.f64, shape=7))
     add_one(np.zeros(4, dtype=np.float32))
     assert len(add_one._traces) == 3
@@ -195,6 +204,30 @@ def test_checker_sees_one_array_through_two_kernels(mode):
             reset(x)
 
 
+def test_checker_keys_on_arrays_not_parameters(mode):
+    """`a` is read as `step`'s u, then overwritten as `step`'s v: the checker sees one array
+    under two parameters and names the rule at the write (not only at the replay)."""
+    @ti.kernel
+    def step(u: ti.types.ndarray(), v: ti.types.ndarray()):
+        for i in u:
+            v[i] = u[i] ** 2
+
+    @ti.kernel
+    def total(v: ti.types.ndarray(), loss: ti.types.ndarray()):
+        for i in v:
+            loss[None] += v[i]
+
+    a, b, c = (ti.ndarray(ti.f64, 3, needs_grad=True) for _ in range(3))
+    loss = ti.ndarray(ti.f64, (), needs_grad=True)
+    a.fill(1.0)
+    c.fill(3.0)
+    with pytest.raises(ti.ReadThenOverwriteRuleError, match=r"\[0\] was read, then changed"):
+        with ti.ad.Tape(loss=loss):
+            step(a, b)
+            step(c, a)
+            total(b, loss)
+
+
 def test_checker_keeps_arrays_of_one_kernel_apart(mode):
     """The same kernel launched on two arrays: no element is read then overwritten, and the
     gradients are those of each launch (d/dx of x^2 + y^2 summed)."""
@@ -229,3 +262,65 @@ def test_python_write_between_forward_and_backward_is_caught(mode):
         with ti.ad.Tape(loss=loss):
             square(x, loss)
             x[1] = 5.0
+
+
+CUDA_SCRIPT = '''
+import json, sys, warnings
+warnings.simplefilter("ignore")
+try:
+    from numba import cuda
+    assert cuda.is_available()
+except Exception as exc:
+    print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
+    sys.exit(0)
+import numpy as np
+import tinyad as ti
+ti.init(mode="fast", arch=ti.cuda)
+
+@ti.kernel
+def square(x: ti.types.ndarray(), loss: ti.types.ndarray()):
+    for i in x:
+        loss[None] += x[i] ** 2
+
+@ti.kernel
+def double(x: ti.types.ndarray()):
+    for i in x:
+        x[i] *= 2
+
+a = ti.ndarray(ti.f32, 4, needs_grad=True)
+b = ti.ndarray(ti.f32, 4, needs_grad=True)
+loss = ti.ndarray(ti.f32, (), needs_grad=True)
+a.from_numpy(np.arange(4, dtype=np.float32))
+b.fill(2.0)
+with ti.ad.Tape(loss=loss):
+    square(a, loss)
+    square(b, loss)
+z = np.ones(3, np.float32)
+double(z)
+z[0] = 5.0            # written by the user between launches: sent again
+double(z)
+print(json.dumps({"backend": type(ti.runtime.runtime.backend.storage).__name__,
+                  "loss": loss[None], "a": a.grad.to_numpy().tolist(),
+                  "b": b.grad.to_numpy().tolist(), "z": z.tolist()}))
+'''
+
+
+def test_cuda_binds_each_launch_to_its_arrays(tmp_path):
+    """CUDA fast mode (numba's simulator, in a fresh process): one compiled kernel launched on
+    two ndarrays keeps their device copies apart, and a numpy array is written through."""
+    script = tmp_path / "program.py"
+    script.write_text(CUDA_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, NUMBA_ENABLE_CUDASIM="1",
+               TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["backend"] == "DeviceMirror"
+    assert out["loss"] == pytest.approx(14.0 + 16.0)
+    np.testing.assert_allclose(out["a"], [0.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(out["b"], [4.0, 4.0, 4.0, 4.0])
+    np.testing.assert_allclose(out["z"], [10.0, 4.0, 4.0])

@@ -40,7 +40,8 @@ class Ndarray(Field):
         if needs_grad:
             self.grad = self._twin("grad")
         self._place(normalize_shape(shape))
-        if array is not None:     # a numpy array passed to a kernel: its own memory
+        self.external = array is not None   # a numpy array passed to a kernel: its memory
+        if array is not None:
             self.host_array = array
 
     def __repr__(self):

@@ -64,9 +64,10 @@ class ArrayParam:
         return f"<ndarray argument {self.name}: {self.dtype} {self._shape}>"
 
 
-def params_of(kernel: ir.Kernel) -> list:
-    """The ArrayParams (grads included) a kernel's IR uses."""
-    return [f for f in ir.fields_of(kernel.body) if getattr(f, "is_array_param", False)]
+def resolve(fld):
+    """The field an IR field object stands for at this launch: the array an ArrayParam is
+    bound to, or the field itself."""
+    return fld.bound if getattr(fld, "is_array_param", False) else fld
 
 
 def bind(params: dict, arrays: dict) -> dict:
