@@ -303,12 +303,12 @@ class TracedKernel:
     def bound_to(self, arrays: dict) -> "BoundTracedKernel":
         """This trace bound to the ndarray arguments of a launch (kept for the latest few sets
         of arrays, so a Tape's replay finds the launch's own)."""
-        mapping = bind(self.params, arrays)
-        key = tuple((id(p), id(a)) for p, a in mapping.items())
-        bound = self._bindings.pop(key, None) or BoundTracedKernel(self, mapping)
-        self._bindings[key] = bound
-        while len(self._bindings) > MAX_BINDINGS:
-            del self._bindings[next(iter(self._bindings))]
+        key = tuple(id(arrays[name]) for name in self.params)   # an array's grad is its own
+        bound = self._bindings.get(key)
+        if bound is None:
+            bound = self._bindings[key] = BoundTracedKernel(self, bind(self.params, arrays))
+            while len(self._bindings) > MAX_BINDINGS:
+                del self._bindings[next(iter(self._bindings))]   # the oldest made
         return bound
 
     def _warn_non_differentiable(self):

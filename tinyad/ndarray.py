@@ -40,6 +40,8 @@ class Ndarray(Field):
         if needs_grad:
             self.grad = self._twin("grad")
         self._place(normalize_shape(shape))
+        # what a trace depends on (fixed once made): asked at every launch
+        self.signature = (str(dtype), self.element_shape, self._shape, self.grad is not None)
         self.external = array is not None   # a numpy array passed to a kernel: its memory
         if array is not None:
             self.host_array = array
@@ -121,7 +123,9 @@ def _wrap_numpy(array: np.ndarray, annotation, where: str) -> Ndarray:
 
 def trace_signature(array: Ndarray, annotation) -> tuple:
     """What a trace of a kernel depends on in one ndarray argument."""
-    return (str(array.dtype), array.element_shape, array.shape, _has_grad(array, annotation))
+    if annotation.needs_grad is False:
+        return (*array.signature[:3], False)
+    return array.signature
 
 
 def _has_grad(array: Ndarray, annotation) -> bool:
