@@ -138,7 +138,9 @@ def test_ir_names_ndarray_arguments_by_parameter(mode):
             dst[i] = src[i]
 
     copy(ti.ndarray(ti.f64, shape=2), ti.ndarray(ti.f64, shape=2))
-    assert "dst[i] = src[i]" in str(copy.ir)
+    text = str(copy.ir)
+    assert "dst[i] = src[i]" in text
+    assert "kernel copy(src: ndarray(f64, (2,)), dst: ndarray(f64, (2,))):" in text
 
 
 def test_argument_checks(mode):
@@ -324,3 +326,23 @@ def test_cuda_binds_each_launch_to_its_arrays(tmp_path):
     np.testing.assert_allclose(out["a"], [0.0, 2.0, 4.0, 6.0])
     np.testing.assert_allclose(out["b"], [4.0, 4.0, 4.0, 4.0])
     np.testing.assert_allclose(out["z"], [10.0, 4.0, 4.0])
+
+
+def test_gradient_checks_take_ndarrays(mode):
+    """ti.ad.verify (sympy and finite differences) and Tape(grad_check=...) restore ndarrays
+    between their runs as they restore fields."""
+    @ti.kernel
+    def f(x: ti.types.ndarray(), loss: ti.types.ndarray()):
+        for i in x:
+            loss[None] += ti.sin(x[i]) * x[i]
+
+    x = ti.ndarray(ti.f64, shape=3, needs_grad=True)
+    loss = ti.ndarray(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.array([0.5, 1.0, -2.0]))
+    report = ti.ad.verify(lambda: f(x, loss), loss, [x], method="both")
+    assert report.ok and len(report.entries) == 3
+    x.grad.fill(0)        # the Tape leaves ndarrays' gradients to the program, as in Taichi
+    with ti.ad.Tape(loss=loss, grad_check=[x]):
+        f(x, loss)
+    values = x.to_numpy()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.cos(values) * values + np.sin(values))

@@ -126,7 +126,7 @@ class Kernel:
         arrays = {n: v for n, v in templates.items() if _is_ndarray(kinds[n])}
         key = self._key(templates)
         if key not in self._traces:
-            params = {n: parameter(n, a, kinds[n]) for n, a in arrays.items()}
+            params = {n: parameter(n, a, kinds[n], k) for k, (n, a) in enumerate(arrays.items())}
             kernel = trace_kernel(self.fn, {**templates, **params}, self.fn.__name__)
             self._traces[key] = TracedKernel(check_wellformed(kernel), params)
         self._last_key = key

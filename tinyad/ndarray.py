@@ -11,6 +11,7 @@ to the array passed; `trace_signature` is what a trace is specialised on.
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -20,6 +21,7 @@ from tinyad.core.arrays import ArrayParam
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, _caller_variable_name, normalize_shape
 from tinyad.frontend import lang
+from tinyad.runtime import runtime
 
 
 class Ndarray(Field):
@@ -42,6 +44,7 @@ class Ndarray(Field):
         self._place(normalize_shape(shape))
         # what a trace depends on (fixed once made): asked at every launch
         self.signature = (str(dtype), self.element_shape, self._shape, self.grad is not None)
+        _live[next(_made)] = self
         self.external = array is not None   # a numpy array passed to a kernel: its memory
         if array is not None:
             self.host_array = array
@@ -49,6 +52,17 @@ class Ndarray(Field):
     def __repr__(self):
         kind = f"{'x'.join(map(str, self.element_shape))} " if self.element_shape else ""
         return f"<tinyad ndarray {self.name}: {kind}{self.dtype} {self._shape}>"
+
+
+_made = itertools.count()
+_live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # creation number -> it
+
+
+def state_fields() -> list:
+    """The program's state: every placed field and every ndarray still in use, in the order
+    made. What the gradient checks save and restore between their runs."""
+    return ([f for f in runtime.fields if f.is_placed]
+            + [a for _, a in sorted(_live.items(), key=lambda item: item[0])])
 
 
 def ndarray(dtype, shape, needs_grad=False, name=None) -> Ndarray:
@@ -132,7 +146,8 @@ def _has_grad(array: Ndarray, annotation) -> bool:
     return array.grad is not None and annotation.needs_grad is not False
 
 
-def parameter(name: str, array: Ndarray, annotation) -> ArrayParam:
-    """The IR stand-in for parameter `name`, traced for arrays like `array`."""
-    param = ArrayParam(name, array.dtype, array.shape, array.element_shape)
+def parameter(name: str, array: Ndarray, annotation, position: int) -> ArrayParam:
+    """The IR stand-in for parameter `name` (the kernel's `position`-th ndarray parameter),
+    traced for arrays like `array`."""
+    param = ArrayParam(name, array.dtype, array.shape, array.element_shape, position=position)
     return param.with_grad() if _has_grad(array, annotation) else param

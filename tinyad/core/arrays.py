@@ -24,8 +24,9 @@ class ArrayParam:
     is_tinyad_field = True     # IR consumers treat it as a field (core/ir.py is_field)
     is_array_param = True
 
-    def __init__(self, name, dtype, shape, element_shape=(), role="primal", primal=None):
-        self.name, self.dtype = name, dtype
+    def __init__(self, name, dtype, shape, element_shape=(), role="primal", primal=None,
+                 position=0):
+        self.name, self.dtype, self.position = name, dtype, position   # position: among them
         self._shape, self.element_shape = tuple(shape), tuple(element_shape)
         self.role, self.primal = role, primal
         self.grad: ArrayParam | None = None
@@ -36,7 +37,7 @@ class ArrayParam:
 
     def with_grad(self) -> "ArrayParam":
         self.grad = ArrayParam(f"{self.name}.grad", self.dtype, self._shape, self.element_shape,
-                               role="grad", primal=self)
+                               role="grad", primal=self, position=self.position)
         return self
 
     # The field description IR consumers read (as tinyad/field.py's Field)
