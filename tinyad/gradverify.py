@@ -46,8 +46,8 @@ from tinyad.core.errors import (
     without_internal_frames,
 )
 from tinyad.field import Field
-from tinyad.ndarray import state_fields
 from tinyad.gradreport import GradientReport, judge, tolerance
+from tinyad.ndarray import state_fields
 from tinyad.runtime import Recorder, active_recorder, runtime
 
 METHODS = ("sympy", "fd", "both")

@@ -11,8 +11,8 @@ import numpy as np
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
-from tinyad.core.arrays import bind, bind_arrays, set_bound
 from tinyad.core import types as T
+from tinyad.core.arrays import bind, bind_arrays, set_bound
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
@@ -141,8 +141,8 @@ class Kernel:
     def _traced_for_inspection(self) -> TracedKernel:
         if self._last_key is None:
             if any(k == "template" or _is_ndarray(k) for k in self.kinds().values()):
-                raise TinyadTypeError(f"{self.fn.__name__} takes template or ndarray arguments: call it once "
-                                      "before asking for its IR")
+                raise TinyadTypeError(f"{self.fn.__name__} takes template or ndarray arguments: "
+                                      "call it once before asking for its IR")
             return _user_facing(lambda: self.ir_for({}))
         return self._traces[self._last_key]
 
@@ -300,7 +300,7 @@ class TracedKernel:
         """The IR the backend's program for `variant` is made from."""
         return self.variant_ir(variant)
 
-    def bound_to(self, arrays: dict) -> "BoundTracedKernel":
+    def bound_to(self, arrays: dict) -> BoundTracedKernel:
         """This trace bound to the ndarray arguments of a launch (kept for the latest few sets
         of arrays, so a Tape's replay finds the launch's own)."""
         key = tuple(id(arrays[name]) for name in self.params)   # an array's grad is its own

@@ -121,7 +121,8 @@ def _wrap_numpy(array: np.ndarray, annotation, where: str) -> Ndarray:
     try:
         dtype = T.from_numpy(array.dtype)
     except TypeError:
-        raise TinyadTypeError(f"{where}: tinyad has no type for numpy dtype {array.dtype}") from None
+        raise TinyadTypeError(f"{where}: tinyad has no type for numpy dtype "
+                              f"{array.dtype}") from None
     element_shape = tuple(annotation.element_shape or ())
     split = array.ndim - len(element_shape)
     if split < 0 or array.shape[split:] != element_shape:

@@ -22,7 +22,6 @@ from tinyad.core import types as T
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
 from tinyad.ndarray import state_fields
-from tinyad.runtime import runtime
 
 EPS_RANGE = 2.0 ** np.arange(-3, -30, -2).astype(np.float64)
 

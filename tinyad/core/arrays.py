@@ -35,7 +35,7 @@ class ArrayParam:
         self.requested = True
         self.bound = None           # the array of the current launch (None: not launched)
 
-    def with_grad(self) -> "ArrayParam":
+    def with_grad(self) -> ArrayParam:
         self.grad = ArrayParam(f"{self.name}.grad", self.dtype, self._shape, self.element_shape,
                                role="grad", primal=self, position=self.position)
         return self

@@ -562,7 +562,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
     args = []
     for pname, kind in parameter_kinds(fn, source).items():
         loc = source.loc(source.tree)
-        if kind == "template" or isinstance(kind, lang.NdarrayType):   # an ndarray: its ArrayParam
+        if kind == "template" or isinstance(kind, lang.NdarrayType):   # ndarray: an ArrayParam
             frame.scopes[-1][pname] = template_args[pname]
         elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
             dtype = T.resolve_dtype(kind.dtype) if kind.dtype else T.f32
