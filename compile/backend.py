@@ -31,6 +31,7 @@ INTERPRETER_CHECK_LIMIT = 20_000
 
 class FastBackend(Backend):
     name = "fast"
+    arrays_as_parameters = True   # compiled code takes every array as a parameter
 
     def __init__(self, config, rng):
         super().__init__(config, rng)
@@ -142,7 +143,7 @@ class FastBackend(Backend):
         adjoints = []
         for k in kernels:
             try:
-                adjoint = k.variant_ir("adjoint")
+                adjoint = k.program_ir("adjoint")
             except Exception:     # noqa: BLE001  speculative: raised again if .grad() runs
                 continue
             if adjoint.body:

@@ -27,6 +27,7 @@ from tinyad.compile import cache
 from tinyad.compile.cudasource import generate_cuda
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import CUDA_STACK, Generated
+from tinyad.core.arrays import resolve
 from tinyad.core.errors import TinyadRuntimeError
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
@@ -79,7 +80,11 @@ class CudaKernel:
     def __call__(self, scalars=(), rng=None):
         """Launch once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         gen = self.generated
-        device = [self.mirror.device_array(f) for f in gen.fields]
+        arrays = [resolve(f) for f in gen.fields]   # ndarray arguments: this launch's arrays
+        for a in arrays:
+            if getattr(a, "external", False):   # a user's numpy array: may have changed
+                self.mirror.invalidate(a)
+        device = [self.mirror.device_array(a) for a in arrays]
         values = [c(v) for c, v in zip(self.converts, scalars)]
         carry = [cuda.to_device(np.array([values[k] if k is not None else 0], dtype))
                  for dtype, k in self.carried]
@@ -93,7 +98,9 @@ class CudaKernel:
             extra.append(np.int64((rng or np.random.default_rng(0)).integers(0, 2**62)))
         self.launch(*device, *values, *carry, *extra)
         for k in gen.written:
-            self.mirror.kernel_wrote(gen.fields[k])     # the device has the new values
+            self.mirror.kernel_wrote(arrays[k])     # the device has the new values
+            if getattr(arrays[k], "external", False):
+                self.mirror.to_host(arrays[k])      # written through, as on the CPU
         if err.copy_to_host()[0]:
             raise TinyadRuntimeError(
                 f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "

@@ -71,6 +71,7 @@ from tinyad.frontend.math import (
 )
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.kernel import data_oriented, func, kernel, real_func
+from tinyad.ndarray import Ndarray, ndarray
 from tinyad.runtime import init
 
 __version__ = "0.1.0"

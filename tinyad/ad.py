@@ -73,7 +73,16 @@ class Tape(Recorder):
         self.entered = True
         loss = self.loss
         settle_layout()   # the layout is final now, as at a kernel launch
-        if loss is not None:
+        if getattr(loss, "is_ndarray", False):   # any one-element ndarray, as in Taichi
+            if loss.grad is None:
+                raise TinyadRuntimeError(
+                    "Gradients of loss are not allocated, please set needs_grad=True for all "
+                    "ndarrays that are required by autodiff.",
+                    hint=f"create {loss.name} with needs_grad=True")
+            if loss.host_array.size != 1:
+                raise TinyadRuntimeError("The loss of `Tape` must be an ndarray with only one "
+                                         f"element, {loss.name} has shape {loss.shape}")
+        elif loss is not None:
             if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
                 raise TinyadRuntimeError("The loss of Tape must be a 0-D field, i.e. scalar",
                                          hint="declare it as ti.field(ti.f32, shape=())")

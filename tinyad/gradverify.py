@@ -47,6 +47,7 @@ from tinyad.core.errors import (
 )
 from tinyad.field import Field
 from tinyad.gradreport import GradientReport, judge, tolerance
+from tinyad.ndarray import state_fields
 from tinyad.runtime import Recorder, active_recorder, runtime
 
 METHODS = ("sympy", "fd", "both")
@@ -98,7 +99,7 @@ class FieldState:
     from_numpy, so whatever watches Python-scope writes sees the restores)."""
 
     def __init__(self):
-        self.fields = [f for f in runtime.fields if f.is_placed]
+        self.fields = state_fields()
         self.saved = {id(f): f.data.copy() for f in self.fields}
 
     def values(self) -> dict:

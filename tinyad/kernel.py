@@ -12,6 +12,7 @@ from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
 from tinyad.core import types as T
+from tinyad.core.arrays import bind, bind_arrays, set_bound
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
@@ -28,6 +29,7 @@ from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad import undo
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
+from tinyad.ndarray import as_argument, parameter, trace_signature
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
 
@@ -116,6 +118,8 @@ class Kernel:
             kind = kinds[name]
             if kind == "template":
                 templates[name] = value
+            elif isinstance(kind, lang.NdarrayType):
+                templates[name] = as_argument(value, kind, self.fn.__name__, name)
             elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
                 entries = value.entries if isinstance(value, Matrix) else np.ravel(value).tolist()
                 scalars.extend(_check_scalar(self, name, e, T.f32) for e in entries)
@@ -124,16 +128,24 @@ class Kernel:
         return templates, tuple(scalars)
 
     def _key(self, templates):
+        kinds = self.kinds()
         return (runtime.generation, runtime.config.default_fp, runtime.config.default_ip,
-                tuple((n, _template_key(v)) for n, v in templates.items()))
+                tuple((n, trace_signature(v, kinds[n]) if _is_ndarray(kinds[n])
+                       else _template_key(v)) for n, v in templates.items()))
 
     def ir_for(self, templates) -> TracedKernel:
+        """The trace for these template values, bound to these ndarray arguments if any (a
+        trace is shared by all arrays of one dtype, shape and gradient: tinyad/ndarray.py)."""
+        kinds = self.kinds()
+        arrays = {n: v for n, v in templates.items() if _is_ndarray(kinds[n])}
         key = self._key(templates)
         if key not in self._traces:
-            kernel = trace_kernel(self.fn, templates, self.fn.__name__)
-            self._traces[key] = TracedKernel(check_wellformed(kernel))
+            params = {n: parameter(n, a, kinds[n], k) for k, (n, a) in enumerate(arrays.items())}
+            kernel = trace_kernel(self.fn, {**templates, **params}, self.fn.__name__)
+            self._traces[key] = TracedKernel(check_wellformed(kernel), params)
         self._last_key = key
-        return self._traces[key]
+        traced = self._traces[key]
+        return traced.bound_to(arrays) if arrays else traced
 
     @property
     def ir(self) -> ir.Kernel:
@@ -142,9 +154,9 @@ class Kernel:
 
     def _traced_for_inspection(self) -> TracedKernel:
         if self._last_key is None:
-            if any(k == "template" for k in self.kinds().values()):
-                raise TinyadTypeError(f"{self.fn.__name__} takes template arguments: call it once "
-                                      "before asking for its IR")
+            if any(k == "template" or _is_ndarray(k) for k in self.kinds().values()):
+                raise TinyadTypeError(f"{self.fn.__name__} takes template or ndarray arguments: "
+                                      "call it once before asking for its IR")
             return _user_facing(lambda: self.ir_for({}))
         return self._traces[self._last_key]
 
@@ -267,8 +279,10 @@ class TracedKernel:
     DERIVED = {"adjoint": _adjoint_ir, "tangent": _tangent_ir,
                "adjoint_tangent": _adjoint_tangent_ir}
 
-    def __init__(self, kernel_ir: ir.Kernel):
+    def __init__(self, kernel_ir: ir.Kernel, params: dict | None = None):
         self.ir = kernel_ir
+        self.params = params or {}   # ndarray parameter name -> its ArrayParam in the IR
+        self._bindings: dict = {}    # ids of the arrays bound -> BoundTracedKernel (latest last)
         self._variants = {"primal": kernel_ir}
         self._programs = {}
         self._written = {}     # variant -> the fields it writes (what a failed launch restores)
@@ -296,6 +310,21 @@ class TracedKernel:
 
     def has_program(self, variant: str) -> bool:
         return variant in self._programs
+
+    def program_ir(self, variant: str) -> ir.Kernel:
+        """The IR the backend's program for `variant` is made from."""
+        return self.variant_ir(variant)
+
+    def bound_to(self, arrays: dict) -> BoundTracedKernel:
+        """This trace bound to the ndarray arguments of a launch (kept for the latest few sets
+        of arrays, so a Tape's replay finds the launch's own)."""
+        key = tuple(id(arrays[name]) for name in self.params)   # an array's grad is its own
+        bound = self._bindings.get(key)
+        if bound is None:
+            bound = self._bindings[key] = BoundTracedKernel(self, bind(self.params, arrays))
+            while len(self._bindings) > MAX_BINDINGS:
+                del self._bindings[next(iter(self._bindings))]   # the oldest made
+        return bound
 
     def _warn_non_differentiable(self):
         """Once per kernel, when its gradient first runs: where gradient paths are cut."""
@@ -335,6 +364,67 @@ class TracedKernel:
             self.launch(variant, scalars)
             return
         self.launch("adjoint", scalars, record, manual)
+
+
+MAX_BINDINGS = 16   # sets of ndarray arguments one trace keeps its bound variants for
+
+
+class BoundTracedKernel(TracedKernel):
+    """A trace with ndarray parameters bound to the arrays of a launch. Its IR variants are the
+    trace's with each ArrayParam replaced by its array (tinyad/core/arrays.py): interp mode
+    runs them, and the rule checkers reason about them, keyed on the arrays. A backend whose
+    programs take the arrays at each launch (`arrays_as_parameters`, fast mode) runs the
+    trace's own program, compiled once per dtype and shape, with the ArrayParams pointed at
+    this launch's arrays."""
+
+    def __init__(self, generic: TracedKernel, mapping: dict):
+        self.generic, self.mapping, self._memo = generic, mapping, {}
+        self.ir = bind_arrays(generic.ir, mapping, self._memo)
+        self.params = {}
+        self._variants = {"primal": self.ir}
+        self._programs = {}
+        self._written = {}
+        self.facts = None
+
+    def variant_ir(self, variant: str) -> ir.Kernel:
+        if variant not in self._variants:
+            self._variants[variant] = bind_arrays(self.generic.variant_ir(variant), self.mapping,
+                                                  self._memo)
+        return self._variants[variant]
+
+    def _shares_programs(self) -> bool:
+        return getattr(runtime.backend, "arrays_as_parameters", False)
+
+    def program(self, variant: str):
+        if self._shares_programs():
+            set_bound(self.mapping)
+            return self.generic.program(variant)
+        return super().program(variant)
+
+    def has_program(self, variant: str) -> bool:
+        if self._shares_programs():
+            return self.generic.has_program(variant)
+        return super().has_program(variant)
+
+    def program_ir(self, variant: str) -> ir.Kernel:
+        if self._shares_programs():
+            return self.generic.variant_ir(variant)
+        return self.variant_ir(variant)
+
+    def _warn_non_differentiable(self):
+        self.generic._warn_non_differentiable()
+
+    def _bound(self, pairs) -> list:
+        return [(self.mapping.get(f, f), loc) for f, loc in pairs]
+
+    notes = property(lambda self: self.generic.notes)
+    dropped_tangents = property(lambda self: self._bound(self.generic.dropped_tangents))
+    dropped_adjoint_tangents = property(
+        lambda self: self._bound(self.generic.dropped_adjoint_tangents))
+
+
+def _is_ndarray(kind) -> bool:
+    return isinstance(kind, lang.NdarrayType)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):

@@ -16,11 +16,12 @@ from tinyad.ad import FwdMode, Tape
 from tinyad.backend import NO_CHECKS
 from tinyad.core.errors import TinyadRuntimeError
 from tinyad.field import Field
+from tinyad.ndarray import state_fields
 from tinyad.runtime import runtime
 
 
 def _snapshot():
-    return [(f, f.to_numpy()) for f in runtime.fields if f.is_placed]
+    return [(f, f.to_numpy()) for f in state_fields()]
 
 
 def _restore(snapshot):

@@ -21,7 +21,7 @@ import numpy as np
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
-from tinyad.runtime import runtime
+from tinyad.ndarray import state_fields
 
 EPS_RANGE = 2.0 ** np.arange(-3, -30, -2).astype(np.float64)
 
@@ -46,7 +46,7 @@ class GradChecker:
                                       "with needs_grad=True")
         self.loss = loss
         self.to_check = list(to_check)
-        self.fields = [f for f in runtime.fields if f.is_placed]
+        self.fields = state_fields()
         self.backups = [f.to_numpy() for f in self.fields]
         self.result: list[bool] = []
 

@@ -28,7 +28,7 @@ from tinyad.check import rules
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import KernelSimplicityRuleError
+from tinyad.core.errors import KernelSimplicityRuleError, TinyadRuntimeError
 from tinyad.core.names import Namer
 from tinyad.core.ops import TABLE
 from tinyad.core.wellformed import check_wellformed
@@ -37,6 +37,7 @@ from tinyad.core.wellformed import check_wellformed
 def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
     """The adjoint kernel of `kernel` (same arguments, no return value). Non-differentiable
     operations met on a gradient path are appended to `notes` as (loc, op)."""
+    _reject_grad_loads(kernel)
     transform = _Reverse(kernel)
     body = transform.region(kernel.body, assigned=frozenset(a.name for a in kernel.args))
     body = eliminate_dead_code(body)
@@ -45,6 +46,24 @@ def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
         notes.extend(transform.notes)
     return check_wellformed(ir.Kernel(f"{kernel.name}_grad", kernel.args, tuple(body), None,
                                       kernel.loc))
+
+
+def _reject_grad_loads(kernel):
+    """A kernel that reads a gradient (x.grad[i]) has no adjoint in terms of its primal values:
+    refused, as in Taichi, unless the read is wrapped in ti.stop_grad."""
+    for stmt in ir.walk_stmts(kernel.body):
+        for expr in ir.stmt_exprs(stmt):
+            stopped = set()
+            for sub in ir.walk_expr(expr):
+                if isinstance(sub, ir.Op) and sub.op == "stop_grad":
+                    stopped.update(id(e) for e in ir.walk_expr(sub))
+                elif (isinstance(sub, ir.Load) and sub.field.role == "grad"
+                      and id(sub) not in stopped):
+                    raise TinyadRuntimeError(
+                        f"Cannot automatically differentiate through a grad tensor: "
+                        f"{kernel.name} reads {sub.field.name}", sub.loc,
+                        hint="wrap the read in ti.stop_grad(...) if no gradient should flow "
+                             "through it, or read it in a kernel that is not differentiated")
 
 
 def _reject_random(body, name):

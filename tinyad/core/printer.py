@@ -113,11 +113,23 @@ class _Printer:
 def format_kernel(kernel: ir.Kernel) -> str:
     printer = _Printer()
     printer.declared.update(a.name for a in kernel.args)
-    args = ", ".join(f"{a.name}: {a.dtype}" for a in kernel.args)
+    args = ", ".join([f"{a.name}: {a.dtype}" for a in kernel.args] + _array_params(kernel))
     ret = f" -> {kernel.ret}" if kernel.ret else ""
     printer.line(0, f"kernel {kernel.name}({args}){ret}:")
     printer.block(kernel.body, 1)
     return "\n".join(printer.lines)
+
+
+def _array_params(kernel: ir.Kernel) -> list[str]:
+    """The kernel's ndarray parameters (tinyad/core/arrays.py), as its header shows them."""
+    shown = {}
+    for f in ir.fields_of(kernel.body):
+        if getattr(f, "is_array_param", False):
+            param = f.primal if f.role == "grad" else f
+            shown.setdefault(param.name, param)
+    return [f"{p.name}: ndarray({p.dtype}, {p.shape}"
+            + (f", element {p.element_shape})" if p.element_shape else ")")
+            for p in sorted(shown.values(), key=lambda p: p.position)]
 
 
 def format_stmt(stmt: ir.Stmt) -> str:

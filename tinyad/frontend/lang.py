@@ -163,6 +163,26 @@ class MatrixType:
         return Matrix(rows, dt=T.resolve_dtype(self.dtype) if self.dtype else None)
 
 
+class NdarrayType:
+    """`ti.types.ndarray(dtype=None, ndim=None, needs_grad=None)`: a kernel parameter bound to an
+    ndarray (or a numpy array) at each launch. `dtype` is the element type (a scalar dtype, or a
+    vector/matrix type whose axes trail the array's), `ndim` the number of array axes;
+    `needs_grad=False` gives the kernel's adjoint no gradient of this argument."""
+
+    def __init__(self, dtype=None, ndim=None, needs_grad=None, boundary="unsafe"):
+        self.dtype, self.ndim, self.needs_grad = dtype, ndim, needs_grad
+        if boundary != "unsafe":
+            raise TinyadTypeError(f"ti.types.ndarray(boundary={boundary!r}) is not supported by "
+                                  "tinyad: indices must stay within the array")
+
+    @property
+    def element_shape(self) -> tuple | None:
+        """The element type's shape, or None when the annotation does not say."""
+        if isinstance(self.dtype, (VectorType, MatrixType)):
+            return self.dtype.shape
+        return None if self.dtype is None else ()
+
+
 def _flatten_entries(entries):
     flat = []
     for e in entries:
@@ -182,10 +202,7 @@ class types:  # noqa: N801  (the `ti.types` namespace)
     i32, i64, f32, f64, u8 = T.i32, T.i64, T.f32, T.f64, T.u8
     i8, i16, u16, u32, u64 = T.i8, T.i16, T.u16, T.u32, T.u64
 
-    @staticmethod
-    def ndarray(*args, **kwargs):
-        raise TinyadTypeError("ti.types.ndarray() arguments are not supported by tinyad yet: "
-                              "use fields")
+    ndarray = None   # NdarrayType, set below
 
 
 def static_assert(cond, msg=None):
@@ -195,3 +212,6 @@ def static_assert(cond, msg=None):
                         "value")
     if not cond:
         raise AssertionError(msg or "ti.static_assert failed")
+
+
+types.ndarray = NdarrayType

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math as _pymath
 
 from tinyad.core import builder as B
+from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 
 pi = _pymath.pi
@@ -125,17 +126,13 @@ def inverse(m):
 
 
 def _vector_type(n):
-    def make(*entries):
-        from tinyad.frontend.lang import types  # noqa: PLC0415
-        return types.vector(n, None)(*entries)
-    return make
+    # a type, as in Taichi: callable to make a vector, and usable as an ndarray's or a kernel
+    # argument's type
+    return lang.VectorType(n, None)
 
 
 def _matrix_type(n):
-    def make(*entries):
-        from tinyad.frontend.lang import types  # noqa: PLC0415
-        return types.matrix(n, n, None)(*entries)
-    return make
+    return lang.MatrixType(n, n, None)
 
 
 vec2, vec3, vec4 = _vector_type(2), _vector_type(3), _vector_type(4)

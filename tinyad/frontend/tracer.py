@@ -94,7 +94,7 @@ def resolve_annotation(annotation):
     """A kernel or func parameter annotation -> 'template', a dtype, or a vector/matrix type."""
     if annotation is lang.template or isinstance(annotation, lang.template):
         return "template"
-    if isinstance(annotation, (lang.VectorType, lang.MatrixType)):
+    if isinstance(annotation, (lang.VectorType, lang.MatrixType, lang.NdarrayType)):
         return annotation
     return T.resolve_dtype(annotation)
 
@@ -582,7 +582,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
     args = []
     for pname, kind in parameter_kinds(fn, source).items():
         loc = source.loc(source.tree)
-        if kind == "template":
+        if kind == "template" or isinstance(kind, lang.NdarrayType):   # ndarray: an ArrayParam
             frame.scopes[-1][pname] = template_args[pname]
         elif isinstance(kind, (lang.VectorType, lang.MatrixType)):
             dtype = T.resolve_dtype(kind.dtype) if kind.dtype else T.f32
