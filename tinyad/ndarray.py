@@ -60,9 +60,11 @@ _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # creation 
 
 def state_fields() -> list:
     """The program's state: every placed field and every ndarray still in use, in the order
-    made. What the gradient checks save and restore between their runs."""
+    made, since the last ti.init (which discards older ones). What the gradient checks save
+    and restore between their runs."""
     return ([f for f in runtime.fields if f.is_placed]
-            + [a for _, a in sorted(_live.items(), key=lambda item: item[0])])
+            + [a for _, a in sorted(_live.items(), key=lambda item: item[0])
+               if a.generation == runtime.generation])
 
 
 def ndarray(dtype, shape, needs_grad=False, name=None) -> Ndarray:
