@@ -13,6 +13,7 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
+from tinyad.interp import lanes
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
 
@@ -136,6 +137,8 @@ class _Compiler:
                 pass
             if parallel:
                 fr.mem.begin_iteration(s, None)
+        if parallel and self.domain is NUMERIC and lanes.enabled():
+            return lanes.compile_loop(s, run) or run   # the iterations together, as numpy lanes
         return run
 
     def while_loop(self, s: ir.While):
