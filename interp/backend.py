@@ -15,6 +15,7 @@ from tinyad.core import ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
+from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 
 
 class InterpBackend(Backend):
@@ -58,7 +59,10 @@ class InterpBackend(Backend):
                                     scalars)
         record = checker.new_launch(name, traced, scalars)
         replayed = launchchecks.kernel_facts(traced).replayed
-        return program.run(scalars, LoggedMemory(checker, record, replayed), self.rng), record
+        memory = LoggedMemory(checker, record, replayed)
+        result = program.run(scalars, memory, self.rng)
+        memory.finish()
+        return result, record
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name = traced.ir.name

@@ -33,8 +33,9 @@ class Frame:
 class _Compiler:
     """Turns IR nodes into closures, asking the value domain for the value-level pieces."""
 
-    def __init__(self, domain):
+    def __init__(self, domain, outer_locals=frozenset()):
         self.domain = domain
+        self.outer_locals = outer_locals   # for lanes: locals assigned outside parallel loops
 
     # ---- expressions ---------------------------------------------------------------------
     def expr(self, e: ir.Expr):
@@ -138,7 +139,7 @@ class _Compiler:
             if parallel:
                 fr.mem.begin_iteration(s, None)
         if parallel and self.domain is NUMERIC and lanes.enabled():
-            return lanes.compile_loop(s, run) or run   # the iterations together, as numpy lanes
+            return lanes.compile_loop(s, run, self.outer_locals) or run   # the iterations together, as numpy lanes
         return run
 
     def while_loop(self, s: ir.While):
@@ -159,7 +160,8 @@ class Program:
     def __init__(self, kernel: ir.Kernel, domain=NUMERIC):
         self.kernel = kernel
         self.domain = domain
-        self._body = _Compiler(domain).block(kernel.body) if kernel.body else (lambda fr: None)
+        compiler = _Compiler(domain, lanes.outer_locals(kernel))
+        self._body = compiler.block(kernel.body) if kernel.body else (lambda fr: None)
 
     def run(self, args: tuple, memory: Memory | None = None,
             rng: np.random.Generator | None = None):

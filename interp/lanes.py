@@ -79,8 +79,10 @@ class PlainLanes:
     def begin(self, loop, iters):
         """A chunk of the loop's iterations starts (the checked memory keys accesses by it)."""
 
-    def end(self, loop):
-        """The loop has ended."""
+    def end(self, loop) -> bool:
+        """The loop has ended; -> False when its effects were undone, to run it on the
+        scalar path instead (interp/lanelog.py)."""
+        return True
 
     def checked(self, fld, idx, site):
         """`idx` (a tuple of index arrays, active lanes only) with every index in bounds."""
@@ -309,10 +311,28 @@ def _active(value, mask, n):
     return value if mask is None else value[mask]
 
 
-def compile_loop(s: ir.For, scalar_run):
+def outer_locals(kernel: ir.Kernel) -> frozenset:
+    """The locals a kernel assigns outside its parallel loops (and its arguments): a parallel
+    loop that assigns one of them carries it from iteration to iteration, which lanes do not."""
+    names = {a.name for a in kernel.args}
+    for top in kernel.body:
+        if isinstance(top, ir.For) and top.parallel:
+            continue
+        for s in ir.walk_stmts((top,)):
+            if isinstance(s, ir.Assign):
+                names.add(s.name)
+            elif isinstance(s, ir.AtomicOp) and s.result:
+                names.add(s.result)
+    return frozenset(names)
+
+
+def compile_loop(s: ir.For, scalar_run, outer: frozenset = frozenset()):
     """The parallel loop `s` as lanes: run(frame) runs its iterations in chunks of lanes, or
     `scalar_run` (the evaluator's closure for the loop) where lanes cannot: a memory that has
-    no lane form. -> None if the loop's body uses what lanes do not run."""
+    no lane form. -> None if the loop's body uses what lanes do not run, or assigns a local of
+    `outer` (the kernel's locals outside the loop: see outer_locals)."""
+    if any(isinstance(b, ir.Assign) and b.name in outer for b in ir.walk_stmts(s.body)):
+        return None
     try:
         body = _LaneCompiler().block(s.body)
         start, stop = _LaneCompiler().expr(s.start), _LaneCompiler().expr(s.stop)
@@ -335,7 +355,8 @@ def compile_loop(s: ir.For, scalar_run):
             chunk.env[var] = iters
             lanes_memory.begin(s, iters)
             body(chunk, None)
-        lanes_memory.end(s)
+        if not lanes_memory.end(s):   # the checked log found a violation: the scalar path,
+            scalar_run(fr)            # whose log reports it element by element
     return run
 
 

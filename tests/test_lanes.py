@@ -201,3 +201,21 @@ def test_out_of_bounds_in_a_lane_names_the_users_line(check, monkeypatch):
         shift()
     assert "index (8,)" in str(info.value)
     assert "x[i] = x[i + 1]       # the marked line" in str(info.value)
+
+
+def test_a_loop_that_carries_a_kernel_local_stays_scalar(monkeypatch):
+    """`s` is assigned before the loop and in it: carried across iterations (a serial sum)."""
+    monkeypatch.setenv(lanes.ENV_SWITCH, "1")
+    ti.init(mode="interp")
+    m = ti.field(ti.f32, shape=())
+
+    @ti.kernel
+    def carried():
+        s = 0.0
+        for i in range(4):
+            s += i * 0.5
+        for i in range(3):
+            ti.atomic_max(m[None], s + i)
+
+    carried()
+    assert m[None] == 3.0 + 2.0

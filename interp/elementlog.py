@@ -1,0 +1,180 @@
+"""Per-element summaries of the access log: one event per element of a field (the first read
+of a Tape scope, its first write, its latest write, ...), kept in numpy arrays the size of the
+field rather than as one object per access.
+
+Why: the checker's memory must grow with the fields' size, not with the number of accesses (a
+10⁴-element field over 100 steps made 10⁶ Access objects, about 1 GB). An `ElementLog` holds, per
+field it has seen, six columns shaped like the field's array: when (the checker's tick; 0 means
+no event), the value, the kind of access, the source line, the launch and the parallel-loop
+iteration. A report gets an event back as an `Access` (tinyad/check/report.py).
+
+The scalar access log (interp/accesslog.py) reads and writes one element at a time; the lanes'
+log (interp/lanelog.py) whole index arrays at once (flat indices into the field's array).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyad.check.report import Access
+
+KINDS = ("read", "store", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+         "python write")
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+
+
+class _Names:
+    """Source lines and kernel names as small integers (an element's column holds the code)."""
+
+    def __init__(self):
+        self.items: list = [None]
+        self.codes: dict = {}
+
+    def code(self, item) -> int:
+        key = id(item) if not isinstance(item, str) else item
+        code = self.codes.get(key)
+        if code is None:
+            code = self.codes[key] = len(self.items)
+            self.items.append(item)
+        return code
+
+
+LOCS = _Names()       # SrcLoc objects, kept alive here
+KERNELS = _Names()    # kernel names
+
+
+class Columns:
+    """One field's events, a column per fact, each shaped like the field's array."""
+    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+
+    def __init__(self, data: np.ndarray):
+        shape = data.shape
+        self.time = np.zeros(shape, np.int64)
+        self.value = np.zeros(shape, data.dtype)
+        self.kind = np.zeros(shape, np.int8)
+        self.loc = np.zeros(shape, np.int32)
+        self.kernel = np.zeros(shape, np.int32)
+        self.launch = np.zeros(shape, np.int32)
+        self.iteration = np.zeros(shape, np.int64)   # the iteration + 1; 0: not in a loop
+
+    def flat(self):
+        """The same columns as 1-d views (for flat index arrays)."""
+        return tuple(getattr(self, name).reshape(-1) for name in Columns.__slots__)
+
+
+class ElementLog:
+    """At most one event per element of each field."""
+
+    def __init__(self):
+        self.fields: dict = {}      # field -> Columns
+
+    def columns(self, fld, create=True) -> Columns | None:
+        cols = self.fields.get(fld)
+        if cols is None and create:
+            cols = self.fields[fld] = Columns(fld.data)
+        return cols
+
+    # ---- one element (the scalar log) -----------------------------------------------------
+    def has(self, fld, index) -> bool:
+        cols = self.fields.get(fld)
+        return cols is not None and cols.time[index] != 0
+
+    def get(self, fld, index) -> Access | None:
+        cols = self.fields.get(fld)
+        if cols is None or cols.time[index] == 0:
+            return None
+        return _access(cols, index)
+
+    def put(self, fld, index, kind, loc, kernel, launch, iteration, value, time) -> None:
+        """Record the event at `index`, replacing any earlier one."""
+        cols = self.columns(fld)
+        cols.time[index] = time
+        cols.value[index] = value
+        cols.kind[index] = KIND_CODE[kind]
+        cols.loc[index] = LOCS.code(loc)
+        cols.kernel[index] = KERNELS.code(kernel) if kernel is not None else 0
+        cols.launch[index] = launch or 0
+        cols.iteration[index] = 0 if iteration is None else iteration + 1
+
+    def put_first(self, fld, index, *event) -> bool:
+        """Record the event unless the element has one; -> whether it was recorded."""
+        cols = self.columns(fld)
+        if cols.time[index] != 0:
+            return False
+        self.put(fld, index, *event)
+        return True
+
+    def clear(self, fld, index) -> None:
+        cols = self.fields.get(fld)
+        if cols is not None:
+            cols.time[index] = 0
+
+    def elements(self, fld) -> list:
+        """The indices of the elements of `fld` that have an event, in index order."""
+        cols = self.fields.get(fld)
+        if cols is None:
+            return []
+        return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.time))]
+
+    # ---- index arrays (the lanes' log) -----------------------------------------------------
+    def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
+                 first_only: bool) -> None:
+        """Record one event per flat index (a later duplicate replaces an earlier one, unless
+        `first_only`, which also keeps the events already there)."""
+        cols = self.columns(fld)
+        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flat()
+        if first_only:
+            flat, first = np.unique(flat, return_index=True)
+            keep = time_c[flat] == 0
+            flat, pick = flat[keep], first[keep]
+            values = values[pick] if np.ndim(values) else values
+            lanes = lanes[pick] if np.ndim(lanes) else lanes
+        time_c[flat] = time
+        value_c[flat] = values
+        kind_c[flat] = KIND_CODE[kind]
+        loc_c[flat] = LOCS.code(loc)
+        kernel_c[flat] = KERNELS.code(kernel)
+        launch_c[flat] = launch
+        iteration_c[flat] = lanes + 1
+
+
+def _access(cols: Columns, index) -> Access:
+    iteration = int(cols.iteration[index])
+    kernel = int(cols.kernel[index])
+    return Access(KINDS[cols.kind[index]], LOCS.items[cols.loc[index]],
+                  KERNELS.items[kernel] if kernel else None, int(cols.launch[index]) or None,
+                  None if iteration == 0 else iteration - 1, cols.value[index][()],
+                  int(cols.time[index]))
+
+
+class Witness:
+    """The values a launch's replayed loads read, compact: for each field, the flat indices
+    of the elements read and each one's first read (the launch's copy of only those values,
+    which its adjoint checks are still there)."""
+
+    def __init__(self, log: ElementLog):
+        self.fields: dict = {}    # field -> (flat indices, Columns of 1-d arrays)
+        for fld, cols in log.fields.items():
+            flat = np.flatnonzero(cols.time)
+            picked = Columns.__new__(Columns)
+            for name, column in zip(Columns.__slots__, cols.flat()):
+                setattr(picked, name, column[flat])
+            self.fields[fld] = (flat, picked)
+
+    def changed(self, fld, data: np.ndarray) -> dict:
+        """The elements of `fld` whose value is no longer the one read: index -> Access."""
+        entry = self.fields.get(fld)
+        if entry is None:
+            return {}
+        flat, cols = entry
+        now = data.reshape(-1)[flat]
+        differ = np.flatnonzero(~same_values(now, cols.value))
+        return {tuple(int(i) for i in np.unravel_index(flat[k], data.shape)): _access(cols, k)
+                for k in differ}
+
+
+def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise: equal, or both NaN (nothing changed)."""
+    same = a == b
+    if a.dtype.kind == "f":
+        same |= np.isnan(a) & np.isnan(b)
+    return same
