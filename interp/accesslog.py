@@ -115,12 +115,12 @@ class LoggedMemory(Memory):
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it
-        self.witness = ElementLog()    # this launch's replayed reads (launch.reads at the end)
+        self.witness = Witness()       # this launch's replayed reads (launch.reads at the end)
         self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
 
     def finish(self):
         """The launch has ended: keep the values its replayed loads read, compactly."""
-        self.launch.reads = Witness(self.witness)
+        self.launch.reads = self.witness.seal()
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
@@ -165,7 +165,7 @@ class LoggedMemory(Memory):
                 self._cross_iteration(key, SLOTS["read"], "read", site, value)
         if id(site) in self.replayed:   # the adjoint replays this read: remember the value
             event = ("read", site.loc, self._kernel, self._number, it, value, self._tick())
-            self.witness.put_first(fld, index, *event)
+            self.witness.add_one(fld, index, event)
             self.scope.reads.put_first(fld, index, *event)
         return value
 

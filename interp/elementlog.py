@@ -52,9 +52,9 @@ class Columns:
         self.value = np.zeros(shape, data.dtype)
         self.kind = np.zeros(shape, np.int8)
         self.loc = np.zeros(shape, np.int32)
-        self.kernel = np.zeros(shape, np.int32)
+        self.kernel = np.zeros(shape, np.int16)
         self.launch = np.zeros(shape, np.int32)
-        self.iteration = np.zeros(shape, np.int64)   # the iteration + 1; 0: not in a loop
+        self.iteration = np.zeros(shape, np.int32)   # the iteration + 1; 0: not in a loop
 
     def flat(self):
         """The same columns as 1-d views (for flat index arrays)."""
@@ -147,18 +147,42 @@ def _access(cols: Columns, index) -> Access:
 
 
 class Witness:
-    """The values a launch's replayed loads read, compact: for each field, the flat indices
-    of the elements read and each one's first read (the launch's copy of only those values,
-    which its adjoint checks are still there)."""
+    """The values a launch's replayed loads read, compact: for each field, the flat indices of
+    the elements read and each one's first read (a copy of only those values, which the
+    launch's adjoint checks are still there). Filled during the launch, sealed at its end."""
 
-    def __init__(self, log: ElementLog):
-        self.fields: dict = {}    # field -> (flat indices, Columns of 1-d arrays)
-        for fld, cols in log.fields.items():
-            flat = np.flatnonzero(cols.time)
+    def __init__(self):
+        self.pending: dict = {}   # field -> list of event columns (flat, time, value, ...)
+        self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
+        self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
+
+    def add_one(self, fld, index, event) -> None:
+        self.ones.setdefault((fld, index), event)
+
+    def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
+        n = len(flat)
+        self.pending.setdefault(fld, []).append((
+            flat, np.full(n, time, np.int64), values, np.full(n, KIND_CODE["read"], np.int8),
+            np.full(n, LOCS.code(loc), np.int32), np.full(n, KERNELS.code(kernel), np.int16),
+            np.full(n, launch, np.int32), lanes.astype(np.int32) + 1))
+
+    def seal(self) -> "Witness":
+        for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
+            flat = np.ravel_multi_index(index, fld.data.shape) if index else 0
+            self.pending.setdefault(fld, []).append(tuple(np.array([v]) for v in (
+                flat, time, value, KIND_CODE[kind], LOCS.code(loc), KERNELS.code(kernel),
+                launch, 0 if it is None else it + 1)))
+        for fld, parts in self.pending.items():
+            columns = [np.concatenate(c) for c in zip(*parts)]
+            order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
+            flat, first = np.unique(columns[0][order], return_index=True)
             picked = Columns.__new__(Columns)
-            for name, column in zip(Columns.__slots__, cols.flat()):
-                setattr(picked, name, column[flat])
+            for name, column in zip(Columns.__slots__, columns[1:]):
+                setattr(picked, name, column[order][first].astype(
+                    fld.data.dtype if name == "value" else column.dtype, copy=False))
             self.fields[fld] = (flat, picked)
+        self.pending, self.ones = {}, {}
+        return self
 
     def changed(self, fld, data: np.ndarray) -> dict:
         """The elements of `fld` whose value is no longer the one read: index -> Access."""

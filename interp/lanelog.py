@@ -130,24 +130,23 @@ class LoggedLanes(lanes.PlainLanes):
 
     def _overwrites_a_replayed_read(self) -> bool:
         scope = self.memory.scope
-        seen: dict = {}     # field -> (read before, its value), this loop's replayed reads
+        reads: dict = {}     # field -> [(flat, values)]: this loop's replayed reads so far
         for e in self.events:
-            if e.kind == "read" and not e.replayed:
-                continue
-            size = e.fld.data.size
-            if e.fld not in seen:
-                seen[e.fld] = (np.zeros(size, bool), np.zeros(size, e.fld.data.dtype))
-            known, value = seen[e.fld]
-            cols = scope.reads.columns(e.fld, create=False)
             if e.kind == "read":
-                fresh = ~known[e.flat]
-                if cols is not None:
-                    fresh &= cols.time.reshape(-1)[e.flat] == 0
-                known[e.flat[fresh]] = True
-                value[e.flat[fresh]] = e.values[fresh]
+                if e.replayed:
+                    reads.setdefault(e.fld, []).append((e.flat, e.values))
                 continue
-            earlier, read_value = known[e.flat], value[e.flat]
-            if cols is not None:
+            earlier = np.zeros(len(e.flat), bool)
+            read_value = np.zeros(len(e.flat), e.fld.data.dtype)
+            if e.fld in reads:     # read earlier in this loop (the first read's value)
+                flat = np.concatenate([f for f, _ in reads[e.fld]])
+                values = np.concatenate([v for _, v in reads[e.fld]])
+                known, first = np.unique(flat, return_index=True)
+                at = np.minimum(np.searchsorted(known, e.flat), len(known) - 1)
+                earlier = known[at] == e.flat
+                read_value[earlier] = values[first[at[earlier]]]
+            cols = scope.reads.columns(e.fld, create=False)
+            if cols is not None:   # read earlier in the scope: that read comes first
                 in_scope = cols.time.reshape(-1)[e.flat] != 0
                 read_value = np.where(in_scope, cols.value.reshape(-1)[e.flat], read_value)
                 earlier |= in_scope
@@ -164,9 +163,10 @@ class LoggedLanes(lanes.PlainLanes):
             if e.kind == "read":
                 launch.read_rows.setdefault(e.fld, set()).update(e.rows)
                 if e.replayed:
-                    for log in (memory.witness, scope.reads):
-                        log.put_many(e.fld, e.flat, "read", loc, kernel, number, e.lanes,
-                                     e.values, time, first_only=True)
+                    memory.witness.add_many(e.fld, e.flat, loc, kernel, number, e.lanes,
+                                            e.values, time)
+                    scope.reads.put_many(e.fld, e.flat, "read", loc, kernel, number, e.lanes,
+                                         e.values, time, first_only=True)
                 continue
             launch.wrote_rows.setdefault(e.fld, set()).update(e.rows)
             scope.first_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
