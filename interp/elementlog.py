@@ -123,11 +123,12 @@ class ElementLog:
         cols = self.columns(fld)
         time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flat()
         if first_only:
-            flat, first = np.unique(flat, return_index=True)
-            keep = time_c[flat] == 0
-            flat, pick = flat[keep], first[keep]
-            values = values[pick] if np.ndim(values) else values
-            lanes = lanes[pick] if np.ndim(lanes) else lanes
+            # Keep elements with no event yet; assigned back to front, so that of duplicate
+            # indices the first one's event is the one left (numpy's last write wins).
+            keep = np.flatnonzero(time_c[flat] == 0)[::-1]
+            flat = flat[keep]
+            values = values[keep] if np.ndim(values) else values
+            lanes = lanes[keep] if np.ndim(lanes) else lanes
         time_c[flat] = time
         value_c[flat] = values
         kind_c[flat] = KIND_CODE[kind]

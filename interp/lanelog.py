@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.core import ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
 from tinyad.interp.elementlog import same_values
@@ -60,11 +59,10 @@ class LoggedLanes(lanes.PlainLanes):
         self.events: list = []
         self.saved: list = []
 
-    def begin(self, loop, iters):
-        if not self.saved:    # the loop's first chunk: keep what it may write, to undo it
-            written = {id(s.field): s.field for s in ir.walk_stmts(loop.body)
-                       if isinstance(s, (ir.Store, ir.AtomicOp))}
-            self.saved = [(f, f.data.copy()) for f in written.values()]
+    def _keep_old(self, fld, idx):
+        """Remember the values a write is about to replace (to undo the loop)."""
+        data = fld.data
+        self.saved.append((data, idx, data[idx].copy() if idx else data[()].copy()))
 
     def load(self, fld, idx, lanes_, site):
         values = super().load(fld, idx, lanes_, site)
@@ -75,6 +73,8 @@ class LoggedLanes(lanes.PlainLanes):
         return values
 
     def store(self, fld, idx, values, lanes_, site):
+        self.checked(fld, idx, site)
+        self._keep_old(fld, idx)
         super().store(fld, idx, values, lanes_, site)
         if fld.role == "primal":
             flat = _flat(fld.data, idx, len(lanes_))
@@ -82,6 +82,8 @@ class LoggedLanes(lanes.PlainLanes):
                                       _rows(idx)))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
+        self.checked(fld, idx, site)
+        self._keep_old(fld, idx)
         if fld.role != "primal":
             return super().atomic(op, fld, idx, values, lanes_, site)
         flat = _flat(fld.data, idx, len(lanes_))
@@ -96,8 +98,8 @@ class LoggedLanes(lanes.PlainLanes):
         """-> True when the loop's accesses are clean and logged; False when they were undone
         (the caller runs the loop on the scalar path, which reports)."""
         if self._conflicting() or self._overwrites_a_replayed_read():
-            for fld, values in self.saved:
-                fld.data[...] = values
+            for data, idx, old in reversed(self.saved):
+                data[idx if idx else ()] = old
             return False
         self._commit()
         return True

@@ -16,6 +16,7 @@ from tinyad.core.ops import TABLE
 from tinyad.interp import lanes
 from tinyad.interp.evaluator import Program
 from tinyad.interp.memory import Memory
+from tinyad.runtime import runtime as state
 
 N = 37   # lanes: not a power of two
 
@@ -219,3 +220,38 @@ def test_a_loop_that_carries_a_kernel_local_stays_scalar(monkeypatch):
 
     carried()
     assert m[None] == 3.0 + 2.0
+
+
+def _violating_program():
+    """Rule 1 inside a parallel loop (x read, then overwritten) and a harmless race (every
+    lane stores the same value into `flag`): warn mode reports and goes on."""
+    n = 6
+    x = ti.field(ti.f32, shape=n, needs_grad=True)
+    flag = ti.field(ti.f32, shape=())
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def square_in_place():
+        for i in range(n):
+            x[i] = x[i] * x[i]
+            flag[None] = 1.0
+            loss[None] += x[i]
+
+    x.from_numpy(np.arange(n, dtype=np.float32) + 1)
+    with ti.ad.Tape(loss):
+        square_in_place()
+    problems = [(p.report.rule, sorted(p.elements)) for p in state.backend.checks.problems()]
+    return x.to_numpy(), flag[None], loss[None], problems
+
+
+def test_a_violation_in_lanes_is_reported_as_the_scalar_path_reports_it(monkeypatch, capsys):
+    results = []
+    for use_lanes in (False, True):
+        monkeypatch.setenv(lanes.ENV_SWITCH, "1" if use_lanes else "0")
+        ti.init(mode="interp", check="warn")
+        results.append((_violating_program(), capsys.readouterr().err))
+    (scalar, scalar_err), (vector, vector_err) = results
+    np.testing.assert_array_equal(vector[0], scalar[0])
+    assert vector[1:] == scalar[1:]
+    assert [rule for rule, _ in vector[3]] == ["Global Data Access Rule 1"], vector[3]
+    assert vector_err == scalar_err
