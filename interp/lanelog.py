@@ -48,6 +48,8 @@ def _rows(idx):
     """The leading indices touched, as launch.read_rows keeps them (index[:1])."""
     if not idx:
         return {()}
+    if isinstance(idx[0], int):
+        return {(idx[0],)}
     return {(int(r),) for r in np.unique(idx[0])}
 
 

@@ -88,9 +88,16 @@ class PlainLanes:
         """`idx` (a tuple of index arrays, active lanes only) with every index in bounds."""
         data = self.memory.array(fld)
         for k, part in enumerate(idx):
-            if part.size and (part.min() < 0 or part.max() >= data.shape[k]):
-                bad = int(np.flatnonzero((part < 0) | (part >= data.shape[k]))[0])
-                raise out_of_bounds(fld, tuple(int(p[bad]) for p in idx), site.loc)
+            extent = data.shape[k]
+            if isinstance(part, int):
+                bad = 0 if not 0 <= part < extent else None
+            elif part.size and (part.min() < 0 or part.max() >= extent):
+                bad = int(np.flatnonzero((part < 0) | (part >= extent))[0])
+            else:
+                bad = None
+            if bad is not None:
+                raise out_of_bounds(fld, tuple(p if isinstance(p, int) else int(p[bad])
+                                               for p in idx), site.loc)
         return data
 
     def load(self, fld, idx, lanes, site):
@@ -135,16 +142,20 @@ class _LaneCompiler:
         parts = tuple(self.expr(i) for i in indices)
 
         def active(run, mask):
-            """The index arrays of the active lanes (as intp), and those lanes' numbers."""
+            """The indices of the active lanes, and those lanes' numbers. An index the same
+            for every lane stays an int (numpy broadcasts it), except that at least one is an
+            array, with an entry per lane (a 0-d field has no index at all)."""
             lanes = run.iters if mask is None else run.iters[mask]
             out = []
             for p in parts:
                 value = p(run, mask)
-                if isinstance(value, np.ndarray):
+                if isinstance(value, np.ndarray) and value.ndim:
                     value = value if mask is None else value[mask]
                     out.append(value.astype(np.intp, copy=False))
                 else:
-                    out.append(np.full(len(lanes), int(value), dtype=np.intp))
+                    out.append(int(value))
+            if out and not any(isinstance(p, np.ndarray) for p in out):
+                out[0] = np.full(len(lanes), out[0], dtype=np.intp)
             return tuple(out), lanes
         return active
 
