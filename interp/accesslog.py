@@ -13,6 +13,10 @@ value. From that it checks, element by element:
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
 path) and their memory (`LaunchChecker`) are shared with fast mode: tinyad/check/launches.py.
+What the log remembers is one event per element (interp/elementlog.py: a scope's first reads
+and writes, each element's latest write) and, per launch, the values of only the elements its
+adjoint replays (a `Witness`), so its memory grows with the fields, not with the accesses. A
+parallel loop run as lanes makes the same checks over index arrays: interp/lanelog.py.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.core import analysis, ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
 from tinyad.interp.elementlog import same_values
@@ -60,6 +61,9 @@ class LoggedLanes(lanes.PlainLanes):
         super().__init__(memory)
         self.events: list = []
         self.saved: list = []
+        # Fields whose in-launch hazards the IR does not rule out (as fast mode decides it):
+        # only these need the element-wise checks within the loop.
+        self.unproven = _unproven_fields(memory.launch.compiled, memory.replayed)
 
     def _keep_old(self, fld, idx):
         """Remember the values a write is about to replace (to undo the loop)."""
@@ -113,8 +117,8 @@ class LoggedLanes(lanes.PlainLanes):
         return grouped
 
     def _conflicting(self) -> bool:
-        for events in self._by_field().values():
-            if all(e.kind == "read" for e in events):
+        for fld, events in self._by_field().items():
+            if fld not in self.unproven or all(e.kind == "read" for e in events):
                 continue
             flat = np.concatenate([e.flat for e in events])
             lane = np.concatenate([e.lanes for e in events])
@@ -137,7 +141,7 @@ class LoggedLanes(lanes.PlainLanes):
         reads: dict = {}     # field -> [(flat, values)]: this loop's replayed reads so far
         for e in self.events:
             if e.kind == "read":
-                if e.replayed:
+                if e.replayed and e.fld in self.unproven:
                     reads.setdefault(e.fld, []).append((e.flat, e.values))
                 continue
             earlier = np.zeros(len(e.flat), bool)
@@ -181,6 +185,20 @@ class LoggedLanes(lanes.PlainLanes):
             checker.last_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
                                         e.values, time, first_only=False)
         self.events, self.saved = [], []
+
+
+def _unproven_fields(traced, replayed) -> set:
+    """The fields of the launch's kernel that the IR does not prove free of in-launch hazards
+    (core/analysis.py, fast mode's test), once per kernel. Reads in earlier launches of the
+    scope are checked whatever this says."""
+    unproven = getattr(traced, "lanes_unproven", None)
+    if unproven is None:
+        try:
+            unproven = set(analysis.unproven_fields(traced.ir, replayed))
+        except Exception:  # noqa: BLE001  (no proof: every field is checked)
+            unproven = set(ir.fields_of(traced.ir.body))
+        traced.lanes_unproven = unproven
+    return unproven
 
 
 def _logged(memory: LoggedMemory):
