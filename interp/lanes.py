@@ -297,10 +297,10 @@ class _LaneCompiler:
             varying = isinstance(lo, np.ndarray) or isinstance(hi, np.ndarray)
             if varying:
                 lo_a, hi_a = _full(lo, run.n), _full(hi, run.n)
-                on = slice(None) if mask is None else mask
-                if not np.any(on if mask is not None else True) or lo_a[on].size == 0:
+                lows, highs = (lo_a, hi_a) if mask is None else (lo_a[mask], hi_a[mask])
+                if not lows.size:
                     return
-                first, last = int(lo_a[on].min()), int(hi_a[on].max())
+                first, last = int(lows.min()), int(highs.max())
             else:
                 first, last = int(lo), int(hi)
             steps = range(last - 1, first - 1, -1) if reverse else range(first, last)

@@ -73,7 +73,6 @@ def test_every_op_gives_the_scalar_paths_values(spec, argtypes, out_type, monkey
 
 
 def test_random_stays_on_the_scalar_path():
-    out = ti.field(ti.f32, shape=4) if False else None   # noqa: F841  (no field needed)
     loop = ir.For("i", ir.Const(0, T.i32), ir.Const(4, T.i32),
                   (ir.Assign("r", ir.Op("random", (), T.f32)),), parallel=True)
     assert lanes.compile_loop(loop, lambda fr: None) is None
