@@ -13,12 +13,19 @@ value. From that it checks, element by element:
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
 path) and their memory (`LaunchChecker`) are shared with fast mode: tinyad/check/launches.py.
+What the log remembers is one event per element (interp/elementlog.py: a scope's first reads
+and writes, each element's latest write) and, per launch, the values of only the elements its
+adjoint replays (a `Witness`), so its memory grows with the fields, not with the accesses. A
+parallel loop run as lanes makes the same checks over index arrays: interp/lanelog.py.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.rules import Access
+from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
@@ -38,13 +45,14 @@ def same_value(a, b) -> bool:
 
 
 class Scope:
-    """What has been read and written since a Tape began (or during one launch)."""
+    """What has been read and written since a Tape began (or during one launch): one event per
+    element (interp/elementlog.py), so its size is the fields', not the number of accesses."""
 
     def __init__(self, deferred: bool):
-        self.deferred = deferred       # record violations instead of raising them now
-        self.reads: dict = {}          # element -> first Access whose value the adjoint replays
-        self.first_write: dict = {}    # element -> first write (an event tuple)
-        self.accumulated: dict = {}    # element -> first += (an event tuple)
+        self.deferred = deferred          # record violations instead of raising them now
+        self.reads = ElementLog()         # first read whose value the adjoint replays
+        self.first_write = ElementLog()
+        self.accumulated = ElementLog()   # first += / -=
 
 
 class Checker(LaunchChecker):
@@ -52,8 +60,11 @@ class Checker(LaunchChecker):
 
     def __init__(self, mode: str):
         super().__init__(mode)
-        self.last_write: dict = {}     # element -> last write, for attribution
-        self.bulk_write: dict = {}     # field -> last whole-field Python write Access
+        self.last_write = ElementLog()   # each element's latest write, for attribution
+        self.bulk_write: dict = {}       # field -> last whole-field Python write Access
+        # (field, element, launch number) of replayed reads blamed in a report already: not
+        # reported again when the adjoint replays them
+        self.reported_reads: set = set()
 
     def tape_scope(self):
         return Scope(deferred=False)
@@ -66,7 +77,7 @@ class Checker(LaunchChecker):
                                                       write=write, discarded=old))
 
     def last_writer(self, fld, index) -> Access | None:
-        element, bulk = as_access(self.last_write.get((fld, index))), self.bulk_write.get(fld)
+        element, bulk = self.last_write.get(fld, index), self.bulk_write.get(fld)
         if element is None or (bulk is not None and bulk.time > element.time):
             return bulk
         return element
@@ -79,17 +90,21 @@ class Checker(LaunchChecker):
         if index is None:
             self.bulk_write[fld] = access
         else:
-            self.last_write[(fld, index)] = access
+            self.last_write.put(fld, index, "python write", access.loc, None, None, None, 0,
+                                access.time)
         if self.tape is None or fld.role != "primal":
             return access
-        for (f, element), read in list(self.tape.reads.items()):
-            if f is fld and (index is None or element == index):
-                value = fld.data[element]
-                if not same_value(value, read.value):
-                    access.value = value
-                    read.reported = True
-                    self.report(rules.python_overwrite(field=fld.name, element=element,
-                                                       read=read, write=access))
+        cols = self.tape.reads.columns(fld, create=False)
+        if cols is None:
+            return access
+        changed = (cols.time != 0) & ~same_values(fld.data, cols.value)
+        elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
+        for element in elements if index is None else [e for e in elements if e == index]:
+            read = self.tape.reads.get(fld, element)
+            access.value = fld.data[element]
+            self.reported_reads.add((fld, element, read.launch))
+            self.report(rules.python_overwrite(field=fld.name, element=element,
+                                               read=read, write=access))
         return access
 
 
@@ -104,7 +119,12 @@ class LoggedMemory(Memory):
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it
+        self.witness = Witness()       # this launch's replayed reads (launch.reads at the end)
         self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
+
+    def finish(self):
+        """The launch has ended: keep the values its replayed loads read, compactly."""
+        self.launch.reads = self.witness.seal()
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
@@ -148,10 +168,9 @@ class LoggedMemory(Memory):
             elif seen[0] != it and seen[6] != 1:   # (reads alone never conflict)
                 self._cross_iteration(key, SLOTS["read"], "read", site, value)
         if id(site) in self.replayed:   # the adjoint replays this read: remember the value
-            access = self.launch.reads.get((id(site), index))
-            if access is None:
-                access = self.launch.reads[(id(site), index)] = self._access("read", site, value)
-            self.scope.reads.setdefault(key, access)
+            event = ("read", site.loc, self._kernel, self._number, it, value, self._tick())
+            self.witness.add_one(fld, index, event)
+            self.scope.reads.put_first(fld, index, *event)
         return value
 
     def store(self, fld, index, value, site):
@@ -172,18 +191,20 @@ class LoggedMemory(Memory):
             return
         self.launch.wrote_rows.setdefault(fld, set()).add(index[:1])
         key = (fld, index)
-        write = (kind, site, self.launch, self.iteration, new, self._tick())
+        event = (kind, site.loc, self._kernel, self._number, self.iteration, new, self._tick())
         if self.iteration is not None:
             self._cross_iteration(key, SLOTS[kind], kind, site, new)
-        read = self.scope.reads.get(key)
+        scope = self.scope
+        read = scope.reads.get(fld, index) if scope.reads.has(fld, index) else None
         if read is not None and not same_value(new, read.value):
-            read.reported = True            # one report per read: not again at the replay
-            del self.scope.reads[key]
-            self._raise(_overwrite_error(fld, index, read, as_access(write), self.scope))
-        self.scope.first_write.setdefault(key, write)
+            # one report per read: not again at the replay
+            self.checker.reported_reads.add((fld, index, read.launch))
+            scope.reads.clear(fld, index)
+            self._raise(_overwrite_error(fld, index, read, Access(*event), scope))
+        scope.first_write.put_first(fld, index, *event)
         if kind in ACCUMULATE:
-            self.scope.accumulated.setdefault(key, write)
-        self.checker.last_write[key] = write
+            scope.accumulated.put_first(fld, index, *event)
+        self.checker.last_write.put(fld, index, *event)
 
     def _cross_iteration(self, key, slot, kind, site, value):
         """Two iterations conflict on an element unless both only read it, or both apply the
@@ -226,17 +247,23 @@ class ReplayMemory(Memory):
 
     def __init__(self, checker: Checker, launch: Launch | None, kernel: str):
         self.checker, self.launch, self.kernel = checker, launch, kernel
+        # The elements whose value changed since the forward read them, found up front over
+        # the launch's witness arrays: (field, element) -> the forward's read
+        self.changed: dict = {}
+        witness = launch.reads if launch is not None else None
+        if isinstance(witness, Witness):
+            for fld in witness.fields:
+                for element, read in witness.changed(fld, fld.data).items():
+                    if (fld, element, launch.number) not in checker.reported_reads:
+                        self.changed[(fld, element)] = read
 
     def load(self, fld, index, site):
         value = Memory.load(self, fld, index, site)
-        if self.launch is not None and fld.role == "primal":
-            read = self.launch.reads.get((id(site), index))
-            if read is not None and value != read.value and not read.reported \
-                    and not same_value(value, read.value):
-                self.checker.report(rules.replay_divergence(
-                    kernel=self.kernel, field=fld.name, element=index, read=read, now=value,
-                    last_writer=self.checker.last_writer(fld, index)))
-                del self.launch.reads[(id(site), index)]
+        if self.changed and (fld, index) in self.changed:
+            read = self.changed.pop((fld, index))
+            self.checker.report(rules.replay_divergence(
+                kernel=self.kernel, field=fld.name, element=index, read=read, now=value,
+                last_writer=self.checker.last_writer(fld, index)))
         return value
 
 
@@ -245,9 +272,8 @@ class ReplayMemory(Memory):
 
 def _overwrite_error(fld, index, read: Access, write: Access, scope: Scope):
     """`write` changed an element after `read`, whose value the adjoint replays."""
-    key = (fld, index)
-    first = as_access(scope.first_write.get(key))
-    accumulated = as_access(scope.accumulated.get(key))
+    first = scope.first_write.get(fld, index)
+    accumulated = scope.accumulated.get(fld, index)
     if write.kind in ACCUMULATE and accumulated is not None and accumulated.time < read.time:
         return rules.read_during_accumulation(field=fld.name, element=index, read=read,
                                               write=write, first_accumulation=accumulated)

@@ -8,13 +8,16 @@ after each launch. Fields stay in host numpy arrays, the default storage.
 from __future__ import annotations
 
 import copy
+import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import launches as launchchecks
 from tinyad.core import ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
+from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
+from tinyad.interp.progress import Progress
 
 
 class InterpBackend(Backend):
@@ -24,12 +27,20 @@ class InterpBackend(Backend):
         super().__init__(config, rng)
         self.checker = Checker(config.check) if config.check != "off" else None
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
+        self.progress = Progress()
 
     def prepare(self, kernel_ir) -> Program:
         return Program(kernel_ir)
 
     def launch(self, traced, variant, scalars, record=None, manual=True):
-        program = traced.program(variant)
+        program = traced.program(variant)     # traced and prepared once: not timed below
+        start = time.perf_counter()
+        try:
+            return self._launch(traced, program, variant, scalars, record, manual)
+        finally:
+            self.progress.launched(traced, time.perf_counter() - start)
+
+    def _launch(self, traced, program, variant, scalars, record, manual):
         if self.checks is NO_CHECKS:
             return program.run(scalars, None, self.rng), None
         if variant == "primal":
@@ -58,7 +69,10 @@ class InterpBackend(Backend):
                                     scalars)
         record = checker.new_launch(name, traced, scalars)
         replayed = launchchecks.kernel_facts(traced).replayed
-        return program.run(scalars, LoggedMemory(checker, record, replayed), self.rng), record
+        memory = LoggedMemory(checker, record, replayed)
+        result = program.run(scalars, memory, self.rng)
+        memory.finish()
+        return result, record
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name = traced.ir.name

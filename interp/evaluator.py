@@ -13,7 +13,7 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
-from tinyad.interp import random_stream
+from tinyad.interp import lanes, random_stream
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
 
@@ -35,10 +35,11 @@ class Frame:
 class _Compiler:
     """Turns IR nodes into closures, asking the value domain for the value-level pieces."""
 
-    def __init__(self, domain):
+    def __init__(self, domain, outer_locals=frozenset()):
         self.domain = domain
         self.parallel_loops = 0     # ti.random(): the k-th parallel loop draws from seed + k
         self.in_parallel = False    # a struct-for's inner loops are parallel too: not counted
+        self.outer_locals = outer_locals   # for lanes: locals assigned outside parallel loops
 
     # ---- expressions ---------------------------------------------------------------------
     def expr(self, e: ir.Expr):
@@ -153,6 +154,9 @@ class _Compiler:
                 fr.mem.begin_iteration(s, None)
             if outermost:
                 fr.state = outer_state
+        if parallel and self.domain is NUMERIC and lanes.enabled():
+            # the iterations together, as numpy lanes (None: a loop lanes do not run)
+            return lanes.compile_loop(s, run, self.outer_locals) or run
         return run
 
     def while_loop(self, s: ir.While):
@@ -173,7 +177,8 @@ class Program:
     def __init__(self, kernel: ir.Kernel, domain=NUMERIC):
         self.kernel = kernel
         self.domain = domain
-        self._body = _Compiler(domain).block(kernel.body) if kernel.body else (lambda fr: None)
+        compiler = _Compiler(domain, lanes.outer_locals(kernel))
+        self._body = compiler.block(kernel.body) if kernel.body else (lambda fr: None)
         self.uses_random = any(isinstance(x, ir.Op) and x.op == "random"
                                for s in ir.walk_stmts(kernel.body) for e in ir.stmt_exprs(s)
                                for x in ir.walk_expr(e))

@@ -38,7 +38,7 @@ class Launch:
     compiled: object
     scalars: tuple
     time: int
-    reads: dict = field(default_factory=dict)     # interp: (id(load), index) -> Access replayed
+    reads: object = field(default_factory=dict)   # interp: the values replayed (a Witness)
     snapshots: list = field(default_factory=list) # fast mode: values of the regions replayed
     writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
     problems: list = field(default_factory=list)  # violations to raise if it is differentiated
