@@ -30,7 +30,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import out_of_bounds
+from tinyad.core.errors import division_by_zero, out_of_bounds
 from tinyad.core.ops import TABLE
 from tinyad.interp.memory import Memory
 
@@ -196,6 +196,15 @@ class _LaneCompiler:
             (a,) = args
             return lambda run, mask: typed(fn(a(run, mask)))
         a, b = args
+        if e.op in ("floordiv", "mod") and e.dtype.is_int:   # the scalar path raises: so here
+            def divide(run, mask):
+                left, right = a(run, mask), b(run, mask)
+                zero = np.asarray(right) == 0
+                if (zero if mask is None else zero & mask).any():
+                    raise division_by_zero(e.loc)
+                with np.errstate(divide="ignore"):         # (lanes masked off: any value)
+                    return typed(fn(left, right))
+            return divide
         return lambda run, mask: typed(fn(a(run, mask), b(run, mask)))
 
     def select(self, args, result_type):

@@ -23,8 +23,9 @@ N = 37   # lanes: not a power of two
 
 # ---- every op, as IR ----------------------------------------------------------------------------
 def _inputs(dtype, rng, k):
-    if dtype.is_int:
-        return rng.integers(-3 if k == 0 else 0, 8, N).astype(dtype.np)
+    if dtype.is_int:   # the second operand is never 0: integer // and % by zero raise
+        return rng.integers(-3, 8, N).astype(dtype.np) if k == 0 else \
+            rng.integers(1, 8, N).astype(dtype.np)
     values = rng.normal(0, 2, N)
     values[:4] = (0.0, -0.0, 1.0, np.nan)
     return values.astype(dtype.np)
@@ -70,6 +71,34 @@ def test_every_op_gives_the_scalar_paths_values(spec, argtypes, out_type, monkey
     vector = _run_op_kernel(spec, argtypes, out_type, True, monkeypatch)
     assert vector.dtype == scalar.dtype
     np.testing.assert_array_equal(vector, scalar)
+
+
+@pytest.mark.parametrize("use_lanes", [False, True])
+def test_integer_division_by_zero_raises_on_both_paths(use_lanes, monkeypatch):
+    """One lane dividing by zero stops the launch with the scalar path's error; a lane masked
+    off by an `if` does not."""
+    monkeypatch.setenv(lanes.ENV_SWITCH, "1" if use_lanes else "0")
+    ti.init(mode="interp")
+    a = ti.field(ti.i32, shape=4)
+    b = ti.field(ti.i32, shape=4)
+
+    @ti.kernel
+    def guarded():
+        for i in a:
+            if b[i] != 0:
+                a[i] = a[i] // b[i]
+
+    @ti.kernel
+    def unguarded():
+        for i in a:
+            a[i] = a[i] // b[i]
+
+    a.from_numpy(np.array([7, 8, 9, 10], np.int32))
+    b.from_numpy(np.array([2, 0, 3, 1], np.int32))
+    guarded()
+    assert a.to_numpy().tolist() == [3, 8, 3, 10]
+    with pytest.raises(ti.TinyadRuntimeError, match="integer division by zero"):
+        unguarded()
 
 
 def test_random_stays_on_the_scalar_path():
