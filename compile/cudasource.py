@@ -91,7 +91,7 @@ class CudaModule:
         out += ["import math", "", "import numpy as np",
                 "from numba import cuda, float32, float64, int8, int16, int32, int64, uint8, "
                 "uint16, uint32, uint64",
-                "from compile.cuda import grid, libdevice"]
+                "from tinyad.compile.cuda import grid, libdevice"]
         out += gen.shared_globals("@cuda.jit(device=True)")
         out += kernels + driver
         self.carried = [(n, k.args[[a.name for a in k.args].index(n)].dtype if n in args
