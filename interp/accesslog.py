@@ -115,7 +115,10 @@ class LoggedMemory(Memory):
         self.checker = checker
         self.launch = launch
         self.replayed = replayed_loads
-        self.scope = checker.tape if checker.tape is not None else Scope(deferred=True)
+        # A Tape keeps what its adjoints replay, except inside a grad_replaced function, whose
+        # grad_for recomputes what it needs (the launch's own witness still checks that).
+        in_tape = checker.tape is not None and not checker.in_custom_primal
+        self.scope = checker.tape if in_tape else Scope(deferred=True)
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it

@@ -231,7 +231,8 @@ def grad_replaced(func):
             return func(*args, **kwargs)   # (gradverify's recorder wants the kernels inside)
         token = active_recorder.set(None)   # the kernels inside are not recorded one by one
         try:
-            result = func(*args, **kwargs)
+            with runtime.backend.checks.custom_primal():
+                result = func(*args, **kwargs)
         finally:
             active_recorder.reset(token)
         recorder.record_custom(decorated.grad, args, kwargs, primal=decorated)

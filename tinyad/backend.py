@@ -97,6 +97,12 @@ class CheckHooks:
         """Around a custom gradient function (ti.ad.grad_for) that the Tape runs."""
         yield
 
+    @contextlib.contextmanager
+    def custom_primal(self):
+        """Around a grad_replaced function a Tape records: the adjoints of its kernels never
+        run (its grad_for does instead), so what they read is not the Tape's to keep."""
+        yield
+
     def python_read(self, field, index, value) -> None:
         """Python scope read one element of a field."""
 
@@ -124,13 +130,11 @@ class CheckerHooks(CheckHooks):
     def end_tape(self):
         self.checker.end_tape()
 
-    @contextlib.contextmanager
     def custom_gradient(self):
-        self.checker.in_custom_grad += 1
-        try:
-            yield
-        finally:
-            self.checker.in_custom_grad -= 1
+        return _counting(self.checker, "in_custom_grad")
+
+    def custom_primal(self):
+        return _counting(self.checker, "in_custom_primal")
 
     def python_read(self, field, index, value):
         self.checker.python_read(field, index, value)
@@ -140,6 +144,16 @@ class CheckerHooks(CheckHooks):
 
     def problems(self):
         return list(self.checker.problems.values())
+
+
+@contextlib.contextmanager
+def _counting(checker, depth: str):
+    """Count one level deeper in `checker.<depth>` while the block runs."""
+    setattr(checker, depth, getattr(checker, depth) + 1)
+    try:
+        yield
+    finally:
+        setattr(checker, depth, getattr(checker, depth) - 1)
 
 
 class Backend(ABC):

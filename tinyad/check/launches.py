@@ -97,6 +97,7 @@ class LaunchChecker:
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
+        self.in_custom_primal = 0      # in a grad_replaced function that a Tape records
         self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
