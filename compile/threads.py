@@ -46,6 +46,7 @@ class Governor:
         self.adaptive = not fixed and self.most > 1 and self._busy_ticks() is not None
         if fixed:
             self._set(min(fixed, self.most))
+        self.clock, self.cpu_time = time.monotonic, time.process_time     # (tests replace them)
         self.next_look = 0.0
         self.last = None      # (wall s, busy ticks of our cores, own CPU s) at the last look
 
@@ -75,12 +76,12 @@ class Governor:
         """Called before each parallel launch: adapts the thread count once per window."""
         if not self.adaptive:
             return
-        now = time.monotonic()
+        now = self.clock()
         if now < self.next_look:
             return
         self.next_look = now + WINDOW_S
         busy = self._busy_ticks()
-        sample = (now, busy, time.process_time())
+        sample = (now, busy, self.cpu_time())
         last, self.last = self.last, sample
         if busy is None or last is None or now - last[0] > 10 * WINDOW_S:
             return              # no window yet, or a stale one (the program was idle)
