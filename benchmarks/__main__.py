@@ -15,6 +15,8 @@ when that size has numbers.
     python -m benchmarks --only wave,mpm       # some of them
     python -m benchmarks --quick               # small sizes, a smoke test
     python -m benchmarks --json out.json       # also the raw results
+    python -m benchmarks --concurrent 2        # 2 copies of wave at once vs alone
+                                               # (benchmarks/concurrent.py)
 """
 from __future__ import annotations
 
@@ -170,7 +172,14 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--no-taichi", action="store_true")
+    parser.add_argument("--concurrent", type=int, metavar="N",
+                        help="instead: N copies of one workload (wave, or --only) at once, "
+                             "against one alone and one beside a busy core")
     args = parser.parse_args(argv)
+    if args.concurrent:
+        from benchmarks import concurrent  # noqa: PLC0415
+        return concurrent.main(["--copies", str(args.concurrent),
+                                "--workload", args.only or "wave"])
     suite = QUICK if args.quick else WORKLOADS
     names = args.only.split(",") if args.only else list(suite)
     unknown = [n for n in names if n not in suite]

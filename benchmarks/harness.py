@@ -12,6 +12,7 @@ starts the chosen system, measures and prints one JSON line:
 """
 import argparse
 import json
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -38,6 +39,13 @@ def start(args):
     return ti, time.perf_counter() - t0
 
 
+def wait_for_start():
+    """Copies started together (benchmarks/concurrent.py) measure from one moment on."""
+    start_at = os.environ.get("BENCH_START_AT")
+    if start_at:
+        time.sleep(max(float(start_at) - time.time(), 0.0))
+
+
 def measure(work: Workload, repeats: int) -> dict:
     work.reset()
     t0 = time.perf_counter()
@@ -45,6 +53,7 @@ def measure(work: Workload, repeats: int) -> dict:
     work.fwd_bwd()
     first = time.perf_counter() - t0
     loss, grads = work.result()
+    wait_for_start()
     times_f, times_fb = [], []
     for _ in range(repeats):
         work.reset()

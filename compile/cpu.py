@@ -9,13 +9,14 @@ and the user's line, like interp mode.
 
 Launch overhead is kept low: the launcher is a closure made once per kernel that passes each
 field's array and each scalar, converted to the kernel's numpy dtype, straight to numba's
-dispatcher (compiled for one explicit signature, so no type inference at call time).
+dispatcher (compiled for one explicit signature, so no type inference at call time). A
+parallel kernel's launch first lets compile/threads.py choose its thread count.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tinyad.compile import ahead, cache
+from tinyad.compile import ahead, cache, threads
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
 from tinyad.core.errors import division_by_zero, out_of_bounds
@@ -44,6 +45,17 @@ def zero_division_error(gen: Generated, exc: ZeroDivisionError):
     return division_by_zero(site.loc)
 
 
+def _governed(launch):
+    """A parallel kernel's launch, with as many threads as the cores other programs leave free
+    (compile/threads.py)."""
+    before = threads.governor().before_launch
+
+    def governed(scalars, rng):
+        before()
+        return launch(scalars, rng)
+    return governed
+
+
 class CpuKernel:
     """A compiled kernel: `kernel(scalars)` runs it on the fields' current arrays."""
 
@@ -69,6 +81,8 @@ class CpuKernel:
             def launch(scalars, rng):
                 return fn(*[f.host_array for f in fields],
                           *[c(v) for c, v in zip(converts, scalars)], _seed(rng))
+        if self.generated.parallel:
+            launch = _governed(launch)
         if not self.generated.sites:
             return launch
         gen = self.generated

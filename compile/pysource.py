@@ -23,7 +23,7 @@ Semantics follow the interpreter (interp/), the executable spec of the IR:
 * Atomics: plain `+=` in serial code. In a `prange` loop: plain when each iteration owns the
   element (first index = the loop index); a numba reduction (a local accumulator) for adds into
   constant indices (a loss); per-thread copies summed after the loop for scatter-adds into a
-  field the loop only adds to and that has fewer elements than the loop has iterations; the
+  field the loop only adds to and that has fewer elements than the loop makes adds; the
   LLVM `atomicrmw` intrinsics of compile/atomics.py otherwise.
 * `ti.random()`: a counter-based generator (compile/rt.py), the same streams as interp mode.
 

@@ -282,16 +282,16 @@ def test_parallel_kernels_use_prange_reductions_and_atomics():
     n = 4096
     x = ti.field(ti.f32, shape=n)
     grid = ti.field(ti.f32, shape=16)
-    big = ti.field(ti.i32, shape=5000)
+    big = ti.field(ti.i32, shape=10000)
     loss = ti.field(ti.f32, shape=())
 
     @ti.kernel
     def k():
         for i in x:
             loss[None] += x[i] * 0.5              # a reduction into a local
-            grid[i % 16] += x[i]                  # per-thread copies (16 elements < 4096)
-            big[i * 7 % 5000] += 1                # atomics (5000 elements > 4096)
-            ti.atomic_sub(big[(i * 3 + 1) % 5000], 2)
+            grid[i % 16] += x[i]                  # per-thread copies (16 elements < 4096 adds)
+            big[i * 7 % 10000] += 1               # atomics (10000 elements > 2 x 4096 adds)
+            ti.atomic_sub(big[(i * 3 + 1) % 10000], 2)
             x[i] = x[i] + 1.0                     # each iteration owns x[i]: plain
 
     x.from_numpy(np.arange(n, dtype=np.float32) % 7)
@@ -306,9 +306,9 @@ def test_parallel_kernels_use_prange_reductions_and_atomics():
     base = np.arange(n, dtype=np.float32) % 7
     assert loss[None] == pytest.approx(float(base.sum()) * 0.5, rel=1e-6)
     np.testing.assert_allclose(grid.to_numpy(), [base[j::16].sum() for j in range(16)])
-    expect = np.zeros(5000, np.int64)
-    np.add.at(expect, np.arange(n) * 7 % 5000, 1)
-    np.add.at(expect, (np.arange(n) * 3 + 1) % 5000, -2)
+    expect = np.zeros(10000, np.int64)
+    np.add.at(expect, np.arange(n) * 7 % 10000, 1)
+    np.add.at(expect, (np.arange(n) * 3 + 1) % 10000, -2)
     np.testing.assert_array_equal(big.to_numpy(), expect)
 
 

@@ -83,6 +83,10 @@ def product_jvp(spec, args, out, dots):
     return total
 
 
+def _mentions(e: ir.Expr, node: ir.Expr) -> bool:
+    return any(x is node for x in ir.walk_expr(e))
+
+
 class _Forward:
     def __init__(self, kernel: ir.Kernel, twin: str | None = "dual", seeds=(),
                  namer: Namer | None = None):
@@ -217,5 +221,10 @@ class _Forward:
         dot = rule(args, value, dots)
         if dot is None:
             return value, None
+        if root and _mentions(dot, value):
+            # the rule reuses the result (exp, rsqrt, x / y): compute it once, not again
+            # inside the tangent (LLVM does not always merge the copies: sqrt, pow calls)
+            value = self.temp(value, out, "t")
+            dot = rule(args, value, dots)
         dot = B.cast(dot, e.dtype)
         return value, dot if root else self.temp(dot, out, "d")

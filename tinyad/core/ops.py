@@ -87,7 +87,11 @@ def _pow_partials(args, out):
     the derivative is 0: at y == 0 (x**0 is constant; the formula is 0 * 0**-1 at x = 0), and
     where x**y is 0 (x = 0, y > 0: the formula is log(0) * 0; sympy's limit is 0)."""
     base, exponent = args
-    d_base = _zero_where(B.binary("eq", exponent, 0), exponent * base ** (exponent - 1))
+    if isinstance(exponent, ir.Const) and exponent.value in (1, 2):
+        # x ** 1 and x ** 2 (as in w = 0.5 * (1.5 - fx) ** 2): no pow call in the derivative
+        d_base = 1 if exponent.value == 1 else exponent * base
+    else:
+        d_base = _zero_where(B.binary("eq", exponent, 0), exponent * base ** (exponent - 1))
     zero_output = B.binary("eq", out, 0) if _may_be_zero(base) else False
     d_exponent = _zero_where(zero_output, B.unary("log", base) * out)
     return d_base, d_exponent
@@ -126,6 +130,20 @@ def _choice_jvp(first):
     return jvp
 
 
+def _truediv_jvp(args, out, dots):
+    """(a_dot - out * b_dot) / b: one division (the product form, a_dot / b - out / b * b_dot,
+    has two). A constant divisor keeps the product form, whose 1 / b folds to a constant."""
+    a, b = args
+    a_dot, b_dot = dots
+    if b_dot is None and isinstance(b, ir.Const):
+        return B.binary("mul", 1 / b, a_dot)
+    if b_dot is None:
+        return B.binary("truediv", a_dot, b)
+    drift = B.binary("mul", out, b_dot)
+    numerator = B.unary("neg", drift) if a_dot is None else B.binary("sub", a_dot, drift)
+    return B.binary("truediv", numerator, b)
+
+
 def _atan2_partials(args, out):
     y, x = args
     radius2 = y * y + x * x
@@ -147,7 +165,7 @@ _TABLE: list[OpSpec] = [
            partials=lambda args, out: (args[1], args[0]),
            **_infix("*", MUL, ast.Mult, operator.mul)),
     OpSpec("truediv", 2, "float", np.true_divide, lambda a, b: a / b,
-           partials=lambda args, out: (1 / args[1], -out / args[1]),
+           partials=lambda args, out: (1 / args[1], -out / args[1]), jvp=_truediv_jvp,
            **_infix("/", MUL, ast.Div, operator.truediv)),
     OpSpec("floordiv", 2, "arith", np.floor_divide,
            **_infix("//", MUL, ast.FloorDiv, operator.floordiv)),
