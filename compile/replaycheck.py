@@ -72,6 +72,7 @@ class TapeLog:
         self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
         self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
         self.writes: dict = {}        # field -> [(Launch, Written)]
+        self.all_writes_compared = True   # False once a write skipped the compare (a tangent)
 
     def add(self, snap: Snapshot) -> None:
         fld = snap.field
@@ -98,8 +99,27 @@ class TapeLog:
         return [s for s in candidates if box is None or analysis.boxes_overlap(box, s.box)]
 
 
+class LaunchPlan:
+    """What the checker needs of one launch, given its integer arguments: computed once per
+    kernel and argument values (a time-stepped program launches each step's kernels with the
+    same few values again and again), so that a checked launch does no IR work.
+
+    reads: the replayed loads' boxes as [(site, box, slices)], those another box of the same
+    field contains left out (one copy covers them); writes: [Written]; loads: every load's box
+    [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
+    only an element-by-element check can clear."""
+
+    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields")
+
+    def __init__(self, reads, writes, loads, hazards, written_fields):
+        self.reads, self.writes, self.loads = reads, writes, loads
+        self.hazards, self.written_fields = hazards, written_fields
+
+
 class KernelRegions:
     """A kernel's replayed loads and primal writes as Sites, and their boxes per launch."""
+
+    PLANS_KEPT = 1 << 12     # argument values remembered per kernel (a plan is a few hundred bytes)
 
     def __init__(self, traced):
         kernel = traced.ir
@@ -107,6 +127,7 @@ class KernelRegions:
         sites = analysis.access_sites(kernel)
         self.args = analysis.fixed_int_args(kernel)
         self.names = [a.name for a in kernel.args]
+        self.positions = tuple(self.names.index(n) for n in self.args)
         self.loads = _distinct([s for s in sites
                                 if isinstance(s.node, ir.Load) and s.field.role == "primal"])
         self.reads = _distinct([s for s in sites
@@ -122,8 +143,7 @@ class KernelRegions:
 
     def arg_values(self, scalars: tuple) -> tuple:
         """The integer arguments the boxes depend on, in `box_function`'s order."""
-        named = dict(zip(self.names, scalars))
-        return tuple(int(named[n]) for n in self.args)
+        return tuple(int(scalars[i]) for i in self.positions)
 
     def box(self, site, values: tuple):
         function = self._functions.get(id(site))
@@ -132,35 +152,41 @@ class KernelRegions:
                 site, site.field.shape, self.args)
         return function(*values)
 
-    def boxes(self, scalars: tuple):
-        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards) for one
-        launch: boxes as [(site, box)], replayed reads of one field that another's box
-        contains left out (one copy covers them); hazards, the fields on which this launch may
-        break a rule within itself that only an element-by-element check can clear."""
-        values = self.arg_values(scalars)
+    def plan(self, scalars: tuple) -> LaunchPlan:
+        """The launch's plan (see LaunchPlan), computed on the first launch with these integer
+        arguments."""
+        values = tuple(int(scalars[i]) for i in self.positions)
         found = self._cache.get(values)
         if found is None:
-            memo: dict = {}
-
-            def box_of(site):
-                if id(site) not in memo:
-                    memo[id(site)] = self.box(site, values)
-                return memo[id(site)]
-
-            def boxed(sites):
-                return [(s, b) for s in sites if (b := box_of(s)) is not None]
-            hazards = []
-            for fld, (reads, writes, by_boxes) in self.unproven.items():
-                if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
-                                       for _, w in boxed(writes)):
-                    hazards.append(fld)
-            writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
-                              else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-            found = (_without_contained(boxed(self.reads)), writes, boxed(self.loads), hazards)
-            if len(self._cache) > 64:
+            if len(self._cache) >= self.PLANS_KEPT:
                 self._cache.clear()
-            self._cache[values] = found
+            found = self._cache[values] = self._make_plan(values)
         return found
+
+    def boxes(self, scalars: tuple):
+        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards)."""
+        plan = self.plan(scalars)
+        return [(s, b) for s, b, _ in plan.reads], plan.writes, plan.loads, plan.hazards
+
+    def _make_plan(self, values: tuple) -> LaunchPlan:
+        memo: dict = {}
+
+        def box_of(site):
+            if id(site) not in memo:
+                memo[id(site)] = self.box(site, values)
+            return memo[id(site)]
+
+        def boxed(sites):
+            return [(s, b) for s in sites if (b := box_of(s)) is not None]
+        hazards = []
+        for fld, (reads, writes, by_boxes) in self.unproven.items():
+            if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
+                                   for _, w in boxed(writes)):
+                hazards.append(fld)
+        writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
+                          else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
+        reads = [(s, b, _slices(b)) for s, b in _without_contained(boxed(self.reads))]
+        return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
 
 
 def _distinct(sites, by_kind=False):
@@ -250,43 +276,61 @@ class FastChecker(LaunchChecker):
         for fld in fields:
             self.versions[fld] = self.next_version()
 
-    def _copy(self, fld, box) -> tuple:
+    def tangent_wrote(self, fields) -> None:
+        """A forward-mode launch wrote these primal fields (not compared with the Tape's copies)."""
+        self.wrote(fields)
+        if self.tape is not None and fields:
+            self.tape.all_writes_compared = False
+
+    def _copy(self, fld, box, slices) -> tuple:
         version = self.versions.get(fld, 0)
         held = self.copies.get((fld, box))
         if held is not None and held[0] == version:
             return held
         if len(self.copies) > 4096:
             self.copies.clear()
-        held = self.copies[(fld, box)] = (version, self.host(fld)[_slices(box)].copy())
+        held = self.copies[(fld, box)] = (version, self.host(fld)[slices].copy())
         return held
 
     def tape_scope(self):
         return TapeLog()
 
+    def end_tape(self):
+        """Inside the Tape every write of a field was compared with the copies it may have
+        changed (`_check_taped_reads`), so each copy still unreported holds its field's value as
+        of now: marked so, the adjoint's replay check compares only what changes after this."""
+        if not self.tape.all_writes_compared:
+            super().end_tape()
+            return
+        for fld, snapshots in self.tape.snapshots.items():
+            version = self.versions.get(fld, 0)
+            for snap in snapshots:
+                snap.version = version
+        super().end_tape()
+
     # ---- a forward launch ----------------------------------------------------------------------
-    def after_forward(self, launch: Launch, traced, scalars) -> None:
+    def after_forward(self, launch: Launch, plan: LaunchPlan) -> None:
         """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
         may have written against what earlier taped launches will replay."""
-        regions = regions_of(traced)
-        reads, writes, loads, _ = regions.boxes(scalars)
-        self.wrote(regions.written_fields)
-        for site, box in reads:
-            version, values = self._copy(site.field, box)
-            launch.snapshots.append(Snapshot(launch, site, box, values, version))
+        self.wrote(plan.written_fields)
+        snapshots = launch.snapshots
+        for site, box, slices in plan.reads:
+            version, values = self._copy(site.field, box, slices)
+            snapshots.append(Snapshot(launch, site, box, values, version))
             self.kept_bytes += values.nbytes
-        if launch.snapshots:
+        if snapshots:
             self.kept.append(launch)
             self._keep_within_budget()
-        launch.writes = writes           # shared by the launches with these arguments
-        launch.row_source = (loads, writes, _rows)
+        launch.writes = plan.writes      # shared by the launches with these arguments
+        launch.row_source = (plan.loads, plan.writes, _rows)
         tape = self.tape
         if tape is None:
             return
-        for written in launch.writes:
+        for written in plan.writes:
             self._check_taped_reads(written.site.field, written.box, launch)
-        for written in launch.writes:
+        for written in plan.writes:
             tape.writes.setdefault(written.site.field, []).append((launch, written))
-        for snap in launch.snapshots:
+        for snap in snapshots:
             tape.add(snap)
 
     def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:

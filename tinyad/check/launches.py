@@ -16,6 +16,7 @@ its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -110,6 +111,8 @@ class LaunchChecker:
         self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
         self.written_in_tape: set = set()
         self.warned_in_tape: set = set()
+        # kernel -> (id, size) of the Tape's taint it was last checked against (before_forward)
+        self.paths_checked: dict = {}
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -153,6 +156,7 @@ class LaunchChecker:
 
     def begin_tape(self):
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
+        self.paths_checked = {}
         self.written_in_tape, self.warned_in_tape = set(), set()
 
     def end_tape(self):
@@ -280,34 +284,54 @@ def _dependencies(body) -> tuple:
 
 def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars) -> None:
     facts = kernel_facts(compiled)
-    for fld in facts.written:
-        checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
-                                             time=checker.tick())
+    time = checker.tick()
+    for fld, write in _write_events(compiled, facts, kernel_name):
+        write.time = time      # one Access per kernel and field, reused (see _write_events)
+        checker.primal_changed[fld] = write
     if checker.tape is None:
         _remember_derivations(checker, facts, kernel_name)
         return
-    _check_computed_before_tape(checker, facts, kernel_name)
-    for name, value in zip(arg_names, scalars):
-        source = checker.python_reads.get(_key(value))
-        if source is not None:
-            fld, index, loc = source
-            checker.report(rules.value_passed_around_tape(
-                kernel=kernel_name, argument=name, field=fld.name, element=index,
-                read=Access("read", loc, None, None, None, value)))
-    facts = kernel_facts(compiled)
+    if checker.derived_outside_tape:
+        _check_computed_before_tape(checker, facts, kernel_name)
+    checker.written_in_tape.update(facts.written)
+    if checker.python_reads:
+        for name, value in zip(arg_names, scalars):
+            source = checker.python_reads.get(_key(value))
+            if source is not None:
+                fld, index, loc = source
+                checker.report(rules.value_passed_around_tape(
+                    kernel=kernel_name, argument=name, field=fld.name, element=index,
+                    read=Access("read", loc, None, None, None, value)))
+    # What this check finds depends on the kernel and the taint only, and the taint only grows
+    # within a Tape: a kernel checked against this Tape's taint, unchanged since, passes again.
+    taint = checker.taint
+    if checker.paths_checked.get(compiled) == (id(taint), len(taint)):
+        return
     for target, sources, loc in facts.dependencies:
-        differentiable = {s for s in sources if s.grad is not None or s in checker.taint}
+        differentiable = {s for s in sources if s.grad is not None or s in taint}
         if not differentiable:
             continue
         if target.grad is None:
-            checker.taint.setdefault(target, loc)
+            taint.setdefault(target, loc)
             continue
         for source in differentiable:
             if source.grad is None:
                 checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
-                    written_at=checker.taint[source]))
+                    written_at=taint[source]))
                 return
+    checker.paths_checked[compiled] = (id(taint), len(taint))
+
+
+def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
+    """(field, Access) per primal field the kernel writes, made once per kernel: `primal_changed`
+    keeps only a field's latest write and nothing else holds these, so a launch just moves the
+    time of its kernel's."""
+    events = getattr(compiled, "write_events", None)
+    if events is None:
+        events = compiled.write_events = tuple(
+            (fld, Access("store", facts.first_store[fld], kernel_name)) for fld in facts.written)
+    return events
 
 
 def _remember_derivations(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
@@ -333,7 +357,6 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
         print_report(rules.computed_before_tape(
             field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
             taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
-    checker.written_in_tape.update(facts.written)
 
 
 def _key(value):
@@ -397,7 +420,7 @@ def _check_gradient_point(checker, facts, kernel_name):
             continue
         checker.report(rules.gradient_at_two_points(
             kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
-            change=checker.primal_changed.get(primal), call_loc=user_loc()))
+            change=dataclasses.replace(changed), call_loc=user_loc()))   # (a kernel's is reused)
         return
 
 
