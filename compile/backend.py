@@ -70,6 +70,8 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            for fld in regions_of(traced).written_fields:
+                self.checker.before_write(fld)
             result = program(scalars, self.rng)
             self.checker.tangent_wrote(regions_of(traced).written_fields)   # values too
             return result, None
@@ -92,6 +94,9 @@ class FastBackend(Backend):
             self._check_within_launch(traced, scalars, record, plan.hazards)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
+        if checker.uncopied_points:
+            for fld in plan.written_fields:
+                checker.before_write(fld)
         result = program(scalars, self.rng)
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)

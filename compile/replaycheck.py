@@ -71,24 +71,41 @@ class TapeLog:
         self.snapshots: dict = {}     # field -> [Snapshot]
         self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
         self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
+        self.indexed: dict = {}       # field -> how many of its snapshots are filed above
         self.writes: dict = {}        # field -> [(Launch, Written)]
         self.all_writes_compared = True   # False once a write skipped the compare (a tangent)
 
     def add(self, snap: Snapshot) -> None:
         fld = snap.field
-        self.snapshots.setdefault(fld, []).append(snap)
-        if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
-            rows = self.by_row.setdefault(fld, {})
-            for row in range(*snap.box[0]):
-                rows.setdefault(row, []).append(snap)
+        held = self.snapshots.get(fld)
+        if held is None:
+            self.snapshots[fld] = [snap]
         else:
-            self.wide.setdefault(fld, []).append(snap)
+            held.append(snap)
+
+    def _index(self, fld, snapshots) -> None:
+        """File the snapshots of `fld` not yet filed by row (done when a write asks: most
+        fields a Tape reads it never writes)."""
+        start = self.indexed.get(fld, 0)
+        rows = self.by_row.setdefault(fld, {})
+        for snap in snapshots[start:]:
+            if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
+                for row in range(*snap.box[0]):
+                    rows.setdefault(row, []).append(snap)
+            else:
+                self.wide.setdefault(fld, []).append(snap)
+        self.indexed[fld] = len(snapshots)
 
     def overlapping(self, fld, box):
         """The snapshots of `fld` a write of `box` (None: the whole field) may have changed."""
+        snapshots = self.snapshots.get(fld)
+        if not snapshots:
+            return ()
         if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
-            candidates = self.snapshots.get(fld, ())
+            candidates = snapshots
         else:
+            if self.indexed.get(fld, 0) < len(snapshots):
+                self._index(fld, snapshots)
             rows = self.by_row.get(fld, {})
             seen, candidates = set(), list(self.wide.get(fld, ()))
             for row in range(*box[0]):
@@ -260,6 +277,7 @@ class FastChecker(LaunchChecker):
 
     def __init__(self, mode: str, host):
         super().__init__(mode)
+        self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
         self.kept: deque = deque()       # launches holding copies, oldest first
@@ -385,10 +403,12 @@ class FastChecker(LaunchChecker):
         return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
 
     # ---- Python scope ----------------------------------------------------------------------------
-    def python_write(self, fld, index) -> Access:
+    def python_write(self, fld, index) -> Access | None:
+        if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
+            if fld.role == "grad":
+                self.grad_cleared_at[fld] = self.tick()
+            return None
         access = super().python_write(fld, index)
-        if fld.role != "primal":
-            return access
         self.wrote((fld,))
         box = None if index is None else tuple((i, i + 1) for i in index)
         log = self.python_writes.setdefault(fld, [])

@@ -188,6 +188,7 @@ class Field:
     def __setitem__(self, key, value):
         index = self._index(key)
         storage = _storage()
+        runtime.backend.checks.python_will_write(self)
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
         self._python_wrote(index)
@@ -214,11 +215,13 @@ class Field:
         if self.dtype.is_int and array.dtype.kind == "f":
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
                                   f"is {array.dtype}; convert it with .astype() first")
+        runtime.backend.checks.python_will_write(self)
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
+        runtime.backend.checks.python_will_write(self)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote()
 

@@ -31,7 +31,7 @@ from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     """One forward launch of a kernel, as far as its adjoint needs to know."""
     number: int
@@ -106,6 +106,11 @@ class LaunchChecker:
         # for each gradient, its primal's values (and when) when an adjoint last added to it.
         self.primal_changed: dict = {}        # primal field -> Access of its latest write
         self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
+        # A backend that calls before_write ahead of every write of a primal field (fast mode)
+        # copies those values only when the primal is next written (None until then: a sweep
+        # per Tape would otherwise copy every field it differentiates, time-indexed ones too).
+        self.copies_before_writes = False
+        self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
         # Computed before the Tape: fields a kernel outside any Tape derived from a field that
         # needs a gradient, and (inside the Tape) the fields taped kernels have written.
         self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
@@ -180,6 +185,18 @@ class LaunchChecker:
         whole field may have changed). A backend that knows its launches' boxes says more."""
         return None
 
+    def before_write(self, fld) -> None:
+        """`fld` is about to be written (by a kernel or Python scope): copy its values now for
+        the gradients taken at them and not yet copied."""
+        grads = self.uncopied_points.pop(fld, None)
+        if not grads:
+            return
+        values = fld.data.copy()
+        for grad in grads:
+            held = self.grad_point.get(grad)
+            if held is not None and held[0] is None:
+                self.grad_point[grad] = (values, held[1], held[2])
+
     def python_read(self, fld, index, value):
         if self.tape is not None and fld.grad is not None:
             self.python_reads[float(value)] = (fld, index, user_loc())
@@ -239,8 +256,9 @@ def _analyse(compiled) -> KernelFacts:
 
 def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
     checker.adjoint_ran(launch)
+    time = checker.tick()
     for grad in kernel_facts(compiled).adjoint_targets:
-        checker.grad_accumulated(grad)
+        checker.grad_accumulated_at[grad] = time
         _remember_gradient_point(checker, grad)
 
 
@@ -252,7 +270,11 @@ def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
     if held is not None and (changed is None or changed.time < held[2]):
         return
     sweep = Access("gradient taken", user_loc())
-    checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
+    if checker.copies_before_writes:     # copied by the first write after this (before_write)
+        checker.grad_point[grad] = (None, sweep, checker.tick())
+        checker.uncopied_points.setdefault(grad.primal, []).append(grad)
+    else:
+        checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
 
 
 def _dependencies(body) -> tuple:
@@ -289,7 +311,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
     if checker.tape is None:
-        _remember_derivations(checker, facts, kernel_name)
+        _remember_derivations(checker, compiled, facts, kernel_name)
         return
     if checker.derived_outside_tape:
         _check_computed_before_tape(checker, facts, kernel_name)
@@ -334,12 +356,20 @@ def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
     return events
 
 
-def _remember_derivations(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
-    """Outside a Tape: which fields this kernel computes from a field that needs a gradient."""
-    for target, sources, loc in facts.dependencies:
-        differentiable = [s for s in sources if s is not target and s.grad is not None]
-        if differentiable:
-            checker.derived_outside_tape[target] = (kernel_name, loc, differentiable[0])
+def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
+                          kernel_name: str) -> None:
+    """Outside a Tape: which fields this kernel computes from a field that needs a gradient
+    (worked out once per kernel: it depends on the kernel only)."""
+    derivations = getattr(compiled, "derivations", None)
+    if derivations is None:
+        found = {}
+        for target, sources, loc in facts.dependencies:
+            differentiable = [s for s in sources if s is not target and s.grad is not None]
+            found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
+        derivations = compiled.derivations = tuple(found.items())
+    for target, derived in derivations:
+        if derived is not None:
+            checker.derived_outside_tape[target] = derived
         else:
             checker.derived_outside_tape.pop(target, None)
 
@@ -414,7 +444,7 @@ def _check_gradient_point(checker, facts, kernel_name):
         values, sweep, taken = held
         primal = grad.primal
         changed = checker.primal_changed.get(primal)
-        if changed is None or changed.time < taken:
+        if changed is None or changed.time < taken or values is None:
             continue      # nothing wrote the parameter since: no need to compare its values
         if _unchanged(checker, primal, values, taken) or not grad.data.any():
             continue
