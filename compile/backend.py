@@ -86,10 +86,10 @@ class FastBackend(Backend):
 
     def _checked_primal(self, traced, program, scalars):
         name, checker = traced.ir.name, self.checker
-        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars)
-        record = checker.new_launch(name, traced, scalars)
         plan = regions_of(traced).plan(scalars)
+        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
+                                    scalars, plan.rows)
+        record = checker.new_launch(name, traced, scalars)
         if plan.hazards:
             self._check_within_launch(traced, scalars, record, plan.hazards)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \

@@ -24,7 +24,7 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts
+from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
 from tinyad.check.report import Access
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
@@ -126,11 +126,14 @@ class LaunchPlan:
     [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
     only an element-by-element check can clear."""
 
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields")
+    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows")
 
     def __init__(self, reads, writes, loads, hazards, written_fields):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, written_fields
+        # ({field: leading-index spans loaded}, {field: spans written}): launches.before_forward
+        self.rows = (_spans((s.field, b) for s, b in loads),
+                     _spans((w.site.field, w.box) for w in writes))
 
 
 class KernelRegions:
@@ -204,6 +207,14 @@ class KernelRegions:
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
         reads = [(s, b, _slices(b)) for s, b in _without_contained(boxed(self.reads))]
         return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
+
+
+def _spans(boxes) -> dict:
+    """{field: spans of leading indices} of boxes given with their sites' fields."""
+    out: dict = {}
+    for fld, box in boxes:
+        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
+    return out
 
 
 def _distinct(sites, by_kind=False):

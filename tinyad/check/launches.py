@@ -113,8 +113,10 @@ class LaunchChecker:
         self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
         # Computed before the Tape: fields a kernel outside any Tape derived from a field that
         # needs a gradient, and (inside the Tape) the fields taped kernels have written.
-        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
-        self.written_in_tape: set = set()
+        # field -> (kernel, store loc, source field, leading-index spans derived); spans are
+        # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
+        self.derived_outside_tape: dict = {}
+        self.written_in_tape: dict = {}       # field -> spans taped launches may have written
         self.warned_in_tape: set = set()
         # kernel -> (id, size) of the Tape's taint it was last checked against (before_forward)
         self.paths_checked: dict = {}
@@ -162,7 +164,7 @@ class LaunchChecker:
     def begin_tape(self):
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.paths_checked = {}
-        self.written_in_tape, self.warned_in_tape = set(), set()
+        self.written_in_tape, self.warned_in_tape = {}, set()
 
     def end_tape(self):
         self.tape, self.taint, self.python_reads = None, {}, {}
@@ -304,18 +306,20 @@ def _dependencies(body) -> tuple:
 
 # ---- before a forward launch ----------------------------------------------------------------
 
-def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars) -> None:
+def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
+                   rows=None) -> None:
+    """`rows`, where the backend knows them before the launch: ({field: spans read},
+    {field: spans written}) of leading indices (None: every row of every field it touches)."""
     facts = kernel_facts(compiled)
     time = checker.tick()
     for fld, write in _write_events(compiled, facts, kernel_name):
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
     if checker.tape is None:
-        _remember_derivations(checker, compiled, facts, kernel_name)
+        _remember_derivations(checker, compiled, facts, kernel_name, rows)
         return
-    if checker.derived_outside_tape:
-        _check_computed_before_tape(checker, facts, kernel_name)
-    checker.written_in_tape.update(facts.written)
+    if checker.derived_outside_tape:     # (it changes only outside a Tape)
+        _check_computed_before_tape(checker, facts, kernel_name, rows)
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -357,9 +361,9 @@ def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
 
 
 def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
-                          kernel_name: str) -> None:
-    """Outside a Tape: which fields this kernel computes from a field that needs a gradient
-    (worked out once per kernel: it depends on the kernel only)."""
+                          kernel_name: str, rows) -> None:
+    """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
+    needs a gradient (which stores do is worked out once per kernel)."""
     derivations = getattr(compiled, "derivations", None)
     if derivations is None:
         found = {}
@@ -368,25 +372,76 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
             found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
         derivations = compiled.derivations = tuple(found.items())
     for target, derived in derivations:
-        if derived is not None:
-            checker.derived_outside_tape[target] = derived
-        else:
+        if derived is None:
             checker.derived_outside_tape.pop(target, None)
+            continue
+        spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
+        held = checker.derived_outside_tape.get(target)
+        if held is not None:
+            spans = span_union(held[3], spans)
+        checker.derived_outside_tape[target] = (*derived, spans)
 
 
-def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
-    """Inside a Tape: a taped kernel reads a field computed from a parameter before the Tape
-    (a warning: the gradient stops at that field, which may be meant)."""
+def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str,
+                                rows) -> None:
+    """Inside a Tape: a taped kernel reads rows of a field computed from a parameter before the
+    Tape and not computed again inside it (a warning: the gradient stops at that field, which
+    may be meant)."""
     for fld in facts.loaded:
         derived = checker.derived_outside_tape.get(fld)
-        if (derived is None or fld in checker.written_in_tape or fld in checker.warned_in_tape
-                or fld.grad is None):
+        if derived is None or fld in checker.warned_in_tape or fld.grad is None:
+            continue
+        kernel, loc, source, spans = derived
+        stale = span_minus(spans, checker.written_in_tape.get(fld, ()))
+        if not spans_meet(stale, ALL_ROWS if rows is None else rows[0].get(fld, ALL_ROWS)):
             continue
         checker.warned_in_tape.add(fld)
-        kernel, loc, source = derived
         print_report(rules.computed_before_tape(
             field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
             taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
+    written = checker.written_in_tape
+    for fld in facts.written:
+        spans = ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS)
+        written[fld] = span_union(written.get(fld, ()), spans)
+
+
+# Spans of leading indices, [(lo, hi)] sorted and disjoint (hi exclusive).
+ALL_ROWS = ((0, 1 << 62),)
+
+
+def span_union(spans, more) -> tuple:
+    if not spans:
+        return tuple(more)
+    if len(more) == 1 and spans[-1][0] <= more[0][0] <= spans[-1][1]:   # the common case:
+        lo, hi = spans[-1]                                             # a step after the last
+        return (*spans[:-1], (lo, max(hi, more[0][1])))
+    merged: list = []
+    for lo, hi in sorted((*spans, *more)):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def span_minus(spans, cut) -> tuple:
+    out = []
+    for lo, hi in spans:
+        for c_lo, c_hi in cut:
+            if c_hi <= lo or c_lo >= hi:
+                continue
+            if c_lo > lo:
+                out.append((lo, c_lo))
+            lo = max(lo, c_hi)
+            if lo >= hi:
+                break
+        if lo < hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def spans_meet(a, b) -> bool:
+    return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in a for lo2, hi2 in b)
 
 
 def _key(value):
