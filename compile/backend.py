@@ -87,8 +87,8 @@ class FastBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name, checker = traced.ir.name, self.checker
         plan = regions_of(traced).plan(scalars)
-        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars, plan.rows)
+        launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
+                                    plan.rows)
         record = checker.new_launch(name, traced, scalars)
         if plan.hazards:
             self._check_within_launch(traced, scalars, record, plan.hazards)

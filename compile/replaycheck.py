@@ -126,7 +126,7 @@ class LaunchPlan:
     [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
     only an element-by-element check can clear."""
 
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows")
+    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
 
     def __init__(self, reads, writes, loads, hazards, written_fields):
         self.reads, self.writes, self.loads = reads, writes, loads
@@ -134,6 +134,7 @@ class LaunchPlan:
         # ({field: leading-index spans loaded}, {field: spans written}): launches.before_forward
         self.rows = (_spans((s.field, b) for s, b in loads),
                      _spans((w.site.field, w.box) for w in writes))
+        self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
 
 
 class KernelRegions:
@@ -349,9 +350,11 @@ class FastChecker(LaunchChecker):
             self.kept_bytes += values.nbytes
         if snapshots:
             self.kept.append(launch)
-            self._keep_within_budget()
+            if (self.kept_bytes > self.MEMORY_BUDGET
+                    or self.kept[0].number < self.history[0].number):
+                self._keep_within_budget()
         launch.writes = plan.writes      # shared by the launches with these arguments
-        launch.row_source = (plan.loads, plan.writes, _rows)
+        launch.row_source = plan.row_source
         tape = self.tape
         if tape is None:
             return
