@@ -415,7 +415,7 @@ def _check_command(path: Path, options) -> int:
     ran = runtime.config.mode
     why = ("chosen with --mode" if _option(options, "mode") == ran
            else "the program's ti.init chose it" if ran != mode
-           else "numba is installed; --mode interp checks every access in the interpreter"
+           else "numba is installed; --mode interp checks every access"
            if ran == "fast" else "numba is not installed")
     note(f"check: ran in {ran} mode ({MODE_COVERAGE[ran]}; {why})")
     problems = runtime.backend.checks.problems()
