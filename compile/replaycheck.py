@@ -301,6 +301,10 @@ class FastChecker(LaunchChecker):
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         self.copies: dict = {}           # (field, box) -> (version, values)
+        # A read of the same site and box at the same version as an earlier launch's (in this
+        # Tape, or since the last one) saw the same values: that launch's snapshot stands for
+        # both (one compare, one report; interp mode's Tape reports an element's first read).
+        self.shared: dict = {}           # (site, box, version) -> Snapshot
 
     def wrote(self, fields) -> None:
         for fld in fields:
@@ -323,6 +327,7 @@ class FastChecker(LaunchChecker):
         return held
 
     def tape_scope(self):
+        self.shared = {}      # each Tape files its own snapshots (and end_tape moves versions)
         return TapeLog()
 
     def end_tape(self):
@@ -336,6 +341,7 @@ class FastChecker(LaunchChecker):
             version = self.versions.get(fld, 0)
             for snap in snapshots:
                 snap.version = version
+        self.shared = {}
         super().end_tape()
 
     # ---- a forward launch ----------------------------------------------------------------------
@@ -343,11 +349,19 @@ class FastChecker(LaunchChecker):
         """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
         may have written against what earlier taped launches will replay."""
         self.wrote(plan.written_fields)
-        snapshots = launch.snapshots
+        snapshots, new, shared, versions = launch.snapshots, [], self.shared, self.versions
         for site, box, slices in plan.reads:
-            version, values = self._copy(site.field, box, slices)
-            snapshots.append(Snapshot(launch, site, box, values, version))
-            self.kept_bytes += values.nbytes
+            key = (site, box, versions.get(site.field, 0))
+            snap = shared.get(key)
+            if snap is None:
+                version, values = self._copy(site.field, box, slices)
+                snap = Snapshot(launch, site, box, values, version)
+                if len(shared) > 4096:
+                    shared.clear()
+                shared[key] = snap
+                self.kept_bytes += values.nbytes
+                new.append(snap)
+            snapshots.append(snap)
         if snapshots:
             self.kept.append(launch)
             if (self.kept_bytes > self.MEMORY_BUDGET
@@ -362,7 +376,7 @@ class FastChecker(LaunchChecker):
             self._check_taped_reads(written.site.field, written.box, launch)
         for written in plan.writes:
             tape.writes.setdefault(written.site.field, []).append((launch, written))
-        for snap in snapshots:
+        for snap in new:
             tape.add(snap)
 
     def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
@@ -440,7 +454,8 @@ class FastChecker(LaunchChecker):
         while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
                              or self.kept[0].number < first_kept):
             oldest = self.kept.popleft()
-            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots)
+            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots
+                                   if s.launch is oldest)     # (the others are shared)
             if oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
                 print(f"[tinyad] fast mode: the copies of what adjoints replay passed "
