@@ -484,7 +484,7 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
     if not outputs:
         checker.report(rules.no_output_gradient(kernel=kernel_name))
         return
-    if not any(f.grad.data.any() for f in outputs):
+    if not any(_seeded(f.grad, launch) for f in outputs):
         checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
                                       first_store=facts.first_store[outputs[0]]))
 
@@ -523,6 +523,18 @@ def _unchanged(checker, primal, values, since) -> bool:
     return True
 
 
+def _seeded(grad, launch) -> bool:
+    """Does `grad` hold a nonzero anywhere? The boxes `launch` wrote of its primal are looked at
+    first (fast mode knows them: a row of a time-indexed field, where the seed of this launch's
+    adjoint lies), then, if they hold none, the whole field."""
+    data = grad.data
+    for written in launch.writes if launch is not None else ():
+        if written.site is not None and written.site.field is grad.primal and written.box:
+            if data[tuple(slice(lo, hi) for lo, hi in written.box)].any():
+                return True
+    return bool(data.any())
+
+
 def _rows(launch):
     """(rows read, rows written) per field."""
     if launch.row_source is not None:
@@ -541,7 +553,7 @@ def _check_order(checker, launch, facts, kernel_name):
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         if not shared:
             continue
-        seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
+        seeded = [f for f in later_facts.written if f.grad is not None and _seeded(f.grad, later)]
         if seeded:
             checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
