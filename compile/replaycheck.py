@@ -158,6 +158,7 @@ class KernelRegions:
         self.grad_stores = [s for s in sites
                             if isinstance(s.node, ir.Store) and s.field.role == "grad"]
         self.unproven = analysis.unproven_fields(kernel, replayed)
+        self.own_loads = _loads_of_own_stores(sites)
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
@@ -207,7 +208,26 @@ class KernelRegions:
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
         reads = [(s, b, _slices(b)) for s, b in _without_contained(boxed(self.reads))]
-        return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
+        plan = LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
+        # what the launch reads from before it (a load of an element its iteration has just
+        # stored reads this launch's value): launches.before_forward's rows
+        plan.rows = (_spans((s.field, b) for s, b in plan.loads if id(s) not in self.own_loads),
+                     plan.rows[1])
+        return plan
+
+
+def _loads_of_own_stores(sites) -> set:
+    """id() of the load sites that follow, in program order, a store to the same element (the
+    same index expressions, inside the same loops): they read what their iteration stored."""
+    stored, own = set(), set()
+    for site in sites:
+        key = (id(site.field), tuple(format_expr(e) for e in site.indices),
+               tuple(map(id, site.loops)))
+        if isinstance(site.node, ir.Store):
+            stored.add(key)
+        elif isinstance(site.node, ir.Load) and key in stored:
+            own.add(id(site))
+    return own
 
 
 def _spans(boxes) -> dict:

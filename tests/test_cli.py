@@ -220,10 +220,13 @@ TINY_TAPED_PROGRAM = """
     y = ti.field(ti.f32, shape=(3, 4), needs_grad=True)
     loss = ti.field(ti.f32, shape=(), needs_grad=True)
 
+    v = ti.field(ti.f32, shape=(3, 4), needs_grad=True)
+
     @ti.kernel
     def step(t: ti.i32):
         for i in range(4):
             y[t + 1, i] = ti.sin(y[t, i]) + x[i] * y[t, i]
+            v[t + 1, i] = 2.0 * y[t + 1, i]     # reads what this iteration just stored
 
     @ti.kernel
     def total():
