@@ -73,8 +73,10 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            for fld in regions_of(traced).written_fields:
+                self.checker.before_write(fld)
             result = program(scalars, self.rng)
-            self.checker.wrote(regions_of(traced).written_fields)   # it computes values too
+            self.checker.tangent_wrote(regions_of(traced).written_fields)   # values too
             return result, None
         elif self.checker is not None and variant == "adjoint_tangent":
             # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
@@ -87,23 +89,27 @@ class FastBackend(Backend):
 
     def _checked_primal(self, traced, program, scalars):
         name, checker = traced.ir.name, self.checker
-        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars)
+        plan = regions_of(traced).plan(scalars)
+        launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
+                                    plan.rows)
         record = checker.new_launch(name, traced, scalars)
-        self._check_within_launch(traced, scalars, record)
-        saved_grads = checker.before_custom_grad(traced, scalars)
+        if plan.hazards:
+            self._check_within_launch(traced, scalars, record, plan.hazards)
+        saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
+            else None
+        if checker.uncopied_points:
+            for fld in plan.written_fields:
+                checker.before_write(fld)
         result = program(scalars, self.rng)
-        checker.after_custom_grad(saved_grads, record)
-        checker.after_forward(record, traced, scalars)
+        if saved_grads:
+            checker.after_custom_grad(saved_grads, record)
+        checker.after_forward(record, plan)
         return result, record
 
-    def _check_within_launch(self, traced, scalars, record):
+    def _check_within_launch(self, traced, scalars, record, hazards):
         """What one launch may do to an element it also reads, or two of its parallel
         iterations to one element: the IR and this launch's boxes settle most kernels; the rest
         run once checked in the interpreter first, if small enough."""
-        hazards = regions_of(traced).boxes(scalars)[3]
-        if not hazards:
-            return
         size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             if traced not in self.unchecked_noted:

@@ -24,7 +24,7 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts
+from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
 from tinyad.check.report import Access
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
@@ -71,23 +71,41 @@ class TapeLog:
         self.snapshots: dict = {}     # field -> [Snapshot]
         self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
         self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
+        self.indexed: dict = {}       # field -> how many of its snapshots are filed above
         self.writes: dict = {}        # field -> [(Launch, Written)]
+        self.all_writes_compared = True   # False once a write skipped the compare (a tangent)
 
     def add(self, snap: Snapshot) -> None:
         fld = snap.field
-        self.snapshots.setdefault(fld, []).append(snap)
-        if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
-            rows = self.by_row.setdefault(fld, {})
-            for row in range(*snap.box[0]):
-                rows.setdefault(row, []).append(snap)
+        held = self.snapshots.get(fld)
+        if held is None:
+            self.snapshots[fld] = [snap]
         else:
-            self.wide.setdefault(fld, []).append(snap)
+            held.append(snap)
+
+    def _index(self, fld, snapshots) -> None:
+        """File the snapshots of `fld` not yet filed by row (done when a write asks: most
+        fields a Tape reads it never writes)."""
+        start = self.indexed.get(fld, 0)
+        rows = self.by_row.setdefault(fld, {})
+        for snap in snapshots[start:]:
+            if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
+                for row in range(*snap.box[0]):
+                    rows.setdefault(row, []).append(snap)
+            else:
+                self.wide.setdefault(fld, []).append(snap)
+        self.indexed[fld] = len(snapshots)
 
     def overlapping(self, fld, box):
         """The snapshots of `fld` a write of `box` (None: the whole field) may have changed."""
+        snapshots = self.snapshots.get(fld)
+        if not snapshots:
+            return ()
         if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
-            candidates = self.snapshots.get(fld, ())
+            candidates = snapshots
         else:
+            if self.indexed.get(fld, 0) < len(snapshots):
+                self._index(fld, snapshots)
             rows = self.by_row.get(fld, {})
             seen, candidates = set(), list(self.wide.get(fld, ()))
             for row in range(*box[0]):
@@ -98,8 +116,31 @@ class TapeLog:
         return [s for s in candidates if box is None or analysis.boxes_overlap(box, s.box)]
 
 
+class LaunchPlan:
+    """What the checker needs of one launch, given its integer arguments: computed once per
+    kernel and argument values (a time-stepped program launches each step's kernels with the
+    same few values again and again), so that a checked launch does no IR work.
+
+    reads: the replayed loads' boxes as [(site, box, slices)], those another box of the same
+    field contains left out (one copy covers them); writes: [Written]; loads: every load's box
+    [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
+    only an element-by-element check can clear."""
+
+    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
+
+    def __init__(self, reads, writes, loads, hazards, written_fields):
+        self.reads, self.writes, self.loads = reads, writes, loads
+        self.hazards, self.written_fields = hazards, written_fields
+        # ({field: leading-index spans loaded}, {field: spans written}): launches.before_forward
+        self.rows = (_spans((s.field, b) for s, b in loads),
+                     _spans((w.site.field, w.box) for w in writes))
+        self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
+
+
 class KernelRegions:
     """A kernel's replayed loads and primal writes as Sites, and their boxes per launch."""
+
+    PLANS_KEPT = 1 << 12     # argument values remembered per kernel (a plan is a few hundred bytes)
 
     def __init__(self, traced):
         kernel = traced.ir
@@ -107,6 +148,7 @@ class KernelRegions:
         sites = analysis.access_sites(kernel)
         self.args = analysis.fixed_int_args(kernel)
         self.names = [a.name for a in kernel.args]
+        self.positions = tuple(self.names.index(n) for n in self.args)
         self.loads = _distinct([s for s in sites
                                 if isinstance(s.node, ir.Load) and s.field.role == "primal"])
         self.reads = _distinct([s for s in sites
@@ -116,14 +158,14 @@ class KernelRegions:
         self.grad_stores = [s for s in sites
                             if isinstance(s.node, ir.Store) and s.field.role == "grad"]
         self.unproven = analysis.unproven_fields(kernel, replayed)
+        self.own_loads = _loads_of_own_stores(sites)
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
 
     def arg_values(self, scalars: tuple) -> tuple:
         """The integer arguments the boxes depend on, in `box_function`'s order."""
-        named = dict(zip(self.names, scalars))
-        return tuple(int(named[n]) for n in self.args)
+        return tuple(int(scalars[i]) for i in self.positions)
 
     def box(self, site, values: tuple):
         function = self._functions.get(id(site))
@@ -132,35 +174,68 @@ class KernelRegions:
                 site, site.field.shape, self.args)
         return function(*values)
 
-    def boxes(self, scalars: tuple):
-        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards) for one
-        launch: boxes as [(site, box)], replayed reads of one field that another's box
-        contains left out (one copy covers them); hazards, the fields on which this launch may
-        break a rule within itself that only an element-by-element check can clear."""
-        values = self.arg_values(scalars)
+    def plan(self, scalars: tuple) -> LaunchPlan:
+        """The launch's plan (see LaunchPlan), computed on the first launch with these integer
+        arguments."""
+        values = tuple(int(scalars[i]) for i in self.positions)
         found = self._cache.get(values)
         if found is None:
-            memo: dict = {}
-
-            def box_of(site):
-                if id(site) not in memo:
-                    memo[id(site)] = self.box(site, values)
-                return memo[id(site)]
-
-            def boxed(sites):
-                return [(s, b) for s in sites if (b := box_of(s)) is not None]
-            hazards = []
-            for fld, (reads, writes, by_boxes) in self.unproven.items():
-                if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
-                                       for _, w in boxed(writes)):
-                    hazards.append(fld)
-            writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
-                              else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-            found = (_without_contained(boxed(self.reads)), writes, boxed(self.loads), hazards)
-            if len(self._cache) > 64:
+            if len(self._cache) >= self.PLANS_KEPT:
                 self._cache.clear()
-            self._cache[values] = found
+            found = self._cache[values] = self._make_plan(values)
         return found
+
+    def boxes(self, scalars: tuple):
+        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards)."""
+        plan = self.plan(scalars)
+        return [(s, b) for s, b, _ in plan.reads], plan.writes, plan.loads, plan.hazards
+
+    def _make_plan(self, values: tuple) -> LaunchPlan:
+        memo: dict = {}
+
+        def box_of(site):
+            if id(site) not in memo:
+                memo[id(site)] = self.box(site, values)
+            return memo[id(site)]
+
+        def boxed(sites):
+            return [(s, b) for s in sites if (b := box_of(s)) is not None]
+        hazards = []
+        for fld, (reads, writes, by_boxes) in self.unproven.items():
+            if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
+                                   for _, w in boxed(writes)):
+                hazards.append(fld)
+        writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
+                          else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
+        reads = [(s, b, _slices(b)) for s, b in _without_contained(boxed(self.reads))]
+        plan = LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
+        # what the launch reads from before it (a load of an element its iteration has just
+        # stored reads this launch's value): launches.before_forward's rows
+        plan.rows = (_spans((s.field, b) for s, b in plan.loads if id(s) not in self.own_loads),
+                     plan.rows[1])
+        return plan
+
+
+def _loads_of_own_stores(sites) -> set:
+    """id() of the load sites that follow, in program order, a store to the same element (the
+    same index expressions, inside the same loops): they read what their iteration stored."""
+    stored, own = set(), set()
+    for site in sites:
+        key = (id(site.field), tuple(format_expr(e) for e in site.indices),
+               tuple(map(id, site.loops)))
+        if isinstance(site.node, ir.Store):
+            stored.add(key)
+        elif isinstance(site.node, ir.Load) and key in stored:
+            own.add(id(site))
+    return own
+
+
+def _spans(boxes) -> dict:
+    """{field: spans of leading indices} of boxes given with their sites' fields."""
+    out: dict = {}
+    for fld, box in boxes:
+        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
+    return out
 
 
 def _distinct(sites, by_kind=False):
@@ -234,6 +309,7 @@ class FastChecker(LaunchChecker):
 
     def __init__(self, mode: str, host):
         super().__init__(mode)
+        self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
         self.kept: deque = deque()       # launches holding copies, oldest first
@@ -245,48 +321,82 @@ class FastChecker(LaunchChecker):
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         self.copies: dict = {}           # (field, box) -> (version, values)
+        # A read of the same site and box at the same version as an earlier launch's (in this
+        # Tape, or since the last one) saw the same values: that launch's snapshot stands for
+        # both (one compare, one report; interp mode's Tape reports an element's first read).
+        self.shared: dict = {}           # (site, box, version) -> Snapshot
 
     def wrote(self, fields) -> None:
         for fld in fields:
             self.versions[fld] = self.next_version()
 
-    def _copy(self, fld, box) -> tuple:
+    def tangent_wrote(self, fields) -> None:
+        """A forward-mode launch wrote these primal fields (not compared with the Tape's copies)."""
+        self.wrote(fields)
+        if self.tape is not None and fields:
+            self.tape.all_writes_compared = False
+
+    def _copy(self, fld, box, slices) -> tuple:
         version = self.versions.get(fld, 0)
         held = self.copies.get((fld, box))
         if held is not None and held[0] == version:
             return held
         if len(self.copies) > 4096:
             self.copies.clear()
-        held = self.copies[(fld, box)] = (version, self.host(fld)[_slices(box)].copy())
+        held = self.copies[(fld, box)] = (version, self.host(fld)[slices].copy())
         return held
 
     def tape_scope(self):
+        self.shared = {}      # each Tape files its own snapshots (and end_tape moves versions)
         return TapeLog()
 
+    def end_tape(self):
+        """Inside the Tape every write of a field was compared with the copies it may have
+        changed (`_check_taped_reads`), so each copy still unreported holds its field's value as
+        of now: marked so, the adjoint's replay check compares only what changes after this."""
+        if not self.tape.all_writes_compared:
+            super().end_tape()
+            return
+        for fld, snapshots in self.tape.snapshots.items():
+            version = self.versions.get(fld, 0)
+            for snap in snapshots:
+                snap.version = version
+        self.shared = {}
+        super().end_tape()
+
     # ---- a forward launch ----------------------------------------------------------------------
-    def after_forward(self, launch: Launch, traced, scalars) -> None:
+    def after_forward(self, launch: Launch, plan: LaunchPlan) -> None:
         """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
         may have written against what earlier taped launches will replay."""
-        regions = regions_of(traced)
-        reads, writes, loads, _ = regions.boxes(scalars)
-        self.wrote(regions.written_fields)
-        for site, box in reads:
-            version, values = self._copy(site.field, box)
-            launch.snapshots.append(Snapshot(launch, site, box, values, version))
-            self.kept_bytes += values.nbytes
-        if launch.snapshots:
+        self.wrote(plan.written_fields)
+        snapshots, new, shared, versions = launch.snapshots, [], self.shared, self.versions
+        for site, box, slices in plan.reads:
+            key = (site, box, versions.get(site.field, 0))
+            snap = shared.get(key)
+            if snap is None:
+                version, values = self._copy(site.field, box, slices)
+                snap = Snapshot(launch, site, box, values, version)
+                if len(shared) > 4096:
+                    shared.clear()
+                shared[key] = snap
+                self.kept_bytes += values.nbytes
+                new.append(snap)
+            snapshots.append(snap)
+        if snapshots:
             self.kept.append(launch)
-            self._keep_within_budget()
-        launch.writes = writes           # shared by the launches with these arguments
-        launch.row_source = (loads, writes, _rows)
+            if (self.kept_bytes > self.MEMORY_BUDGET
+                    or self.kept[0].number < self.history[0].number):
+                self._keep_within_budget()
+        launch.writes = plan.writes      # shared by the launches with these arguments
+        launch.row_source = plan.row_source
         tape = self.tape
         if tape is None:
             return
-        for written in launch.writes:
+        for written in plan.writes:
             self._check_taped_reads(written.site.field, written.box, launch)
-        for written in launch.writes:
+        for written in plan.writes:
             tape.writes.setdefault(written.site.field, []).append((launch, written))
-        for snap in launch.snapshots:
+        for snap in new:
             tape.add(snap)
 
     def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
@@ -341,10 +451,12 @@ class FastChecker(LaunchChecker):
         return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
 
     # ---- Python scope ----------------------------------------------------------------------------
-    def python_write(self, fld, index) -> Access:
+    def python_write(self, fld, index) -> Access | None:
+        if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
+            if fld.role == "grad":
+                self.grad_cleared_at[fld] = self.tick()
+            return None
         access = super().python_write(fld, index)
-        if fld.role != "primal":
-            return access
         self.wrote((fld,))
         box = None if index is None else tuple((i, i + 1) for i in index)
         log = self.python_writes.setdefault(fld, [])
@@ -362,7 +474,8 @@ class FastChecker(LaunchChecker):
         while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
                              or self.kept[0].number < first_kept):
             oldest = self.kept.popleft()
-            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots)
+            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots
+                                   if s.launch is oldest)     # (the others are shared)
             if oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
                 print(f"[tinyad] fast mode: the copies of what adjoints replay passed "

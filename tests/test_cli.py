@@ -1,6 +1,7 @@
 """The `tinyad` command, run as a user runs it (a subprocess): `tinyad run` stops a program whose
 gradient would be wrong, --no-check runs it anyway, options work wherever they stand before the
 program's path, and `tinyad check` counts one violation per report."""
+import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -179,7 +180,8 @@ def test_check_says_nothing_was_checked_when_the_program_turns_checks_off(tmp_pa
 
 
 def test_check_counts_one_violation_per_report_with_its_elements(tmp_path):
-    result = tinyad("check", program(tmp_path, "two.py", TWO_BUGS))
+    # interp mode: it checks every element of a launch (fast mode stops at a launch's first)
+    result = tinyad("check", "--mode", "interp", program(tmp_path, "two.py", TWO_BUGS))
     assert result.returncode == 1
     assert "finished" in result.stdout                  # check reports and goes on
     reports = [line for line in result.stderr.splitlines() if line.startswith(
@@ -191,8 +193,66 @@ def test_check_counts_one_violation_per_report_with_its_elements(tmp_path):
 
 
 def test_check_of_a_clean_program_says_so(tmp_path):
-    result = tinyad("check", program(tmp_path, "show.py", SHOW_OPTIONS))
+    result = tinyad("check", "--mode", "interp", program(tmp_path, "show.py", SHOW_OPTIONS))
     assert result.returncode == 0
     assert result.stdout.strip() == "interp warn []"
     assert "no autodiff rule violations" in result.stderr
-    assert "ran in interp mode (every rule, element by element)" in result.stderr
+    assert "ran in interp mode (every rule, element by element; chosen with --mode)" in \
+        result.stderr
+
+
+def test_check_runs_fast_mode_where_numba_is_installed_and_says_why(tmp_path):
+    result = tinyad("check", program(tmp_path, "show.py", SHOW_OPTIONS))
+    assert result.returncode == 0, result.stderr
+    if importlib.util.find_spec("numba") is None:
+        assert result.stdout.strip() == "interp warn []"
+        assert "ran in interp mode" in result.stderr and "numba is not installed" in result.stderr
+        return
+    assert result.stdout.strip() == "fast warn []"
+    assert "ran in fast mode" in result.stderr and "numba is installed" in result.stderr
+    assert "no autodiff rule violations" in result.stderr
+
+
+TINY_TAPED_PROGRAM = """
+    import taichi as ti
+    ti.init()
+    x = ti.field(ti.f32, shape=4, needs_grad=True)
+    y = ti.field(ti.f32, shape=(3, 4), needs_grad=True)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    v = ti.field(ti.f32, shape=(3, 4), needs_grad=True)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(4):
+            y[t + 1, i] = ti.sin(y[t, i]) + x[i] * y[t, i]
+            v[t + 1, i] = 2.0 * y[t + 1, i]     # reads what this iteration just stored
+
+    @ti.kernel
+    def total():
+        for i in range(4):
+            loss[None] += y[2, i] ** 2
+
+    for i in range(4):
+        x[i] = 0.1 * i
+        y[0, i] = 1.0 + i
+    for _ in range(2):           # untaped first, as a benchmark's warm-up does: y[1], y[2] are
+        step(0)                  # computed from x before the Tape, and computed again inside it
+        step(1)                  # before any taped kernel reads them
+        total()
+    with ti.ad.Tape(loss):
+        step(0)
+        step(1)
+        total()
+    print("x.grad", [round(x.grad[i], 4) for i in range(4)])
+"""
+
+
+def test_check_of_a_clean_time_stepped_program_reports_nothing(tmp_path):
+    """Fields written before the Tape and rewritten inside it before the taped reads (a
+    warm-up round) are clean: nothing is reported, in the mode `tinyad check` picks."""
+    result = tinyad("check", program(tmp_path, "steps.py", TINY_TAPED_PROGRAM))
+    assert result.returncode == 0, result.stderr
+    assert "x.grad" in result.stdout
+    assert "no autodiff rule violations" in result.stderr
+    assert "before the Tape" not in result.stderr, result.stderr

@@ -106,6 +106,9 @@ class CheckHooks:
     def python_read(self, field, index, value) -> None:
         """Python scope read one element of a field."""
 
+    def python_will_write(self, field) -> None:
+        """Python scope is about to write some of the field's elements."""
+
     def python_write(self, field, index) -> None:
         """Python scope wrote one element (`index`) or the whole field (`index` None)."""
 
@@ -138,6 +141,9 @@ class CheckerHooks(CheckHooks):
 
     def python_read(self, field, index, value):
         self.checker.python_read(field, index, value)
+
+    def python_will_write(self, field):
+        self.checker.before_write(field)
 
     def python_write(self, field, index):
         self.checker.python_write(field, index)

@@ -4,7 +4,8 @@
                                       checker stops at the first violation (its report, exit
                                       status 1); --no-check runs without it
     tinyad check prog.py [args...]    report every violation and go on; exit status 1 if any
-                                      (interp mode; --mode fast checks at compiled speed)
+                                      (checked fast mode when numba is installed, else interp
+                                      mode; --mode chooses)
     tinyad example [name]             list the examples, or run one
     tinyad lessons                    list the lessons; `tinyad lesson N` steps through one
     tinyad explain prog.py[::kernel]  a kernel's source, IR and adjoint IR side by side
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.abc
+import importlib.util
 import importlib.resources
 import io
 import os
@@ -247,8 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("run", "run a Taichi program under tinyad; it stops at the first "
                                "autodiff rule violation"),
                        ("check", "run a Taichi program, report every autodiff rule violation "
-                                 "and go on (interp mode; --mode fast checks at compiled "
-                                 "speed)")):
+                                 "and go on. It runs in fast mode when numba is installed: "
+                                 "every rule between launches at compiled speed, and what the IR "
+                                 "cannot settle within a launch element by element in the "
+                                 "interpreter when the program is small (so a small program is "
+                                 "checked as interp mode would, and a real one finishes); "
+                                 "without numba, or with --mode interp, every access is checked "
+                                 "in the interpreter, 100-1000x slower")):
         sub = commands.add_parser(name, help=text, parents=[options],
                                   description=text + "; `import taichi` inside it gets tinyad")
         sub.add_argument("program", help="the Python file to run")
@@ -391,16 +398,29 @@ MODE_COVERAGE = {
 }
 
 
+def default_check_mode() -> str:
+    """`tinyad check`'s mode when --mode is not given: fast mode where numba is installed.
+    Within a launch it checks in the interpreter what the IR cannot settle when the program is
+    small, so small programs lose nothing, and real programs finish (interp mode runs them
+    100-1000x slower than fast mode)."""
+    return "fast" if importlib.util.find_spec("numba") is not None else "interp"
+
+
 def _check_command(path: Path, options) -> int:
     """Run with every violation reported (warn mode); exit status 1 if there was one."""
     if _option(options, "no_check"):
         print("tinyad check: --no-check leaves nothing to do; `tinyad run --no-check "
               f"{options.program}` runs it unchecked.", file=sys.stderr)
         return 2
-    mode = _option(options, "mode") or "interp"
+    mode = _option(options, "mode") or default_check_mode()
     status = run_program(path, options.args, mode=mode, check="warn",
                          full_traceback=_option(options, "traceback"))
-    note(f"check: ran in {runtime.config.mode} mode ({MODE_COVERAGE[runtime.config.mode]})")
+    ran = runtime.config.mode
+    why = ("chosen with --mode" if _option(options, "mode") == ran
+           else "the program's ti.init chose it" if ran != mode
+           else "numba is installed; --mode interp checks every access"
+           if ran == "fast" else "numba is not installed")
+    note(f"check: ran in {ran} mode ({MODE_COVERAGE[ran]}; {why})")
     problems = runtime.backend.checks.problems()
     if problems:
         count = f"{len(problems)} autodiff rule violation{'s' if len(problems) > 1 else ''}"

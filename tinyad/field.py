@@ -243,11 +243,17 @@ class Field:
 
     def __setitem__(self, key, value):
         index = self._index(key)
-        undo.before_python_write(self)
+        self._python_will_write()
         storage = _storage()
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
         self._python_wrote(index)
+
+    def _python_will_write(self):
+        """Before a Python-scope write: a Tape's undo log and the rule checker (fast mode's
+        copies) may need the values it is about to replace."""
+        undo.before_python_write(self)
+        runtime.backend.checks.python_will_write(self)
 
     def _python_wrote(self, index=None):
         """Tell the rule checker (where the backend has one) about a Python-scope write."""
@@ -275,13 +281,13 @@ class Field:
                                   f"is {array.dtype}",
                                   hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
                                        "first (rounding is your choice to make)")
-        undo.before_python_write(self)
+        self._python_will_write()
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
-        undo.before_python_write(self)
+        self._python_will_write()
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote()
 

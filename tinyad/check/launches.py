@@ -16,6 +16,7 @@ its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     """One forward launch of a kernel, as far as its adjoint needs to know."""
     number: int
@@ -106,11 +107,20 @@ class LaunchChecker:
         # for each gradient, its primal's values (and when) when an adjoint last added to it.
         self.primal_changed: dict = {}        # primal field -> Access of its latest write
         self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
+        # A backend that calls before_write ahead of every write of a primal field (fast mode)
+        # copies those values only when the primal is next written (None until then: a sweep
+        # per Tape would otherwise copy every field it differentiates, time-indexed ones too).
+        self.copies_before_writes = False
+        self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
         # Computed before the Tape: fields a kernel outside any Tape derived from a field that
         # needs a gradient, and (inside the Tape) the fields taped kernels have written.
-        self.derived_outside_tape: dict = {}  # field -> (kernel, store loc, source field)
-        self.written_in_tape: set = set()
+        # field -> (kernel, store loc, source field, leading-index spans derived); spans are
+        # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
+        self.derived_outside_tape: dict = {}
+        self.written_in_tape: dict = {}       # field -> spans taped launches may have written
         self.warned_in_tape: set = set()
+        # kernel -> (id, size) of the Tape's taint it was last checked against (before_forward)
+        self.paths_checked: dict = {}
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -154,7 +164,8 @@ class LaunchChecker:
 
     def begin_tape(self):
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
-        self.written_in_tape, self.warned_in_tape = set(), set()
+        self.paths_checked = {}
+        self.written_in_tape, self.warned_in_tape = {}, set()
 
     def end_tape(self):
         self.tape, self.taint, self.python_reads = None, {}, {}
@@ -176,6 +187,18 @@ class LaunchChecker:
         """The boxes of `fld` that may have been written after `time`, or None: unknown (the
         whole field may have changed). A backend that knows its launches' boxes says more."""
         return None
+
+    def before_write(self, fld) -> None:
+        """`fld` is about to be written (by a kernel or Python scope): copy its values now for
+        the gradients taken at them and not yet copied."""
+        grads = self.uncopied_points.pop(fld, None)
+        if not grads:
+            return
+        values = fld.data.copy()
+        for grad in grads:
+            held = self.grad_point.get(grad)
+            if held is not None and held[0] is None:
+                self.grad_point[grad] = (values, held[1], held[2])
 
     def python_read(self, fld, index, value):
         if self.tape is not None and fld.grad is not None:
@@ -236,8 +259,9 @@ def _analyse(compiled) -> KernelFacts:
 
 def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
     checker.adjoint_ran(launch)
+    time = checker.tick()
     for grad in kernel_facts(compiled).adjoint_targets:
-        checker.grad_accumulated(grad)
+        checker.grad_accumulated_at[grad] = time
         _remember_gradient_point(checker, grad)
 
 
@@ -249,7 +273,11 @@ def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
     if held is not None and (changed is None or changed.time < held[2]):
         return
     sweep = Access("gradient taken", user_loc())
-    checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
+    if checker.copies_before_writes:     # copied by the first write after this (before_write)
+        checker.grad_point[grad] = (None, sweep, checker.tick())
+        checker.uncopied_points.setdefault(grad.primal, []).append(grad)
+    else:
+        checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
 
 
 def _dependencies(body) -> tuple:
@@ -279,62 +307,142 @@ def _dependencies(body) -> tuple:
 
 # ---- before a forward launch ----------------------------------------------------------------
 
-def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars) -> None:
+def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
+                   rows=None) -> None:
+    """`rows`, where the backend knows them before the launch: ({field: spans read},
+    {field: spans written}) of leading indices (None: every row of every field it touches)."""
     facts = kernel_facts(compiled)
-    for fld in facts.written:
-        checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
-                                             time=checker.tick())
+    time = checker.tick()
+    for fld, write in _write_events(compiled, facts, kernel_name):
+        write.time = time      # one Access per kernel and field, reused (see _write_events)
+        checker.primal_changed[fld] = write
     if checker.tape is None:
-        _remember_derivations(checker, facts, kernel_name)
+        _remember_derivations(checker, compiled, facts, kernel_name, rows)
         return
-    _check_computed_before_tape(checker, facts, kernel_name)
-    for name, value in zip(arg_names, scalars):
-        source = checker.python_reads.get(_key(value))
-        if source is not None:
-            fld, index, loc = source
-            checker.report(rules.value_passed_around_tape(
-                kernel=kernel_name, argument=name, field=fld.name, element=index,
-                read=Access("read", loc, None, None, None, value)))
-    facts = kernel_facts(compiled)
+    if checker.derived_outside_tape:     # (it changes only outside a Tape)
+        _check_computed_before_tape(checker, facts, kernel_name, rows)
+    if checker.python_reads:
+        for name, value in zip(arg_names, scalars):
+            source = checker.python_reads.get(_key(value))
+            if source is not None:
+                fld, index, loc = source
+                checker.report(rules.value_passed_around_tape(
+                    kernel=kernel_name, argument=name, field=fld.name, element=index,
+                    read=Access("read", loc, None, None, None, value)))
+    # What this check finds depends on the kernel and the taint only, and the taint only grows
+    # within a Tape: a kernel checked against this Tape's taint, unchanged since, passes again.
+    taint = checker.taint
+    if checker.paths_checked.get(compiled) == (id(taint), len(taint)):
+        return
     for target, sources, loc in facts.dependencies:
-        differentiable = {s for s in sources if s.grad is not None or s in checker.taint}
+        differentiable = {s for s in sources if s.grad is not None or s in taint}
         if not differentiable:
             continue
         if target.grad is None:
-            checker.taint.setdefault(target, (loc, kernel_name))
+            taint.setdefault(target, (loc, kernel_name))
             continue
         for source in differentiable:
             if source.grad is None:
                 checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
-                    written_at=checker.taint[source][0], writer=checker.taint[source][1]))
+                    written_at=taint[source][0], writer=taint[source][1]))
                 return
+    checker.paths_checked[compiled] = (id(taint), len(taint))
 
 
-def _remember_derivations(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
-    """Outside a Tape: which fields this kernel computes from a field that needs a gradient."""
-    for target, sources, loc in facts.dependencies:
-        differentiable = [s for s in sources if s is not target and s.grad is not None]
-        if differentiable:
-            checker.derived_outside_tape[target] = (kernel_name, loc, differentiable[0])
-        else:
+def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
+    """(field, Access) per primal field the kernel writes, made once per kernel: `primal_changed`
+    keeps only a field's latest write and nothing else holds these, so a launch just moves the
+    time of its kernel's."""
+    events = getattr(compiled, "write_events", None)
+    if events is None:
+        events = compiled.write_events = tuple(
+            (fld, Access("store", facts.first_store[fld], kernel_name)) for fld in facts.written)
+    return events
+
+
+def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
+                          kernel_name: str, rows) -> None:
+    """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
+    needs a gradient (which stores do is worked out once per kernel)."""
+    derivations = getattr(compiled, "derivations", None)
+    if derivations is None:
+        found = {}
+        for target, sources, loc in facts.dependencies:
+            differentiable = [s for s in sources if s is not target and s.grad is not None]
+            found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
+        derivations = compiled.derivations = tuple(found.items())
+    for target, derived in derivations:
+        if derived is None:
             checker.derived_outside_tape.pop(target, None)
+            continue
+        spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
+        held = checker.derived_outside_tape.get(target)
+        if held is not None:
+            spans = span_union(held[3], spans)
+        checker.derived_outside_tape[target] = (*derived, spans)
 
 
-def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str) -> None:
-    """Inside a Tape: a taped kernel reads a field computed from a parameter before the Tape
-    (a warning: the gradient stops at that field, which may be meant)."""
+def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str,
+                                rows) -> None:
+    """Inside a Tape: a taped kernel reads rows of a field computed from a parameter before the
+    Tape and not computed again inside it (a warning: the gradient stops at that field, which
+    may be meant)."""
     for fld in facts.loaded:
         derived = checker.derived_outside_tape.get(fld)
-        if (derived is None or fld in checker.written_in_tape or fld in checker.warned_in_tape
-                or fld.grad is None):
+        if derived is None or fld in checker.warned_in_tape or fld.grad is None:
+            continue
+        kernel, loc, source, spans = derived
+        stale = span_minus(spans, checker.written_in_tape.get(fld, ()))
+        if not spans_meet(stale, ALL_ROWS if rows is None else rows[0].get(fld, ALL_ROWS)):
             continue
         checker.warned_in_tape.add(fld)
-        kernel, loc, source = derived
         print_report(rules.computed_before_tape(
             field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
             taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
-    checker.written_in_tape.update(facts.written)
+    written = checker.written_in_tape
+    for fld in facts.written:
+        spans = ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS)
+        written[fld] = span_union(written.get(fld, ()), spans)
+
+
+# Spans of leading indices, [(lo, hi)] sorted and disjoint (hi exclusive).
+ALL_ROWS = ((0, 1 << 62),)
+
+
+def span_union(spans, more) -> tuple:
+    if not spans:
+        return tuple(more)
+    if len(more) == 1 and spans[-1][0] <= more[0][0] <= spans[-1][1]:   # the common case:
+        lo, hi = spans[-1]                                             # a step after the last
+        return (*spans[:-1], (lo, max(hi, more[0][1])))
+    merged: list = []
+    for lo, hi in sorted((*spans, *more)):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def span_minus(spans, cut) -> tuple:
+    out = []
+    for lo, hi in spans:
+        for c_lo, c_hi in cut:
+            if c_hi <= lo or c_lo >= hi:
+                continue
+            if c_lo > lo:
+                out.append((lo, c_lo))
+            lo = max(lo, c_hi)
+            if lo >= hi:
+                break
+        if lo < hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def spans_meet(a, b) -> bool:
+    return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in a for lo2, hi2 in b)
 
 
 def _key(value):
@@ -377,7 +485,7 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
     if not outputs:
         checker.report(rules.no_output_gradient(kernel=kernel_name))
         return
-    if not any(f.grad.data.any() for f in outputs):
+    if not any(_seeded(f.grad, launch) for f in outputs):
         checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
                                       first_store=facts.first_store[outputs[0]]))
 
@@ -392,13 +500,13 @@ def _check_gradient_point(checker, facts, kernel_name):
         values, sweep, taken = held
         primal = grad.primal
         changed = checker.primal_changed.get(primal)
-        if changed is None or changed.time < taken:
+        if changed is None or changed.time < taken or values is None:
             continue      # nothing wrote the parameter since: no need to compare its values
         if _unchanged(checker, primal, values, taken) or not grad.data.any():
             continue
         checker.report(rules.gradient_at_two_points(
             kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
-            change=checker.primal_changed.get(primal), call_loc=user_loc()))
+            change=dataclasses.replace(changed), call_loc=user_loc()))   # (a kernel's is reused)
         return
 
 
@@ -414,6 +522,18 @@ def _unchanged(checker, primal, values, since) -> bool:
         if not np.array_equal(data[part], values[part], equal_nan=True):
             return False
     return True
+
+
+def _seeded(grad, launch) -> bool:
+    """Does `grad` hold a nonzero anywhere? The boxes `launch` wrote of its primal are looked at
+    first (fast mode knows them: a row of a time-indexed field, where the seed of this launch's
+    adjoint lies), then, if they hold none, the whole field."""
+    data = grad.data
+    for written in launch.writes if launch is not None else ():
+        if written.site is not None and written.site.field is grad.primal and written.box:
+            if data[tuple(slice(lo, hi) for lo, hi in written.box)].any():
+                return True
+    return bool(data.any())
 
 
 def _rows(launch):
@@ -434,7 +554,7 @@ def _check_order(checker, launch, facts, kernel_name):
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         if not shared:
             continue
-        seeded = [f for f in later_facts.written if f.grad is not None and f.grad.data.any()]
+        seeded = [f for f in later_facts.written if f.grad is not None and _seeded(f.grad, later)]
         if seeded:
             checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,

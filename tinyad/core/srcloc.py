@@ -45,7 +45,10 @@ def user_frame(depth: int = 1):
     """The innermost stack frame outside tinyad (the user's code calling into it from Python
     scope), or None. `depth` frames above the caller are skipped first."""
     frame = sys._getframe(depth + 1)
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tinyad":
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not (name == "tinyad" or name.startswith("tinyad.")):
+            break
         frame = frame.f_back
     return frame
 
