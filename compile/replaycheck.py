@@ -370,17 +370,21 @@ class FastChecker(LaunchChecker):
         may have written against what earlier taped launches will replay."""
         self.wrote(plan.written_fields)
         snapshots, new, shared, versions = launch.snapshots, [], self.shared, self.versions
+        # Inside a grad_replaced function the Tape never replays these reads (its grad_for
+        # recomputes what it needs): their copies are the launch's own, not the Tape's.
+        custom = self.in_custom_primal
         for site, box, slices in plan.reads:
             key = (site, box, versions.get(site.field, 0))
-            snap = shared.get(key)
+            snap = None if custom else shared.get(key)
             if snap is None:
                 version, values = self._copy(site.field, box, slices)
                 snap = Snapshot(launch, site, box, values, version)
                 if len(shared) > 4096:
                     shared.clear()
-                shared[key] = snap
+                if not custom:
+                    shared[key] = snap
+                    new.append(snap)
                 self.kept_bytes += values.nbytes
-                new.append(snap)
             snapshots.append(snap)
         if snapshots:
             self.kept.append(launch)

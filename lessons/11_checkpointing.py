@@ -92,12 +92,12 @@ except ti.AutodiffRuleError as error:
 # `force` for step t (the checkpoint is x[t], which nothing overwrites), then runs the
 # adjoints in reverse order. Memory: one `force` instead of one per step.
 #
-# tinyad's element checker cannot know that `step_grad` recomputes `force`, so it would
-# still see the forward's overwrite; this part runs with `check="off"`, and `ti.ad.verify`
-# is the check that proves the custom gradient right.
+# The checks stay on. What the kernels inside `step` read is not the Tape's to keep: the
+# Tape never runs their adjoints, `step_grad` does, after recomputing. What tinyad still
+# checks is that each adjoint replays exactly the values its forward launch read.
 
 # %%
-ti.init(check="off")
+ti.init()
 x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
 force = ti.field(ti.f64, shape=n, needs_grad=True)
 loss = ti.field(ti.f64, shape=(), needs_grad=True)
@@ -134,7 +134,8 @@ print(report.headline())
 # ## A checkpoint that forgets to recompute
 #
 # The danger of a custom gradient is that nothing ties it to the program. Drop the
-# recomputation, and every step's adjoint sees the last step's force. verify catches it.
+# recomputation, and every step's adjoint sees the last step's force. The replay check
+# catches it at once; with the checks off, verify does.
 
 # %%
 @ti.ad.grad_replaced
@@ -155,6 +156,17 @@ def simulate_forgetful():
     compute_loss()
 
 
+try:
+    with ti.ad.Tape(loss):
+        simulate_forgetful()
+except ti.ReplayDivergenceRuleError as error:
+    print(str(error).splitlines()[0])
+
+ti.init(check="off")     # the same mistake with the checks off: verify is the last line
+x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
+force = ti.field(ti.f64, shape=n, needs_grad=True)
+loss = ti.field(ti.f64, shape=(), needs_grad=True)
+x.from_numpy(np.vstack([start, np.zeros((steps, n))]))
 try:
     ti.ad.verify(simulate_forgetful, loss, [x])
 except ti.GradientMismatchError as error:

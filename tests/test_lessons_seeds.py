@@ -40,6 +40,7 @@ def test_checkpointing(mode, monkeypatch):
     assert "Global Data Access Rule 2: force[0]" in out
     assert np.allclose(ns["checkpointed_grad"], truth, rtol=1e-6)   # the checkpointed one
     assert "all 28 elements agree with sympy" in out
+    assert "Replay divergence: the adjoint of advance replays a read of force" in out
     assert "4 of 28 elements disagree with sympy" in out      # the forgetful checkpoint
 
 
