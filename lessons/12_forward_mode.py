@@ -30,7 +30,8 @@ def compute_y():
 x.from_numpy(np.array([0.3, 1.1], dtype=np.float32))
 with ti.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0]):
     compute_y()
-print("y.dual =", y.dual.to_numpy())
+docs_dual = y.dual.to_numpy()
+print("y.dual =", docs_dual)
 print("i cos(x_0) =", np.arange(5) * np.cos(np.float32(0.3)))
 
 # %% [markdown]
