@@ -101,7 +101,8 @@ def forward():
 s[None] = 0.5
 with ti.ad.FwdMode(loss=out, param=s):
     through_mid()
-print("out.dual =", out.dual.to_numpy())
+fixed_dual = out.dual.to_numpy()
+print("out.dual =", fixed_dual)
 print("by hand  =", np.arange(1, 4) * np.sin(2 * np.arange(1, 4) * 0.5))
 print(ti.ad.verify(forward, total, [s], mode="fwd").headline())
 

@@ -50,7 +50,7 @@ def test_forward_mode(mode, monkeypatch):
     assert "out.dual = [0. 0. 0.]  (silently zero)" in out
     assert "Missing dual on the path: mid" in out
     k = np.arange(1, 4)
-    assert np.allclose(ns["out"].dual.to_numpy(), k * np.sin(2 * k * 0.5), rtol=1e-5)
+    assert np.allclose(ns["fixed_dual"], k * np.sin(2 * k * 0.5), rtol=1e-5)
     assert "all 1 elements agree with sympy" in out
     n = ns["n"]
     x = np.linspace(0.1, 2.0, n)
