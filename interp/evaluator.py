@@ -23,10 +23,11 @@ class _Break(Exception):
 
 class Frame:
     """The state of one kernel launch."""
-    __slots__ = ("env", "mem", "rng", "stacks", "ret")
+    __slots__ = ("env", "mem", "rng", "stacks", "ret", "echo")
 
-    def __init__(self, env, mem, rng):
+    def __init__(self, env, mem, rng, echo=True):
         self.env, self.mem, self.rng, self.stacks, self.ret = env, mem, rng, {}, None
+        self.echo = echo     # whether print() statements print (not in checking re-runs)
 
 
 class _Compiler:
@@ -106,7 +107,17 @@ class _Compiler:
             def restore(fr):
                 fr.env[name] = fr.stacks[name].pop()
             return restore
+        if kind is ir.Print:
+            return self.print_stmt(s)
         raise TypeError(f"interp: unknown statement {s!r}")  # pragma: no cover  (closed IR)
+
+    def print_stmt(self, s: ir.Print):
+        template, values = s.template, tuple(self.expr(v) for v in s.values)
+
+        def show(fr):
+            if fr.echo:
+                print(ir.print_text(template, [v(fr) for v in values]), end="")
+        return show
 
     def atomic(self, s: ir.AtomicOp):
         op, field, result = s.op, s.field, s.result
@@ -159,10 +170,13 @@ class Program:
         self._body = _Compiler(domain).block(kernel.body) if kernel.body else (lambda fr: None)
 
     def run(self, args: tuple, memory: Memory | None = None,
-            rng: np.random.Generator | None = None):
-        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0)."""
+            rng: np.random.Generator | None = None, echo: bool | None = None):
+        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0).
+        print() statements print when `echo` (default: in the numeric domain, the one that
+        runs users' launches; checks that re-run a launch pass False)."""
         env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
-        frame = Frame(env, memory or Memory(), rng or np.random.default_rng(0))
+        echo = self.domain is NUMERIC if echo is None else echo
+        frame = Frame(env, memory or Memory(), rng or np.random.default_rng(0), echo)
         # A launch makes no reference cycles, but the access log makes many objects, which would
         # set off the cyclic collector again and again: pause it for the launch.
         collecting = gc.isenabled()

@@ -17,6 +17,7 @@ from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxErro
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.printing import trace_print
 from tinyad.frontend.scope import LocalMatrix
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
@@ -254,6 +255,8 @@ class ExprVisitor:
             return None
         if fn is lang.stop_grad:
             return self.stop_grad_call(node)
+        if fn is print:
+            return trace_print(self, node)
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
@@ -270,8 +273,6 @@ class ExprVisitor:
                                     hint="make the callee a @ti.func")
         if fn in BUILTIN_OVERRIDES and any(is_traced(a) for a in args):
             return BUILTIN_OVERRIDES[fn](*args, **kwargs)
-        if fn is print:
-            self.unsupported(node, "print() calls", "print fields from Python scope after the kernel")
         # Anything else runs now, at trace time, as Taichi does: a plain Python function or a
         # lambda called with kernel values builds IR through their operators (an `if` on one
         # of them cannot, and says so: such a helper must be a @ti.func).
