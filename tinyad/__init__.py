@@ -68,8 +68,10 @@ from tinyad.frontend.math import (
     tanh,
 )
 from tinyad.frontend.matrix import Matrix, Vector
+from tinyad.frontend.structs import Struct
 from tinyad.kernel import data_oriented, func, kernel, real_func
 from tinyad.runtime import init
+from tinyad.structfield import StructField
 
 __version__ = "0.1.0"
 

@@ -48,7 +48,7 @@ class Field:
     is_tinyad_field = True   # how the layers below the API recognise a field (core/ir.py)
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
-                 needs_dual=False, primal=None, role="primal"):
+                 needs_dual=False, primal=None, role="primal", offset=None):
         self.dtype = T.resolve_dtype(dtype)
         self.element_shape = tuple(element_shape)
         self.name = name or f"field{len(runtime.fields)}"
@@ -65,6 +65,9 @@ class Field:
         # use (CUDA): read and write through `data` or the storage, not this array directly.
         self.host_array: np.ndarray | None = None
         self._shape = None
+        # The first index along each axis (Taichi's offset=); None: all 0. Kernels and Python
+        # scope subtract it before they touch storage: the IR only sees indices from 0.
+        self.offset = _normalize_offset(offset)
         if role == "primal":
             runtime.fields.append(self)
             if (needs_grad or needs_dual) and not self.dtype.is_float:
@@ -102,6 +105,7 @@ class Field:
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
                      role=role)
+        twin.offset = self.offset
         if self._shape is not None:
             twin._place(self._shape)
         return twin
@@ -116,6 +120,9 @@ class Field:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
                                   f"{partner.name} has shape {partner._shape}: a field and its "
                                   "gradient must have the same shape")
+        if self.offset is not None and len(self.offset) != len(shape):
+            raise TinyadTypeError(f"field {self.name} has {len(shape)} dimension(s) {shape} but "
+                                  f"offset {self.offset} has {len(self.offset)}")
         self._shape = shape
         self.requested = True
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
@@ -171,11 +178,13 @@ class Field:
             raise TinyadIndexError(f"field {self.name} has {len(self._shape)} dimension(s) "
                                    f"{self._shape}, indexed with {len(key)} index(es) {key}")
         index = tuple(int(k) for k in key)
-        for k, extent in zip(index, self._shape):
-            if not 0 <= k < extent:
+        first = self.offset or (0,) * len(index)
+        for k, o, extent in zip(index, first, self._shape):
+            if not o <= k < o + extent:
+                where = "" if self.offset is None else f" with offset {self.offset}"
                 raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
-                                       f"of shape {self._shape}")
-        return index
+                                       f"of shape {self._shape}{where}")
+        return index if self.offset is None else tuple(k - o for k, o in zip(index, first))
 
     def __getitem__(self, key):
         index = self._index(key)
@@ -260,24 +269,28 @@ def _as_element(value, element_shape, name):
 
 def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
           layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
-    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual)
+    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual,
+                 offset=offset)
 
 
 def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
-    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual)
+    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual,
+                 offset=offset)
 
 
 def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
     return Field(dtype, shape, (int(n), int(m)), name or _caller_variable_name(), needs_grad,
-                 needs_dual)
+                 needs_dual, offset=offset)
+
+
+def _normalize_offset(offset):
+    if offset is None:
+        return None
+    offset = (int(offset),) if isinstance(offset, (int, np.integer)) else \
+        tuple(int(o) for o in offset)
+    return offset if any(offset) else None
 
 
 def var(dt, shape=None, offset=None, needs_grad=False) -> Field:
@@ -363,12 +376,16 @@ class SNode:
         return node
 
     def place(self, *fields, offset=None) -> "SNode":
-        if offset is not None:
-            raise TinyadTypeError("place(offset=...) is not supported by tinyad yet")
         for f in fields:
             if isinstance(f, (list, tuple)):
-                self.place(*f)
+                self.place(*f, offset=offset)
+            elif getattr(f, "is_tinyad_struct_field", False):   # tinyad/structfield.py
+                self.place(*f._leaves(), offset=offset)
             elif isinstance(f, Field):
+                if offset is not None:
+                    for each in (f, f.grad, f.dual):
+                        if each is not None:
+                            each.offset = _normalize_offset(offset)
                 f._place(self._shape)
                 f.snode = SNode(self._shape, parent=self, kind="place")
             elif f is None:

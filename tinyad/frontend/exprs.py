@@ -18,6 +18,7 @@ from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.printing import trace_print
+from tinyad.frontend.structs import StructRef, is_struct_field
 from tinyad.frontend.scope import LocalMatrix
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
@@ -217,6 +218,9 @@ class ExprVisitor:
                 raise TinyadTypeError(f"field {fld.name} is indexed with {type(k).__name__} {k!r}",
                                       self.loc(node))
             indices.append(B.as_expr(k if B.is_expr(k) else int(k)))
+        offset = getattr(fld, "offset", None)
+        if offset:   # offset=: storage starts at the first valid index
+            indices = [B.binary("sub", k, o) if o else k for k, o in zip(indices, offset)]
         return tuple(indices)
 
     def load_field(self, fld, indices: tuple, node):
@@ -236,6 +240,8 @@ class ExprVisitor:
         obj = self.visit(node.value)
         if ir.is_field(obj):
             return self.load_field(obj, self.field_indices(obj, self.subscript_key(node), node), node)
+        if is_struct_field(obj):             # s[i]: its members are read where they are used
+            return StructRef(self, obj, self.subscript_key(node), node)
         key = self.visit(node.slice)
         if isinstance(obj, Matrix):
             return obj[key]

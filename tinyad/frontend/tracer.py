@@ -28,7 +28,9 @@ from tinyad.core.errors import (
 from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
+from tinyad.frontend.lvalues import DynamicSlot, FieldRef, LocalRef, LValue, StructLValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
+from tinyad.frontend.structs import Struct, StructRef, is_struct_field, snapshot_struct, struct_values
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -41,50 +43,6 @@ from tinyad.frontend.scope import (
 
 STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
 MAX_INLINE_DEPTH = 64
-
-
-@dataclass
-class LocalRef:
-    var: ir.Var
-
-
-@dataclass
-class FieldRef:
-    field: object          # a field (ir.is_field)
-    indices: tuple
-
-
-@dataclass
-class LValue:
-    """Something assignable: scalar slots, row-major, with the shape of the value they hold."""
-    slots: list
-    shape: tuple
-
-    def pick(self, key, loc):
-        key = key if isinstance(key, tuple) else (key,)
-        if len(self.shape) == 1 and len(key) == 1:
-            flat = key[0]
-            width = self.shape[0]
-        elif len(self.shape) == 2 and len(key) == 2:
-            flat = B.binary("add", B.binary("mul", key[0], self.shape[1]), key[1])
-            width = self.shape[0] * self.shape[1]
-        elif len(self.shape) == 2 and len(key) == 1 and not B.is_expr(key[0]):
-            m = self.shape[1]
-            return LValue(self.slots[int(key[0]) * m:(int(key[0]) + 1) * m], (m,))
-        else:
-            raise TinyadTypeError(f"cannot index a value of shape {self.shape} with {key}", loc)
-        if B.is_expr(flat):
-            return LValue([DynamicSlot(flat, self.slots)], ())
-        if not 0 <= int(flat) < width:
-            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc)
-        return LValue([self.slots[int(flat)]], ())
-
-
-@dataclass
-class DynamicSlot:
-    """slots[index] with index known only at run time (a vector local indexed by a variable)."""
-    index: ir.Expr
-    slots: list
 
 
 def resolve_annotation(annotation):
@@ -164,6 +122,9 @@ class Tracer(ExprVisitor):
     def declare(self, name: str, value, node, dtype=None):
         """Bind a new name in the innermost scope; kernel values get fresh IR locals."""
         scope = self.frame.scopes[-1]
+        if isinstance(value, (Struct, StructRef)):   # a struct value: its members copied
+            scope[name] = snapshot_struct(self, value)
+            return
         if isinstance(value, Matrix):
             common = dtype or entry_dtype(value.entries) or B.python_dtype(value.entries[0])
             for e in value.entries:
@@ -214,6 +175,8 @@ class Tracer(ExprVisitor):
             base = self.visit(node.value) if not isinstance(node.value, (ast.Name, ast.Subscript,
                                                                          ast.Attribute)) else None
             target = base if base is not None else self._lvalue_or_field(node.value)
+            if is_struct_field(target):                    # s[i] = struct value
+                return self.struct_lvalue(StructRef(self, target, self.subscript_key(node), node))
             if ir.is_field(target):
                 indices = self.field_indices(target, self.subscript_key(node), node)
                 comps = ([()] if not target.element_shape else
@@ -222,17 +185,23 @@ class Tracer(ExprVisitor):
                          for comp in comps]
                 return LValue(slots, target.element_shape)
             return target.pick(self.visit(node.slice), self.loc(node))
+        if isinstance(node, ast.Attribute):
+            base = self.visit(node.value)
+            if isinstance(base, (Struct, StructRef)):      # s[i].a = ..., p.a = ...
+                return self.struct_member_lvalue(base, node.attr, node)
         if isinstance(node, ast.Attribute) and node.attr in "xyzw" and len(node.attr) == 1:
             base = self._lvalue_or_field(node.value)
             if isinstance(base, LValue):
                 return base.pick("xyzw".index(node.attr), self.loc(node))
         raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
 
+    from tinyad.frontend.structlvalues import struct_lvalue, struct_member_lvalue  # noqa: E402
+
     def _lvalue_or_field(self, node):
         if isinstance(node, (ast.Name, ast.Attribute)) or self._in_python_container(node):
             value = self.frame.lookup(node.id, self.loc(node)) if isinstance(node, ast.Name) \
                 else self.visit(node)
-            if ir.is_field(value):
+            if ir.is_field(value) or is_struct_field(value):
                 return value
         return self.lvalue(node)
 
@@ -279,6 +248,13 @@ class Tracer(ExprVisitor):
         return value
 
     def assign(self, lv: LValue, value, node):
+        if isinstance(lv, StructLValue):     # member by member, every value read first
+            names = list(lv.members)
+            values = [self.snapshot(v) if not isinstance(v, (Struct, StructRef)) else v
+                      for v in struct_values(value, names, self.loc(node))]
+            for name, v in zip(names, values):
+                self.assign(lv.members[name], v, node)
+            return
         values = self.spread(value, lv, node)
         for slot, v in zip(lv.slots, values):
             self.write_slot(slot, v, node)
