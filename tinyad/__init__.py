@@ -34,6 +34,7 @@ from tinyad.frontend.lang import (
     atomic_max,
     atomic_min,
     atomic_sub,
+    block_local,
     cast,
     grouped,
     loop_config,

@@ -82,6 +82,11 @@ class Field:
                 _unrequested_grads.append(self)
             if needs_dual:
                 self.dual = self._twin("dual")
+            elif self.dtype.is_float and shape is None:   # the same for a dual (place(x.dual))
+                self.dual = self._twin("dual")
+                self.dual.requested = False
+                if self.grad is None or self.grad.requested:
+                    _unrequested_grads.append(self)
             self._give_grad_a_dual()
         if shape is not None:
             self._place(normalize_shape(shape))
@@ -99,7 +104,8 @@ class Field:
     def _give_grad_a_dual(self) -> None:
         """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
         (a Hessian-vector product) carries the gradient's tangent there."""
-        if self.grad is not None and self.dual is not None and self.grad.dual is None:
+        if self.grad is not None and self.dual is not None and self.grad.dual is None and \
+                self.dual.requested:
             self.grad.dual = self.grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
@@ -125,6 +131,8 @@ class Field:
                                   f"offset {self.offset} has {len(self.offset)}")
         self._shape = shape
         self.requested = True
+        if self.role == "dual" and self.primal is not None:   # a placeholder dual, now placed
+            self.primal._give_grad_a_dual()
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
         self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
@@ -415,6 +423,11 @@ class SNode:
         for f in runtime.fields:
             if f.dtype.is_float and f.dual is None:
                 f.dual = f._twin("dual")
+            if f.dual is not None and not f.dual.requested:   # a placeholder: asked for now
+                f.dual.requested = True
+                if f.is_placed and not f.dual.is_placed:
+                    f.dual._place(f.shape)
+                    f.dual.snode = f.snode
             f._give_grad_a_dual()
 
     @property
@@ -428,9 +441,11 @@ _unrequested_grads: list = []          # fields whose grad field may still be pl
 
 
 def settle_layout() -> None:
-    """At a kernel launch, the layout is final (Taichi materialises it then): a gradient field
-    that was neither asked for (needs_grad, lazy_grad) nor placed is dropped."""
+    """At a kernel launch, the layout is final (Taichi materialises it then): a gradient (or
+    dual) field that was neither asked for (needs_grad, lazy_grad, ...) nor placed is dropped."""
     while _unrequested_grads:
         f = _unrequested_grads.pop()
         if f.grad is not None and not f.grad.requested and not f.grad.is_placed:
             f.grad = None
+        if f.dual is not None and not f.dual.requested and not f.dual.is_placed:
+            f.dual = None

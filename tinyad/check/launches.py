@@ -374,7 +374,10 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        checker.report(rules.no_output_gradient(kernel=kernel_name))
+        # Silent zeros only where the kernel reads a field that has a gradient; touching none,
+        # the sweep computes nothing anyone could read (Taichi's test_ad_demote_dense runs it).
+        if any(f.grad is not None for f in facts.loaded):
+            checker.report(rules.no_output_gradient(kernel=kernel_name))
         return
     if not any(f.grad.data.any() for f in outputs):
         checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
