@@ -264,7 +264,8 @@ def grad_replaced(func):
 def grad_for(primal):
     """`@ti.ad.grad_for(primal)`: this function computes primal's gradient."""
     if not getattr(primal, "grad_replaced", False):
-        raise TinyadTypeError("Primal function must be decorated by ti.ad.grad_replaced")
+        # a RuntimeError, as in Taichi (its tests catch that)
+        raise TinyadRuntimeError("Primal function must be decorated by ti.ad.grad_replaced")
 
     def decorator(grad_fn):
         primal.grad = grad_fn
