@@ -2,15 +2,19 @@
 methods of the Tracer (frontend/tracer.py), kept here beside the struct values they serve."""
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
 
-from tinyad.core import builder as B
 from tinyad.core import ir
-from tinyad.core import types as T
 from tinyad.core.errors import TinyadSyntaxError
-from tinyad.frontend.lvalues import FieldRef, LocalRef, LValue, StructLValue
 from tinyad.frontend.matrix import Matrix
-from tinyad.frontend.structs import Struct, StructRef, is_struct_field
+from tinyad.frontend.scope import LocalMatrix
+from tinyad.frontend.structs import Struct, StructRef, is_struct_field, struct_values
+
+
+@dataclass
+class StructLValue:
+    """A whole struct as an assignment target: each member's LValue, by name."""
+    members: dict
 
 
 def struct_member_lvalue(self, base, name, node):
@@ -19,18 +23,15 @@ def struct_member_lvalue(self, base, name, node):
         fld = base.member_field(name)
         if is_struct_field(fld):
             return self.struct_lvalue(StructRef(self, fld, base._key, node))
-        indices = base.member_indices(name)
-        comps = [()] if not fld.element_shape else list(np.ndindex(*fld.element_shape))
-        return LValue([FieldRef(fld, indices + tuple(B.const(c, T.i32) for c in comp))
-                       for comp in comps], fld.element_shape)
+        return self.field_lvalue(fld, base.member_indices(name))
     member = getattr(base, name)
     if isinstance(member, Struct):
         return StructLValue({k: self.struct_member_lvalue(member, k, node)
                              for k in member.keys()})
     if isinstance(member, ir.Var):
-        return LValue([LocalRef(member)], ())
+        return self._binding_lvalue(member)
     if isinstance(member, Matrix) and all(isinstance(e, ir.Var) for e in member.entries):
-        return LValue([LocalRef(e) for e in member.entries], member.shape)
+        return self._binding_lvalue(LocalMatrix(member.entries, member.n, member.m, member.ndim))
     raise TinyadSyntaxError(f"struct member '{name}' holds a trace-time value and cannot "
                             "be assigned", self.loc(node))
 
@@ -38,3 +39,12 @@ def struct_member_lvalue(self, base, name, node):
 def struct_lvalue(self, ref: StructRef):
     return StructLValue({name: self.struct_member_lvalue(ref, name, ref._node)
                          for name in ref.names()})
+
+
+def assign_struct(self, lv: StructLValue, value, node):
+    """`s[i] = value`: member by member, every member's value read before any is written."""
+    names = list(lv.members)
+    values = [self.snapshot(v) if not isinstance(v, (Struct, StructRef)) else v
+              for v in struct_values(value, names, self.loc(node))]
+    for name, v in zip(names, values):
+        self.assign(lv.members[name], v, node)

@@ -28,9 +28,9 @@ from tinyad.core.errors import (
 from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
-from tinyad.frontend.lvalues import DynamicSlot, FieldRef, LocalRef, LValue, StructLValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
-from tinyad.frontend.structs import Struct, StructRef, is_struct_field, snapshot_struct, struct_values
+from tinyad.frontend.structlvalues import StructLValue
+from tinyad.frontend.structs import Struct, StructRef, is_struct_field, snapshot_struct
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -43,6 +43,50 @@ from tinyad.frontend.scope import (
 
 STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
 MAX_INLINE_DEPTH = 64
+
+
+@dataclass
+class LocalRef:
+    var: ir.Var
+
+
+@dataclass
+class FieldRef:
+    field: object          # a field (ir.is_field)
+    indices: tuple
+
+
+@dataclass
+class LValue:
+    """Something assignable: scalar slots, row-major, with the shape of the value they hold."""
+    slots: list
+    shape: tuple
+
+    def pick(self, key, loc):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(self.shape) == 1 and len(key) == 1:
+            flat = key[0]
+            width = self.shape[0]
+        elif len(self.shape) == 2 and len(key) == 2:
+            flat = B.binary("add", B.binary("mul", key[0], self.shape[1]), key[1])
+            width = self.shape[0] * self.shape[1]
+        elif len(self.shape) == 2 and len(key) == 1 and not B.is_expr(key[0]):
+            m = self.shape[1]
+            return LValue(self.slots[int(key[0]) * m:(int(key[0]) + 1) * m], (m,))
+        else:
+            raise TinyadTypeError(f"cannot index a value of shape {self.shape} with {key}", loc)
+        if B.is_expr(flat):
+            return LValue([DynamicSlot(flat, self.slots)], ())
+        if not 0 <= int(flat) < width:
+            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc)
+        return LValue([self.slots[int(flat)]], ())
+
+
+@dataclass
+class DynamicSlot:
+    """slots[index] with index known only at run time (a vector local indexed by a variable)."""
+    index: ir.Expr
+    slots: list
 
 
 def resolve_annotation(annotation):
@@ -195,7 +239,14 @@ class Tracer(ExprVisitor):
                 return base.pick("xyzw".index(node.attr), self.loc(node))
         raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
 
-    from tinyad.frontend.structlvalues import struct_lvalue, struct_member_lvalue  # noqa: E402
+    from tinyad.frontend.structlvalues import (  # noqa: E402
+        assign_struct, struct_lvalue, struct_member_lvalue)
+
+    def field_lvalue(self, fld, indices) -> LValue:
+        """The slots of the element of `fld` at `indices` (each component of a vector one)."""
+        comps = [()] if not fld.element_shape else list(np.ndindex(*fld.element_shape))
+        return LValue([FieldRef(fld, indices + tuple(B.const(c, T.i32) for c in comp))
+                       for comp in comps], fld.element_shape)
 
     def _lvalue_or_field(self, node):
         if isinstance(node, (ast.Name, ast.Attribute)) or self._in_python_container(node):
@@ -248,13 +299,8 @@ class Tracer(ExprVisitor):
         return value
 
     def assign(self, lv: LValue, value, node):
-        if isinstance(lv, StructLValue):     # member by member, every value read first
-            names = list(lv.members)
-            values = [self.snapshot(v) if not isinstance(v, (Struct, StructRef)) else v
-                      for v in struct_values(value, names, self.loc(node))]
-            for name, v in zip(names, values):
-                self.assign(lv.members[name], v, node)
-            return
+        if isinstance(lv, StructLValue):
+            return self.assign_struct(lv, value, node)
         values = self.spread(value, lv, node)
         for slot, v in zip(lv.slots, values):
             self.write_slot(slot, v, node)
