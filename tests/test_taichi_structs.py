@@ -171,3 +171,27 @@ def test_offset_bounds_are_checked_against_the_offset_range(mode):
             past_the_end()
     with pytest.raises(ti.TinyadTypeError, match="offset"):
         ti.field(float, shape=(2, 2), offset=(1,))
+
+
+def test_funcs_take_structs_by_value_and_kernels_refuse_struct_arguments(mode):
+    st = ti.types.struct(a=float, b=ti.i32)
+    s = st.field(shape=2)
+
+    @ti.func
+    def doubled(p: st) -> st:
+        p.a *= 2                           # a copy: s[1] keeps its value
+        return p
+
+    @ti.kernel
+    def k():
+        s[0] = doubled(s[1])
+
+    @ti.kernel
+    def takes_struct(p: st):
+        s[0].a = p.a
+
+    s[1] = {"a": 1.5, "b": 3}
+    k()
+    assert (s[0].a, s[0].b, s[1].a) == (3.0, 3, 1.5)
+    with pytest.raises(ti.TinyadTypeError, match="kernel argument 'p' is a struct"):
+        takes_struct(st(a=1.0, b=2))

@@ -30,7 +30,7 @@ from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.matrix import Matrix, entry_dtype
 from tinyad.frontend.structlvalues import StructLValue
-from tinyad.frontend.structs import Struct, StructRef, is_struct_field, snapshot_struct
+from tinyad.frontend.structs import Struct, StructRef, StructType, is_struct_field, snapshot_struct
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -93,7 +93,7 @@ def resolve_annotation(annotation):
     """A kernel or func parameter annotation -> 'template', a dtype, or a vector/matrix type."""
     if annotation is lang.template or isinstance(annotation, lang.template):
         return "template"
-    if isinstance(annotation, (lang.VectorType, lang.MatrixType)):
+    if isinstance(annotation, (lang.VectorType, lang.MatrixType, StructType)):
         return annotation
     return T.resolve_dtype(annotation)
 
@@ -537,7 +537,9 @@ class Tracer(ExprVisitor):
             for name, value in bound.arguments.items():
                 annotation = func.fn.__annotations__.get(name)
                 kind = resolve_annotation(annotation) if annotation is not None else None
-                if kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
+                if isinstance(kind, StructType):      # a struct: passed by value, as in Taichi
+                    self.declare(name, value, node)
+                elif kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
                     frame.scopes[-1][name] = value
                 elif name in reassigned or (is_traced(value) and not _all_leaves(value)):
                     self.declare(name, value, node, kind if isinstance(kind, T.DType) else None)
@@ -626,6 +628,13 @@ def parameter_kinds(fn, source: Source | None = None) -> dict:
                                     source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
                                     f"int` or `{pname}: ti.template()`")
         kinds[pname] = resolve_annotation(_eval_annotation(param.annotation, fn))
+        if isinstance(kinds[pname], StructType):
+            source = source or Source.of(fn)
+            node = next(a for a in source.tree.args.args if a.arg == pname)
+            raise TinyadTypeError(f"kernel argument '{pname}' is a struct: tinyad kernels take "
+                                  "scalars, vectors, matrices and templates", source.loc(node),
+                                  hint="pass the members as separate arguments, or the struct "
+                                  "field as a ti.template()")
     return kinds
 
 
