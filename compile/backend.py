@@ -40,6 +40,8 @@ class FastBackend(Backend):
         if self.target == "cuda":
             from tinyad.compile.devicemirror import DeviceMirror  # noqa: PLC0415  (imports CUDA)
             self.storage = DeviceMirror()
+        # Compiled kernels raise part way only with debug=True's bounds checks (tinyad/undo.py)
+        self.launches_can_fail = bool(config.debug)
         self.launched: dict = {}         # traced kernel -> number of its latest primal launch
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints

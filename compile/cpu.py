@@ -18,7 +18,7 @@ import numpy as np
 from tinyad.compile import ahead, cache
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
-from tinyad.core.errors import out_of_bounds
+from tinyad.core.errors import division_by_zero, out_of_bounds
 
 
 def _seed(rng) -> np.int64:
@@ -33,6 +33,15 @@ def index_error(gen: Generated, exc: IndexError):
         return None
     site = gen.sites[args[0]]
     return out_of_bounds(site.field, tuple(int(i) for i in args[1]), site.loc)
+
+
+def zero_division_error(gen: Generated, exc: ZeroDivisionError):
+    """The TinyadRuntimeError for a debug-mode divisor check that failed, or None."""
+    args = exc.args
+    if len(args) != 1 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
+        return None
+    site = gen.sites[args[0]]
+    return division_by_zero(site.loc)
 
 
 class CpuKernel:
@@ -69,6 +78,11 @@ class CpuKernel:
                 return launch(scalars, rng)
             except IndexError as exc:
                 error = index_error(gen, exc)
+                if error is None:
+                    raise
+                raise error from None
+            except ZeroDivisionError as exc:
+                error = zero_division_error(gen, exc)
                 if error is None:
                     raise
                 raise error from None

@@ -37,6 +37,12 @@ def _fill(flat, value):
         i += cuda.gridsize(1)
 
 
+@dataclass
+class _DeviceValues:
+    """A snapshot of a field taken on the device (the host's copy was stale)."""
+    array: object
+
+
 def _as_1d(array: np.ndarray) -> np.ndarray:
     return array.reshape(1) if array.ndim == 0 else array
 
@@ -87,6 +93,22 @@ class DeviceMirror(FieldStorage):
             return
         flat = copy.device.reshape(copy.device.size)
         _fill[grid(flat.size)](flat, field.dtype.np(value))
+        copy.host_current, copy.device_current = False, True
+
+    def snapshot(self, field):
+        copy = self._copies.get(field)
+        if copy is None or copy.host_current:
+            return field.host_array.copy()
+        saved = cuda.device_array_like(copy.device)    # the values are on the device: copy there
+        saved.copy_to_device(copy.device)
+        return _DeviceValues(saved)
+
+    def restore(self, field, snapshot) -> None:
+        if not isinstance(snapshot, _DeviceValues):
+            self.assign(field, snapshot)
+            return
+        copy = self._copies[field]
+        copy.device.copy_to_device(snapshot.array)
         copy.host_current, copy.device_current = False, True
 
     def assign(self, field, array) -> None:

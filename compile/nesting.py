@@ -34,8 +34,8 @@ def _rewrite(stmts, trips) -> list:
     out = []
     for s in stmts:
         s = ir.with_blocks(s, [_rewrite(b, trips) for b in ir.child_blocks(s)])
-        if isinstance(s, ir.For):
-            nested = _nest(s)
+        if isinstance(s, ir.For) and not _draws_random(s):   # ti.random(): one stream per flat
+            nested = _nest(s)                                   # iteration, as in interp mode
             if nested is not None:
                 trips[id(nested)] = int(s.stop.value)
                 s = nested
@@ -103,3 +103,8 @@ def _extents(dims, total: int):
         return None
     extents[0] = total // dims[0][1]
     return extents
+
+
+def _draws_random(loop: ir.For) -> bool:
+    return any(isinstance(x, ir.Op) and x.op == "random" for s in ir.walk_stmts(loop.body)
+               for e in ir.stmt_exprs(s) for x in ir.walk_expr(e))

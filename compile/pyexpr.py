@@ -166,11 +166,24 @@ class ExprWriter:
 
     def op(self, e: ir.Op):
         """The op's spelling for this target (compile/op_spellings.py)."""
+        if self.debug and self.target == "cpu" and e.op in ("floordiv", "mod") and e.dtype.is_int:
+            return self.checked_division(e)
         spelling = SPELLINGS[self.target].get(e.op)
         if spelling is None:
             raise CodegenError(f"no {self.target} code generation for op {e.op!r}: add it to "
                                "compile/op_spellings.py")
         return spelling(self, e)
+
+    def checked_division(self, e: ir.Op):
+        """Debug mode: integer `//` or `%` whose divisor is checked first (numba's numpy error
+        model would give 0), so that a zero raises at the user's line as in interp mode."""
+        site = len(self.sites)
+        self.sites.append(Site(None, e.loc))
+        self.helpers.add("check_divisor")
+        left = self.value(e.args[0])
+        right = self.value(e.args[1])
+        text = f"({left}) {ops.TABLE[e.op].infix} check_divisor({site}, {right})"
+        return self.wrap(text, e.dtype), ATOM, True
 
     def f32_constant(self, value) -> str:
         """A module-level np.float32 constant: numba types a global once, where a

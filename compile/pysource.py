@@ -25,7 +25,7 @@ Semantics follow the interpreter (interp/), the executable spec of the IR:
   constant indices (a loss); per-thread copies summed after the loop for scatter-adds into a
   field the loop only adds to and that has fewer elements than the loop has iterations; the
   LLVM `atomicrmw` intrinsics of compile/atomics.py otherwise.
-* `ti.random()`: a counter-based generator (compile/rt.py); streams differ from interp mode.
+* `ti.random()`: a counter-based generator (compile/rt.py), the same streams as interp mode.
 
 Compile time is numba's (about 1 ms per operation), so the code is shaped for it: selects
 without loads are `select(c, a, b)` calls (a conditional expression would add basic blocks),
@@ -308,6 +308,13 @@ class Generator(ExprWriter, Planner):
         plan = self.loops.get(id(s))
         if plan is None or ctx.loop is not None:
             self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
+            if s.parallel and ctx.state != "_rsp" and self.uses_random:
+                # run serially here, but each iteration still draws from its own stream, as
+                # when it runs in parallel (and as in interp mode)
+                ctx = Ctx(None, "_rsp")
+                self.helpers.add("rng_init")
+                self.line(depth + 1, f"{ctx.state} = rng_init({self.seed} + "
+                                     f"{self.parallel_ordinal(s)}, {self.local[s.var]})")
             self.block(s.body, depth + 1, ctx)
             return
         self.parallel_loop(s, plan, depth, ctx)
@@ -329,7 +336,7 @@ class Generator(ExprWriter, Planner):
         else:
             self.chunked_loop(s, plan, depth, lo, hi, var, inner)
             return
-        self.scope_prologue(id(s), depth + 1, inner, index=var, stream=plan.ordinal)
+        self.scope_prologue(id(s), depth + 1, inner, index=var, stream=self.parallel_ordinal(s))
         self.block(s.body, depth + 1, inner)
 
     def blocked_loop(self, s, plan, depth, lo, hi, var, inner):
@@ -348,7 +355,7 @@ class Generator(ExprWriter, Planner):
         self.line(depth + 2, f"for {var} in range({start}{b} * {rows}, "
                              f"{start}min(({b} + 1) * {rows}, {n})):")
         self.uses_chunks = True
-        self.scope_prologue(id(s), depth + 3, inner, index=var, stream=plan.ordinal)
+        self.scope_prologue(id(s), depth + 3, inner, index=var, stream=self.parallel_ordinal(s))
         self.block(s.body, depth + 3, inner)
 
     def chunked_loop(self, s, plan, depth, lo, hi, var, inner):
@@ -371,7 +378,7 @@ class Generator(ExprWriter, Planner):
             self.line(depth + 1, f"{acc} = {self.zero(dtype, wrap=False)}")
         self.line(depth + 1, f"for {var} in range({start}_chunk * {n} // _CHUNKS, "
                              f"{start}(_chunk + 1) * {n} // _CHUNKS):")
-        self.scope_prologue(id(s), depth + 2, inner, index=var, stream=plan.ordinal)
+        self.scope_prologue(id(s), depth + 2, inner, index=var, stream=self.parallel_ordinal(s))
         self.block(s.body, depth + 2, inner)
         for acc in partials:
             self.line(depth + 1, f"{partials[acc]}[_chunk] = {acc}")
@@ -404,6 +411,14 @@ class Generator(ExprWriter, Planner):
         self.block(s.body, depth + 1, ctx)
         for x in ir.walk_expr(s.cond):     # drawn afresh on every test of the condition
             self.random_names.pop(id(x), None)
+
+    def parallel_ordinal(self, loop: ir.For) -> int:
+        """k for the kernel's k-th parallel loop in source order (1, 2, ...), whether or not it
+        runs in parallel here: its iterations draw ti.random() from streams seed + k."""
+        if not hasattr(self, "_ordinals"):
+            self._ordinals = {id(s): k for k, s in enumerate(_outer_parallel_loops(
+                self.kernel.body), 1)}
+        return self._ordinals[id(loop)]
 
     def scope_prologue(self, scope, depth, ctx, index, stream=0, only=None):
         """Initial values of the scope's locals, its save stacks and its random stream."""
@@ -545,3 +560,12 @@ def generate_cpu(kernel: ir.Kernel, debug: bool = False, fast_math: bool = True,
                      [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
                      bool(gen.loops), gen.sites, written)
 
+
+def _outer_parallel_loops(block):
+    """The parallel loops not inside another one (a struct-for's inner loops are parallel too)."""
+    for s in block:
+        if isinstance(s, ir.For) and s.parallel:
+            yield s
+        else:
+            for child in ir.child_blocks(s):
+                yield from _outer_parallel_loops(child)

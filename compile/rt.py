@@ -8,7 +8,9 @@ Random numbers. `ti.random()` in fast mode is a counter-based generator (splitmi
 draws one 64-bit seed from tinyad's seeded numpy generator (`ti.init(random_seed=...)`), each
 iteration of a parallel loop starts its own stream from (seed, iteration index), and every draw
 advances that stream. The numbers are reproducible for a given seed and do not depend on the
-number of threads or on the schedule, but they are *not* the same numbers as interp mode draws.
+number of threads or on the schedule, and interp mode draws the same ones
+(interp/random_stream.py). Stream (seed + k, i) is iteration i of the kernel's k-th parallel loop,
+whether numba runs that loop in parallel or not.
 """
 from __future__ import annotations
 
@@ -88,10 +90,18 @@ def check_index(site, shape, index):
     return index
 
 
+def check_divisor(site, value):
+    """Debug mode: `value` if it is not zero, else ZeroDivisionError(site), which the launcher
+    turns into a TinyadRuntimeError naming the user's line."""
+    if value == 0:
+        raise ZeroDivisionError(site)
+    return value
+
+
 CONSTANTS = ("_GOLDEN", "_M1", "_M2", "_S11", "_S27", "_S30", "_S31", "_S32", "_S40", "_F24",
              "_F53", "_I31", "_MASK63")
 RANDOM = ("mix", "rng_init", "rng_next", "rng_f32", "rng_f64", "rng_int", "rng_i32")
-HELPERS = RANDOM + ("select", "push", "check_index")
+HELPERS = RANDOM + ("select", "push", "check_index", "check_divisor")
 
 
 def helper_source(names, decorator: str) -> str:

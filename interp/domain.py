@@ -11,7 +11,9 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
+from tinyad.core.errors import division_by_zero
 from tinyad.core.ops import TABLE
+from tinyad.interp import random_stream
 
 
 class NumericDomain:
@@ -24,10 +26,14 @@ class NumericDomain:
         if e.op == "select":
             cond, a, b = args
             return lambda fr: a(fr) if cond(fr) else b(fr)
-        if e.op == "random":
-            if e.dtype.is_float:
-                return lambda fr: result_type(fr.rng.random())
-            return lambda fr: result_type(fr.rng.integers(-2**31, 2**31))
+        if e.op == "random":     # fast mode's streams (interp/random_stream.py)
+            name = e.dtype.name
+
+            def draw(fr):
+                fr.state = random_stream.advance(fr.state)
+                drawn = random_stream.value(fr.state, name)
+                return drawn if type(drawn) is result_type else drawn.astype(result_type)
+            return draw
         spec = TABLE[e.op]   # the rest: the table's numpy function, in the node's result type
         fn = spec.eval
         # numpy's float32 loops for most transcendentals are SIMD approximations, off by an ulp
@@ -42,6 +48,13 @@ class NumericDomain:
             (a,) = args
             return lambda fr: fix(fn(a(fr)))
         a, b = args
+        if e.op in ("floordiv", "mod") and e.dtype.is_int:   # numpy would give 0
+            def divide(fr):
+                left, right = a(fr), b(fr)
+                if right == 0:
+                    raise division_by_zero(e.loc)
+                return fix(fn(left, right))
+            return divide
         return lambda fr: fix(fn(a(fr), b(fr)))
 
     def branch(self, cond, then, orelse):

@@ -13,6 +13,7 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
+from tinyad.interp import random_stream
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
 
@@ -23,10 +24,12 @@ class _Break(Exception):
 
 class Frame:
     """The state of one kernel launch."""
-    __slots__ = ("env", "mem", "rng", "stacks", "ret", "echo")
+    __slots__ = ("env", "mem", "rng", "stacks", "ret", "seed", "state", "echo")
 
-    def __init__(self, env, mem, rng, echo=True):
+    def __init__(self, env, mem, rng, seed=0, echo=True):
         self.env, self.mem, self.rng, self.stacks, self.ret = env, mem, rng, {}, None
+        self.seed = seed                                     # ti.random(): the launch's seed
+        self.state = random_stream.stream(seed, -1)          # and the stream drawn from now
         self.echo = echo     # whether print() statements print (not in checking re-runs)
 
 
@@ -35,6 +38,8 @@ class _Compiler:
 
     def __init__(self, domain):
         self.domain = domain
+        self.parallel_loops = 0     # ti.random(): the k-th parallel loop draws from seed + k
+        self.in_parallel = False    # a struct-for's inner loops are parallel too: not counted
 
     # ---- expressions ---------------------------------------------------------------------
     def expr(self, e: ir.Expr):
@@ -130,23 +135,35 @@ class _Compiler:
         return atomic_with_result
 
     def loop(self, s: ir.For):
+        outermost = s.parallel and not self.in_parallel
+        if outermost:
+            self.parallel_loops += 1
+            self.in_parallel = True
+        ordinal = self.parallel_loops
         var, start, stop, body = s.var, self.expr(s.start), self.expr(s.stop), self.block(s.body)
         reverse, parallel, i32 = s.reverse, s.parallel, np.int32
+        if outermost:
+            self.in_parallel = False
 
         def run(fr):
             lo, hi = int(start(fr)), int(stop(fr))
             env = fr.env
             indices = range(hi - 1, lo - 1, -1) if reverse else range(lo, hi)
+            outer_state = fr.state
             try:
                 for i in indices:
                     env[var] = i32(i)
                     if parallel:
                         fr.mem.begin_iteration(s, i)
+                    if outermost:
+                        fr.state = random_stream.stream(fr.seed + ordinal, i)
                     body(fr)
             except _Break:
                 pass
             if parallel:
                 fr.mem.begin_iteration(s, None)
+            if outermost:
+                fr.state = outer_state
         return run
 
     def while_loop(self, s: ir.While):
@@ -168,6 +185,9 @@ class Program:
         self.kernel = kernel
         self.domain = domain
         self._body = _Compiler(domain).block(kernel.body) if kernel.body else (lambda fr: None)
+        self.uses_random = any(isinstance(x, ir.Op) and x.op == "random"
+                               for s in ir.walk_stmts(kernel.body) for e in ir.stmt_exprs(s)
+                               for x in ir.walk_expr(e))
 
     def run(self, args: tuple, memory: Memory | None = None,
             rng: np.random.Generator | None = None, echo: bool | None = None):
@@ -175,8 +195,10 @@ class Program:
         print() statements print when `echo` (default: in the numeric domain, the one that
         runs users' launches; checks that re-run a launch pass False)."""
         env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
+        rng = rng or np.random.default_rng(0)
+        seed = random_stream.launch_seed(rng) if self.uses_random else 0   # as fast mode draws
         echo = self.domain is NUMERIC if echo is None else echo
-        frame = Frame(env, memory or Memory(), rng or np.random.default_rng(0), echo)
+        frame = Frame(env, memory or Memory(), rng, seed, echo)
         # A launch makes no reference cycles, but the access log makes many objects, which would
         # set off the cyclic collector again and again: pause it for the launch.
         collecting = gc.isenabled()

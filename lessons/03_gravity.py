@@ -60,8 +60,10 @@ print("largest relative difference from the formula:", f"{worst:.1e}")
 # %% [markdown]
 # ## Stepping the simulation
 #
-# Each substep differentiates U afresh (the Tape clears the old gradients on entry) and moves
-# the particles with the forces. `advance` runs outside the Tape: it only uses the gradient.
+# Each substep differentiates U afresh (the Tape clears the old gradients and sets U[None] to
+# 0 on entry, so `+=` in compute_U starts from nothing; its loss must be a 0-D field) and
+# moves the particles with the forces. `advance` runs outside the Tape: it only uses the
+# gradient.
 
 # %%
 def substep():

@@ -32,14 +32,19 @@ SCRIPT = textwrap.dedent('''
 
     def counted(direction, transfer, dtype_of):
         def wrapper(*args, **kwargs):
-            if np.dtype(dtype_of(*args)).kind == "f":
+            dtype = dtype_of(*args)
+            if dtype is not None and np.dtype(dtype).kind == "f":
                 copies.append(direction)
             return transfer(*args, **kwargs)
         return wrapper
 
+    def host_dtype(self, ary, *rest):
+        # a device-to-device copy (a Tape's undo snapshot) moves nothing between host and device
+        return ary.dtype if isinstance(ary, np.ndarray) else None
+
     cuda.to_device = counted("up", cuda.to_device, lambda ary, *rest: ary.dtype)
     array = simulated.FakeCUDAArray
-    array.copy_to_device = counted("up", array.copy_to_device, lambda self, ary, *r: ary.dtype)
+    array.copy_to_device = counted("up", array.copy_to_device, host_dtype)
     array.copy_to_host = counted("down", array.copy_to_host, lambda self, *rest: self.dtype)
 
     ti.init(mode="fast", arch=ti.cuda, check=os.environ["CHECK"])

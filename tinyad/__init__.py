@@ -22,9 +22,11 @@ from tinyad.core.errors import (
     TinyadAttributeError,
     TinyadError,
     TinyadIndexError,
+    TinyadInternalError,
     TinyadRuntimeError,
     TinyadSyntaxError,
     TinyadTypeError,
+    TinyadValueError,
 )
 from tinyad.core.types import f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 from tinyad.field import Axis, Field, SNode, field, root, var
@@ -83,7 +85,8 @@ for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
                GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
                TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
-               TinyadTypeError, TinyadAssertionError, TinyadAttributeError):
+               TinyadTypeError, TinyadAssertionError, TinyadAttributeError, TinyadInternalError,
+               TinyadValueError):
     _error.__module__ = "tinyad"
 
 # Taichi's exception names, so that Taichi programs' `except` clauses catch tinyad's errors.

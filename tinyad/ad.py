@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.backend import NO_CHECKS
 from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
@@ -74,9 +75,12 @@ class Tape(Recorder):
 
     def __enter__(self):
         if self.entered:
-            raise TinyadRuntimeError("Tape can be entered only once.")
+            raise TinyadRuntimeError("Tape can be entered only once.",
+                                     hint="make a new ti.ad.Tape(loss=...) for each recording")
         if active_recorder.get() is not None:
-            raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest")
+            raise TinyadRuntimeError("a Tape is already recording: tinyad Tapes do not nest",
+                                     hint="record everything in one Tape, or close the first "
+                                          "before opening the next")
         self.entered = True
         loss = self.loss
         settle_layout()   # the layout is final now, as at a kernel launch
@@ -89,6 +93,10 @@ class Tape(Recorder):
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "fields that are required by autodiff.",
                     hint=f"declare {loss.name} with needs_grad=True")
+        # From here on every field is saved before its first change: a Tape that raises puts
+        # them all back (tinyad/undo.py), where launches are checked (interp, debug=True)
+        self._undo = undo.UndoLog() if runtime.backend.launches_can_fail else None
+        self._undo_token = undo.active_undo.set(self._undo)
         if self.clear_gradients:
             clear_all_gradients()
         if loss is not None:
@@ -116,17 +124,28 @@ class Tape(Recorder):
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
-        self._checks.end_tape()
         try:
+            self._checks.end_tape()
             if exc_type is None:
                 self.grad()
-            elif self.validation and _as_validation_failure(exc) is not None:
-                raise exc
-        except (ReadThenOverwriteRuleError, SecondWriteRuleError) as error:
+        except BaseException as error:
+            self._restore()
             failure = _as_validation_failure(error) if self.validation else None
             if failure is None:
                 raise
             raise failure from None
+        else:
+            if exc_type is not None:
+                self._restore()
+                failure = _as_validation_failure(exc) if self.validation else None
+                if failure is not None:
+                    raise failure from None
+        finally:
+            undo.active_undo.reset(self._undo_token)
+
+    def _restore(self):
+        if self._undo is not None:
+            self._undo.restore()
 
     def grad(self):
         if self.gradient_evaluated:

@@ -71,6 +71,14 @@ class FieldStorage:
         field.host_array[...] = array
         self.invalidate(field)
 
+    def snapshot(self, field):
+        """A copy of the field's values where they live now, for `restore` (tinyad/undo.py)."""
+        return self.to_host(field).copy()
+
+    def restore(self, field, snapshot) -> None:
+        """Put back the values `snapshot` took."""
+        self.assign(field, snapshot)
+
 
 HOST_STORAGE = FieldStorage()
 
@@ -140,6 +148,11 @@ class Backend(ABC):
     name: str = ""
     storage: FieldStorage = HOST_STORAGE
     checks: CheckHooks = NO_CHECKS
+    # Whether a launch can raise part way (bounds or rule checks inside kernels): then each
+    # launch, and each Tape, saves the fields it changes first, to put them back if it raises
+    # (tinyad/undo.py). Where launches are compiled and unchecked the copies would cost as much
+    # as a memory-bound forward pass, so they are left out.
+    launches_can_fail: bool = True
 
     def __init__(self, config, rng: np.random.Generator):
         self.config = config       # ti.init's settings (tinyad/runtime.py Config)

@@ -108,6 +108,9 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:     # `tinyad run prog.py | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001  (the user's own error: report it, then exit 1)
         _print_user_traceback(exc, full_traceback)
         return 1

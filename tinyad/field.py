@@ -6,10 +6,12 @@ is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_frame
@@ -37,9 +39,45 @@ def normalize_shape(shape) -> tuple[int, ...] | None:
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
-        raise TinyadTypeError(f"field shape {shape} has a negative extent")
+    if any(s <= 0 for s in shape):   # Taichi: every dimension of a field must be positive
+        raise TinyadTypeError(f"field shape {shape} has a {'zero' if 0 in shape else 'negative'} "
+                              "extent: every dimension of a field must be at least 1",
+                              hint="use shape=() for a single value" if 0 in shape else
+                              "extents count elements: use positive numbers")
     return shape
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not a POSIX system: no check
+        return None
+
+
+def _bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"
+
+
+def allocate(fld, shape: tuple) -> np.ndarray:
+    """The zeroed array of `fld`, after checking that it can fit in memory at all: a field too
+    big gets a clear error with its size before anything is allocated."""
+    full = shape + fld.element_shape
+    size = int(np.prod(full, dtype=object)) * fld.dtype.np().itemsize
+    memory = _physical_memory()
+    if memory is not None and size > memory:
+        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
+                                 f"{_bytes(size)}, more than this machine's memory "
+                                 f"({_bytes(memory)})", hint="make the field smaller")
+    try:
+        return np.zeros(full, dtype=fld.dtype.np)
+    except MemoryError:
+        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
+                                 f"{_bytes(size)}, which could not be allocated",
+                                 hint="make the field smaller, or free memory") from None
 
 
 class Field:
@@ -49,6 +87,9 @@ class Field:
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
                  needs_dual=False, primal=None, role="primal", offset=None):
+        if dtype is None:        # numpy would read None as float64
+            raise TinyadTypeError("a field needs a dtype, got None", hint="e.g. ti.field(ti.f32, "
+                                  "shape=n)")
         self.dtype = T.resolve_dtype(dtype)
         self.element_shape = tuple(element_shape)
         self.name = name or f"field{len(runtime.fields)}"
@@ -68,12 +109,14 @@ class Field:
         # The first index along each axis (Taichi's offset=); None: all 0. Kernels and Python
         # scope subtract it before they touch storage: the IR only sees indices from 0.
         self.offset = _normalize_offset(offset)
+        self.generation = runtime.generation   # ti.init() starts a new one: this field is gone
         if role == "primal":
             runtime.fields.append(self)
             if (needs_grad or needs_dual) and not self.dtype.is_float:
                 raise TinyadTypeError(
                     f"field {self.name} has dtype {self.dtype}: only float fields can have "
-                    "needs_grad=True or needs_dual=True")
+                    "needs_grad=True or needs_dual=True",
+                    hint="use ti.f32 or ti.f64, or drop needs_grad (integers have no gradient)")
             if needs_grad:
                 self.grad = self._twin("grad")
             elif self.dtype.is_float and shape is None:
@@ -120,7 +163,9 @@ class Field:
         if self._shape is not None:
             if self.role == "grad" and self._shape == shape:
                 return   # placed with its primal already (needs_grad=True), then again: harmless
-            raise TinyadRuntimeError(f"field {self.name} is already placed with shape {self._shape}")
+            raise TinyadRuntimeError(f"field {self.name} is already placed with shape "
+                                     f"{self._shape}",
+                                     hint="place each field once (a field's shape is fixed)")
         partner = self.primal if self.role == "grad" else self.grad
         if partner is not None and partner._shape is not None and partner._shape != shape:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
@@ -135,7 +180,7 @@ class Field:
             self.primal._give_grad_a_dual()
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
-        self.host_array = np.zeros(shape + self.element_shape, dtype=self.dtype.np)
+        self.host_array = allocate(self, shape)
         for twin in (self.grad, self.dual):
             if twin is not None and twin._shape is None and twin.requested:
                 twin._place(shape)
@@ -162,7 +207,16 @@ class Field:
     def is_placed(self) -> bool:
         return self._shape is not None
 
+    def require_current(self, loc=None) -> None:
+        """A field from before the last ti.init() is gone, as in Taichi: say so where it is used."""
+        if self.generation != runtime.generation:
+            raise TinyadRuntimeError(f"field {self.name} was created before the last ti.init(), "
+                                     "which discards every field", loc,
+                                     hint="create fields after ti.init(), and call ti.init() "
+                                          "once, at the start")
+
     def _require_placed(self):
+        self.require_current()
         if self._shape is None:
             raise TinyadRuntimeError(
                 f"field {self.name} has no shape yet: give shape= or place it with "
@@ -184,14 +238,18 @@ class Field:
             key = (key,)
         if len(key) != len(self._shape):
             raise TinyadIndexError(f"field {self.name} has {len(self._shape)} dimension(s) "
-                                   f"{self._shape}, indexed with {len(key)} index(es) {key}")
+                                   f"{self._shape}, indexed with {len(key)} index(es) {key}",
+                                   hint="give one index per dimension (x[None] for a 0-D field)")
         index = tuple(int(k) for k in key)
         first = self.offset or (0,) * len(index)
         for k, o, extent in zip(index, first, self._shape):
             if not o <= k < o + extent:
                 where = "" if self.offset is None else f" with offset {self.offset}"
+                bounds = "0 <= i < its extent" if self.offset is None else \
+                    "offset <= i < offset + extent"
                 raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
-                                       f"of shape {self._shape}{where}")
+                                       f"of shape {self._shape}{where}",
+                                       hint=f"each index i must satisfy {bounds}")
         return index if self.offset is None else tuple(k - o for k, o in zip(index, first))
 
     def __getitem__(self, key):
@@ -204,6 +262,7 @@ class Field:
 
     def __setitem__(self, key, value):
         index = self._index(key)
+        undo.before_python_write(self)
         storage = _storage()
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
@@ -225,17 +284,23 @@ class Field:
         if array.shape != expected:
             raise TinyadTypeError(f"from_numpy: field {self.name} has shape {expected} "
                                   f"(field shape {self._shape} + element {self.element_shape}), "
-                                  f"the array has shape {array.shape}")
+                                  f"the array has shape {array.shape}",
+                                  hint="reshape the array first, or make the field that shape")
         if array.dtype.kind not in "biuf":
-            raise TinyadTypeError(f"from_numpy: array dtype {array.dtype} is not numeric")
+            raise TinyadTypeError(f"from_numpy: array dtype {array.dtype} is not numeric",
+                                  hint="convert it to numbers first, e.g. .astype(np.float32)")
         if self.dtype.is_int and array.dtype.kind == "f":
             raise TinyadTypeError(f"from_numpy: field {self.name} is {self.dtype}, the array "
-                                  f"is {array.dtype}; convert it with .astype() first")
+                                  f"is {array.dtype}",
+                                  hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
+                                       "first (rounding is your choice to make)")
+        undo.before_python_write(self)
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
 
     def fill(self, value) -> None:
         self._require_placed()
+        undo.before_python_write(self)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote()
 

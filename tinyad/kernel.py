@@ -15,24 +15,36 @@ from tinyad.core import types as T
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
+    TinyadInternalError,
     TinyadTypeError,
+    internal_error,
     without_internal_frames,
 )
+from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.field import settle_layout
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
+from tinyad import undo
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 
 
 def _user_facing(call):
-    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames."""
+    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames. Any
+    other exception is a bug in tinyad: reported as one, at the user's call (the traceback
+    that caused it stays chained for the bug report)."""
     try:
         return call()
+    except TinyadInternalError as exc:   # keep its cause: the bug report needs tinyad's frames
+        raise exc.with_traceback(None)  # noqa: B904
     except TinyadError as exc:
         raise without_internal_frames(exc) from None
+    except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
+        raise exc.with_traceback(None) from None
+    except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
+        raise internal_error(exc, user_loc()) from exc
 
 
 class Func:
@@ -95,7 +107,9 @@ class Kernel:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}") from None
+            raise TinyadTypeError(f"{self.fn.__name__}(): {exc}",
+                                  hint=f"its parameters: {self.fn.__name__}{self.signature}"
+                                  ) from None
         bound.apply_defaults()
         templates, scalars = {}, []
         for name, value in bound.arguments.items():
@@ -257,6 +271,7 @@ class TracedKernel:
         self.ir = kernel_ir
         self._variants = {"primal": kernel_ir}
         self._programs = {}
+        self._written = {}     # variant -> the fields it writes (what a failed launch restores)
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
         self.facts = None      # the rule checker's facts about this kernel (tinyad/check/launches.py)
         self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
@@ -291,15 +306,24 @@ class TracedKernel:
                 NonDifferentiableWarning, loc.file, loc.line)
         self.notes = []
 
+    def launch(self, variant: str, scalars, *rest):
+        """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
+        fails part way leaves the fields as they were)."""
+        written = self._written.get(variant)
+        if written is None:
+            written = self._written[variant] = undo.written_fields(self.variant_ir(variant))
+        return undo.run_undoable(written, lambda: runtime.backend.launch(self, variant, scalars,
+                                                                         *rest))
+
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
-        return runtime.backend.launch(self, "primal", scalars)
+        return self.launch("primal", scalars)
 
     def run_tangent(self, scalars):
         """Run the tangent kernel (forward mode); -> (its return value, None)."""
         self.program("tangent")
         self._warn_non_differentiable()
-        return runtime.backend.launch(self, "tangent", scalars)
+        return self.launch("tangent", scalars)
 
     def run_adjoint(self, scalars, record=None, manual=True):
         """Run the adjoint kernel for a primal launch (found by its arguments if not given);
@@ -308,9 +332,9 @@ class TracedKernel:
         self.program(variant)
         self._warn_non_differentiable()
         if variant == "adjoint_tangent":
-            runtime.backend.launch(self, variant, scalars)
+            self.launch(variant, scalars)
             return
-        runtime.backend.launch(self, "adjoint", scalars, record, manual)
+        self.launch("adjoint", scalars, record, manual)
 
 
 def _check_scalar(kernel, name, value, dtype: T.DType):
@@ -318,10 +342,12 @@ def _check_scalar(kernel, name, value, dtype: T.DType):
         value = int(value)
     if not isinstance(value, (numbers.Number, np.generic)) or isinstance(value, complex):
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got {type(value).__name__}")
+                              f"got {type(value).__name__}",
+                              hint="pass a number; a field is passed as `name: ti.template()`")
     if dtype.is_int and not float(value).is_integer():
         raise TinyadTypeError(f"{kernel.fn.__name__}(): argument '{name}' is declared {dtype}, "
-                              f"got the non-integer {value!r}")
+                              f"got the non-integer {value!r}",
+                              hint=f"pass an integer, or declare `{name}: ti.f32`")
     return value
 
 

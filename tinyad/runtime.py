@@ -5,6 +5,7 @@ Taichi keeps this state global too (`ti.init` resets it); tinyad keeps all of it
 from __future__ import annotations
 
 import contextvars
+import difflib
 import os
 import shutil
 import sys
@@ -15,6 +16,7 @@ import numpy as np
 
 from tinyad import backend as backends
 from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError, TinyadValueError
 from tinyad.frontend import lang
 
 MODES = tuple(backends.BACKENDS)
@@ -103,6 +105,10 @@ IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_thre
                    "experimental_real_function", "short_circuit_operators", "debug_info"}
 
 
+KNOWN_OPTIONS = ("arch", "default_fp", "default_ip", "random_seed", "debug", "mode", "check",
+                 "fast_math")
+
+
 def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
          mode: str | None = None, check: str | None = None, fast_math: bool = True,
          **options) -> None:
@@ -110,14 +116,21 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
     if mode not in backends.BACKENDS:
-        raise ValueError(f"ti.init(mode={mode!r}): mode must be one of {tuple(backends.BACKENDS)}")
+        raise TinyadValueError(f"ti.init(mode={mode!r}): mode must be one of "
+                               f"{tuple(backends.BACKENDS)}", hint="the device is chosen with "
+                               "arch= (ti.cpu, ti.cuda); mode= picks interp or fast")
     check = check or "error"
     if check not in CHECKS:
-        raise ValueError(f"ti.init(check={check!r}): check must be one of {CHECKS}")
+        raise TinyadValueError(f"ti.init(check={check!r}): check must be one of {CHECKS}",
+                               hint="'error' stops at a wrong gradient, 'warn' goes on, 'off' "
+                                    "does not check")
     ignored = sorted(set(options) & IGNORED_OPTIONS)
     unknown = sorted(set(options) - IGNORED_OPTIONS)
     if unknown:
-        raise TypeError(f"ti.init() got unknown option(s): {', '.join(unknown)}")
+        close = [c for u in unknown for c in difflib.get_close_matches(u, KNOWN_OPTIONS, n=1)]
+        raise TinyadTypeError(f"ti.init() got unknown option(s): {', '.join(unknown)}",
+                              hint=f"did you mean {', '.join(close)}?" if close else
+                              f"its options are {', '.join(KNOWN_OPTIONS)}")
     if ignored:
         note(f"ti.init: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no "
              "meaning in tinyad and is ignored")

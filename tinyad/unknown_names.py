@@ -31,7 +31,8 @@ _API_MODULES = ("ad", "math")
 def unknown_name(name: str, namespace: dict) -> TinyadAttributeError:
     """The error for `ti.<name>`, given the package's namespace."""
     if name in LEFT_OUT:
-        return TinyadAttributeError(f"tinyad has no ti.{name}: {LEFT_OUT[name]}", user_loc())
+        return TinyadAttributeError(f"tinyad has no ti.{name}: {LEFT_OUT[name]}", user_loc(),
+                                    hint=LEFT_OUT[name].split(": ", 1)[-1])
     public = [n for n, value in namespace.items() if not n.startswith("_") and
               (not isinstance(value, types.ModuleType) or n in _API_MODULES)]
     close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)

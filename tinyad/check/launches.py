@@ -94,7 +94,7 @@ class LaunchChecker:
         self.history: deque = deque(maxlen=512)
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         self.tape = None               # while a Tape records: the backend's scope of it
-        self.taint: dict = {}          # in a Tape: fields without gradient holding derived data
+        self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
         self.problems: dict = {}       # warn mode: report signature -> Problem
@@ -300,13 +300,13 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         if not differentiable:
             continue
         if target.grad is None:
-            checker.taint.setdefault(target, loc)
+            checker.taint.setdefault(target, (loc, kernel_name))
             continue
         for source in differentiable:
             if source.grad is None:
                 checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
-                    written_at=checker.taint[source]))
+                    written_at=checker.taint[source][0], writer=checker.taint[source][1]))
                 return
 
 
@@ -374,10 +374,7 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        # Silent zeros only where the kernel reads a field that has a gradient; touching none,
-        # the sweep computes nothing anyone could read (Taichi's test_ad_demote_dense runs it).
-        if any(f.grad is not None for f in facts.loaded):
-            checker.report(rules.no_output_gradient(kernel=kernel_name))
+        checker.report(rules.no_output_gradient(kernel=kernel_name))
         return
     if not any(f.grad.data.any() for f in outputs):
         checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tinyad.check.report import Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
-from tinyad.core.srcloc import SrcLoc
+from tinyad.core.srcloc import SrcLoc, user_loc
 
 
 class RuleViolation(AutodiffRuleError):
@@ -28,8 +28,11 @@ class RuleViolation(AutodiffRuleError):
     def __init__(self, report: Report):
         self.report = report
         access = report.write or report.read
-        super().__init__(str(report))
-        self.loc = access.loc if access is not None else None
+        loc = access.loc if access is not None else user_loc()
+        text = str(report)
+        if access is None and loc is not None:   # the report names no line: show the user's call
+            text += "\n" + loc.snippet()
+        super().__init__(text, loc)
 
     def _render(self) -> str:
         return self.message
@@ -220,7 +223,7 @@ def value_passed_around_tape(*, kernel: str, argument: str, field: str, element:
 
 
 def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
-                             written_at: SrcLoc) -> SilentZeroRuleError:
+                             written_at: SrcLoc, writer: str | None = None) -> SilentZeroRuleError:
     """A field without needs_grad holds values derived from differentiated fields."""
     return SilentZeroRuleError(Report(
         rule="Missing gradient on the path",
@@ -228,7 +231,7 @@ def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
                 "gradient field: gradients through it are silently zero.",
         kernel=kernel, field=field,
         read=Access(kind="read", loc=read_loc, kernel=kernel),
-        write=Access(kind="store", loc=written_at),
+        write=Access(kind="store", loc=written_at, kernel=writer or kernel),
         consequence=f"everything upstream of {field} gets no gradient from this kernel",
         fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad())"))
 

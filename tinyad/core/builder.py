@@ -112,7 +112,8 @@ def _result_dtype(spec, dtypes):
         common = T.typing_defaults().fp
     if kind == "int" and common.is_float:
         raise TinyadTypeError(f"`{spec.infix or spec.name}` needs integer operands, got "
-                              f"{', '.join(map(str, dtypes))}", current_loc())
+                              f"{', '.join(map(str, dtypes))}", current_loc(),
+                              hint="convert with ti.cast(v, ti.i32) or int(v) first")
     return common, common
 
 

@@ -1,15 +1,16 @@
 """Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
 from __future__ import annotations
 
-from tinyad.core.srcloc import SrcLoc
+from tinyad.core.srcloc import SrcLoc, user_loc
 
 
 class TinyadError(Exception):
-    """Base class. `loc` is the user's source location, when the error has one."""
+    """Base class. `loc` is the user's source location: where given, the line in a kernel; else
+    the user's line that called into tinyad from Python scope (None when there is none)."""
 
     def __init__(self, message: str, loc: SrcLoc | None = None, hint: str = ""):
         self.message = message
-        self.loc = loc
+        self.loc = loc if loc is not None else user_loc()
         self.hint = hint
         super().__init__(self._render())
 
@@ -47,6 +48,10 @@ class TinyadTypeError(TinyadError, TypeError):
     """A value of the wrong type or shape in a kernel, a kernel argument or a field operation."""
 
 
+class TinyadValueError(TinyadError, ValueError):
+    """An argument of the right type but a wrong value (ti.init(mode="gpu"))."""
+
+
 class TinyadIndexError(TinyadError, IndexError):
     """A field index outside the field's shape."""
 
@@ -66,11 +71,20 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
     if offset:
         extra += f" and offset {offset}"
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
-                            f"{field.shape}{extra}", loc)
+                            f"{field.shape}{extra}", loc,
+                            hint="each index i must satisfy 0 <= i < its extent; check the loop "
+                                 "range and any i + 1 or i - 1")
 
 
 class TinyadRuntimeError(TinyadError, RuntimeError):
     """Misuse at run time: Tape misuse, a missing gradient field, uninitialised tinyad."""
+
+
+def division_by_zero(loc: SrcLoc | None) -> TinyadRuntimeError:
+    """Integer `//` or `%` by zero at the user's line: the same words in every mode."""
+    return TinyadRuntimeError("integer division by zero (`//` or `%` with a zero right-hand side)",
+                              loc, hint="check the divisor first, or divide floats (a float "
+                                        "division by zero gives inf or nan, as in Taichi)")
 
 
 class TinyadAttributeError(TinyadError, AttributeError):
@@ -97,6 +111,23 @@ class GradientMismatchError(TinyadError):
     def __init__(self, message: str, report=None, hint: str = ""):
         self.report = report
         super().__init__(message, None, hint)
+
+
+class TinyadInternalError(TinyadError, RuntimeError):
+    """An exception from tinyad's own code that is not a tinyad error: a bug in tinyad, not in
+    the user's program. It names the user's line that was being traced or launched; the original
+    exception is its __cause__."""
+
+
+INTERNAL = "internal error in tinyad (this is a bug in tinyad, please report it)"
+
+
+def internal_error(exc: BaseException, loc: SrcLoc | None) -> TinyadInternalError:
+    """The report for `exc`, raised by tinyad's own code while it handled the user's `loc`.
+    Raise it `from exc`, so that the internal traceback stays available for the bug report."""
+    return TinyadInternalError(f"{INTERNAL}: {type(exc).__name__}: {exc}", loc,
+                               hint="the line above is where your program was when tinyad "
+                                    "failed; the chained traceback shows where in tinyad")
 
 
 class NonDifferentiableWarning(UserWarning):

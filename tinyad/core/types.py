@@ -5,6 +5,7 @@ frontend scalarizes them, so a dtype is always a scalar type.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,11 +86,17 @@ def resolve_dtype(dtype) -> DType:
         return typing_defaults().fp
     if dtype is int:
         return typing_defaults().ip
+    if isinstance(dtype, str) and dtype in BY_NAME:
+        return BY_NAME[dtype]
     try:
         return from_numpy(dtype)
     except TypeError:
+        close = difflib.get_close_matches(dtype, [*BY_NAME, *(f"float{b}" for b in (32, 64))],
+                                          n=1) if isinstance(dtype, str) else []
         raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
-                              "ti.i64, float or int)") from None
+                              "ti.i64, float or int)",
+                              hint=f"did you mean ti.{close[0]}?" if close else
+                              "a dtype is ti.f32, ti.f64, ti.i32, ti.i64, ti.u8, ...") from None
 
 
 _NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64,

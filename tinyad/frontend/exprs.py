@@ -17,6 +17,7 @@ from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxErro
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
 from tinyad.frontend.printing import trace_print
 from tinyad.frontend.structs import StructRef, is_struct_field
 from tinyad.frontend.scope import LocalMatrix
@@ -33,7 +34,23 @@ SUGGESTIONS = {
     ast.Await: "kernels cannot await",
     ast.Yield: "kernels cannot yield",
     ast.NamedExpr: "assign on a separate line",
+    ast.GeneratorExp: "write the loop out: `total = 0.0`, then `for i in range(n): total += ...`",
+    ast.ListComp: "write the loop out, or build the list outside the kernel",
+    ast.Try: "kernels have no exceptions: test the values with `if` instead",
+    ast.With: "kernels have no context managers: do this in Python scope, around the launch",
+    ast.ClassDef: "define classes at module level (ti.data_oriented for kernels with state)",
+    ast.Global: "kernels return results through fields: store the value in a field",
+    ast.Nonlocal: "kernels return results through fields: store the value in a field",
+    ast.Delete: "leave the variable alone: it ends with the kernel",
+    ast.Raise: "kernels cannot raise: check the values in Python scope after the launch",
+    ast.Import: "import at the top of the file",
+    ast.ImportFrom: "import at the top of the file",
+    ast.While: "put the `else` code after the loop, guarded by a flag the loop sets",
+    ast.Slice: "slice with constants (v[:2]), or index each element",
+    ast.Subscript: "put the values in a field, or loop with `for i in ti.static(range(n))`",
 }
+GENERIC_HINT = ("kernels take assignments, if, for, while, break, continue, return and calls to "
+                "@ti.func and ti.* functions")
 
 
 def is_traced(value) -> bool:
@@ -46,7 +63,7 @@ class ExprVisitor:
     def unsupported(self, node, what=None, hint=None):
         what = what or f"`{type(node).__name__}` expressions"
         raise TinyadSyntaxError(f"{what} are not supported in tinyad kernels", self.loc(node),
-                                hint or SUGGESTIONS.get(type(node), ""))
+                                hint or SUGGESTIONS.get(type(node), GENERIC_HINT))
 
     # ---- leaves ---------------------------------------------------------------------------
     def visit_Constant(self, node):
@@ -202,13 +219,18 @@ class ExprVisitor:
         return tuple(flat)
 
     def field_indices(self, fld, key: tuple, node) -> tuple:
+        if hasattr(fld, "require_current"):      # a field from before the last ti.init()
+            fld.require_current(self.loc(node))
         if not fld.is_placed:
             raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
-                                     self.loc(node))
+                                     self.loc(node), hint=f"give it shape=, or place it with "
+                                     f"ti.root.dense(ti.i, n).place({fld.name})")
         if len(key) != fld.ndim:
             raise TinyadTypeError(f"field {fld.name} has {fld.ndim} dimension(s) {fld.shape}, "
                                   f"indexed with {len(key)} index(es)", self.loc(node),
-                                  hint=f"write {fld.name}[None] for a 0-D field" if fld.ndim == 0 else "")
+                                  hint=f"write {fld.name}[None] for a 0-D field" if fld.ndim == 0
+                                  else f"give one index per dimension: {fld.name}"
+                                       f"[{', '.join('ijkl'[:fld.ndim])}]")
         indices = []
         for k in key:
             if isinstance(k, float) or (B.is_expr(k) and k.dtype.is_float):
@@ -298,12 +320,14 @@ class ExprVisitor:
 
     def python(self, fn, *args, node=None, **kwargs):
         """Call Python code at trace time; its failures become errors at the user's line."""
+        refuse_stateful_call(fn, self.loc(node))
         try:
             return fn(*args, **kwargs)
-        except (TinyadSyntaxError, TinyadTypeError, TinyadRuntimeError):
+        except TinyadError:
             raise
-        except Exception as exc:  # noqa: BLE001  (any failure of user code at trace time)
-            raise TinyadTypeError(f"{type(exc).__name__}: {exc}", self.loc(node)) from exc
+        except Exception as exc:  # noqa: BLE001  (the user's mistake, or a bug in tinyad)
+            traced = any(is_traced(a) for a in (*args, *kwargs.values()))
+            raise call_failure(fn, args, exc, self.loc(node), traced_args=traced) from exc
 
 
 def _component_indices(element_shape):

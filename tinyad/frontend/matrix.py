@@ -135,7 +135,8 @@ class Matrix:
         if isinstance(other, Matrix):
             if other.shape != self.shape:
                 raise TinyadTypeError(f"shape mismatch: {self.shape} and {other.shape}",
-                                      B.current_loc())
+                                      B.current_loc(), hint="element-wise operations need "
+                                      "vectors or matrices of the same shape")
             pairs = zip(other.entries, self.entries) if reflected else zip(self.entries, other.entries)
             return self._like([fn(a, b) for a, b in pairs])
         if isinstance(other, (list, tuple, np.ndarray)):
@@ -164,7 +165,9 @@ class Matrix:
             raise TinyadTypeError("`@` needs a matrix on the left; use v.dot(w) for vectors",
                                   B.current_loc())
         if self.m != other.n:
-            raise TinyadTypeError(f"cannot multiply {self.shape} by {other.shape}", B.current_loc())
+            raise TinyadTypeError(f"cannot multiply {self.shape} by {other.shape}", B.current_loc(),
+                                  hint="`a @ b` needs as many columns in a as rows in b; "
+                                       "a.transpose() may be meant")
         if other.ndim == 1:
             return Matrix([_sum(self[i, k] * other.entries[k] for k in range(self.m))
                            for i in range(self.n)])
@@ -177,7 +180,8 @@ class Matrix:
     def dot(self, other):
         other = other if isinstance(other, Matrix) else Matrix(other)
         if len(other.entries) != len(self.entries):
-            raise TinyadTypeError(f"dot of {self.shape} and {other.shape}", B.current_loc())
+            raise TinyadTypeError(f"dot of {self.shape} and {other.shape}: the shapes differ",
+                                  B.current_loc(), hint="a.dot(b) needs vectors of one length")
         return _sum(a * b for a, b in zip(self.entries, other.entries))
 
     def cross(self, other):

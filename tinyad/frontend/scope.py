@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import inspect
 import textwrap
 from dataclasses import dataclass, field
@@ -83,7 +84,11 @@ class FunctionFrame:
             return fn.__globals__[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise TinyadSyntaxError(f"name '{name}' is not defined", loc)
+        known = [n for scope in self.scopes for n in scope if isinstance(n, str)]
+        close = difflib.get_close_matches(name, known + list(fn.__globals__), n=1)
+        raise TinyadSyntaxError(f"name '{name}' is not defined", loc,
+                                hint=f"did you mean '{close[0]}'?" if close else
+                                "define it before the kernel, or assign it in the kernel first")
 
     def find_scope(self, name: str):
         for scope in reversed(self.scopes):

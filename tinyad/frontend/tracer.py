@@ -29,6 +29,8 @@ from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.matrix import Matrix, entry_dtype
+from tinyad.frontend.pycalls import trace_failure
+from tinyad.frontend.signature import check_kernel_signature
 from tinyad.frontend.structlvalues import StructLValue
 from tinyad.frontend.structs import Struct, StructRef, StructType, is_struct_field, snapshot_struct
 from tinyad.frontend.scope import (
@@ -78,7 +80,8 @@ class LValue:
         if B.is_expr(flat):
             return LValue([DynamicSlot(flat, self.slots)], ())
         if not 0 <= int(flat) < width:
-            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc)
+            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc,
+                                  hint=f"indices run from 0 to {width - 1}")
         return LValue([self.slots[int(flat)]], ())
 
 
@@ -127,6 +130,8 @@ class Tracer(ExprVisitor):
                 raise
             except RecursionError:
                 raise TinyadSyntaxError("expression nesting too deep", self.loc(node)) from None
+            except Exception as exc:  # noqa: BLE001  (not a tinyad error: whose fault is it?)
+                raise trace_failure(exc, self.loc(node)) from exc
 
     def emit(self, stmt):
         self.blocks[-1].append(stmt)
@@ -194,10 +199,13 @@ class Tracer(ExprVisitor):
     def coerce(self, value, dtype, node):
         """Convert a value for storing into a `dtype` slot, warning where Taichi warns."""
         if isinstance(value, Matrix):
-            raise TinyadTypeError(f"cannot store a {value.shape} matrix in a scalar", self.loc(node))
+            raise TinyadTypeError(f"cannot store a {value.shape} matrix in a scalar",
+                                  self.loc(node), hint="pick one entry (v[0]), reduce it (v.sum()), or use a "
+                                       "vector local or field")
         if not B.is_expr(value) and not isinstance(value, (numbers.Number, np.generic)):
             raise TinyadTypeError(f"cannot store {type(value).__name__} {value!r} in a kernel "
-                                  "variable", self.loc(node))
+                                  "variable", self.loc(node), hint="kernel variables hold numbers, "
+                                  "vectors and matrices")
         source_dtype = value.dtype if B.is_expr(value) else B.python_dtype(value)
         if T.loses_precision(dtype, source_dtype) and not isinstance(value, ir.Const):
             loc = self.loc(node)
@@ -282,7 +290,7 @@ class Tracer(ExprVisitor):
         elif isinstance(slot, FieldRef):
             if isinstance(value, Matrix) or not (B.is_expr(value) or isinstance(value, (numbers.Number, np.generic))):
                 raise TinyadTypeError(f"cannot store {type(value).__name__} in an element of "
-                                      f"field {slot.field.name}", loc)
+                                      f"field {slot.field.name}", loc, hint=_shape_hint(slot.field))
             self.emit(ir.Store(slot.field, slot.indices, B.cast(value, slot.field.dtype), loc))
         else:  # a run-time index: every candidate keeps its value unless it is the one picked
             for k, candidate in enumerate(slot.slots):
@@ -313,7 +321,8 @@ class Tracer(ExprVisitor):
             if value.shape != lv.shape and not (len(value.entries) == len(lv.slots) and
                                                lv.shape and lv.shape[0] == len(lv.slots)):
                 raise TinyadTypeError(f"cannot assign a {value.shape} value to a {lv.shape} "
-                                      "target", self.loc(node))
+                                      "target", self.loc(node), hint="a variable keeps its shape: "
+                                      "assign a value of the same shape, or use a new name")
             return value.entries
         return [value] * len(lv.slots)
 
@@ -345,7 +354,8 @@ class Tracer(ExprVisitor):
                 (list(value) if isinstance(value, Matrix) else value)
             if is_traced(items) or not hasattr(items, "__len__") or len(items) != len(target.elts):
                 raise TinyadSyntaxError(f"cannot unpack this value into {len(target.elts)} names",
-                                        self.loc(node))
+                                        self.loc(node), hint="unpack as many names as the value "
+                                        "has entries, or index it: v[0], v[1]")
             # Python evaluates every right-hand side before it assigns (`p, q = q, p + q`):
             # keep each kernel value in a fresh local first, so no target sees an earlier one.
             with B.at(self.loc(node)):
@@ -396,7 +406,7 @@ class Tracer(ExprVisitor):
     def atomic_call(self, op, node, want_result=True):
         if len(node.args) != 2:
             raise TinyadSyntaxError(f"ti.atomic_{op}(target, value) takes two arguments",
-                                    self.loc(node))
+                                    self.loc(node), hint=f"e.g. ti.atomic_{op}(total[None], x[i])")
         lv = self.lvalue(node.args[0])
         values = self.spread(self.visit(node.args[1]), lv, node)
         olds = []
@@ -425,8 +435,9 @@ class Tracer(ExprVisitor):
     def visit_If(self, node):
         cond = self.visit(node.test)
         if isinstance(cond, Matrix):
-            raise TinyadTypeError("`if` on a vector; reduce it first (e.g. with .sum() or .all())",
-                                  self.loc(node.test))
+            raise TinyadTypeError("`if` on a vector", self.loc(node.test),
+                                  hint="reduce it to one value first, e.g. with .all(), .any() "
+                                       "or .sum()")
         if not B.is_expr(cond):  # known at trace time: only the taken branch exists
             with self.block(dynamic=False) as taken:
                 self.visit_block(node.body if cond else node.orelse)
@@ -445,7 +456,8 @@ class Tracer(ExprVisitor):
             cond = self.visit(node.test)
         if isinstance(cond, Matrix) or not (B.is_expr(cond) or cond):
             if isinstance(cond, Matrix):
-                raise TinyadTypeError("`while` on a vector", self.loc(node.test))
+                raise TinyadTypeError("`while` on a vector", self.loc(node.test),
+                                      hint="reduce it to one value first, e.g. with .any()")
             return
         self.loops.append(False)
         with self.block() as body:
@@ -518,13 +530,16 @@ class Tracer(ExprVisitor):
     def inline(self, func, args, kwargs, node):
         if len(self.frames) > MAX_INLINE_DEPTH:
             raise TinyadSyntaxError(f"ti.func {func.fn.__name__} calls itself too deeply (tinyad "
-                                    "inlines funcs, so recursion is not supported)", self.loc(node))
+                                    "inlines funcs, so recursion is not supported)", self.loc(node),
+                                    hint="rewrite the recursion as a loop")
         source = func.source
         args = func.bound_arguments(args)     # a method of a data_oriented class: self first
         try:
             bound = inspect.signature(func.fn).bind(*args, **kwargs)
         except TypeError as exc:
-            raise TinyadTypeError(f"{func.fn.__name__}(): {exc}", self.loc(node)) from None
+            raise TinyadTypeError(f"{func.fn.__name__}(): {exc}", self.loc(node),
+                                  hint=f"its parameters: {func.fn.__name__}"
+                                       f"{inspect.signature(func.fn)}") from None
         bound.apply_defaults()
         body = rewrite_early_returns(source.tree.body)
         returns = check_tail_returns(body, source)
@@ -554,6 +569,11 @@ class Tracer(ExprVisitor):
         if isinstance(binding, LocalMatrix):
             return Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
         return binding
+
+
+def _shape_hint(fld) -> str:
+    return (f"an element of {fld.name} is a {fld.element_shape} vector or matrix"
+            if fld.element_shape else f"an element of {fld.name} is one number")
 
 
 def _all_leaves(value):
@@ -616,13 +636,14 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
 
 def parameter_kinds(fn, source: Source | None = None) -> dict:
     """Each kernel parameter's kind: 'template', a dtype, or a vector/matrix type."""
+    source = source or Source.of(fn)
+    check_kernel_signature(source)
     kinds = {}
     for k, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
         if k == 0 and pname == "self" and param.annotation is inspect.Parameter.empty:
             kinds[pname] = "template"      # a method of a ti.data_oriented class
             continue
         if param.annotation is inspect.Parameter.empty:
-            source = source or Source.of(fn)
             node = next(a for a in source.tree.args.args if a.arg == pname)
             raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation",
                                     source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "

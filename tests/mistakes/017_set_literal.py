@@ -1,0 +1,11 @@
+# expect: TinyadSyntaxError: Set
+import tinyad as ti
+
+x = ti.field(ti.f32, shape=4)
+
+@ti.kernel
+def k():
+    seen = {1, 2}  # <- error  # noqa: F841
+    x[0] = 1.0
+
+k()

@@ -1,0 +1,12 @@
+# expect: TinyadTypeError: cannot assign a (2,) value
+import tinyad as ti
+
+x = ti.field(ti.f32, shape=4)
+
+@ti.kernel
+def k():
+    a = 1.0
+    a = ti.Vector([1.0, 2.0])  # <- error
+    x[0] = a
+
+k()

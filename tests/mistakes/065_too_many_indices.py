@@ -1,0 +1,11 @@
+# expect: TinyadTypeError: 2 index
+import tinyad as ti
+
+x = ti.field(ti.f32, shape=4)
+
+@ti.kernel
+def k():
+    for i in x:
+        x[i, 0] = 1.0  # <- error
+
+k()
