@@ -38,6 +38,7 @@ modules (one `cuda.jit` kernel per top-level segment) assembled by compile/cudas
 from __future__ import annotations
 
 import os
+import string
 from dataclasses import dataclass, field
 
 from tinyad.compile import rt
@@ -121,6 +122,7 @@ class Generator(ExprWriter, Planner):
         self.constants: dict[str, str] = {}      # float32(...) text -> module constant name
         self.atomics_used: set[str] = set()
         self.sites: list[Site] = []
+        self.uses_print = False
         self.random_names: dict[int, str] = {}
         self.loops: dict[int, LoopPlan] = {}          # id(For) -> plan, for parallel loops
         self.plan_parallel()
@@ -191,8 +193,30 @@ class Generator(ExprWriter, Planner):
                 self.line(depth + 1, f"{self.define(s.name)} = {stack}[{top}]", s.loc)
             else:
                 self.line(depth, f"{self.define(s.name)} = {stack}[{top}]", s.loc)
+        elif kind is ir.Print:
+            self.print_stmt(s, depth)
         else:  # pragma: no cover  (the IR is a closed set)
             raise CodegenError(f"unknown statement {s!r}")
+
+    def print_stmt(self, s: ir.Print, depth):
+        """print(): the values in temporaries, then formatted by the interpreter's own function
+        in an object-mode block (numba's print would show an f32 as its f64 widening). Prints
+        from a prange loop's iterations come in any order, as in Taichi."""
+        names = []
+        for v in s.values:
+            names.append(self.names.temp("p"))
+            self.line(depth, f"{names[-1]} = {self.typed(v)}", s.loc)
+        if self.target == "cuda":   # no object mode on the device: CUDA's printf, default formats
+            pieces, values = [], iter(names)
+            for literal, slot, _, _ in string.Formatter().parse(s.template):
+                pieces += [repr(literal)] if literal else []
+                pieces += [next(values)] if slot is not None else []
+            self.line(depth, f"print({', '.join(pieces)})", s.loc)   # CUDA's ends the line
+            return
+        self.uses_print = True
+        values = "".join(f"{n}, " for n in names)
+        self.line(depth, "with objmode():", s.loc)
+        self.line(depth + 1, f"print(print_text({s.template!r}, ({values})), end='')", s.loc)
 
     def store_value(self, e: ir.Expr) -> str:
         """Stores convert to the element type, so an int right modulo 2**bits is enough."""
@@ -480,7 +504,9 @@ class Generator(ExprWriter, Planner):
         self.block(self.kernel.body, 1, top)
         body = self.lines[body_start:]
         parallel = bool(self.loops)
-        options = ["error_model=\"numpy\"", "cache=True"]
+        # numba cannot reload an object-mode block (print) in a parallel loop from its cache
+        # ("missing Environment"): such kernels compile in each process.
+        options = ["error_model=\"numpy\"", f"cache={not self.uses_print}"]
         if parallel:
             options.insert(0, "parallel=True")
         if self.debug:
@@ -495,6 +521,8 @@ class Generator(ExprWriter, Planner):
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
+        if self.uses_print:
+            out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += self.shared_globals("@njit(error_model=\"numpy\")")
         name = self.entry
         out += ["", "", f"@njit({self.signature()}, {', '.join(options)})",

@@ -97,7 +97,8 @@ def check_one_launch(traced, scalars, rng, number: int):
     fields = ir.fields_of(traced.ir.body)
     saved = [f.data.copy() for f in fields]
     try:
-        Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng))
+        Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
+                              echo=False)
     except AutodiffRuleError as error:
         return error
     except TinyadError:

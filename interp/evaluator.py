@@ -24,12 +24,13 @@ class _Break(Exception):
 
 class Frame:
     """The state of one kernel launch."""
-    __slots__ = ("env", "mem", "rng", "stacks", "ret", "seed", "state")
+    __slots__ = ("env", "mem", "rng", "stacks", "ret", "seed", "state", "echo")
 
-    def __init__(self, env, mem, rng, seed=0):
+    def __init__(self, env, mem, rng, seed=0, echo=True):
         self.env, self.mem, self.rng, self.stacks, self.ret = env, mem, rng, {}, None
         self.seed = seed                                     # ti.random(): the launch's seed
         self.state = random_stream.stream(seed, -1)          # and the stream drawn from now
+        self.echo = echo     # whether print() statements print (not in checking re-runs)
 
 
 class _Compiler:
@@ -112,7 +113,17 @@ class _Compiler:
             def restore(fr):
                 fr.env[name] = fr.stacks[name].pop()
             return restore
+        if kind is ir.Print:
+            return self.print_stmt(s)
         raise TypeError(f"interp: unknown statement {s!r}")  # pragma: no cover  (closed IR)
+
+    def print_stmt(self, s: ir.Print):
+        template, values = s.template, tuple(self.expr(v) for v in s.values)
+
+        def show(fr):
+            if fr.echo:
+                print(ir.print_text(template, [v(fr) for v in values]), end="")
+        return show
 
     def atomic(self, s: ir.AtomicOp):
         op, field, result = s.op, s.field, s.result
@@ -184,12 +195,15 @@ class Program:
                                for x in ir.walk_expr(e))
 
     def run(self, args: tuple, memory: Memory | None = None,
-            rng: np.random.Generator | None = None):
-        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0)."""
+            rng: np.random.Generator | None = None, echo: bool | None = None):
+        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0).
+        print() statements print when `echo` (default: in the numeric domain, the one that
+        runs users' launches; checks that re-run a launch pass False)."""
         env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
         rng = rng or np.random.default_rng(0)
         seed = random_stream.launch_seed(rng) if self.uses_random else 0   # as fast mode draws
-        frame = Frame(env, memory or Memory(), rng, seed)
+        echo = self.domain is NUMERIC if echo is None else echo
+        frame = Frame(env, memory or Memory(), rng, seed, echo)
         # A launch makes no reference cycles, but the access log makes many objects, which would
         # set off the cyclic collector again and again: pause it for the launch.
         collecting = gc.isenabled()

@@ -70,7 +70,7 @@ def _undefined_name_kernel(x):
 def _print_kernel(x):
     @ti.kernel
     def k():
-        print(x[0])  # <- error
+        print(x[0], file=None)  # <- error
     return k
 
 

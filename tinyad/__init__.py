@@ -36,6 +36,7 @@ from tinyad.frontend.lang import (
     atomic_max,
     atomic_min,
     atomic_sub,
+    block_local,
     cast,
     grouped,
     loop_config,
@@ -70,9 +71,11 @@ from tinyad.frontend.math import (
     tanh,
 )
 from tinyad.frontend.matrix import Matrix, Vector
+from tinyad.frontend.structs import Struct
 from tinyad.kernel import data_oriented, func, kernel, real_func
 from tinyad.ndarray import Ndarray, ndarray
 from tinyad.runtime import init
+from tinyad.structfield import StructField
 
 __version__ = "0.1.0"
 

@@ -16,17 +16,26 @@ import numpy as np
 
 from tinyad import undo
 from tinyad.backend import NO_CHECKS
-from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
+from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
+from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
 
+# What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
+# it (programs and tests written for Taichi look for it) and says what holds here instead.
+TAICHI_VALIDATION_WARNING = ("Debug mode is disabled, autodiff valid check will not work. "
+                             "Please specify `ti.init(debug=True)` to enable the check.")
+
+
 def _validation_note() -> str:
     config = runtime.config
     if runtime.backend.checks is not NO_CHECKS:
+        taichi = "" if config.debug else (f" (Taichi would warn: \"{TAICHI_VALIDATION_WARNING}\" "
+                                          "tinyad's checks do not need debug=True)")
         return ("Tape(validation=True): tinyad already checks the autodiff rules at every "
-                f"launch in this run (check={config.check!r}); the flag changes nothing")
+                f"launch in this run (check={config.check!r}); the flag changes nothing" + taichi)
     return (f"Tape(validation=True): this run checks no autodiff rules (mode={config.mode!r}, "
             f"check={config.check!r}); run with checks on (the default, in either mode) to have "
             "them checked")
@@ -50,6 +59,7 @@ class Tape(Recorder):
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
         self.clear_gradients = clear_gradients
+        self.validation = validation
         if validation:
             # Taichi's validation=True turns on its (partial) rule checks; tinyad's run anyway
             # where the backend has them, so the flag is accepted but never silently ignored.
@@ -60,6 +70,7 @@ class Tape(Recorder):
         self.gradient_evaluated = False
         self._token = None
         self.calls: list = []        # (primal callable, args, kwargs): what grad_check replays
+        self.modes: list = []        # per call: "validation" under validation=True, else "reverse"
         self._grad_checker = None
 
     def __enter__(self):
@@ -110,12 +121,14 @@ class Tape(Recorder):
     def record(self, kernel, args, kwargs, launch=None):
         """Called by each kernel launched while this Tape is active."""
         self.calls.append((kernel, args, kwargs))
+        self.modes.append("validation" if self.validation else "reverse")
         self.entries.append((kernel.grad, args, kwargs, launch))
 
     def record_custom(self, grad_fn, args, kwargs, primal=None):
         """Called by a grad_replaced function: its gradient replaces its kernels'."""
         if primal is not None:
             self.calls.append((primal, args, kwargs))
+            self.modes.append("validation" if self.validation else "reverse")
         self.entries.append((grad_fn, args, kwargs, None))
 
     def __exit__(self, exc_type, exc, tb):
@@ -124,12 +137,18 @@ class Tape(Recorder):
             self._checks.end_tape()
             if exc_type is None:
                 self.grad()
-        except BaseException:
+        except BaseException as error:
             self._restore()
-            raise
+            failure = _as_validation_failure(error) if self.validation else None
+            if failure is None:
+                raise
+            raise failure from None
         else:
             if exc_type is not None:
                 self._restore()
+                failure = _as_validation_failure(exc) if self.validation else None
+                if failure is not None:
+                    raise failure from None
         finally:
             undo.active_undo.reset(self._undo_token)
 
@@ -151,6 +170,30 @@ class Tape(Recorder):
         self.gradient_evaluated = True
         if self._grad_checker is not None:
             self._grad_checker.check(self.calls)
+
+
+_VALIDATION_CLASSES: dict = {}
+
+
+def _as_validation_failure(error):
+    """Under Tape(validation=True), Taichi reports a broken Global Data Access Rule as a
+    TaichiAssertionError: the same tinyad error, also of that class, so both `except` clauses
+    catch it. None for any other error."""
+    if not isinstance(error, (ReadThenOverwriteRuleError, SecondWriteRuleError)) or \
+            isinstance(error, TinyadAssertionError):
+        return None
+    cls = type(error)
+    both = _VALIDATION_CLASSES.get(cls)
+    if both is None:
+        both = type(cls.__name__, (cls, TinyadAssertionError), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": f"{cls.__doc__} (raised under Tape(validation=True), as Taichi's "
+                       "TaichiAssertionError)"})
+        _VALIDATION_CLASSES[cls] = both
+    failure = both.__new__(both)
+    failure.__dict__.update(error.__dict__)
+    failure.args = error.args
+    return failure
 
 
 _SEED_MISSING = (
@@ -184,6 +227,7 @@ class FwdMode:
         if active_forward_mode.get() is not None:
             raise TinyadRuntimeError("a FwdMode is already active: tinyad FwdModes do not nest")
         self.entered = True
+        settle_layout()   # the layout is final now, as at a kernel launch
         losses = self.loss if isinstance(self.loss, (list, tuple)) else [self.loss]
         for fld in (*losses, self.param):
             if not isinstance(fld, Field):
@@ -249,7 +293,8 @@ def grad_replaced(func):
 def grad_for(primal):
     """`@ti.ad.grad_for(primal)`: this function computes primal's gradient."""
     if not getattr(primal, "grad_replaced", False):
-        raise TinyadTypeError("Primal function must be decorated by ti.ad.grad_replaced")
+        # a RuntimeError, as in Taichi (its tests catch that)
+        raise TinyadRuntimeError("Primal function must be decorated by ti.ad.grad_replaced")
 
     def decorator(grad_fn):
         primal.grad = grad_fn

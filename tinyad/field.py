@@ -86,7 +86,7 @@ class Field:
     is_tinyad_field = True   # how the layers below the API recognise a field (core/ir.py)
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
-                 needs_dual=False, primal=None, role="primal"):
+                 needs_dual=False, primal=None, role="primal", offset=None):
         if dtype is None:        # numpy would read None as float64
             raise TinyadTypeError("a field needs a dtype, got None", hint="e.g. ti.field(ti.f32, "
                                   "shape=n)")
@@ -106,6 +106,9 @@ class Field:
         # use (CUDA): read and write through `data` or the storage, not this array directly.
         self.host_array: np.ndarray | None = None
         self._shape = None
+        # The first index along each axis (Taichi's offset=); None: all 0. Kernels and Python
+        # scope subtract it before they touch storage: the IR only sees indices from 0.
+        self.offset = _normalize_offset(offset)
         self.generation = runtime.generation   # ti.init() starts a new one: this field is gone
         if role == "primal":
             runtime.fields.append(self)
@@ -122,6 +125,11 @@ class Field:
                 _unrequested_grads.append(self)
             if needs_dual:
                 self.dual = self._twin("dual")
+            elif self.dtype.is_float and shape is None:   # the same for a dual (place(x.dual))
+                self.dual = self._twin("dual")
+                self.dual.requested = False
+                if self.grad is None or self.grad.requested:
+                    _unrequested_grads.append(self)
             self._give_grad_a_dual()
         if shape is not None:
             self._place(normalize_shape(shape))
@@ -139,12 +147,14 @@ class Field:
     def _give_grad_a_dual(self) -> None:
         """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
         (a Hessian-vector product) carries the gradient's tangent there."""
-        if self.grad is not None and self.dual is not None and self.grad.dual is None:
+        if self.grad is not None and self.dual is not None and self.grad.dual is None and \
+                self.dual.requested:
             self.grad.dual = self.grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
                      role=role)
+        twin.offset = self.offset
         if self._shape is not None:
             twin._place(self._shape)
         return twin
@@ -161,8 +171,13 @@ class Field:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
                                   f"{partner.name} has shape {partner._shape}: a field and its "
                                   "gradient must have the same shape")
+        if self.offset is not None and len(self.offset) != len(shape):
+            raise TinyadTypeError(f"field {self.name} has {len(shape)} dimension(s) {shape} but "
+                                  f"offset {self.offset} has {len(self.offset)}")
         self._shape = shape
         self.requested = True
+        if self.role == "dual" and self.primal is not None:   # a placeholder dual, now placed
+            self.primal._give_grad_a_dual()
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
         self.host_array = allocate(self, shape)
@@ -226,12 +241,16 @@ class Field:
                                    f"{self._shape}, indexed with {len(key)} index(es) {key}",
                                    hint="give one index per dimension (x[None] for a 0-D field)")
         index = tuple(int(k) for k in key)
-        for k, extent in zip(index, self._shape):
-            if not 0 <= k < extent:
+        first = self.offset or (0,) * len(index)
+        for k, o, extent in zip(index, first, self._shape):
+            if not o <= k < o + extent:
+                where = "" if self.offset is None else f" with offset {self.offset}"
+                bounds = "0 <= i < its extent" if self.offset is None else \
+                    "offset <= i < offset + extent"
                 raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
-                                       f"of shape {self._shape}",
-                                       hint="each index i must satisfy 0 <= i < its extent")
-        return index
+                                       f"of shape {self._shape}{where}",
+                                       hint=f"each index i must satisfy {bounds}")
+        return index if self.offset is None else tuple(k - o for k, o in zip(index, first))
 
     def __getitem__(self, key):
         index = self._index(key)
@@ -329,24 +348,28 @@ def _as_element(value, element_shape, name):
 
 def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
           layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
-    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual)
+    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual,
+                 offset=offset)
 
 
 def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
-    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual)
+    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual,
+                 offset=offset)
 
 
 def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    if offset is not None:
-        raise TinyadTypeError("fields with offset= are not supported by tinyad yet")
     return Field(dtype, shape, (int(n), int(m)), name or _caller_variable_name(), needs_grad,
-                 needs_dual)
+                 needs_dual, offset=offset)
+
+
+def _normalize_offset(offset):
+    if offset is None:
+        return None
+    offset = (int(offset),) if isinstance(offset, (int, np.integer)) else \
+        tuple(int(o) for o in offset)
+    return offset if any(offset) else None
 
 
 def var(dt, shape=None, offset=None, needs_grad=False) -> Field:
@@ -432,12 +455,16 @@ class SNode:
         return node
 
     def place(self, *fields, offset=None) -> "SNode":
-        if offset is not None:
-            raise TinyadTypeError("place(offset=...) is not supported by tinyad yet")
         for f in fields:
             if isinstance(f, (list, tuple)):
-                self.place(*f)
+                self.place(*f, offset=offset)
+            elif getattr(f, "is_tinyad_struct_field", False):   # tinyad/structfield.py
+                self.place(*f._leaves(), offset=offset)
             elif isinstance(f, Field):
+                if offset is not None:
+                    for each in (f, f.grad, f.dual):
+                        if each is not None:
+                            each.offset = _normalize_offset(offset)
                 f._place(self._shape)
                 f.snode = SNode(self._shape, parent=self, kind="place")
             elif f is None:
@@ -467,6 +494,11 @@ class SNode:
         for f in runtime.fields:
             if f.dtype.is_float and f.dual is None:
                 f.dual = f._twin("dual")
+            if f.dual is not None and not f.dual.requested:   # a placeholder: asked for now
+                f.dual.requested = True
+                if f.is_placed and not f.dual.is_placed:
+                    f.dual._place(f.shape)
+                    f.dual.snode = f.snode
             f._give_grad_a_dual()
 
     @property
@@ -480,9 +512,11 @@ _unrequested_grads: list = []          # fields whose grad field may still be pl
 
 
 def settle_layout() -> None:
-    """At a kernel launch, the layout is final (Taichi materialises it then): a gradient field
-    that was neither asked for (needs_grad, lazy_grad) nor placed is dropped."""
+    """At a kernel launch, the layout is final (Taichi materialises it then): a gradient (or
+    dual) field that was neither asked for (needs_grad, lazy_grad, ...) nor placed is dropped."""
     while _unrequested_grads:
         f = _unrequested_grads.pop()
         if f.grad is not None and not f.grad.requested and not f.grad.is_placed:
             f.grad = None
+        if f.dual is not None and not f.dual.requested and not f.dual.is_placed:
+            f.dual = None

@@ -61,10 +61,15 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
     components) outside its shape, at the user's line `loc`: the same words in every mode."""
     ndim = len(field.shape)
     user, component = index[:ndim], index[ndim:]
+    offset = getattr(field, "offset", None)      # offset=: storage index + offset = user's
+    if offset:
+        user = tuple(int(i) + o for i, o in zip(user, offset))
     where = f"index {tuple(int(i) for i in user)}"
     if component:
         where += f" (component {tuple(int(c) for c in component)})"
     extra = f" with {field.element_shape} elements" if field.element_shape else ""
+    if offset:
+        extra += f" and offset {offset}"
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
                             f"{field.shape}{extra}", loc,
                             hint="each index i must satisfy 0 <= i < its extent; check the loop "

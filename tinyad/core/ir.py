@@ -5,7 +5,7 @@ exist here: the frontend unrolls vectors, matrices, `ti.static` and `@ti.func` c
 Every node carries the user's source location, so any consumer can point at the user's line.
 
     expressions: Const  Var  Load  Op
-    statements:  Assign  Store  AtomicOp  If  For  While  Break  Return  Save  Restore
+    statements:  Assign  Store  AtomicOp  If  For  While  Break  Return  Save  Restore  Print
     top level:   Kernel
 
 A field referenced by Load/Store/AtomicOp is the runtime Field object itself (x, x.grad, x.dual).
@@ -188,6 +188,34 @@ class Restore(Stmt):
 
 
 @dataclass(frozen=True)
+class Print(Stmt):
+    """`print(...)` in a kernel: `template` is a str.format template with one `{:spec}` per value
+    (Taichi's formats by default), the line's end included: backends show print_text(template,
+    values) with Python's print(..., end=""). It only shows values: autodiff ignores it (the
+    adjoint kernel prints nothing)."""
+    template: str
+    values: tuple[Expr, ...]
+    loc: SrcLoc = LOC
+
+
+def print_text(template: str, values) -> str:
+    """The text a Print shows: every backend formats with this one function."""
+    try:
+        return template.format(*values)
+    except (TypeError, ValueError):   # a value the spec cannot format (a symbolic one)
+        return template.format(*(_Shown(v) for v in values))
+
+
+class _Shown:
+    """A value formatted by str() whatever the spec."""
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, spec):
+        return str(self.value)
+
+
+@dataclass(frozen=True)
 class Arg:
     name: str
     dtype: DType
@@ -206,7 +234,7 @@ class Kernel:
         return format_kernel(self)
 
 
-STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore)
+STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore, Print)
 
 
 def child_blocks(stmt: Stmt) -> tuple[tuple[Stmt, ...], ...]:
@@ -245,6 +273,8 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.cond,)
     if isinstance(stmt, For):
         return (stmt.start, stmt.stop)
+    if isinstance(stmt, Print):
+        return stmt.values
     return ()
 
 

@@ -106,6 +106,9 @@ class _Printer:
             self.line(depth, f"save {s.name}", s.loc)
         elif isinstance(s, ir.Restore):
             self.line(depth, f"restore {s.name}", s.loc)
+        elif isinstance(s, ir.Print):
+            values = "".join(f", {format_expr(v)}" for v in s.values)
+            self.line(depth, f"print({s.template!r}{values})", s.loc)
         else:  # pragma: no cover  (the IR is a closed set)
             raise TypeError(f"unknown statement {s!r}")
 

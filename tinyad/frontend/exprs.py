@@ -18,6 +18,8 @@ from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
+from tinyad.frontend.printing import trace_print
+from tinyad.frontend.structs import StructRef, is_struct_field
 from tinyad.frontend.scope import LocalMatrix
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
@@ -238,6 +240,9 @@ class ExprVisitor:
                 raise TinyadTypeError(f"field {fld.name} is indexed with {type(k).__name__} {k!r}",
                                       self.loc(node))
             indices.append(B.as_expr(k if B.is_expr(k) else int(k)))
+        offset = getattr(fld, "offset", None)
+        if offset:   # offset=: storage starts at the first valid index
+            indices = [B.binary("sub", k, o) if o else k for k, o in zip(indices, offset)]
         return tuple(indices)
 
     def load_field(self, fld, indices: tuple, node):
@@ -257,6 +262,8 @@ class ExprVisitor:
         obj = self.visit(node.value)
         if ir.is_field(obj):
             return self.load_field(obj, self.field_indices(obj, self.subscript_key(node), node), node)
+        if is_struct_field(obj):             # s[i]: its members are read where they are used
+            return StructRef(self, obj, self.subscript_key(node), node)
         key = self.visit(node.slice)
         if isinstance(obj, Matrix):
             return obj[key]
@@ -276,6 +283,8 @@ class ExprVisitor:
             return None
         if fn is lang.stop_grad:
             return self.stop_grad_call(node)
+        if fn is print:
+            return trace_print(self, node)
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
@@ -292,8 +301,6 @@ class ExprVisitor:
                                     hint="make the callee a @ti.func")
         if fn in BUILTIN_OVERRIDES and any(is_traced(a) for a in args):
             return BUILTIN_OVERRIDES[fn](*args, **kwargs)
-        if fn is print:
-            self.unsupported(node, "print() calls", "print fields from Python scope after the kernel")
         # Anything else runs now, at trace time, as Taichi does: a plain Python function or a
         # lambda called with kernel values builds IR through their operators (an `if` on one
         # of them cannot, and says so: such a helper must be a @ti.func).

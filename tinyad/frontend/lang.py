@@ -123,6 +123,11 @@ def sync():
     """Wait for queued kernels. Interp mode runs kernels synchronously, so nothing to do."""
 
 
+def block_local(*fields):
+    """Taichi's hint to cache fields in GPU shared memory (BLS): a performance hint that
+    changes no value, so tinyad accepts it and does nothing."""
+
+
 ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max"}
 
 

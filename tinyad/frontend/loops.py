@@ -11,6 +11,7 @@ from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import rewrite_continues
+from tinyad.frontend.structs import is_struct_field
 
 
 def visit_For(self, node):
@@ -26,8 +27,9 @@ def visit_For(self, node):
         return _unroll(self, node, iterable)
     grouped = isinstance(iterable, lang.grouped)
     source = iterable.iterable if grouped else iterable
-    if ir.is_field(source):
-        bounds = [(0, extent) for extent in source.shape]
+    if ir.is_field(source) or is_struct_field(source):
+        first = _offset_of(source) or (0,) * len(source.shape)
+        bounds = [(o, o + extent) for o, extent in zip(first, source.shape)]
     elif isinstance(source, lang.ndrange):
         bounds = [(B.cast(a, T.i32) if B.is_expr(a) else a, B.cast(b, T.i32) if B.is_expr(b) else b)
                   for a, b in source.bounds]
@@ -40,6 +42,13 @@ def visit_For(self, node):
                                 hint="loop over range(...), ti.ndrange(...), a field, or "
                                      "ti.static(...)")
     return _emit_loop(self, node, bounds, grouped)
+
+
+def _offset_of(source):
+    """A field's offset= (its first index per axis), or None; a struct field's, its members'."""
+    if is_struct_field(source):
+        return _offset_of(next(iter(source.members.values())))
+    return getattr(source, "offset", None)
 
 
 def _is_static_iter(self, iter_node) -> bool:

@@ -31,6 +31,8 @@ from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.matrix import Matrix, entry_dtype
 from tinyad.frontend.pycalls import trace_failure
 from tinyad.frontend.signature import check_kernel_signature
+from tinyad.frontend.structlvalues import StructLValue
+from tinyad.frontend.structs import Struct, StructRef, StructType, is_struct_field, snapshot_struct
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -94,7 +96,7 @@ def resolve_annotation(annotation):
     """A kernel or func parameter annotation -> 'template', a dtype, or a vector/matrix type."""
     if annotation is lang.template or isinstance(annotation, lang.template):
         return "template"
-    if isinstance(annotation, (lang.VectorType, lang.MatrixType, lang.NdarrayType)):
+    if isinstance(annotation, (lang.VectorType, lang.MatrixType, lang.NdarrayType, StructType)):
         return annotation
     return T.resolve_dtype(annotation)
 
@@ -169,6 +171,9 @@ class Tracer(ExprVisitor):
     def declare(self, name: str, value, node, dtype=None):
         """Bind a new name in the innermost scope; kernel values get fresh IR locals."""
         scope = self.frame.scopes[-1]
+        if isinstance(value, (Struct, StructRef)):   # a struct value: its members copied
+            scope[name] = snapshot_struct(self, value)
+            return
         if isinstance(value, Matrix):
             common = dtype or entry_dtype(value.entries) or B.python_dtype(value.entries[0])
             for e in value.entries:
@@ -222,6 +227,8 @@ class Tracer(ExprVisitor):
             base = self.visit(node.value) if not isinstance(node.value, (ast.Name, ast.Subscript,
                                                                          ast.Attribute)) else None
             target = base if base is not None else self._lvalue_or_field(node.value)
+            if is_struct_field(target):                    # s[i] = struct value
+                return self.struct_lvalue(StructRef(self, target, self.subscript_key(node), node))
             if ir.is_field(target):
                 indices = self.field_indices(target, self.subscript_key(node), node)
                 comps = ([()] if not target.element_shape else
@@ -230,17 +237,30 @@ class Tracer(ExprVisitor):
                          for comp in comps]
                 return LValue(slots, target.element_shape)
             return target.pick(self.visit(node.slice), self.loc(node))
+        if isinstance(node, ast.Attribute):
+            base = self.visit(node.value)
+            if isinstance(base, (Struct, StructRef)):      # s[i].a = ..., p.a = ...
+                return self.struct_member_lvalue(base, node.attr, node)
         if isinstance(node, ast.Attribute) and node.attr in "xyzw" and len(node.attr) == 1:
             base = self._lvalue_or_field(node.value)
             if isinstance(base, LValue):
                 return base.pick("xyzw".index(node.attr), self.loc(node))
         raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
 
+    from tinyad.frontend.structlvalues import (  # noqa: E402
+        assign_struct, struct_lvalue, struct_member_lvalue)
+
+    def field_lvalue(self, fld, indices) -> LValue:
+        """The slots of the element of `fld` at `indices` (each component of a vector one)."""
+        comps = [()] if not fld.element_shape else list(np.ndindex(*fld.element_shape))
+        return LValue([FieldRef(fld, indices + tuple(B.const(c, T.i32) for c in comp))
+                       for comp in comps], fld.element_shape)
+
     def _lvalue_or_field(self, node):
         if isinstance(node, (ast.Name, ast.Attribute)) or self._in_python_container(node):
             value = self.frame.lookup(node.id, self.loc(node)) if isinstance(node, ast.Name) \
                 else self.visit(node)
-            if ir.is_field(value):
+            if ir.is_field(value) or is_struct_field(value):
                 return value
         return self.lvalue(node)
 
@@ -287,6 +307,8 @@ class Tracer(ExprVisitor):
         return value
 
     def assign(self, lv: LValue, value, node):
+        if isinstance(lv, StructLValue):
+            return self.assign_struct(lv, value, node)
         values = self.spread(value, lv, node)
         for slot, v in zip(lv.slots, values):
             self.write_slot(slot, v, node)
@@ -530,7 +552,9 @@ class Tracer(ExprVisitor):
             for name, value in bound.arguments.items():
                 annotation = func.fn.__annotations__.get(name)
                 kind = resolve_annotation(annotation) if annotation is not None else None
-                if kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
+                if isinstance(kind, StructType):      # a struct: passed by value, as in Taichi
+                    self.declare(name, value, node)
+                elif kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
                     frame.scopes[-1][name] = value
                 elif name in reassigned or (is_traced(value) and not _all_leaves(value)):
                     self.declare(name, value, node, kind if isinstance(kind, T.DType) else None)
@@ -625,6 +649,13 @@ def parameter_kinds(fn, source: Source | None = None) -> dict:
                                     source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
                                     f"int` or `{pname}: ti.template()`")
         kinds[pname] = resolve_annotation(_eval_annotation(param.annotation, fn))
+        if isinstance(kinds[pname], StructType):
+            source = source or Source.of(fn)
+            node = next(a for a in source.tree.args.args if a.arg == pname)
+            raise TinyadTypeError(f"kernel argument '{pname}' is a struct: tinyad kernels take "
+                                  "scalars, vectors, matrices and templates", source.loc(node),
+                                  hint="pass the members as separate arguments, or the struct "
+                                  "field as a ti.template()")
     return kinds
 
 
