@@ -17,10 +17,10 @@ from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxErro
 from tinyad.core.ops import PYTHON_OPERATORS
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
-from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
 from tinyad.frontend.printing import trace_print
-from tinyad.frontend.structs import StructRef, is_struct_field
+from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
 from tinyad.frontend.scope import LocalMatrix
+from tinyad.frontend.structs import StructRef, is_struct_field
 
 # Python's operators -> (op name, the operator on values known at trace time), from the op table.
 BINOPS = {node: pair for node, pair in PYTHON_OPERATORS.items() if issubclass(node, ast.operator)}

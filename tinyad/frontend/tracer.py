@@ -12,7 +12,6 @@ import contextlib
 import inspect
 import numbers
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,11 +27,9 @@ from tinyad.core.errors import (
 from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
+from tinyad.frontend.lvalues import FieldRef, LocalRef, LValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
 from tinyad.frontend.pycalls import trace_failure
-from tinyad.frontend.signature import check_kernel_signature
-from tinyad.frontend.structlvalues import StructLValue
-from tinyad.frontend.structs import Struct, StructRef, StructType, is_struct_field, snapshot_struct
 from tinyad.frontend.scope import (
     FunctionFrame,
     LocalMatrix,
@@ -42,63 +39,16 @@ from tinyad.frontend.scope import (
     is_leaf,
     rewrite_early_returns,
 )
+from tinyad.frontend.signature import (
+    eval_annotation,
+    parameter_kinds,
+    resolve_annotation,
+)
+from tinyad.frontend.structlvalues import StructLValue
+from tinyad.frontend.structs import Struct, StructRef, StructType, is_struct_field, snapshot_struct
 
 STOP_GRAD_KEY = "$stop_grad"   # scope entry: fields whose loads carry no gradient here
 MAX_INLINE_DEPTH = 64
-
-
-@dataclass
-class LocalRef:
-    var: ir.Var
-
-
-@dataclass
-class FieldRef:
-    field: object          # a field (ir.is_field)
-    indices: tuple
-
-
-@dataclass
-class LValue:
-    """Something assignable: scalar slots, row-major, with the shape of the value they hold."""
-    slots: list
-    shape: tuple
-
-    def pick(self, key, loc):
-        key = key if isinstance(key, tuple) else (key,)
-        if len(self.shape) == 1 and len(key) == 1:
-            flat = key[0]
-            width = self.shape[0]
-        elif len(self.shape) == 2 and len(key) == 2:
-            flat = B.binary("add", B.binary("mul", key[0], self.shape[1]), key[1])
-            width = self.shape[0] * self.shape[1]
-        elif len(self.shape) == 2 and len(key) == 1 and not B.is_expr(key[0]):
-            m = self.shape[1]
-            return LValue(self.slots[int(key[0]) * m:(int(key[0]) + 1) * m], (m,))
-        else:
-            raise TinyadTypeError(f"cannot index a value of shape {self.shape} with {key}", loc)
-        if B.is_expr(flat):
-            return LValue([DynamicSlot(flat, self.slots)], ())
-        if not 0 <= int(flat) < width:
-            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc,
-                                  hint=f"indices run from 0 to {width - 1}")
-        return LValue([self.slots[int(flat)]], ())
-
-
-@dataclass
-class DynamicSlot:
-    """slots[index] with index known only at run time (a vector local indexed by a variable)."""
-    index: ir.Expr
-    slots: list
-
-
-def resolve_annotation(annotation):
-    """A kernel or func parameter annotation -> 'template', a dtype, or a vector/matrix type."""
-    if annotation is lang.template or isinstance(annotation, lang.template):
-        return "template"
-    if isinstance(annotation, (lang.VectorType, lang.MatrixType, lang.NdarrayType, StructType)):
-        return annotation
-    return T.resolve_dtype(annotation)
 
 
 class Tracer(ExprVisitor):
@@ -247,7 +197,8 @@ class Tracer(ExprVisitor):
                 return base.pick("xyzw".index(node.attr), self.loc(node))
         raise TinyadSyntaxError(f"cannot assign to `{ast.unparse(node)}`", self.loc(node))
 
-    from tinyad.frontend.structlvalues import (  # noqa: E402
+    # struct targets: methods written in frontend/structlvalues.py
+    from tinyad.frontend.structlvalues import (  # noqa: E402, I001
         assign_struct, struct_lvalue, struct_member_lvalue)
 
     def field_lvalue(self, fld, indices) -> LValue:
@@ -622,7 +573,7 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
             frame.scopes[-1][pname] = ir.Var(arg.name, kind, loc)
     ret = inspect.signature(fn).return_annotation
     tracer.kernel_ret = None if ret in (inspect.Signature.empty, None) else \
-        T.resolve_dtype(_eval_annotation(ret, fn))
+        T.resolve_dtype(eval_annotation(ret, fn))
     body = source.tree.body
     returns = check_tail_returns(body, source)
     if returns and not isinstance(body[-1], ast.Return):
@@ -634,35 +585,4 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
                      source.loc(source.tree))
 
 
-def parameter_kinds(fn, source: Source | None = None) -> dict:
-    """Each kernel parameter's kind: 'template', a dtype, or a vector/matrix type."""
-    source = source or Source.of(fn)
-    check_kernel_signature(source)
-    kinds = {}
-    for k, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
-        if k == 0 and pname == "self" and param.annotation is inspect.Parameter.empty:
-            kinds[pname] = "template"      # a method of a ti.data_oriented class
-            continue
-        if param.annotation is inspect.Parameter.empty:
-            node = next(a for a in source.tree.args.args if a.arg == pname)
-            raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation",
-                                    source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
-                                    f"int` or `{pname}: ti.template()`")
-        kinds[pname] = resolve_annotation(_eval_annotation(param.annotation, fn))
-        if isinstance(kinds[pname], StructType):
-            source = source or Source.of(fn)
-            node = next(a for a in source.tree.args.args if a.arg == pname)
-            raise TinyadTypeError(f"kernel argument '{pname}' is a struct: tinyad kernels take "
-                                  "scalars, vectors, matrices and templates", source.loc(node),
-                                  hint="pass the members as separate arguments, or the struct "
-                                  "field as a ti.template()")
-    return kinds
-
-
-def _eval_annotation(annotation, fn):
-    if isinstance(annotation, str):
-        return eval(annotation, fn.__globals__)  # noqa: S307  (`from __future__ import annotations`)
-    return annotation
-
-
-__all__ = ["trace_kernel", "parameter_kinds", "resolve_annotation", "Tracer"]
+__all__ = ["trace_kernel", "parameter_kinds", "resolve_annotation", "Tracer"]  # (re-exported)

@@ -1,0 +1,55 @@
+"""Frontend: assignment targets. The tracer turns the left side of `=`, `+=` or a `return`
+binding into an LValue: the scalar slots it writes (kernel locals or field elements), row-major,
+with the shape of the value they hold."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinyad.core import builder as B
+from tinyad.core import ir
+from tinyad.core.errors import TinyadTypeError
+
+
+@dataclass
+class LocalRef:
+    var: ir.Var
+
+
+@dataclass
+class FieldRef:
+    field: object          # a field (ir.is_field)
+    indices: tuple
+
+
+@dataclass
+class LValue:
+    """Something assignable: scalar slots, row-major, with the shape of the value they hold."""
+    slots: list
+    shape: tuple
+
+    def pick(self, key, loc):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(self.shape) == 1 and len(key) == 1:
+            flat = key[0]
+            width = self.shape[0]
+        elif len(self.shape) == 2 and len(key) == 2:
+            flat = B.binary("add", B.binary("mul", key[0], self.shape[1]), key[1])
+            width = self.shape[0] * self.shape[1]
+        elif len(self.shape) == 2 and len(key) == 1 and not B.is_expr(key[0]):
+            m = self.shape[1]
+            return LValue(self.slots[int(key[0]) * m:(int(key[0]) + 1) * m], (m,))
+        else:
+            raise TinyadTypeError(f"cannot index a value of shape {self.shape} with {key}", loc)
+        if B.is_expr(flat):
+            return LValue([DynamicSlot(flat, self.slots)], ())
+        if not 0 <= int(flat) < width:
+            raise TinyadTypeError(f"index {key} is out of range for shape {self.shape}", loc,
+                                  hint=f"indices run from 0 to {width - 1}")
+        return LValue([self.slots[int(flat)]], ())
+
+
+@dataclass
+class DynamicSlot:
+    """slots[index] with index known only at run time (a vector local indexed by a variable)."""
+    index: ir.Expr
+    slots: list
