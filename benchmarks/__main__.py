@@ -1,4 +1,4 @@
-"""`python -m benchmarks`: the four reference workloads of BENCHMARKS.md, side by side.
+"""`python -m benchmarks`: the four reference workloads (benchmarks/README.md), side by side.
 
 For each workload and size: interp mode (at a small size: it is a tree-walking interpreter),
 fast mode with a cold kernel cache and again with that cache warm, and the same two for Taichi
@@ -8,10 +8,10 @@ minus the steady state (tracing, compiling or loading caches), "start s" the pro
 and init time, "/taichi" fwd+bwd over Taichi's (warm). "fast checked" is fast mode (warm) with
 the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run with
 `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" compares the loss and gradients
-with the f32 numbers BENCHMARKS.md gives (Taichi 1.7.4's): the largest relative difference,
+with Taichi 1.7.4's f32 numbers for the same programs: the largest relative difference,
 when that size has numbers.
 
-    python -m benchmarks                       # every workload at the BENCHMARKS.md sizes
+    python -m benchmarks                       # every workload at its reference sizes
     python -m benchmarks --only wave,mpm       # some of them
     python -m benchmarks --quick               # small sizes, a smoke test
     python -m benchmarks --json out.json       # also the raw results
@@ -37,10 +37,10 @@ class Size:
     label: str
     args: list                          # the module's command-line size arguments
     interp: list | None = None          # smaller arguments for interp mode, None: skip it
-    reference: dict = field(default_factory=dict)    # BENCHMARKS.md's loss and gradients
+    reference: dict = field(default_factory=dict)    # Taichi 1.7.4's loss and gradients
 
 
-# The numbers BENCHMARKS.md gives (Taichi 1.7.4, f32); f32 and f64 agree to 1e-3 on losses
+# Taichi 1.7.4's numbers for these programs (f32); f32 and f64 agree to 1e-3 on losses
 # and 5e-3 on gradients, so a difference under that is rounding.
 WORKLOADS = {
     "gravity": [
@@ -120,7 +120,7 @@ def measure_workload(name, sizes, repeats, cache, taichi):
 
 
 def deviation(result, reference):
-    """The largest relative difference from BENCHMARKS.md's numbers, or None."""
+    """The largest relative difference from Taichi's numbers, or None."""
     if not reference:
         return None
     got = {"loss": result["loss"], **result.get("grads", {})}

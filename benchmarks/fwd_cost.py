@@ -18,7 +18,7 @@ import tinyad as ti
 from benchmarks import gravity, mass_spring, mpm, wave
 from tinyad.runtime import runtime
 
-# (name, build, sizes (BENCHMARKS.md's), parameter field, loss field)
+# (name, build, reference sizes, parameter field, loss field)
 WORKLOADS = [("gravity", gravity.build, {"n": 1024, "steps": 100}, "x", "U"),
              ("mass_spring", mass_spring.build, {"nx": 10, "ny": 5, "steps": 1024}, "amp", "loss"),
              ("wave", wave.build, {"n": 128, "steps": 256}, "init", "loss"),

@@ -4,10 +4,10 @@ A workload's `build(ti, ...)` returns a `Workload`; `run(build, sizes)` parses t
 starts the chosen system, measures and prints one JSON line:
 
     first_calls_s  the first forward + fwd_bwd (tracing and compiling, or loading the cache)
-    compile_s      first_calls_s minus one steady-state forward and fwd_bwd (BENCHMARKS.md's
+    compile_s      first_calls_s minus one steady-state forward and fwd_bwd (the reference figures'
                    "compile": cold first calls minus steady state)
     forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
-    loss, grads    after the first fwd_bwd: the numbers BENCHMARKS.md lists
+    loss, grads    after the first fwd_bwd: the numbers benchmarks/README.md describes
     import_s       importing and initialising the system
 """
 import argparse

@@ -1,5 +1,5 @@
 """The benchmark workloads (benchmarks/) are real Taichi programs. Fast mode must reproduce, at
-full size, the f32 losses and gradients BENCHMARKS.md measured with Taichi 1.7.4; interp mode's
+full size, the f32 losses and gradients Taichi 1.7.4 gives for the same programs; interp mode's
 rule checker must accept them (check="error") at small sizes, DiffTaichi's checkpointing in mpm
 included."""
 import pytest
@@ -9,7 +9,7 @@ from benchmarks import gravity, mass_spring, mpm, wave
 from benchmarks.__main__ import WORKLOADS
 
 MODULES = {"gravity": gravity, "mass_spring": mass_spring, "wave": wave, "mpm": mpm}
-# BENCHMARKS.md: f32 and f64 agree to 1e-3 on losses and 5e-3 on gradients for every anchor
+# f32 and f64 agree to 1e-3 on losses and 5e-3 on gradients for every anchor
 LOSS_RTOL, GRAD_RTOL = 1e-3, 5e-3
 
 
