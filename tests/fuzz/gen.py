@@ -57,13 +57,14 @@ class HypothesisDraw(Draw):
         return self.draw(st.integers(lo, hi))
 
 
-def programs():
-    """The hypothesis strategy: Program values."""
+def programs(small: bool = False):
+    """The hypothesis strategy: Program values (`small`: shallower, fewer kernels, for fast
+    mode, whose compile time grows with a program's size)."""
     from hypothesis import strategies as st  # noqa: PLC0415
 
     @st.composite
     def strategy(draw):
-        return generate(HypothesisDraw(draw))
+        return generate(HypothesisDraw(draw), small)
     return strategy()
 
 
@@ -168,8 +169,9 @@ NOT_DIFFERENTIABLE = {"floor", "stop_grad"}
 # ---- the generator ---------------------------------------------------------------------------
 
 class Generator:
-    def __init__(self, draw: Draw):
+    def __init__(self, draw: Draw, small: bool = False):
         self.d = draw
+        self.max_depth, self.max_stages = (2, 2) if small else (4, 4)
         self.features: set = set()
         self.n = draw.integer(3, 5)
         self.steps = draw.integer(1, 3)
@@ -185,6 +187,7 @@ class Generator:
 
     # ---- expressions --------------------------------------------------------------------
     def expr(self, ctx: Ctx, depth: int) -> E:
+        depth = min(depth, self.max_depth)
         if depth <= 0 or self.d.chance(0.25):
             return self.atom(ctx)
         # floor and stop_grad are rare: a program with stop_grad gets no finite-difference check
@@ -491,7 +494,7 @@ class Generator:
             self.fields.append(Fld("wd", "scalar", role="data"))
         for _ in range(d.integer(0, 2)):
             self.func()
-        for _ in range(d.integer(1, 4)):
+        for _ in range(d.integer(1, self.max_stages)):
             kind = d.choice(["map", "map", "stencil", "vector", "matrix", "time"])
             if kind in ("map", "stencil"):
                 self.map_kernel(kind == "stencil")
@@ -556,11 +559,11 @@ def _mentions(text: str, name: str) -> bool:
 DIFFERENTIABLE_OPS = sorted(set(OPS) - NOT_DIFFERENTIABLE)
 
 
-def generate(draw: Draw) -> Program:
-    return Generator(draw).program()
+def generate(draw: Draw, small: bool = False) -> Program:
+    return Generator(draw, small).program()
 
 
-def generate_seeded(seed: int) -> Program:
-    program = generate(RandomDraw(seed))
+def generate_seeded(seed: int, small: bool = False) -> Program:
+    program = generate(RandomDraw(seed), small)
     program.seed = seed
     return program
