@@ -121,10 +121,10 @@ def test_manual_sweep_over_a_kernel_whose_outputs_do_not_reach_the_loss(mode, or
     assert "Unseeded" not in capsys.readouterr().err
 
 
-def test_unseeded_sweep_is_still_reported(mode):
-    """The narrowed check still catches the mistake it is for: no gradient seeded anywhere."""
+def test_unseeded_sweep_is_still_reported(mode, capsys):
+    """The narrowed check still warns of the mistake it is for: no gradient seeded anywhere."""
     x, loss, unused, total = _dead_branch_program()
     unused()
     total()
-    with pytest.raises(ti.SilentZeroRuleError, match="every output adjoint zero"):
-        total.grad()
+    total.grad()
+    assert "Unseeded gradient (warning)" in capsys.readouterr().err

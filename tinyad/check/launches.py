@@ -3,7 +3,8 @@
 They need only facts about each kernel, taken from its IR (which fields it writes and reads,
 which loads its adjoint replays, which fields each store depends on), and fields' values (read
 through the duck-typed `field.data`), never a per-element log. Per launch:
-  * kernel.grad() with no output adjoint seeded, or on a kernel that writes no gradient field;
+  * kernel.grad() with no gradient seeded, or on a kernel that writes no gradient field (warnings:
+    zero may be the true gradient);
   * adjoints run out of order (a later launch read this launch's output and is not yet undone);
   * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
   * a manual sweep adding to a gradient taken at another value of its parameter;
@@ -374,11 +375,11 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        checker.report(rules.no_output_gradient(kernel=kernel_name))
+        print_report(rules.no_output_gradient(kernel=kernel_name))
         return
     if not any(f.grad.data.any() for f in outputs) and not _anything_seeded(checker):
-        checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
-                                      first_store=facts.first_store[outputs[0]]))
+        print_report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+                                            first_store=facts.first_store[outputs[0]]))
 
 
 def _anything_seeded(checker) -> bool:
