@@ -107,12 +107,12 @@ class Program:
 def _squash(e: E) -> E:
     if e.bound <= BOUND:
         return e
-    return E(f"ti.tanh({0.5 / e.bound:.3g} * {e.text})", 1.0)
+    return E(f"ti.tanh({2 / e.bound:.3g} * {e.text})", 1.0)
 
 
 def _small(e: E, limit: float = 3.0) -> E:
     """`e`, squashed into [-limit, limit] if it might leave it (for exp, powers, products)."""
-    return e if e.bound <= limit else E(f"{limit:g} * ti.tanh({e.text})", limit)
+    return e if e.bound <= limit else E(f"({limit:g} * ti.tanh({e.text}))", limit)
 
 
 # ---- ops: one emitter per op of tinyad/core/ops.py a kernel can spell ------------------------
@@ -128,9 +128,9 @@ OPS = {
         g.expr(c, d), g.expr(c, d)),
     "sub": lambda g, c, d: (lambda a, b: E(f"({a.text} - {b.text})", a.bound + b.bound))(
         g.expr(c, d), g.expr(c, d)),
-    "mul": lambda g, c, d: (lambda a, b: E(f"{a.text} * {b.text}", a.bound * b.bound))(
+    "mul": lambda g, c, d: (lambda a, b: E(f"({a.text} * {b.text})", a.bound * b.bound))(
         _small(g.expr(c, d)), _small(g.expr(c, d))),
-    "truediv": lambda g, c, d: (lambda a, b: E(f"{a.text} / (1.5 + ti.sin({b.text}))",
+    "truediv": lambda g, c, d: (lambda a, b: E(f"({a.text} / (1.5 + ti.sin({b.text})))",
                                                a.bound * 2))(g.expr(c, d), g.expr(c, d)),
     "pow": lambda g, c, d: g.power(c, d),
     "neg": lambda g, c, d: (lambda a: E(f"(-{a.text})", a.bound))(g.expr(c, d)),
@@ -145,16 +145,16 @@ OPS = {
     "asin": lambda g, c, d: E(f"ti.asin(0.9 * ti.sin({g.expr(c, d).text}))", 1.2),
     "acos": lambda g, c, d: E(f"ti.acos(0.9 * ti.tanh({g.expr(c, d).text}))", 2.7),
     "atan": lambda g, c, d: E(f"ti.math.atan({g.expr(c, d).text})", 1.58),
-    "atan2": lambda g, c, d: (lambda a, b: E(f"ti.atan2({a.text}, 1.0 + {b.text} ** 2)",
+    "atan2": lambda g, c, d: (lambda a, b: E(f"ti.atan2({a.text}, 1.0 + ({b.text}) ** 2)",
                                              1.58))(g.expr(c, d), _small(g.expr(c, d))),
     "tanh": lambda g, c, d: E(f"ti.tanh({g.expr(c, d).text})", 1.0),
     "exp": lambda g, c, d: (lambda a: E(f"ti.exp({a.text})", math.exp(a.bound)))(
         _small(g.expr(c, d), 2.0)),
-    "log": lambda g, c, d: (lambda a: E(f"ti.log(0.5 + {a.text} ** 2)",
+    "log": lambda g, c, d: (lambda a: E(f"ti.log(0.5 + ({a.text}) ** 2)",
                                         math.log(0.5 + a.bound ** 2) + 0.7))(_small(g.expr(c, d))),
-    "sqrt": lambda g, c, d: (lambda a: E(f"ti.sqrt(0.25 + {a.text} ** 2)", a.bound + 0.5))(
+    "sqrt": lambda g, c, d: (lambda a: E(f"ti.sqrt(0.25 + ({a.text}) ** 2)", a.bound + 0.5))(
         _small(g.expr(c, d))),
-    "rsqrt": lambda g, c, d: (lambda a: E(f"ti.rsqrt(0.25 + {a.text} ** 2)", 2.0))(
+    "rsqrt": lambda g, c, d: (lambda a: E(f"ti.rsqrt(0.25 + ({a.text}) ** 2)", 2.0))(
         _small(g.expr(c, d))),
     "select": lambda g, c, d: g.select(c, d),
     "cast": lambda g, c, d: (lambda a: E(f"ti.cast({a.text}, fp)", a.bound))(g.expr(c, d)),
@@ -201,9 +201,9 @@ class Generator:
         form = self.d.integer(0, 2)
         if form == 0:                  # integer power of anything
             k = self.d.integer(2, 3)
-            return E(f"{a.text} ** {k}", a.bound ** k)
+            return E(f"({a.text}) ** {k}", a.bound ** k)
         if form == 1:                  # constant power of a positive base
-            return E(f"(1.0 + {a.text} ** 2) ** {self.d.const(-1.5, 2.5)}",
+            return E(f"(1.0 + ({a.text}) ** 2) ** {self.d.const(-1.5, 2.5)}",
                      (1 + a.bound ** 2) ** 2.5)
         b = self.expr(ctx, depth)      # both differentiated: base in [0.2, 2.2]
         return E(f"ti.pow(1.2 + ti.sin({a.text}), ti.tanh({b.text}))", 5.0)
@@ -292,7 +292,7 @@ class Generator:
             return E(f"{name}({', '.join(args)})", bound)
         if form == 9 and ctx.index:
             var = ctx.inner[0] if ctx.inner and self.d.chance(0.5) else ctx.index
-            return E(f"ti.cast({var}, fp) * {self.d.const(0.1, 0.5)}", 0.5 * self.n)
+            return E(f"(ti.cast({var}, fp) * {self.d.const(0.1, 0.5)})", 0.5 * self.n)
         return E(self.d.const(-2.0, 2.0), 2.0)
 
     # ---- statements ---------------------------------------------------------------------
