@@ -512,7 +512,10 @@ class Generator:
                 self.loss_kernel(part)
         manual = d.chance(0.5)
         self.features.add("manual" if manual else "tape")
-        return Program(self.source(state, manual), self.features)
+        rounds = 2 if d.chance(0.3) else 1       # a second round after a gradient step
+        if rounds == 2:
+            self.features.add("two-rounds")
+        return Program(self.source(state, manual, rounds), self.features)
 
     def sweep(self) -> list:
         """The adjoint launches in reverse order, with independent neighbours swapped at random
@@ -526,7 +529,7 @@ class Generator:
             self.features.add("sweep-reordered")
         return order
 
-    def source(self, state: list, manual: bool) -> str:
+    def source(self, state: list, manual: bool, rounds: int) -> str:
         decl = {"scalar": "ti.field(fp, shape=N, needs_grad=True)",
                 "vector": "ti.Vector.field({dim}, fp, shape=N, needs_grad=True)",
                 "matrix": "ti.Matrix.field({dim}, {dim}, fp, shape=N, needs_grad=True)",
@@ -547,7 +550,8 @@ class Generator:
                   f"                data=[{', '.join(data)}], ints=[idx], loss=loss,",
                   f"                state=[{', '.join(f.name for f in state)}],",
                   f"                launches={calls(self.launches)},",
-                  f"                sweep={calls(self.sweep()) if manual else None})", ""]
+                  f"                sweep={calls(self.sweep()) if manual else None},",
+                  f"                rounds={rounds})", ""]
         return "\n".join(lines)
 
 

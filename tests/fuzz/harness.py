@@ -103,6 +103,15 @@ class Instance:
         return float(self.p["loss"][None])
 
     def differentiate(self):
+        """Differentiate; with rounds=2, first take a gradient step from Python and clear the
+        gradients (an optimisation loop), then differentiate again."""
+        for round_ in range(self.p.get("rounds", 1)):
+            if round_:
+                for f in self.p["params"]:
+                    f.from_numpy(f.to_numpy() - 0.05 * f.grad.to_numpy())
+            self.sweep()
+
+    def sweep(self):
         self.zero(grads=True)
         if self.p["sweep"] is None:
             with ti.ad.Tape(self.p["loss"]):
@@ -161,9 +170,13 @@ def run(module, mode: str, fp: str = "f64", seed: int = 0, fd: bool = False) -> 
             result.refusal = _refusal(error, module)
         result.values = inst.values()
         result.grads = {f.name: f.grad.to_numpy() for f in inst.p["params"]}
+        point = [f.to_numpy() for f in inst.p["params"]]
         if fd and result.refusal is None and result.report is None:
-            # the same program and inputs, unchecked: forward runs cost half as much
-            result.fd = Instance(module, mode, fp, seed, check="off").finite_differences()
+            # the same program at the same point, unchecked: forward runs cost half as much
+            unchecked = Instance(module, mode, fp, seed, check="off")
+            for f, value in zip(unchecked.p["params"], point):
+                f.from_numpy(value)
+            result.fd = unchecked.finite_differences()
     printed = [line for line in stderr.getvalue().splitlines()
                if line.strip() and not line.startswith("[tinyad]")]
     if printed and result.report is None:
