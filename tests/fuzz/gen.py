@@ -319,8 +319,8 @@ class Generator:
         ctx.locals[name] = bound
 
     def inner_loop(self, ctx: Ctx, lines: list, pad: str) -> None:
-        """A serial loop (for, or while with a fixed trip count) carrying a local `s`; rarely
-        with a `break`, which reverse mode refuses."""
+        """A serial loop (for, or while with a fixed trip count) carrying a local `s`, at times
+        with a `break`."""
         s, j, trips = self.fresh("s"), self.fresh("j"), self.d.integer(1, self.n)
         lines.append(f"{pad}{s} = {_small(self.expr(ctx, 1), 2.0).text}")
         kind = self.d.choice(["for", "while"])
@@ -330,17 +330,21 @@ class Generator:
         else:
             lines += [f"{pad}{j} = 0", f"{pad}while {j} < {trips}:"]
         body = replace(ctx, locals={**ctx.locals, s: 2.0}, inner=(j, trips))
-        if self.d.chance(0.05):
-            self.features.add("break")
-            lines += [f"{pad}    if {j} == {self.d.integer(0, trips - 1)}:", f"{pad}        break"]
         if self.d.chance(0.5):       # contracting linear update: |s| stays <= 2
             e = _small(self.expr(body, 2), 1.0)
-            lines.append(f"{pad}    {s} = {self.d.const(-0.5, 0.5)} * {s} + {e.text}")
+            update = [f"{pad}    {s} = {self.d.const(-0.5, 0.5)} * {s} + {e.text}"]
         else:
             e = _small(self.expr(body, 2), 2.0)
-            lines.append(f"{pad}    {s} = ti.tanh({s} * {e.text} + {self.expr(body, 1).text})")
+            update = [f"{pad}    {s} = ti.tanh({s} * {e.text} + {self.expr(body, 1).text})"]
         if kind == "while":
-            lines.append(f"{pad}    {j} += 1")
+            update.append(f"{pad}    {j} += 1")
+        if self.d.chance(0.15):      # a break at a fixed iteration or where s crosses a value
+            self.features.add("break")
+            cond = (f"{j} == {self.d.integer(0, trips - 1)}" if self.d.chance(0.5) else
+                    f"{s} {self.d.choice(['<', '>'])} {self.d.const(-1.0, 1.0)}")
+            stop = [f"{pad}    if {cond}:", f"{pad}        break"]
+            update = stop + update if self.d.chance(0.5) else update + stop
+        lines += update
         ctx.locals[s] = 2.0
 
     def store(self, ctx: Ctx, lines: list, pad: str, out: Fld) -> None:
