@@ -522,12 +522,19 @@ class Generator:
         return Program(self.source(state, manual, rounds), self.features)
 
     def sweep(self) -> list:
-        """The adjoint launches in reverse order, with independent neighbours swapped at random
-        (still a correct order)."""
+        """The adjoint launches in reverse order, with neighbours swapped at random where that
+        is still a correct order: they do not depend on each other (two accumulations into
+        the loss commute), or the one launched later writes only fields that do not reach the
+        loss (its adjoint passes on zeros)."""
+        live = {"loss"}
+        for _, _, reads, writes in reversed(self.launches):
+            if writes & live:
+                live |= reads
         order = list(reversed(self.launches))
         for k in range(len(order) - 1):
-            a, b = order[k], order[k + 1]
-            if (not (a[3] & (b[2] | b[3])) and not (b[3] & a[2]) and self.d.chance(0.5)):
+            a, b = order[k], order[k + 1]          # a was launched after b
+            independent = not ((a[3] - {"loss"}) & (b[2] | b[3])) and not (b[3] & a[2])
+            if (independent or not (a[3] & live)) and self.d.chance(0.5):
                 order[k], order[k + 1] = b, a
         if [x[:2] for x in order] != [x[:2] for x in reversed(self.launches)]:
             self.features.add("sweep-reordered")
