@@ -63,6 +63,17 @@ def test_harness_catches_a_wrong_gradient():
     assert harness.judge(runs, ("interp",)).kind == "disagreed"
 
 
+def test_harness_skips_finite_differences_at_a_kink():
+    """|x| at x = 0 has no derivative: its one-sided differences disagree, so the element is
+    left out of the FD comparison; elsewhere it is compared."""
+    module = harness.load(_one_kernel("loss[None] += ti.abs(x[i]) + x[i] ** 2"))
+    inst = harness.Instance(module, "interp", "f64", seed=0, check="off")
+    inst.p["params"][0].from_numpy(np.array([0.0, 0.5, -0.25, 0.0]))
+    central, smooth = inst.finite_differences()["x"]
+    assert smooth.tolist() == [False, True, True, False]
+    assert np.allclose(central[1:3], [2.0, -1.5])
+
+
 def _one_kernel(line: str) -> str:
     return "\n".join([
         "import tinyad as ti", "N = 4", "", "def build(fp):",
