@@ -19,8 +19,8 @@ import tinyad as ti
 from tinyad.core.ops import TABLE
 
 # Deterministic in CI: the same examples every run, and no example database on disk.
-PROFILE = dict(derandomize=True, database=None, deadline=None, print_blob=True,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROFILE = {"derandomize": True, "database": None, "deadline": None, "print_blob": True,
+           "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 
 def assert_clean(program, outcome):
@@ -130,7 +130,7 @@ def test_manual_sweep_over_a_kernel_whose_outputs_do_not_reach_the_loss(mode, or
 
 def test_unseeded_sweep_is_still_reported(mode, capsys):
     """The narrowed check still warns of the mistake it is for: no gradient seeded anywhere."""
-    x, loss, unused, total = _dead_branch_program()
+    _, _, unused, total = _dead_branch_program()
     unused()
     total()
     total.grad()

@@ -440,7 +440,7 @@ def test_clean_twins_forward_then_grad_and_precomputed_noise(cube, capsys):
 def test_grad_without_seed_and_kernel_without_gradient_output(cube, mode, capsys):
     """Warnings, not errors: a zero gradient may be the true one (Taichi's own tests call
     .grad() so, below), but it is usually a forgotten seed."""
-    x, loss, k = cube
+    x, _, k = cube
     k()
     k.grad()
     assert "every output adjoint zero" in capsys.readouterr().err

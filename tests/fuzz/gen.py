@@ -116,52 +116,56 @@ def _small(e: E, limit: float = 3.0) -> E:
 
 
 # ---- ops: one emitter per op of tinyad/core/ops.py a kernel can spell ------------------------
-# Each takes the generator, the context and a depth budget, and returns an E whose arguments
-# are kept in the op's domain.
+# An emitter takes the generator, the context and a depth budget, and returns an E whose
+# arguments are kept in the op's domain.
 
-def _unary(g, ctx, d):
-    return g.expr(ctx, d)
+def _same(e: E) -> E:
+    return e
+
+
+def _op(template: str, bound, *prepare):
+    """The emitter of `template` ({0}, {1}: the arguments' texts), whose magnitude is at most
+    bound(argument bounds); one argument per `prepare`, which squashes it into a range first."""
+    prepare = prepare or (_same,)
+
+    def emit(g, ctx, depth) -> E:
+        args = [p(g.expr(ctx, depth)) for p in prepare]
+        return E(template.format(*(a.text for a in args)), bound(*(a.bound for a in args)))
+    return emit
+
+
+def _const(value):
+    return lambda *bounds: value
 
 
 OPS = {
-    "add": lambda g, c, d: (lambda a, b: E(f"({a.text} + {b.text})", a.bound + b.bound))(
-        g.expr(c, d), g.expr(c, d)),
-    "sub": lambda g, c, d: (lambda a, b: E(f"({a.text} - {b.text})", a.bound + b.bound))(
-        g.expr(c, d), g.expr(c, d)),
-    "mul": lambda g, c, d: (lambda a, b: E(f"({a.text} * {b.text})", a.bound * b.bound))(
-        _small(g.expr(c, d)), _small(g.expr(c, d))),
-    "truediv": lambda g, c, d: (lambda a, b: E(f"({a.text} / (1.5 + ti.sin({b.text})))",
-                                               a.bound * 2))(g.expr(c, d), g.expr(c, d)),
+    "add": _op("({0} + {1})", lambda a, b: a + b, _same, _same),
+    "sub": _op("({0} - {1})", lambda a, b: a + b, _same, _same),
+    "mul": _op("({0} * {1})", lambda a, b: a * b, _small, _small),
+    "truediv": _op("({0} / (1.5 + ti.sin({1})))", lambda a, b: 2 * a, _same, _same),
     "pow": lambda g, c, d: g.power(c, d),
-    "neg": lambda g, c, d: (lambda a: E(f"(-{a.text})", a.bound))(g.expr(c, d)),
-    "abs": lambda g, c, d: (lambda a: E(f"ti.abs({a.text})", a.bound))(g.expr(c, d)),
-    "min": lambda g, c, d: (lambda a, b: E(f"ti.min({a.text}, {b.text})",
-                                           max(a.bound, b.bound)))(g.expr(c, d), g.expr(c, d)),
-    "max": lambda g, c, d: (lambda a, b: E(f"ti.max({a.text}, {b.text})",
-                                           max(a.bound, b.bound)))(g.expr(c, d), g.expr(c, d)),
-    "sin": lambda g, c, d: E(f"ti.sin({g.expr(c, d).text})", 1.0),
-    "cos": lambda g, c, d: E(f"ti.cos({g.expr(c, d).text})", 1.0),
-    "tan": lambda g, c, d: E(f"ti.tan(ti.sin({g.expr(c, d).text}))", 1.56),
-    "asin": lambda g, c, d: E(f"ti.asin(0.9 * ti.sin({g.expr(c, d).text}))", 1.2),
-    "acos": lambda g, c, d: E(f"ti.acos(0.9 * ti.tanh({g.expr(c, d).text}))", 2.7),
-    "atan": lambda g, c, d: E(f"ti.math.atan({g.expr(c, d).text})", 1.58),
-    "atan2": lambda g, c, d: (lambda a, b: E(f"ti.atan2({a.text}, 1.0 + ({b.text}) ** 2)",
-                                             1.58))(g.expr(c, d), _small(g.expr(c, d))),
-    "tanh": lambda g, c, d: E(f"ti.tanh({g.expr(c, d).text})", 1.0),
-    "exp": lambda g, c, d: (lambda a: E(f"ti.exp({a.text})", math.exp(a.bound)))(
-        _small(g.expr(c, d), 2.0)),
-    "log": lambda g, c, d: (lambda a: E(f"ti.log(0.5 + ({a.text}) ** 2)",
-                                        math.log(0.5 + a.bound ** 2) + 0.7))(_small(g.expr(c, d))),
-    "sqrt": lambda g, c, d: (lambda a: E(f"ti.sqrt(0.25 + ({a.text}) ** 2)", a.bound + 0.5))(
-        _small(g.expr(c, d))),
-    "rsqrt": lambda g, c, d: (lambda a: E(f"ti.rsqrt(0.25 + ({a.text}) ** 2)", 2.0))(
-        _small(g.expr(c, d))),
+    "neg": _op("(-{0})", lambda a: a),
+    "abs": _op("ti.abs({0})", lambda a: a),
+    "min": _op("ti.min({0}, {1})", max, _same, _same),
+    "max": _op("ti.max({0}, {1})", max, _same, _same),
+    "sin": _op("ti.sin({0})", _const(1.0)),
+    "cos": _op("ti.cos({0})", _const(1.0)),
+    "tan": _op("ti.tan(ti.sin({0}))", _const(1.56)),                 # |sin| < pi / 2
+    "asin": _op("ti.asin(0.9 * ti.sin({0}))", _const(1.2)),
+    "acos": _op("ti.acos(0.9 * ti.tanh({0}))", _const(2.7)),
+    "atan": _op("ti.math.atan({0})", _const(1.58)),
+    "atan2": _op("ti.atan2({0}, 1.0 + ({1}) ** 2)", _const(1.58), _same, _small),
+    "tanh": _op("ti.tanh({0})", _const(1.0)),
+    "exp": _op("ti.exp({0})", math.exp, lambda e: _small(e, 2.0)),
+    "log": _op("ti.log(0.5 + ({0}) ** 2)", lambda a: math.log(0.5 + a ** 2) + 0.7, _small),
+    "sqrt": _op("ti.sqrt(0.25 + ({0}) ** 2)", lambda a: a + 0.5, _small),
+    "rsqrt": _op("ti.rsqrt(0.25 + ({0}) ** 2)", _const(2.0), _small),
     "select": lambda g, c, d: g.select(c, d),
-    "cast": lambda g, c, d: (lambda a: E(f"ti.cast({a.text}, fp)", a.bound))(g.expr(c, d)),
+    "cast": _op("ti.cast({0}, fp)", lambda a: a),
     # not differentiable: no gradient flows through them (FD sees a step: the harness skips
     # elements next to a jump)
-    "floor": lambda g, c, d: (lambda a: E(f"ti.floor({a.text})", a.bound + 1))(g.expr(c, d)),
-    "stop_grad": lambda g, c, d: (lambda a: E(f"ti.stop_grad({a.text})", a.bound))(g.expr(c, d)),
+    "floor": _op("ti.floor({0})", lambda a: a + 1),
+    "stop_grad": _op("ti.stop_grad({0})", lambda a: a),
 }
 NOT_DIFFERENTIABLE = {"floor", "stop_grad"}
 
