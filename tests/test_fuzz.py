@@ -50,7 +50,8 @@ def test_generator_spells_every_differentiable_op():
     for construct in ("if", "ifexp", "loop:for", "loop:while", "break", "func-call",
                       "kernel:time", "kernel:stencil", "kernel:vector", "kernel:matrix",
                       "store:scatter", "store:atomic_max", "store:atomic_min", "index:gather",
-                      "dead-output", "manual", "tape", "sweep-reordered"):
+                      "dead-output", "manual", "tape", "sweep-reordered", "launched-twice",
+                      "two-rounds"):
         assert construct in seen, construct
 
 
@@ -184,3 +185,46 @@ def test_break_in_serial_loops_is_differentiated(mode):
     loss.grad[None] = 1
     k.grad()
     assert np.allclose(x.grad.to_numpy(), grad)
+
+
+def test_manual_sweep_of_a_kernel_launched_twice(mode):
+    """A kernel that accumulates, launched twice alike in one forward pass, is swept twice. Each
+    .grad() took the latest launch, so the first launch seemed never differentiated and the
+    sweep of the kernel before it was reported as "Adjoints out of order"."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    s = ti.field(ti.f64, shape=4, needs_grad=True)
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def sine():
+        for i in x:
+            s[i] = ti.sin(x[i])
+
+    @ti.kernel
+    def accumulate():
+        for i in x:
+            y[i] += s[i] ** 2
+
+    @ti.kernel
+    def total():
+        for i in x:
+            loss[None] += y[i]
+
+    def forward():
+        y.fill(0)
+        loss[None] = 0
+        sine()
+        accumulate()
+        accumulate()
+        total()
+        return loss[None]
+
+    x.from_numpy(np.array([0.3, -0.5, 0.8, 1.1]))
+    forward()
+    loss.grad[None] = 1
+    for kernel in (total, accumulate, accumulate, sine):
+        kernel.grad()
+    v = x.to_numpy()
+    assert np.allclose(x.grad.to_numpy(), 4 * np.sin(v) * np.cos(v))
+    assert np.allclose(x.grad.to_numpy(), finite_difference(forward, x), rtol=1e-6)

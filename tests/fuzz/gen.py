@@ -351,7 +351,7 @@ class Generator:
         lines += update
         ctx.locals[s] = 2.0
 
-    def store(self, ctx: Ctx, lines: list, pad: str, out: Fld) -> None:
+    def store(self, ctx: Ctx, lines: list, pad: str, out: Fld) -> str:
         e = _squash(self.expr(ctx, self.d.integer(1, 4)))
         i = ctx.index
         form = self.d.choice(["=", "=", "+=", "scatter", "atomic_add", "atomic_sub",
@@ -360,14 +360,15 @@ class Generator:
         out.bound = e.bound
         if form in ("=", "+="):
             lines.append(f"{pad}{out.name}[{i}] {form} {e.text}")
-            return
+            return form
         target = f"{out.name}[({self.d.integer(1, 3)} * {i} + {self.d.integer(0, self.n - 1)}) % N]"
         if form in ("atomic_max", "atomic_min"):
             lines.append(f"{pad}ti.{form}({target}, {e.text})")
-            return
+            return form
         out.bound = e.bound * self.n
         lines.append(f"{pad}{target} += {e.text}" if form == "scatter"
                      else f"{pad}ti.{form}({target}, {e.text})")
+        return form
 
     # ---- kernels ------------------------------------------------------------------------
     def kernel(self, header: list, body) -> str:
@@ -399,16 +400,22 @@ class Generator:
         loop = ("for i in range(1, N - 1):" if stencil else
                 self.d.choice(["for i in range(N):", f"for i in {self.params[0].name}:"]))
 
+        forms = []
+
         def body(lines, pad):
             self.locals_(ctx, lines, pad, self.d.integer(0, 2))
             if self.d.chance(0.4):
                 self.if_block(ctx, lines, pad)
             if self.d.chance(0.4):
                 self.inner_loop(ctx, lines, pad)
-            self.store(ctx, lines, pad, out)
+            forms.append(self.store(ctx, lines, pad, out))
         name = self.kernel(["()", loop], body)
         out.written = True
         self.launch(name, "()", sources, [out])
+        if forms[0] != "=" and self.d.chance(0.25):    # accumulating twice is clean
+            self.features.add("launched-twice")
+            out.bound *= 2
+            self.launch(name, "()", sources, [out])
 
     def vector_kernel(self, matrix: bool) -> None:
         self.features.add("kernel:matrix" if matrix else "kernel:vector")

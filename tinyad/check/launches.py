@@ -130,7 +130,7 @@ class LaunchChecker:
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
-        earlier = self.find_launch(compiled, scalars)
+        earlier = self._latest_alike(compiled, scalars)
         if (earlier is not None and not earlier.adjoint_runs
                 and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
             launch.repeats = earlier
@@ -160,7 +160,19 @@ class LaunchChecker:
         self.tape, self.taint, self.python_reads = None, {}, {}
 
     def find_launch(self, compiled, scalars) -> Launch | None:
-        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
+        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike not yet
+        differentiated (a kernel launched twice alike is swept twice, the later launch
+        first), else the latest alike."""
+        latest = self._latest_alike(compiled, scalars)
+        if latest is None or not latest.adjoint_runs:
+            return latest
+        for launch in reversed(self.history):
+            if (launch.compiled is compiled and not launch.adjoint_runs
+                    and launch.scalars == scalars):
+                return launch
+        return latest
+
+    def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
             return self.latest.get((compiled, scalars))
         except TypeError:    # an unhashable argument: look through the history
