@@ -187,6 +187,32 @@ def test_break_in_serial_loops_is_differentiated(mode):
     assert np.allclose(x.grad.to_numpy(), grad)
 
 
+def test_break_out_of_a_serialized_outermost_loop_is_differentiated(mode):
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        acc = 0.0
+        ti.loop_config(serialize=True)
+        for i in range(6):
+            acc = acc + ti.sin(x[i]) * acc + x[i]
+            if acc > 1.5:
+                break
+        loss[None] = acc
+
+    x.from_numpy(np.array([0.3, 0.5, 0.2, 0.6, 0.9, 0.1]))
+    with ti.ad.Tape(loss):
+        k()
+
+    def run_loss():
+        k()
+        return loss[None]
+    grad = x.grad.to_numpy()
+    assert np.allclose(grad, finite_difference(run_loss, x), rtol=1e-6, atol=1e-9)
+    assert grad[4:].tolist() == [0.0, 0.0]      # the loop stopped before reading them
+
+
 def test_manual_sweep_of_a_kernel_launched_twice(mode):
     """A kernel that accumulates, launched twice alike in one forward pass, is swept twice. Each
     .grad() took the latest launch, so the first launch seemed never differentiated and the
