@@ -342,26 +342,6 @@ def test_break_in_parallel_loop(fields):
     assert_points_at(info, make, "break")
 
 
-def test_break_cannot_be_differentiated(fields):
-    x, _, loss = fields
-
-    def make(x):
-        @ti.kernel
-        def k():
-            for i in x:
-                for j in range(4):
-                    if j > i:
-                        break  # <- error
-                    loss[None] += x[j]
-        return k
-
-    kernel = make(x)
-    kernel()  # runs forward fine
-    with pytest.raises(ti.AutodiffRuleError) as info:
-        kernel.grad()
-    assert_points_at(info, make, "break")
-
-
 def test_func_called_from_python_scope(mode):
     @ti.func
     def f(v):

@@ -437,11 +437,14 @@ def test_clean_twins_forward_then_grad_and_precomputed_noise(cube, capsys):
 
 # ---- silent zeros and misuse ----------------------------------------------------------------------
 
-def test_grad_without_seed_and_kernel_without_gradient_output(cube, mode):
-    x, loss, k = cube
+def test_grad_without_seed_and_kernel_without_gradient_output(cube, mode, capsys):
+    """Warnings, not errors: a zero gradient may be the true one (Taichi's own tests call
+    .grad() so, below), but it is usually a forgotten seed."""
+    x, _, k = cube
     k()
-    with pytest.raises(ti.SilentZeroRuleError, match="every output adjoint zero"):
-        k.grad()
+    k.grad()
+    assert "every output adjoint zero" in capsys.readouterr().err
+    assert not x.grad.to_numpy().any()
     plain = ti.field(ti.f64, shape=4)
 
     @ti.kernel
@@ -450,8 +453,51 @@ def test_grad_without_seed_and_kernel_without_gradient_output(cube, mode):
             plain[i] = x[i]
 
     copy()
-    with pytest.raises(ti.SilentZeroRuleError, match="writes no field that has a gradient"):
-        copy.grad()
+    copy.grad()
+    assert "writes no field that has a gradient" in capsys.readouterr().err
+
+
+def test_taichi_grad_of_integer_kernels_and_unseeded_kernels_run(mode, capsys):
+    """Taichi 1.7.4's test_mod (integer fields: nothing to differentiate) and
+    test_violate_kernel_simplicity1/2 (.grad() with nothing seeded) run, with a warning."""
+    x, y = ti.field(ti.i32), ti.field(ti.i32)
+    ti.root.dense(ti.i, 1).place(x, y)
+    ti.root.lazy_grad()
+
+    @ti.kernel
+    def mod():
+        y[0] = x[0] % 3
+
+    @ti.kernel
+    def mod_atomic():
+        ti.atomic_add(y[0], x[0] % 3)
+
+    for kernel in (mod, mod_atomic):
+        kernel()
+        kernel.grad()
+    a, b = ti.field(ti.f32), ti.field(ti.f32)
+    ti.root.dense(ti.i, 1).place(a, b)
+    ti.root.lazy_grad()
+
+    @ti.kernel
+    def simplicity1():
+        for i in a:
+            b[i] = a[i] * 42
+            for j in ti.static(range(3)):
+                b[i] += a[i]
+
+    @ti.kernel
+    def simplicity2():
+        for i in a:
+            for j in ti.static(range(3)):
+                b[i] += a[i]
+            b[i] += a[i] * 42
+
+    for kernel in (simplicity1, simplicity2):
+        kernel()
+        kernel.grad()
+        assert a.grad[0] == 0
+    assert capsys.readouterr().err.count("Unseeded gradient (warning)") == 4
 
 
 def _two_stage(x, loss):

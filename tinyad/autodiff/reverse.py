@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tinyad.autodiff.activity import Activity, twin_of
+from tinyad.autodiff.breaks import without_breaks
 from tinyad.check import rules
 from tinyad.core import builder as B
 from tinyad.core import ir
@@ -38,6 +39,7 @@ def reverse(kernel: ir.Kernel, notes: list | None = None) -> ir.Kernel:
     """The adjoint kernel of `kernel` (same arguments, no return value). Non-differentiable
     operations met on a gradient path are appended to `notes` as (loc, op)."""
     _reject_grad_loads(kernel)
+    kernel = without_breaks(kernel)      # a serial loop's `break` becomes a flag
     transform = _Reverse(kernel)
     body = transform.region(kernel.body, assigned=frozenset(a.name for a in kernel.args))
     body = eliminate_dead_code(body)

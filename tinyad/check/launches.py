@@ -3,7 +3,8 @@
 They need only facts about each kernel, taken from its IR (which fields it writes and reads,
 which loads its adjoint replays, which fields each store depends on), and fields' values (read
 through the duck-typed `field.data`), never a per-element log. Per launch:
-  * kernel.grad() with no output adjoint seeded, or on a kernel that writes no gradient field;
+  * kernel.grad() with no gradient seeded, or on a kernel that writes no gradient field (warnings:
+    zero may be the true gradient);
   * adjoints run out of order (a later launch read this launch's output and is not yet undone);
   * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
   * a manual sweep adding to a gradient taken at another value of its parameter;
@@ -140,7 +141,7 @@ class LaunchChecker:
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
-        earlier = self.find_launch(compiled, scalars)
+        earlier = self._latest_alike(compiled, scalars)
         if (earlier is not None and not earlier.adjoint_runs
                 and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
             launch.repeats = earlier
@@ -171,7 +172,19 @@ class LaunchChecker:
         self.tape, self.taint, self.python_reads = None, {}, {}
 
     def find_launch(self, compiled, scalars) -> Launch | None:
-        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike."""
+        """The forward launch a manual kernel.grad(*args) belongs to: the latest alike not yet
+        differentiated (a kernel launched twice alike is swept twice, the later launch
+        first), else the latest alike."""
+        latest = self._latest_alike(compiled, scalars)
+        if latest is None or not latest.adjoint_runs:
+            return latest
+        for launch in reversed(self.history):
+            if (launch.compiled is compiled and not launch.adjoint_runs
+                    and launch.scalars == scalars):
+                return launch
+        return latest
+
+    def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
             return self.latest.get((compiled, scalars))
         except TypeError:    # an unhashable argument: look through the history
@@ -483,11 +496,19 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        checker.report(rules.no_output_gradient(kernel=kernel_name))
+        print_report(rules.no_output_gradient(kernel=kernel_name))
         return
-    if not any(_seeded(f.grad, launch) for f in outputs):
-        checker.report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
-                                      first_store=facts.first_store[outputs[0]]))
+    if not any(_seeded(f.grad, launch) for f in outputs) and not _anything_seeded(checker):
+        print_report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+                                            first_store=facts.first_store[outputs[0]]))
+
+
+def _anything_seeded(checker) -> bool:
+    """Does any gradient set from Python or accumulated by an adjoint hold a value? In a correct
+    manual sweep, a kernel whose outputs do not reach the loss has zero output adjoints (its
+    zero gradient is the true one): the seed is missing only when no gradient holds anything."""
+    grads = set(checker.grad_cleared_at) | set(checker.grad_accumulated_at)
+    return any(g.data is not None and g.data.any() for g in grads)
 
 
 def _check_gradient_point(checker, facts, kernel_name):

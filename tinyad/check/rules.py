@@ -250,28 +250,32 @@ def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> Silen
              f"declare {field} with needs_dual=True (or call ti.root.lazy_dual())")))
 
 
-def no_output_gradient(*, kernel: str) -> SilentZeroRuleError:
-    """kernel.grad() on a kernel that writes no field with a gradient."""
-    return SilentZeroRuleError(Report(
-        rule="Unseeded gradient",
+def no_output_gradient(*, kernel: str) -> Report:
+    """kernel.grad() on a kernel that writes no field with a gradient. A warning, not an error:
+    zero is the true gradient of such a kernel (Taichi's test_mod calls .grad() on one)."""
+    return Report(
+        rule="Unseeded gradient (warning)",
         summary=f"{kernel} writes no field that has a gradient, so {kernel}.grad() can only "
                 "produce zeros.",
         kernel=kernel, consequence="every gradient it computes is zero",
-        fix="declare the kernel's output fields with needs_grad=True"))
+        fix="declare the kernel's output fields with needs_grad=True")
 
 
-def unseeded_outputs(*, kernel: str, outputs: list[str],
-                     first_store: SrcLoc) -> SilentZeroRuleError:
-    """kernel.grad() while every output adjoint is zero."""
+def unseeded_outputs(*, kernel: str, outputs: list[str], first_store: SrcLoc) -> Report:
+    """kernel.grad() while every output adjoint is zero and no gradient holds a value. A warning,
+    not an error: zero may be the true gradient (Taichi's test_violate_kernel_simplicity1/2
+    call .grad() with nothing seeded)."""
     names = ", ".join(f"{name}.grad" for name in outputs)
-    return SilentZeroRuleError(Report(
-        rule="Unseeded gradient",
-        summary=f"{kernel}.grad() runs with every output adjoint zero ({names}).",
+    return Report(
+        rule="Unseeded gradient (warning)",
+        summary=f"{kernel}.grad() runs with every output adjoint zero ({names}) and no "
+                "gradient seeded anywhere.",
         kernel=kernel, field=outputs[0],
         write=Access(kind="store", loc=first_store, kernel=kernel),
-        consequence="all gradients it produces are zero",
+        consequence="all gradients it produces are zero (right only if nothing was meant to "
+                    "flow back)",
         fix=f"seed the output first, e.g. {outputs[0]}.grad[None] = 1 for a 0-D loss, or use "
-            "ti.ad.Tape(loss)"))
+            "ti.ad.Tape(loss)")
 
 
 def adjoints_out_of_order(*, kernel: str, launch: int, later_kernel: str, later_launch: int,
