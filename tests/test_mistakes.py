@@ -1,7 +1,8 @@
 """The corpus of mistaken programs (tests/mistakes/): each one ends in a clear tinyad error.
 
 Each file in tests/mistakes/ is a small program with one mistake. Its header says what it must
-raise, `# expect: ErrorClass: fragment of the message`, and may say `# modes: fast-debug`: a
+raise, `# expect: ErrorClass: fragment of the message` (or `# expect: warning: fragment` for
+a mistake that has legitimate uses, reported and run on), and may say `# modes: fast-debug`: a
 run-time mistake that fast mode catches only under `ti.init(debug=True)` (README, "Mistakes and
 errors"). The line the error must name carries the marker `# <- error`.
 
@@ -57,8 +58,17 @@ def test_the_corpus_is_large_and_well_formed():
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_each_mistake_gets_a_clear_error_at_its_line(path, mode, monkeypatch):
+def test_each_mistake_gets_a_clear_error_at_its_line(path, mode, monkeypatch, capfd):
     expected_class, fragment = header(path)["expect"].split(": ", 1)
+    if expected_class == "warning":
+        ti.init(mode=mode)
+        monkeypatch.setenv("TINYAD_MODE", mode)
+        runpy.run_path(str(path), run_name="__main__")
+        text = capfd.readouterr().err
+        assert fragment in text, text
+        assert f"{path.name}:{marked_line(path)}" in text, text
+        assert not INTERNALS.search(text), text
+        return
     error = run_mistake(path, mode, monkeypatch)
     text = str(error)
     assert isinstance(error, ti.TinyadError), f"{type(error).__name__}: {text}"

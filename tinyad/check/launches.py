@@ -496,10 +496,11 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_rounds(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
-        print_report(rules.no_output_gradient(kernel=kernel_name))
+        print_report(rules.no_output_gradient(kernel=kernel_name, call=user_loc()))
         return
     if not any(_seeded(f.grad, launch) for f in outputs) and not _anything_seeded(checker):
-        print_report(rules.unseeded_outputs(kernel=kernel_name, outputs=[f.name for f in outputs],
+        print_report(rules.unseeded_outputs(kernel=kernel_name, call=user_loc(),
+                                            outputs=[f.name for f in outputs],
                                             first_store=facts.first_store[outputs[0]]))
 
 

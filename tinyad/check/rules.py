@@ -250,18 +250,24 @@ def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> Silen
              f"declare {field} with needs_dual=True (or call ti.root.lazy_dual())")))
 
 
-def no_output_gradient(*, kernel: str) -> Report:
+def _called_at(call: SrcLoc | None) -> list:
+    """The user's `kernel.grad()` line, as the first line of a report about that call."""
+    return [Access(kind="call", loc=call)] if call is not None else []
+
+
+def no_output_gradient(*, kernel: str, call: SrcLoc | None = None) -> Report:
     """kernel.grad() on a kernel that writes no field with a gradient. A warning, not an error:
     zero is the true gradient of such a kernel (Taichi's test_mod calls .grad() on one)."""
     return Report(
         rule="Unseeded gradient (warning)",
         summary=f"{kernel} writes no field that has a gradient, so {kernel}.grad() can only "
                 "produce zeros.",
-        kernel=kernel, consequence="every gradient it computes is zero",
+        kernel=kernel, earlier=_called_at(call), consequence="every gradient it computes is zero",
         fix="declare the kernel's output fields with needs_grad=True")
 
 
-def unseeded_outputs(*, kernel: str, outputs: list[str], first_store: SrcLoc) -> Report:
+def unseeded_outputs(*, kernel: str, outputs: list[str], first_store: SrcLoc,
+                     call: SrcLoc | None = None) -> Report:
     """kernel.grad() while every output adjoint is zero and no gradient holds a value. A warning,
     not an error: zero may be the true gradient (Taichi's test_violate_kernel_simplicity1/2
     call .grad() with nothing seeded)."""
@@ -270,7 +276,7 @@ def unseeded_outputs(*, kernel: str, outputs: list[str], first_store: SrcLoc) ->
         rule="Unseeded gradient (warning)",
         summary=f"{kernel}.grad() runs with every output adjoint zero ({names}) and no "
                 "gradient seeded anywhere.",
-        kernel=kernel, field=outputs[0],
+        kernel=kernel, field=outputs[0], earlier=_called_at(call),
         write=Access(kind="store", loc=first_store, kernel=kernel),
         consequence="all gradients it produces are zero (right only if nothing was meant to "
                     "flow back)",
