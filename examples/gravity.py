@@ -88,3 +88,6 @@ print("x.grad against central finite differences:")
 worst = finite_difference_check()
 print(f"largest relative difference over all {2 * N} components: {worst:.2e}")
 assert worst < 1e-5, "autodiff and finite differences disagree"
+
+print("\nHow did autodiff get those forces? Step through it: tinyad lesson 1"
+      "  (tinyad lessons lists all of them)")

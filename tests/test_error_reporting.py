@@ -127,6 +127,9 @@ def test_the_main_example_prints_the_same_energy_in_both_modes():
         proc = _run(["run", "examples/gravity.py"], env={"TINYAD_MODE": mode})
         assert proc.returncode == 0, proc.stderr
         energies[mode] = [line for line in proc.stdout.splitlines() if "U =" in line]
+        # the README's first command ends pointing a newcomer at lesson 1
+        assert proc.stdout.rstrip().splitlines()[-1].endswith(
+            "tinyad lesson 1  (tinyad lessons lists all of them)")
     assert energies["interp"] and energies["interp"] == energies["fast"]
 
 

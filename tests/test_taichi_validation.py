@@ -109,9 +109,11 @@ def test_block_local_is_a_hint_that_changes_nothing(mode):
     np.testing.assert_allclose(a.grad.to_numpy(), expected)
 
 
-def test_grad_of_a_kernel_without_gradients_is_refused(mode):
-    """Taichi's test_ad_demote_dense runs this sweep, which computes nothing; tinyad treats it as
-    the mistake it usually is (a forgotten needs_grad: tests/mistakes/094)."""
+def test_grad_of_a_kernel_without_gradients_is_a_warning(mode, capfd):
+    """Taichi's test_ad_demote_dense runs this sweep, which computes nothing. Zero is the true
+    gradient of a kernel whose outputs have no gradients, so tinyad runs it too, and says at
+    the .grad() line that it can only produce zeros (the mistake it usually is: a forgotten
+    needs_grad, tests/mistakes/094)."""
     a = ti.field(ti.f64, shape=(7, 3, 2))
 
     @ti.kernel
@@ -120,11 +122,13 @@ def test_grad_of_a_kernel_without_gradients_is_refused(mode):
             a[i, j, k] += 1
 
     inc()
-    with pytest.raises(ti.SilentZeroRuleError, match="can only produce zeros"):
-        inc.grad()
+    inc.grad()
+    err = capfd.readouterr().err
+    assert "can only produce zeros" in err and "inc.grad()" in err, err
+    assert (a.to_numpy() == 1).all()
 
 
-def test_a_kernel_that_drops_a_gradient_is_refused(mode):
+def test_a_kernel_that_drops_a_gradient_is_a_warning(mode, capfd):
     x = ti.field(ti.f64, shape=3, needs_grad=True)
     plain = ti.field(ti.f64, shape=3)
 
@@ -134,8 +138,10 @@ def test_a_kernel_that_drops_a_gradient_is_refused(mode):
             plain[i] = x[i]
 
     copy()
-    with pytest.raises(ti.SilentZeroRuleError, match="writes no field that has a gradient"):
-        copy.grad()
+    copy.grad()
+    err = capfd.readouterr().err
+    assert "writes no field that has a gradient" in err and "copy.grad()" in err, err
+    assert (x.grad.to_numpy() == 0).all()
 
 
 def test_dual_fields_can_be_placed_like_gradients(mode):
