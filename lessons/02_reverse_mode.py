@@ -12,6 +12,8 @@ import math
 import numpy as np
 
 import tinyad as ti
+from tinyad.explain import (element_panel, formula_panel, side_by_side, tape_panel,
+                            values_panel)
 
 ti.init(default_fp=ti.f64)
 x = ti.field(ti.f64, shape=3, needs_grad=True)
@@ -43,12 +45,15 @@ print(energy.grad.ir)
 # Read it bottom-up against the primal: `loss[None] += s * x[i]` passes `loss.grad` on to
 # `s` (times `x[i]`) and to `x[i]` (times `s`); then `s = sin(x[i])` passes `s_adj * cos(x[i])`
 # to `x.grad[i]`. The Tape records launches and, on exit, seeds `loss.grad = 1` and runs the
-# adjoints in reverse order.
+# adjoints in reverse order. Inside the Tape, interp mode's access log already holds what
+# the adjoint will need: the first read of `x[1]` whose value it replays.
 
 # %%
 with ti.ad.Tape(loss=loss) as tape:
     energy()
-print("recorded launches:", [a.primal.fn.__name__ for a, *_ in tape.entries])
+    element = element_panel(x, 1)
+print(side_by_side(tape_panel(tape), values_panel(x, loss), element))
+print(side_by_side(formula_panel(energy, loss)))
 for i in range(3):
     xi = x[i]
     print(f"x[{i}] = {xi:.3f}  autodiff {x.grad[i]:+.6f}  formula "

@@ -8,11 +8,14 @@ wide goes below the others instead. Used by `tinyad explain` and by the lessons.
 from __future__ import annotations
 
 import inspect
+import numbers
 import os
 import re
 import shutil
 import sys
 from dataclasses import dataclass
+
+import numpy as np
 
 from tinyad.core import analysis, ir
 from tinyad.core.errors import TinyadError
@@ -105,6 +108,69 @@ def kernel_panels(kernel) -> list[Panel]:
 def show(kernel, *extra: Panel, width: int | None = None) -> None:
     """Print a kernel's source, IR and adjoint IR side by side, then any extra panels."""
     print(side_by_side(*kernel_panels(kernel), *extra, width=width))
+
+
+# ---- panels for a lesson step: the tape, values, the formula, one element's log ----------
+def tape_panel(tape) -> Panel:
+    """What a Tape recorded, and the adjoints its exit runs (in reverse order)."""
+    names = [_entry_name(adjoint) for adjoint, *_ in tape.entries]
+    lines = [f"{k}. {name}()" for k, name in enumerate(names, 1)] or ["(nothing recorded)"]
+    lines += ["backward:"] + [f"   {name}.grad()" for name in reversed(names)]
+    return Panel("the tape", "\n".join(lines))
+
+
+def _entry_name(adjoint) -> str:
+    primal = getattr(adjoint, "primal", None)        # a kernel's .grad, or a grad_for function
+    return getattr(getattr(primal, "fn", None), "__name__", None) or adjoint.__name__
+
+
+def values_panel(*fields) -> Panel:
+    """Each field's values, and its gradient where it has one."""
+    lines = []
+    for f in fields:
+        lines.append(f"{f.name} = {_short(f.to_numpy())}")
+        if f.grad is not None:
+            lines.append(f"{f.name}.grad = {_short(f.grad.to_numpy())}")
+    return Panel("values and gradients", "\n".join(lines))
+
+
+def _short(values) -> str:
+    return np.array2string(np.asarray(values), precision=4, threshold=8, edgeitems=3,
+                           max_line_width=60)
+
+
+def formula_panel(run, loss) -> Panel:
+    """The loss that `run()` computes, as sympy's formula (ti.ad.formula)."""
+    from tinyad.ad import formula  # noqa: PLC0415  (ad.py imports the kernels' machinery)
+    return Panel(f"{loss.name} as a formula (ti.ad.formula)", str(formula(run, loss)))
+
+
+def element_panel(field, index) -> Panel:
+    """What interp mode's access log knows about one element: inside a Tape, the first read
+    whose value the adjoint will replay and the first write; always, the latest write."""
+    from tinyad.runtime import runtime  # noqa: PLC0415
+    index = index if isinstance(index, tuple) else (index,)
+    title = f"access log of {field.name}[{', '.join(map(str, index))}]"
+    checker = getattr(runtime.backend, "checker", None)
+    if checker is None or not hasattr(checker, "last_writer"):
+        return Panel(title, "kept in interp mode with the checks on: ti.init(mode=\"interp\")")
+    events = []
+    if checker.tape is not None:
+        events += [("replayed read", checker.tape.reads.get(field, index)),
+                   ("first write", checker.tape.first_write.get(field, index))]
+    events.append(("latest write", checker.last_writer(field, index)))
+    lines = [f"{label}: {_event(access)}" for label, access in events]
+    return Panel(title, "\n".join(lines))
+
+
+def _event(access) -> str:
+    if access is None:
+        return "none"
+    where = f"line {access.loc.line}" if access.loc is not None else "Python scope"
+    who = f" in {access.kernel}" if access.kernel else ""
+    launch = f" (launch #{access.launch})" if access.launch is not None else ""
+    value = f", value {access.value:.6g}" if isinstance(access.value, numbers.Real) else ""
+    return f"{access.kind} at {where}{who}{launch}{value}"
 
 
 # ---- what the adjoint replays -------------------------------------------------------------

@@ -136,6 +136,12 @@ class Kernel:
     def ir_for(self, templates) -> TracedKernel:
         """The trace for these template values, bound to these ndarray arguments if any (a
         trace is shared by all arrays of one dtype, shape and gradient: tinyad/ndarray.py)."""
+        if not templates:     # no template or ndarray arguments: the common launch, kept short
+            key = (runtime.generation, runtime.config.default_fp, runtime.config.default_ip, ())
+            traced = self._traces.get(key)
+            if traced is not None:
+                self._last_key = key
+                return traced
         kinds = self.kinds()
         arrays = {n: v for n, v in templates.items() if _is_ndarray(kinds[n])}
         key = self._key(templates)
@@ -338,11 +344,13 @@ class TracedKernel:
     def launch(self, variant: str, scalars, *rest):
         """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
         fails part way leaves the fields as they were)."""
+        backend = runtime.backend
+        if not backend.launches_can_fail and undo.active_undo.get() is None:
+            return backend.launch(self, variant, scalars, *rest)    # nothing to undo
         written = self._written.get(variant)
         if written is None:
             written = self._written[variant] = undo.written_fields(self.variant_ir(variant))
-        return undo.run_undoable(written, lambda: runtime.backend.launch(self, variant, scalars,
-                                                                         *rest))
+        return undo.run_undoable(written, lambda: backend.launch(self, variant, scalars, *rest))
 
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
