@@ -5,6 +5,7 @@ last test pins down what it promises instead."""
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 
 import numpy as np
@@ -154,4 +155,33 @@ def test_ctrl_c_in_a_runaway_loop_leaves_the_fields_intact():
             runaway()
     finally:
         timer.cancel()
+    assert x.to_numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_signal_handler_that_raises_stops_the_launch_with_its_own_exception():
+    """A timeout the user's program sets (SIGALRM raising TimeoutError, as test harnesses do)
+    surfaces as that exception, not as an internal error of tinyad, and the fields it
+    interrupted are put back."""
+    ti.init(mode="interp", default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=3)
+
+    @ti.kernel
+    def runaway():
+        for i in x:
+            while x[i] > -1.0:
+                x[i] += 1.0
+
+    def timeout(signum, frame):
+        raise TimeoutError("the program's own timeout")
+
+    x.from_numpy(np.array([1.0, 2.0, 3.0]))
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(TimeoutError, match="the program's own timeout") as info:
+            runaway()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not isinstance(info.value, ti.TinyadError)
     assert x.to_numpy().tolist() == [1.0, 2.0, 3.0]

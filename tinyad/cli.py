@@ -77,7 +77,8 @@ def taichi_is_tinyad():
     try:
         yield
     finally:
-        sys.meta_path.remove(finder)
+        if finder in (sys.meta_path or ()):   # (at interpreter exit sys.meta_path may be gone)
+            sys.meta_path.remove(finder)
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

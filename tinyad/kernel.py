@@ -46,7 +46,18 @@ def _user_facing(call):
     except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
         raise exc.with_traceback(None) from None
     except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
+        if not _raised_in_tinyad(exc):
+            raise     # the user's code raised it (a signal handler, a callback): theirs as it is
         raise internal_error(exc, user_loc()) from exc
+
+
+def _raised_in_tinyad(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is tinyad's (its generated kernel
+    modules included) rather than the user's."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is None or tb.tb_frame.f_globals.get("__name__", "").startswith("tinyad")
 
 
 class Func:
