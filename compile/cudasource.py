@@ -103,8 +103,7 @@ def generate_cuda(kernel: ir.Kernel, debug: bool = False) -> Generated:
     gen = Generator(kernel, "cuda", debug, 0)
     module = CudaModule(gen)
     source = module.source()
-    written = sorted({gen.fields.index(s.field) for s in ir.walk_stmts(kernel.body)
-                      if isinstance(s, (ir.Store, ir.AtomicOp))})
+    written = sorted(gen.fields.index(f) for f in ir.fields_written(kernel.body))
     generated = Generated(kernel, "cuda", source, "launch", gen.fields,
                           [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
                           bool(gen.loops), [], written)

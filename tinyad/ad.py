@@ -22,7 +22,6 @@ from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 
-
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
 # it (programs and tests written for Taichi look for it) and says what holds here instead.
 TAICHI_VALIDATION_WARNING = ("Debug mode is disabled, autodiff valid check will not work. "

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
@@ -27,7 +28,6 @@ from tinyad.field import settle_layout
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
-from tinyad import undo
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
@@ -356,12 +356,14 @@ class TracedKernel:
         """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
         fails part way leaves the fields as they were)."""
         backend = runtime.backend
-        if not backend.launches_can_fail and undo.active_undo.get() is None:
+        tape_log = undo.active_undo.get()
+        if tape_log is None and not backend.launches_can_fail:
             return backend.launch(self, variant, scalars, *rest)    # nothing to undo
         written = self._written.get(variant)
         if written is None:
-            written = self._written[variant] = undo.written_fields(self.variant_ir(variant))
-        return undo.run_undoable(written, lambda: backend.launch(self, variant, scalars, *rest))
+            written = self._written[variant] = ir.fields_written(self.variant_ir(variant).body)
+        return undo.run_undoable(written, tape_log,
+                                 lambda: backend.launch(self, variant, scalars, *rest))
 
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""

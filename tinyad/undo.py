@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 
-from tinyad.core import ir
 from tinyad.runtime import runtime
 
 
@@ -54,23 +53,11 @@ def before_python_write(fld) -> None:
         log.save((fld,))
 
 
-def written_fields(kernel_ir: ir.Kernel) -> tuple:
-    """The fields a kernel variant stores or applies atomics to."""
-    seen: dict[int, object] = {}
-    for stmt in ir.walk_stmts(kernel_ir.body):
-        if isinstance(stmt, (ir.Store, ir.AtomicOp)):
-            seen.setdefault(id(stmt.field), stmt.field)
-    return tuple(seen.values())
-
-
-def run_undoable(written: tuple, run):
-    """Run one launch: its written fields saved in the Tape's log, or, where the launch can
-    fail part way, in a log of its own that is restored if it does."""
-    tape_log = active_undo.get()
+def run_undoable(written, tape_log: UndoLog | None, run):
+    """Run one launch that writes the fields `written`: saved first in the recording Tape's
+    log, or else in a log of its own that is restored if the launch raises part way."""
     if tape_log is not None:
         tape_log.save(written)
-        return run()
-    if not runtime.backend.launches_can_fail:
         return run()
     log = UndoLog()
     log.save(written)

@@ -289,6 +289,15 @@ def walk_expr(expr: Expr) -> Iterator[Expr]:
             yield from walk_expr(arg)
 
 
+def fields_written(block: tuple[Stmt, ...]) -> list:
+    """The global fields a block stores or applies atomics to, in first-write order."""
+    seen: dict[int, Any] = {}
+    for stmt in walk_stmts(block):
+        if isinstance(stmt, (Store, AtomicOp)):
+            seen.setdefault(id(stmt.field), stmt.field)
+    return list(seen.values())
+
+
 def fields_of(block: tuple[Stmt, ...]) -> list:
     """The global fields a block reads or writes, in first-use order."""
     seen: dict[int, Any] = {}
