@@ -163,8 +163,9 @@ def test_offset_bounds_are_checked_against_the_offset_range(mode):
     def past_the_end():
         x[2] = 1.0
 
-    with pytest.raises(ti.TinyadIndexError, match=r"index \(2,\).*offset \(-2,\)"):
+    with pytest.raises(ti.TinyadIndexError, match=r"index \(2,\).*offset \(-2,\)") as info:
         x[2] = 0.0
+    assert "the indices run over [-2, 2)" in str(info.value)     # the hint gives the real range
     assert x[-2] == 0.0
     if mode == "interp":      # fast mode checks bounds under ti.init(debug=True), as Taichi does
         with pytest.raises(ti.TinyadIndexError, match=r"index \(2,\).*offset \(-2,\)"):
