@@ -13,7 +13,7 @@ import numpy as np
 
 from tinyad import undo
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError
+from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError, index_range
 from tinyad.core.srcloc import user_frame
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import note as runtime_note
@@ -245,11 +245,9 @@ class Field:
         for k, o, extent in zip(index, first, self._shape):
             if not o <= k < o + extent:
                 where = "" if self.offset is None else f" with offset {self.offset}"
-                bounds = "0 <= i < its extent" if self.offset is None else \
-                    "offset <= i < offset + extent"
                 raise TinyadIndexError(f"index {index} is out of bounds for field {self.name} "
                                        f"of shape {self._shape}{where}",
-                                       hint=f"each index i must satisfy {bounds}")
+                                       hint=index_range(self._shape, self.offset))
         return index if self.offset is None else tuple(k - o for k, o in zip(index, first))
 
     def __getitem__(self, key):

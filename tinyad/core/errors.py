@@ -70,12 +70,17 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
     extra = f" with {field.element_shape} elements" if field.element_shape else ""
     if offset:
         extra += f" and offset {offset}"
-    bounds = ("each index i must satisfy 0 <= i < its extent" if not offset else
-              "the indices run over " + " x ".join(f"[{o}, {o + n})"
-                                                  for o, n in zip(offset, field.shape)))
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
                             f"{field.shape}{extra}", loc,
-                            hint=f"{bounds}; check the loop range and any i + 1 or i - 1")
+                            hint=f"{index_range(field.shape, offset)}; check the loop range "
+                                 "and any i + 1 or i - 1")
+
+
+def index_range(shape: tuple, offset: tuple | None) -> str:
+    """Which indices a field takes, for a bounds error's hint."""
+    if not offset:
+        return "each index i must satisfy 0 <= i < its extent"
+    return "the indices run over " + " x ".join(f"[{o}, {o + n})" for o, n in zip(offset, shape))
 
 
 class TinyadRuntimeError(TinyadError, RuntimeError):
