@@ -21,6 +21,13 @@ FULL_PROFILE_ONLY = [
     "tests/test_linalg.py::test_svd_and_polar_in_kernel[[]fast-3]",
     "tests/test_linalg.py::test_svd_in_f32_kernel[[]fast-3]",
     "tests/test_benchmarks.py::test_fast_mode_reproduces_the_numbers_of_benchmarks_md[[]mpm]",
+    # the optimisation examples, a counter lesson and the two-mode fuzz compile many kernels;
+    # their interp runs stay in both profiles
+    "tests/test_examples_optimise.py::test_mpm[[]fast]",
+    "tests/test_examples_optimise.py::test_mass_spring[[]fast]",
+    "tests/test_examples_optimise.py::test_ewma_debugging[[]fast]",
+    "tests/test_lessons_seeds.py::test_control_flow_on_a_counter[[]fast]",
+    "tests/test_fuzz.py::test_fuzz_interp_and_fast_mode_agree",
 ]
 # These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [

@@ -8,6 +8,8 @@ per program), so it gets a few small programs and interp mode a few dozen.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from conftest import MODES
@@ -28,7 +30,8 @@ def assert_clean(program, outcome):
 
 
 @pytest.mark.skipif("interp" not in MODES, reason="TINYAD_TEST_MODES leaves out interp mode")
-@settings(max_examples=30, **PROFILE)
+# 30 programs in the full profile (CI), 12 in the README's quicker one
+@settings(max_examples=30 if os.environ.get("TINYAD_TEST_PROFILE") == "full" else 12, **PROFILE)
 @given(gen.programs())
 def test_fuzz_interp_against_finite_differences(program):
     assert_clean(program, harness.check(program, modes=("interp",)))
