@@ -156,8 +156,10 @@ class Field:
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
                      role=role)
         twin.offset = self.offset
-        if self._shape is not None:
+        if self._shape is not None:   # (lazy_grad on a placed field): beside it, as Taichi
             twin._place(self._shape)
+            if self.snode is not None and self.snode.parent() is not None:
+                twin.snode = _place_node(twin, self.snode.parent())
         return twin
 
     def _place(self, shape: tuple[int, ...]) -> None:
