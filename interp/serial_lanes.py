@@ -60,6 +60,8 @@ def plan(loop: ir.For, kernel: ir.Kernel):
     if loop.parallel:
         return None
     nest, body = _nest(loop)
+    if _loads([e for n in nest for e in (n.start, n.stop)]):
+        return None          # bounds read from fields: the scalar loop reads them (checked)
     assigned: set = set()
     written: set = set()
     atomic_ops: dict = {}
@@ -69,6 +71,8 @@ def plan(loop: ir.For, kernel: ir.Kernel):
         if isinstance(s, ir.Assign):
             pass
         elif isinstance(s, ir.AtomicOp) and s.result is None:
+            if s.value.dtype != s.field.dtype:
+                return None  # the scalar path converts old + value, not value: keep its way
             if atomic_ops.setdefault(id(s.field), s.op) != s.op:
                 return None
             written.add(id(s.field))

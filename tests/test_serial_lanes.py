@@ -53,6 +53,7 @@ def test_plan_accepts_reductions_and_refuses_carried_values():
     x = ti.field(ti.f32, shape=100)
     s = ti.field(ti.f32, shape=())
     y = ti.field(ti.f32, shape=100)
+    n = ti.field(ti.i32, shape=())
 
     # (a kernel's top-level loop is parallel: each serial loop sits inside one)
     @ti.kernel
@@ -87,10 +88,16 @@ def test_plan_accepts_reductions_and_refuses_carried_values():
         return k, next(s for s in ti_ir.walk_stmts(k.body)
                        if isinstance(s, ti_ir.For) and not s.parallel)
 
+    @ti.kernel
+    def bounded_by_a_field():     # its bound is a checked read: the scalar loop makes it
+        for _ in range(1):
+            for j in range(n[None]):
+                s[None] += x[j]
+
     from tinyad.core import ir as ti_ir
     kernel, loop = serial_loop(reduction)
     assert serial_lanes.plan(loop, kernel) is not None
-    for refused in (carried, reads_what_it_writes, stores):
+    for refused in (carried, reads_what_it_writes, stores, bounded_by_a_field):
         kernel, loop = serial_loop(refused)
         assert serial_lanes.plan(loop, kernel) is None, refused
 
