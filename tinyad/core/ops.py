@@ -80,7 +80,7 @@ def _sympy_mod():
     """a % b for sympy, with the derivatives sympy's Mod leaves unevaluated (d/db)."""
     sp = _sp()
 
-    class mod(sp.Function):   # noqa: N801  (printed as mod(a, b))
+    class mod(sp.Function):   # (lower case: printed as mod(a, b))
         @classmethod
         def eval(cls, a, b):
             if a.is_Number and b.is_Number:
