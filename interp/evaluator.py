@@ -13,7 +13,7 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
-from tinyad.interp import lanes, random_stream
+from tinyad.interp import lanes, random_stream, serial_lanes
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
 
@@ -41,6 +41,7 @@ class _Compiler:
         self.parallel_loops = 0     # ti.random(): the k-th parallel loop draws from seed + k
         self.in_parallel = False    # a struct-for's inner loops are parallel too: not counted
         self.outer_locals = outer_locals   # for lanes: locals assigned outside parallel loops
+        self.kernel = None          # the kernel compiled (serial loops as lanes need it)
 
     # ---- expressions ---------------------------------------------------------------------
     def expr(self, e: ir.Expr):
@@ -165,10 +166,16 @@ class _Compiler:
                 fr.mem.begin_iteration(s, None)
             if outermost:
                 fr.state = outer_state
-        if parallel and self.domain is NUMERIC and lanes.enabled():
-            # the iterations together, as numpy lanes (None: a loop lanes do not run)
-            return lanes.compile_loop(s, run, self.outer_locals) or run
-        return run
+        if self.domain is not NUMERIC or not lanes.enabled() or self.kernel is None:
+            return run
+        if not parallel:   # a reduction over a long range, as lanes (interp/serial_lanes.py)
+            return serial_lanes.compile_loop(s, self.kernel, run) or run
+        # the iterations together, as numpy lanes (None: a loop lanes do not run)
+        laned = lanes.compile_loop(s, run, self.outer_locals)
+        inner = laned and serial_lanes.serial_work(s, self.kernel, self.outer_locals)
+        if inner:   # the longer lanes win: the parallel loop's, or a serial loop's inside it
+            return lambda fr: (run if inner(fr) > int(stop(fr)) - int(start(fr)) else laned)(fr)
+        return laned or run
 
     def while_loop(self, s: ir.While):
         cond, body, truth = self.expr(s.cond), self.block(s.body), self.domain.truth
@@ -189,6 +196,7 @@ class Program:
         self.kernel = kernel
         self.domain = domain
         compiler = _Compiler(domain, lanes.outer_locals(kernel))
+        compiler.kernel = kernel
         self._body = compiler.block(kernel.body) if kernel.body else (lambda fr: None)
         self.uses_random = any(isinstance(x, ir.Op) and x.op == "random"
                                for s in ir.walk_stmts(kernel.body) for e in ir.stmt_exprs(s)

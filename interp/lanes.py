@@ -32,6 +32,7 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import division_by_zero, out_of_bounds
 from tinyad.core.ops import TABLE
+from tinyad.interp.lanestack import LaneStack
 from tinyad.interp.memory import Memory
 
 # At most this many lanes at once (a longer loop runs in chunks, one after another): bounds the
@@ -259,15 +260,14 @@ class _LaneCompiler:
             return self.branch(s)
         if kind is ir.For:
             return self.loop(s)
-        if kind is ir.Save:
+        if kind is ir.Save:     # one stack per lane: interp/lanestack.py says why
             name = s.name
-            return lambda run, mask: run.stacks.setdefault(name, []).append(run.env.get(name))
+            return lambda run, mask: _stack(run, name).push(run.env.get(name), mask)
         if kind is ir.Restore:
             name = s.name
 
             def restore(run, mask):
-                saved = run.stacks[name].pop()
-                run.env[name] = _merge(mask, saved, run.env.get(name), run.n)
+                run.env[name] = _stack(run, name).pop(run.env.get(name), mask)
             return restore
         raise Unsupported(type(s).__name__)
 
@@ -323,6 +323,13 @@ class _LaneCompiler:
                 else:
                     body(run, mask)
         return loop
+
+
+def _stack(run, name) -> LaneStack:
+    stack = run.stacks.get(name)
+    if stack is None:
+        stack = run.stacks[name] = LaneStack(run.n)
+    return stack
 
 
 def _active(value, mask, n):

@@ -396,3 +396,28 @@ def test_branches_and_repeated_tapes(mode):
         f(x, loss)
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * expected)
     assert loss[None] == pytest.approx(np.where(values > 0, values ** 3, -2 * values).sum())
+
+
+def test_vector_ndarrays_of_taichis_ad_sum_vector_and_ad_vector_arg(mode):
+    """Taichi's test_ad_sum_vector / test_ad_vector_arg assert `p[i] == [a[i] * 2, a[i] * 3]`,
+    which a numpy row fails; the values they mean: p = 2 a, a.grad = 2."""
+    @ti.kernel
+    def doubled(a: ti.types.ndarray(), p: ti.types.ndarray()):
+        for i in p:
+            p[i] = a[i] * 2
+
+    @ti.kernel
+    def scaled(a: ti.types.ndarray(), p: ti.types.ndarray(), z: ti.math.vec2):
+        for i in p:
+            p[i] = a[i] * z[0]
+
+    for kernel, extra in ((doubled, ()), (scaled, (ti.math.vec2([2.0, 3.0]),))):
+        a = ti.ndarray(ti.math.vec2, shape=4, needs_grad=True)
+        p = ti.ndarray(ti.math.vec2, shape=4, needs_grad=True)
+        for i in range(4):
+            a[i] = [3, 3]
+        kernel(a, p, *extra)
+        assert p.to_numpy().tolist() == [[6.0, 6.0]] * 4
+        p.grad.fill(1.0)
+        kernel.grad(a, p, *extra)
+        assert a.grad.to_numpy().tolist() == [[2.0, 2.0]] * 4

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tinyad as ti
+from tinyad.taichi_internals import AutodiffMode
 
 
 def _rule_one_breaker():
@@ -76,7 +77,7 @@ def test_validation_warns_with_taichis_words_and_records_modes(mode):
                                          "not work") as record:
         with ti.ad.Tape(loss=loss, validation=True) as tape:
             square()
-            assert len(tape.calls) == 1 and tape.modes == ["validation"]
+            assert len(tape.calls) == 1 and tape.modes == [AutodiffMode.VALIDATION]
     assert "tinyad's checks do not need debug=True" in str(record[0].message)
     assert x.grad[None] == pytest.approx(6.0)
 

@@ -21,6 +21,7 @@ from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadT
 from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
+from tinyad.taichi_internals import AutodiffMode
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
 # it (programs and tests written for Taichi look for it) and says what holds here instead.
@@ -68,8 +69,9 @@ class Tape(Recorder):
         self.entered = False
         self.gradient_evaluated = False
         self._token = None
-        self.calls: list = []        # (primal callable, args, kwargs): what grad_check replays
-        self.modes: list = []        # per call: "validation" under validation=True, else "reverse"
+        self.calls: list = []        # (primal callable, args), as Taichi's Tape keeps them
+        self.modes: list = []        # per call: AutodiffMode.VALIDATION or .REVERSE, as Taichi
+        self._call_kwargs: list = []   # per call: its keyword arguments (grad_check replays)
         self._grad_checker = None
 
     def __enter__(self):
@@ -119,19 +121,27 @@ class Tape(Recorder):
 
     def record(self, kernel, args, kwargs, launch=None):
         """Called by each kernel launched while this Tape is active."""
-        self.calls.append((kernel, args, kwargs))
-        self.modes.append("validation" if self.validation else "reverse")
+        self._called(kernel, args, kwargs)
         self.entries.append((kernel.grad, args, kwargs, launch))
+
+    def _called(self, primal, args, kwargs):
+        self.calls.append((primal, args))
+        self._call_kwargs.append(kwargs)
+        self.modes.append(AutodiffMode.VALIDATION if self.validation else AutodiffMode.REVERSE)
+        if self.validation and hasattr(primal, "autodiff_mode"):
+            primal.autodiff_mode = AutodiffMode.VALIDATION   # until the Tape ends, as Taichi
 
     def record_custom(self, grad_fn, args, kwargs, primal=None):
         """Called by a grad_replaced function: its gradient replaces its kernels'."""
         if primal is not None:
-            self.calls.append((primal, args, kwargs))
-            self.modes.append("validation" if self.validation else "reverse")
+            self._called(primal, args, kwargs)
         self.entries.append((grad_fn, args, kwargs, None))
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
+        for primal, _ in self.calls:
+            if hasattr(primal, "autodiff_mode"):
+                primal.autodiff_mode = AutodiffMode.NONE
         try:
             self._checks.end_tape()
             if exc_type is None:
@@ -168,7 +178,8 @@ class Tape(Recorder):
                 adjoint(*args, **kwargs)
         self.gradient_evaluated = True
         if self._grad_checker is not None:
-            self._grad_checker.check(self.calls)
+            self._grad_checker.check([(primal, args, kwargs) for (primal, args), kwargs
+                                      in zip(self.calls, self._call_kwargs)])
 
 
 _VALIDATION_CLASSES: dict = {}

@@ -18,6 +18,7 @@ from tinyad.core.srcloc import user_frame
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import note as runtime_note
 from tinyad.runtime import runtime
+from tinyad.taichi_internals import SNodeHandle
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
 
@@ -155,8 +156,10 @@ class Field:
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
                      role=role)
         twin.offset = self.offset
-        if self._shape is not None:
+        if self._shape is not None:   # (lazy_grad on a placed field): beside it, as Taichi
             twin._place(self._shape)
+            if self.snode is not None and self.snode.parent() is not None:
+                twin.snode = _place_node(twin, self.snode.parent())
         return twin
 
     def _place(self, shape: tuple[int, ...]) -> None:
@@ -179,7 +182,7 @@ class Field:
         if self.role == "dual" and self.primal is not None:   # a placeholder dual, now placed
             self.primal._give_grad_a_dual()
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
-            self.snode = SNode(shape, parent=SNode(shape, parent=root, kind="dense"), kind="place")
+            self.snode = _place_node(self, SNode(shape, parent=root, kind="dense"))
         self.host_array = allocate(self, shape)
         for twin in (self.grad, self.dual):
             if twin is not None and twin._shape is None and twin.requested:
@@ -410,6 +413,12 @@ class SNode:
         self._axes = tuple(axes) if axes is not None else (None,) * len(self._shape)
         self._parent = parent
         self.kind = kind          # "root", "dense", "place", or the sparse kind it stands for
+        self.placed: Field | None = None   # a "place" node: the one field it holds
+
+    @property
+    def ptr(self) -> SNodeHandle:
+        """Taichi's handle on the C++ SNode: the queries Taichi's tests make of it."""
+        return SNodeHandle(self)
 
     def dense(self, axes, dimensions, kind: str = "dense") -> "SNode":
         dims = normalize_shape(dimensions)
@@ -464,7 +473,7 @@ class SNode:
                         if each is not None:
                             each.offset = _normalize_offset(offset)
                 f._place(self._shape)
-                f.snode = SNode(self._shape, parent=self, kind="place")
+                f.snode = _place_node(f, self)
             elif f is None:
                 raise TinyadTypeError(
                     "place() got None where a field belongs: x.grad is None when x has a shape= "
@@ -485,7 +494,7 @@ class SNode:
             f.grad.requested = True
             if f.is_placed and not f.grad.is_placed:
                 f.grad._place(f.shape)
-                f.grad.snode = f.snode
+                f.grad.snode = _place_node(f.grad, f.snode.parent())   # beside x, as Taichi
             f._give_grad_a_dual()
 
     def lazy_dual(self) -> None:
@@ -496,12 +505,18 @@ class SNode:
                 f.dual.requested = True
                 if f.is_placed and not f.dual.is_placed:
                     f.dual._place(f.shape)
-                    f.dual.snode = f.snode
+                    f.dual.snode = _place_node(f.dual, f.snode.parent())
             f._give_grad_a_dual()
 
     @property
     def shape(self):
         return self._shape
+
+
+def _place_node(fld: Field, parent: SNode) -> SNode:
+    node = SNode(parent.shape, parent=parent, kind="place")
+    node.placed = fld
+    return node
 
 
 root = SNode()

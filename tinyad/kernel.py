@@ -31,6 +31,7 @@ from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
 from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
+from tinyad.taichi_internals import AutodiffMode
 
 
 def _user_facing(call):
@@ -102,6 +103,7 @@ class Kernel:
         self.grad = AdjointKernel(self)
         self.fwd = TangentKernel(self)
         self.is_no_grad = False
+        self.autodiff_mode = AutodiffMode.NONE   # VALIDATION while in Tape(validation=True)
 
     def __get__(self, instance, owner=None):
         """A kernel defined in a class (Taichi's ti.data_oriented): `obj.step(...)` passes `obj`
@@ -235,6 +237,7 @@ class AdjointKernel:
     """`kernel.grad`: the reverse-mode adjoint of a kernel, built from its IR on first use."""
 
     def __init__(self, primal: Kernel):
+        self.autodiff_mode = AutodiffMode.REVERSE
         self.primal = primal
 
     def __call__(self, *args, **kwargs):
@@ -262,6 +265,7 @@ class TangentKernel:
     launched inside ti.ad.FwdMode run it; `kernel.fwd.ir` shows it."""
 
     def __init__(self, primal: Kernel):
+        self.autodiff_mode = AutodiffMode.FORWARD
         self.primal = primal
 
     @property

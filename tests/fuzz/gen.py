@@ -162,6 +162,9 @@ OPS = {
     "rsqrt": _op("ti.rsqrt(0.25 + ({0}) ** 2)", _const(2.0), _small),
     "select": lambda g, c, d: g.select(c, d),
     "cast": _op("ti.cast({0}, fp)", lambda a: a),
+    # a % b jumps where a / b crosses an integer: here a / b stays inside (2, 3)
+    "mod": _op("((2.4 + 0.2 * ti.sin({0})) % (1.0 + 0.05 * ti.sin({1}) ** 2))", _const(0.6),
+               _same, _same),
     # not differentiable: no gradient flows through them (FD sees a step: the harness skips
     # elements next to a jump)
     "floor": _op("ti.floor({0})", lambda a: a + 1),

@@ -24,6 +24,7 @@ differs) in compile/op_spellings.py; tests/test_ops.py names any consumer that s
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Callable
@@ -72,6 +73,27 @@ class OpSpec:
 def _sp():
     import sympy  # noqa: PLC0415  (sympy is only imported when symbolic checks run)
     return sympy
+
+
+@functools.cache
+def _sympy_mod():
+    """a % b for sympy, with the derivatives sympy's Mod leaves unevaluated (d/db)."""
+    sp = _sp()
+
+    class mod(sp.Function):   # (lower case: printed as mod(a, b))
+        @classmethod
+        def eval(cls, a, b):
+            if a.is_Number and b.is_Number:
+                return sp.Mod(a, b)
+            return None
+
+        def fdiff(self, argindex=1):
+            a, b = self.args
+            return sp.Integer(1) if argindex == 1 else -sp.floor(a / b)
+
+        def _eval_rewrite_as_Mod(self, a, b, **kwargs):
+            return sp.Mod(a, b)
+    return mod
 
 
 def _select(cond, a, b):
@@ -169,7 +191,11 @@ _TABLE: list[OpSpec] = [
            **_infix("/", MUL, ast.Div, operator.truediv)),
     OpSpec("floordiv", 2, "arith", np.floor_divide,
            **_infix("//", MUL, ast.FloorDiv, operator.floordiv)),
-    OpSpec("mod", 2, "arith", np.mod, **_infix("%", MUL, ast.Mod, operator.mod)),
+    # a % b = a - floor(a / b) * b, as Taichi lowers it (its floordiv passes no gradient):
+    # d/da = 1, d/db = -floor(a / b)
+    OpSpec("mod", 2, "arith", np.mod, lambda a, b: _sympy_mod()(a, b),
+           partials=lambda args, out: (1, -B.unary("floor", args[0] / args[1])),
+           **_infix("%", MUL, ast.Mod, operator.mod)),
     OpSpec("pow", 2, "arith", np.power, lambda a, b: a ** b, partials=_pow_partials,
            via_f64=True, **_infix("**", POW, ast.Pow, operator.pow)),
     OpSpec("neg", 1, "arith", np.negative, lambda a: -a,

@@ -1,0 +1,204 @@
+"""Gradients the user takes over or turns off, following Taichi's test_customized_grad.py,
+test_no_grad.py and test_stop_grad.py: grad_replaced / grad_for under a Tape and called by hand,
+through a plain Python proxy and as methods of a ti.data_oriented class, the errors for a
+misdecorated primal; ti.ad.no_grad; fields without gradients in a Tape; ti.stop_grad. Each
+gradient against its analytic value, both modes."""
+import numpy as np
+import pytest
+
+import tinyad as ti
+
+N = 8
+
+
+def _layout():
+    x = ti.field(ti.f64)
+    total = ti.field(ti.f64)
+    ti.root.dense(ti.i, N).place(x)
+    ti.root.place(total)
+    ti.root.lazy_grad()
+    x.from_numpy(np.linspace(0.5, 1.2, N))
+
+    @ti.kernel
+    def scaled_sum(mul: ti.f64):
+        for i in range(N):
+            ti.atomic_add(total[None], x[i] * x[i] * mul)
+    return x, total, scaled_sum
+
+
+def test_grad_replaced_under_a_tape_and_by_hand(mode):
+    """customized_kernels_tape / _grad: the primal runs the kernel twice; the replacement
+    gradient runs its adjoint once, so the gradient is half the true one (the user said so)."""
+    x, total, scaled_sum = _layout()
+
+    @ti.ad.grad_replaced
+    def forward(mul):
+        scaled_sum(mul)
+        scaled_sum(mul)
+
+    @ti.ad.grad_for(forward)
+    def backward(mul):
+        scaled_sum.grad(mul)
+
+    with ti.ad.Tape(loss=total):
+        forward(4.0)
+    np.testing.assert_allclose(x.grad.to_numpy(), 4.0 * 2 * x.to_numpy())
+    assert total[None] == pytest.approx(2 * 4.0 * np.sum(x.to_numpy() ** 2))
+
+    x.grad.fill(0)
+    total.grad[None] = 1.0
+    forward(3.0)
+    forward.grad(3.0)
+    np.testing.assert_allclose(x.grad.to_numpy(), 3.0 * 2 * x.to_numpy())
+
+
+def test_grad_replaced_through_a_python_proxy_and_in_a_class(mode):
+    """customized_kernels_indirect, _oop, _oop2."""
+    x, total, scaled_sum = _layout()
+
+    def proxy(mul):
+        scaled_sum(mul)
+
+    @ti.ad.grad_replaced
+    def forward(mul):
+        proxy(mul)
+        proxy(mul)
+
+    @ti.ad.grad_for(forward)
+    def backward(mul):
+        scaled_sum.grad(mul)
+
+    with ti.ad.Tape(loss=total):
+        forward(4.0)
+    np.testing.assert_allclose(x.grad.to_numpy(), 8.0 * x.to_numpy())
+
+    @ti.data_oriented
+    class Model:
+        def __init__(self):
+            self.x = ti.field(ti.f64, shape=N, needs_grad=True)
+            self.total = ti.field(ti.f64, shape=(), needs_grad=True)
+            self.x.fill(0.5)
+
+        @ti.kernel
+        def cube_sum(self, mul: ti.f64):
+            for i in range(N):
+                ti.atomic_add(self.total[None], self.x[i] ** 3 * mul)
+
+        def proxy(self, mul):
+            self.cube_sum(mul)
+
+        @ti.ad.grad_replaced
+        def forward(self, mul):
+            self.proxy(mul)
+            self.proxy(mul)
+
+        @ti.ad.grad_for(forward)
+        def backward(self, mul):
+            self.cube_sum.grad(mul)
+
+    model = Model()
+    with ti.ad.Tape(loss=model.total):
+        model.forward(2.0)
+    np.testing.assert_allclose(model.x.grad.to_numpy(), 2.0 * 3 * 0.25)
+
+
+def test_grad_for_needs_a_grad_replaced_primal(mode):
+    """decorated_primal_is_taichi_kernel, decorated_primal_missing_decorator: a RuntimeError
+    when the primal is a kernel or undecorated; the kernel's own gradient still works."""
+    x, total, scaled_sum = _layout()
+
+    def undecorated(mul):
+        scaled_sum(mul)
+
+    for primal in (scaled_sum, undecorated):
+        with pytest.raises(RuntimeError):
+            @ti.ad.grad_for(primal)
+            def backward(mul):
+                scaled_sum.grad(mul)
+    with ti.ad.Tape(loss=total):
+        scaled_sum(4.0)
+    np.testing.assert_allclose(x.grad.to_numpy(), 8.0 * x.to_numpy())
+
+
+def test_no_grad_functions_are_left_out(mode):
+    """customized_kernels_tape_no_grad / _grad_no_grad: a no_grad function's kernels add to
+    the loss but not to the gradient; its .grad() does nothing."""
+    x, total, scaled_sum = _layout()
+
+    @ti.ad.no_grad
+    def forward(mul):
+        scaled_sum(mul)
+        scaled_sum(mul)
+
+    with ti.ad.Tape(loss=total):
+        forward(4.0)
+        scaled_sum(5.0)
+    np.testing.assert_allclose(x.grad.to_numpy(), 10.0 * x.to_numpy())
+    x.grad.fill(0)
+    total.grad[None] = 1.0
+    forward(4.0)
+    forward.grad(4.0)
+    assert not x.grad.to_numpy().any()
+
+
+def test_a_field_without_gradient_in_a_tape(mode):
+    """test_no_grad: x has no gradient; the Tape runs and the loss is right. Reading x.grad
+    where none was placed is an error naming it (test_raise_no_gradient)."""
+    x = ti.field(ti.f64)
+    loss = ti.field(ti.f64)
+    ti.root.dense(ti.i, 2).place(x)
+    ti.root.place(loss, loss.grad)
+
+    @ti.kernel
+    def square_sum():
+        for i in range(2):
+            ti.atomic_add(loss[None], x[i] ** 2)
+
+    x.from_numpy(np.array([1.5, 2.0]))
+    with ti.ad.Tape(loss):
+        square_sum()
+    assert loss[None] == 6.25
+
+    y = ti.field(ti.f64, shape=(), needs_grad=True)
+    z = ti.field(ti.f64, shape=())
+
+    @ti.kernel
+    def read_grad(v: ti.template()):
+        y[None] = v.grad[None] * 2
+
+    z[None] = 5.0
+    with pytest.raises(ti.TaichiCompilationError, match="z.grad"):
+        read_grad(z)
+
+
+def test_stop_grad_cuts_one_path(mode):
+    """test_stop_grad (normal_grad, stop_grad, stop_grad2): y = x^2 (+ a stopped x^2)."""
+    x = ti.field(ti.f64, shape=2, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def plain():
+        for i in x:
+            loss[None] += x[i] ** 2
+
+    @ti.kernel
+    def stopped():
+        for i in x:
+            ti.stop_grad(x)
+            loss[None] += x[i] ** 2
+
+    @ti.kernel
+    def half_stopped():
+        for i in x:
+            loss[None] += x[i] ** 2 + ti.stop_grad(x[i]) ** 2 * x[i]
+
+    x.from_numpy(np.array([1.0, 3.0]))
+    with ti.ad.Tape(loss):
+        plain()
+    np.testing.assert_allclose(x.grad.to_numpy(), [2.0, 6.0])
+    with ti.ad.Tape(loss):
+        stopped()
+    np.testing.assert_allclose(x.grad.to_numpy(), [0.0, 0.0])
+    with ti.ad.Tape(loss):
+        half_stopped()
+    np.testing.assert_allclose(x.grad.to_numpy(), [2.0 + 1.0, 6.0 + 9.0])
