@@ -387,16 +387,27 @@ class Generator(ExprWriter, Planner):
             target = self.access(fld, indices, s.loc)
             self.line(depth, f"for {t} in range(_CHUNKS):  # add up the chunks' sums")
             self.line(depth + 1, f"{target} += {partials[acc]}[{t}]", s.loc)
+        # Copies of fields of one size are added up in one parallel pass (a tangent kernel's
+        # field and its dual: one fork-join, not two)
+        by_size: dict = {}
         for fld, copies in plan.private.values():
-            array = self.arrays[id(fld)]
-            flat, rows, k, total = (self.names.temp(n) for n in ("flat", "rows", "k", "sum"))
-            self.line(depth, f"{flat} = {array}.reshape(-1)  # add up the per-chunk copies")
-            self.line(depth, f"{rows} = {copies}.reshape(_CHUNKS, -1)")
-            self.line(depth, f"for {k} in prange({flat}.shape[0]):")
-            self.line(depth + 1, f"{total} = {flat}[{k}]")
-            self.line(depth + 1, f"for {t} in range(_CHUNKS):")
-            self.line(depth + 2, f"{total} += {rows}[{t}, {k}]")
-            self.line(depth + 1, f"{flat}[{k}] = {total}")
+            by_size.setdefault(ir.array_size(fld), []).append((fld, copies))
+        for group in by_size.values():
+            k = self.names.temp("k")
+            pairs = []
+            for fld, copies in group:
+                flat, rows = self.names.temp("flat"), self.names.temp("rows")
+                self.line(depth, f"{flat} = {self.arrays[id(fld)]}.reshape(-1)"
+                                 "  # add up the per-chunk copies")
+                self.line(depth, f"{rows} = {copies}.reshape(_CHUNKS, -1)")
+                pairs.append((flat, rows))
+            self.line(depth, f"for {k} in prange({pairs[0][0]}.shape[0]):")
+            for flat, rows in pairs:
+                total = self.names.temp("sum")
+                self.line(depth + 1, f"{total} = {flat}[{k}]")
+                self.line(depth + 1, f"for {t} in range(_CHUNKS):")
+                self.line(depth + 2, f"{total} += {rows}[{t}, {k}]")
+                self.line(depth + 1, f"{flat}[{k}] = {total}")
 
     def while_loop(self, s: ir.While, depth, ctx):
         has_random = any(isinstance(x, ir.Op) and x.op == "random" for x in ir.walk_expr(s.cond))
