@@ -43,34 +43,49 @@ KERNELS = _Names()    # kernel names
 
 
 class Columns:
-    """One field's events, a column per fact, each shaped like the field's array."""
-    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    """One field's events, a column per fact, each shaped like the field's array. Only `time`
+    starts zeroed (0: no event); the others are read only where `time` is set."""
+    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration", "flats")
+    NAMES = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
 
     def __init__(self, data: np.ndarray):
         shape = data.shape
         self.time = np.zeros(shape, np.int64)
-        self.value = np.zeros(shape, data.dtype)
-        self.kind = np.zeros(shape, np.int8)
-        self.loc = np.zeros(shape, np.int32)
-        self.kernel = np.zeros(shape, np.int16)
-        self.launch = np.zeros(shape, np.int32)
-        self.iteration = np.zeros(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        self.value = np.empty(shape, data.dtype)
+        self.kind = np.empty(shape, np.int8)
+        self.loc = np.empty(shape, np.int32)
+        self.kernel = np.empty(shape, np.int16)
+        self.launch = np.empty(shape, np.int32)
+        self.iteration = np.empty(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        # the same columns as 1-d views, made once (for flat index arrays)
+        self.flats = tuple(getattr(self, name).reshape(-1) for name in Columns.NAMES)
 
     def flat(self):
-        """The same columns as 1-d views (for flat index arrays)."""
-        return tuple(getattr(self, name).reshape(-1) for name in Columns.__slots__)
+        return self.flats
 
 
 class ElementLog:
     """At most one event per element of each field."""
 
-    def __init__(self):
+    def __init__(self, reusable: bool = False):
         self.fields: dict = {}      # field -> Columns
+        # A reusable log (one launch's, outside a Tape) remembers where it put events, to
+        # empty itself for the next launch without allocating field-sized columns again.
+        self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
+        self.dirty_fields: set = set()                      # fields written element-wise
+
+    def empty(self) -> None:
+        """Forget every event (a reusable log: only the elements it recorded are touched)."""
+        for times, where in self.dirty:
+            times[where] = 0
+        for fld in self.dirty_fields:
+            self.fields[fld].time.fill(0)
+        self.dirty, self.dirty_fields = [], set()
 
     def columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
         if cols is None and create:
-            cols = self.fields[fld] = Columns(fld.data)
+            cols = self.fields[fld] = Columns(fld.host_array)
         return cols
 
     # ---- one element (the scalar log) -----------------------------------------------------
@@ -88,6 +103,8 @@ class ElementLog:
         """Record the event at `index`, replacing any earlier one."""
         cols = self.columns(fld)
         cols.time[index] = time
+        if self.dirty is not None:      # element by element: empty the whole column
+            self.dirty_fields.add(fld)
         cols.value[index] = value
         cols.kind[index] = KIND_CODE[kind]
         cols.loc[index] = LOCS.code(loc)
@@ -119,32 +136,36 @@ class ElementLog:
     def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
                  first_only: bool) -> None:
         """Record one event per flat index (a later duplicate replaces an earlier one, unless
-        `first_only`, which also keeps the events already there)."""
+        `first_only`, which also keeps the events already there). `kind` is a name or kind
+        codes, `loc` source-line codes (LOCS), `time` a tick: each a scalar or one per index."""
         cols = self.columns(fld)
-        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flat()
+        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flats
         if first_only:
             # Keep elements with no event yet; assigned back to front, so that of duplicate
             # indices the first one's event is the one left (numpy's last write wins).
             keep = np.flatnonzero(time_c[flat] == 0)[::-1]
             flat = flat[keep]
-            values = values[keep] if np.ndim(values) else values
-            lanes = lanes[keep] if np.ndim(lanes) else lanes
+            values, lanes, kind, loc, time = (x[keep] if np.ndim(x) else x
+                                              for x in (values, lanes, kind, loc, time))
         time_c[flat] = time
+        if self.dirty is not None:
+            self.dirty.append((time_c, flat))
         value_c[flat] = values
-        kind_c[flat] = KIND_CODE[kind]
-        loc_c[flat] = LOCS.code(loc)
+        kind_c[flat] = KIND_CODE[kind] if isinstance(kind, str) else kind
+        loc_c[flat] = loc
         kernel_c[flat] = KERNELS.code(kernel)
         launch_c[flat] = launch
         iteration_c[flat] = lanes + 1
 
 
 def _access(cols: Columns, index) -> Access:
-    iteration = int(cols.iteration[index])
-    kernel = int(cols.kernel[index])
-    return Access(KINDS[cols.kind[index]], LOCS.items[cols.loc[index]],
-                  KERNELS.items[kernel] if kernel else None, int(cols.launch[index]) or None,
-                  None if iteration == 0 else iteration - 1, cols.value[index][()],
-                  int(cols.time[index]))
+    def at(column):     # a witness keeps a column the same for every element as a scalar
+        return column[index] if np.ndim(column) else column
+    iteration, kernel = int(at(cols.iteration)), int(at(cols.kernel))
+    return Access(KINDS[at(cols.kind)], LOCS.items[at(cols.loc)],
+                  KERNELS.items[kernel] if kernel else None, int(at(cols.launch)) or None,
+                  None if iteration == 0 else iteration - 1, at(cols.value)[()],
+                  int(at(cols.time)))
 
 
 class Witness:
@@ -161,27 +182,19 @@ class Witness:
         self.ones.setdefault((fld, index), event)
 
     def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
-        n = len(flat)
+        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
         self.pending.setdefault(fld, []).append((
-            flat, np.full(n, time, np.int64), values, np.full(n, KIND_CODE["read"], np.int8),
-            np.full(n, LOCS.code(loc), np.int32), np.full(n, KERNELS.code(kernel), np.int16),
-            np.full(n, launch, np.int32), lanes.astype(np.int32) + 1))
+            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch,
+            lanes.astype(np.int32) + 1))
 
     def seal(self) -> "Witness":
         for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
-            flat = np.ravel_multi_index(index, fld.data.shape) if index else 0
-            self.pending.setdefault(fld, []).append(tuple(np.array([v]) for v in (
-                flat, time, value, KIND_CODE[kind], LOCS.code(loc), KERNELS.code(kernel),
-                launch, 0 if it is None else it + 1)))
+            flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
+            self.pending.setdefault(fld, []).append((
+                np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
+                KERNELS.code(kernel), launch, 0 if it is None else it + 1))
         for fld, parts in self.pending.items():
-            columns = [np.concatenate(c) for c in zip(*parts)]
-            order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
-            flat, first = np.unique(columns[0][order], return_index=True)
-            picked = Columns.__new__(Columns)
-            for name, column in zip(Columns.__slots__, columns[1:]):
-                setattr(picked, name, column[order][first].astype(
-                    fld.data.dtype if name == "value" else column.dtype, copy=False))
-            self.fields[fld] = (flat, picked)
+            self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
         self.pending, self.ones = {}, {}
         return self
 
@@ -195,6 +208,33 @@ class Witness:
         differ = np.flatnonzero(~same_values(now, cols.value))
         return {tuple(int(i) for i in np.unravel_index(flat[k], data.shape)): _access(cols, k)
                 for k in differ}
+
+
+def _first_reads(parts, dtype):
+    """(flat indices, Columns) of each element's first read among the parts, each part a
+    tuple of columns in Columns.NAMES order after its flat indices, a column a scalar (the
+    same for the part's every read) or one entry per read. A column the same for every read
+    stays a scalar (no memory per element; _access reads either)."""
+    if len(parts) == 1:       # one part (the common case): its reads are in time order
+        flat, first = np.unique(parts[0][0], return_index=True)
+        columns = [c[first] if np.ndim(c) else c for c in parts[0][1:]]
+    else:
+        n = [len(p[0]) for p in parts]
+        columns = [_joined_column([p[k] for p in parts], n) for k in range(len(parts[0]))]
+        order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
+        flat, first = np.unique(columns[0][order], return_index=True)
+        columns = [c[order][first] for c in columns[1:]]
+    picked = Columns.__new__(Columns)
+    for name, column in zip(Columns.NAMES, columns):
+        setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
+    return flat, picked
+
+
+def _joined_column(pieces, lengths) -> np.ndarray:
+    """Pieces of one column (scalars or arrays of the given lengths) end to end."""
+    if all(np.ndim(p) == 0 for p in pieces):
+        return np.repeat(pieces, lengths)
+    return np.concatenate([p if np.ndim(p) else np.full(m, p) for p, m in zip(pieces, lengths)])
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:

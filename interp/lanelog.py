@@ -22,7 +22,7 @@ import numpy as np
 from tinyad.core import analysis, ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import same_values
+from tinyad.interp.elementlog import KIND_CODE, LOCS, same_values
 
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
@@ -30,13 +30,12 @@ SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3
 
 class _Event:
     __slots__ = ("kind", "fld", "flat", "lanes", "values", "first_values", "site",
-                 "replayed", "rows")
+                 "replayed", "time")
 
-    def __init__(self, kind, fld, flat, lanes_, values, site, replayed, rows,
-                 first_values=None):
+    def __init__(self, kind, fld, flat, lanes_, values, site, replayed, first_values=None):
         self.kind, self.fld, self.flat, self.lanes, self.values = kind, fld, flat, lanes_, values
         self.first_values = values if first_values is None else first_values
-        self.site, self.replayed, self.rows = site, replayed, rows
+        self.site, self.replayed, self.time = site, replayed, 0
 
 
 def _flat(data, idx, n):
@@ -45,13 +44,40 @@ def _flat(data, idx, n):
     return np.ravel_multi_index(idx, data.shape)
 
 
-def _rows(idx):
-    """The leading indices touched, as launch.read_rows keeps them (index[:1])."""
-    if not idx:
-        return {()}
-    if isinstance(idx[0], int):
-        return {(idx[0],)}
-    return {(int(r),) for r in np.unique(idx[0])}
+def _joined(events, attr):
+    """One array of the events' `attr` arrays, in event order."""
+    parts = [getattr(e, attr) for e in events]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _per_element(events, value_of):
+    """`value_of(event)` for every element of the events: a scalar where all events agree."""
+    values = [value_of(e) for e in events]
+    if all(v == values[0] for v in values):
+        return values[0]
+    return np.repeat(values, [len(e.flat) for e in events])
+
+
+class _LaunchRows:
+    """The flat indices a launch's lanes read and wrote, per field, turned into the rows
+    (leading indices) that launch.read_rows / wrote_rows keep only when the order check asks
+    for them (launch.row_source): most launches are never asked."""
+
+    def __init__(self, launch):
+        self.launch, self.read, self.wrote = launch, {}, {}
+        launch.row_source = (self.read, self.wrote, self.rows)
+
+    def rows(self, read, wrote):
+        launch = self.launch
+        for flats, into in ((read, launch.read_rows), (wrote, launch.wrote_rows)):
+            for fld, parts in flats.items():
+                shape = fld.host_array.shape
+                if not shape:
+                    into.setdefault(fld, set()).add(())
+                    continue
+                lead = np.unique(np.concatenate(parts) // int(np.prod(shape[1:], dtype=np.int64)))
+                into.setdefault(fld, set()).update((int(r),) for r in lead)
+        return launch.read_rows, launch.wrote_rows
 
 
 class LoggedLanes(lanes.PlainLanes):
@@ -65,39 +91,35 @@ class LoggedLanes(lanes.PlainLanes):
         # only these need the element-wise checks within the loop.
         self.unproven = _unproven_fields(memory.launch.compiled, memory.replayed)
 
-    def _keep_old(self, fld, idx):
+    def _keep_old(self, fld, idx, site):
         """Remember the values a write is about to replace (to undo the loop)."""
-        data = fld.data
+        data = self.checked(fld, idx, site)
         self.saved.append((data, idx, data[idx].copy() if idx else data[()].copy()))
 
     def load(self, fld, idx, lanes_, site):
         values = super().load(fld, idx, lanes_, site)
         if fld.role == "primal":
-            self.events.append(_Event("read", fld, _flat(fld.data, idx, len(lanes_)), lanes_,
-                                      values, site, id(site) in self.memory.replayed,
-                                      _rows(idx)))
+            self.events.append(_Event("read", fld, _flat(fld.host_array, idx, len(lanes_)), lanes_,
+                                      values, site, id(site) in self.memory.replayed))
         return values
 
     def store(self, fld, idx, values, lanes_, site):
-        self.checked(fld, idx, site)
-        self._keep_old(fld, idx)
+        self._keep_old(fld, idx, site)
         super().store(fld, idx, values, lanes_, site)
         if fld.role == "primal":
-            flat = _flat(fld.data, idx, len(lanes_))
-            self.events.append(_Event("store", fld, flat, lanes_, values, site, False,
-                                      _rows(idx)))
+            flat = _flat(fld.host_array, idx, len(lanes_))
+            self.events.append(_Event("store", fld, flat, lanes_, values, site, False))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
-        self.checked(fld, idx, site)
-        self._keep_old(fld, idx)
+        self._keep_old(fld, idx, site)
         if fld.role != "primal":
             return super().atomic(op, fld, idx, values, lanes_, site)
-        flat = _flat(fld.data, idx, len(lanes_))
-        old = fld.data.reshape(-1)[flat]
-        first = lanes.ATOMIC_UFUNCS[op](old, values).astype(fld.data.dtype, copy=False)
+        flat = _flat(fld.host_array, idx, len(lanes_))
+        data = fld.host_array.reshape(-1)
+        first = lanes.ATOMIC_UFUNCS[op](data[flat], values).astype(data.dtype, copy=False)
         super().atomic(op, fld, idx, values, lanes_, site)
-        self.events.append(_Event("atomic_" + op, fld, flat, lanes_,
-                                  fld.data.reshape(-1)[flat], site, False, _rows(idx), first))
+        self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[flat], site, False,
+                                  first))
 
     # ---- the loop has ended ---------------------------------------------------------------
     def end(self, loop) -> bool:
@@ -144,8 +166,11 @@ class LoggedLanes(lanes.PlainLanes):
                 if e.replayed and e.fld in self.unproven:
                     reads.setdefault(e.fld, []).append((e.flat, e.values))
                 continue
+            cols = scope.reads.columns(e.fld, create=False)
+            if cols is None and e.fld not in reads:
+                continue           # no replayed read of the field yet: nothing to overwrite
             earlier = np.zeros(len(e.flat), bool)
-            read_value = np.zeros(len(e.flat), e.fld.data.dtype)
+            read_value = np.zeros(len(e.flat), e.fld.host_array.dtype)
             if e.fld in reads:     # read earlier in this loop (the first read's value)
                 flat = np.concatenate([f for f, _ in reads[e.fld]])
                 values = np.concatenate([v for _, v in reads[e.fld]])
@@ -153,7 +178,6 @@ class LoggedLanes(lanes.PlainLanes):
                 at = np.minimum(np.searchsorted(known, e.flat), len(known) - 1)
                 earlier = known[at] == e.flat
                 read_value[earlier] = values[first[at[earlier]]]
-            cols = scope.reads.columns(e.fld, create=False)
             if cols is not None:   # read earlier in the scope: that read comes first
                 in_scope = cols.time.reshape(-1)[e.flat] != 0
                 read_value = np.where(in_scope, cols.value.reshape(-1)[e.flat], read_value)
@@ -163,28 +187,46 @@ class LoggedLanes(lanes.PlainLanes):
         return False
 
     def _commit(self):
+        """Fold the loop's events into the per-element summaries: one update per field and
+        summary (not per statement), each element keeping its event's own tick."""
         memory = self.memory
         launch, checker, scope = memory.launch, memory.checker, memory.scope
         kernel, number = launch.kernel, launch.number
-        for e in self.events:
-            time, loc = checker.tick(), e.site.loc
-            if e.kind == "read":
-                launch.read_rows.setdefault(e.fld, set()).update(e.rows)
-                if e.replayed:
-                    memory.witness.add_many(e.fld, e.flat, loc, kernel, number, e.lanes,
-                                            e.values, time)
-                    scope.reads.put_many(e.fld, e.flat, "read", loc, kernel, number, e.lanes,
-                                         e.values, time, first_only=True)
+        if memory.lane_rows is None:
+            memory.lane_rows = _LaunchRows(launch)
+        rows = memory.lane_rows
+        for e in self.events:          # ticks in the order the accesses happened
+            e.time = checker.tick()
+        for fld, events in self._by_field().items():
+            reads = [e for e in events if e.kind == "read"]
+            writes = [e for e in events if e.kind != "read"]
+            if reads:
+                rows.read.setdefault(fld, []).extend(e.flat for e in reads)
+            replayed = [e for e in reads if e.replayed]
+            if replayed:
+                flat, lanes_, values = (_joined(replayed, a) for a in ("flat", "lanes", "values"))
+                time = _per_element(replayed, lambda e: e.time)
+                loc = _per_element(replayed, lambda e: LOCS.code(e.site.loc))
+                memory.witness.add_many(fld, flat, loc, kernel, number, lanes_, values, time)
+                scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_, values,
+                                     time, first_only=True)
+            if not writes:
                 continue
-            launch.wrote_rows.setdefault(e.fld, set()).update(e.rows)
-            scope.first_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
-                                       e.first_values, time, first_only=True)
-            if e.kind in ACCUMULATE:
-                scope.accumulated.put_many(e.fld, e.flat, e.kind, loc, kernel, number,
-                                           e.lanes, e.first_values, time, first_only=True)
-            checker.last_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
-                                        e.values, time, first_only=False)
+            rows.wrote.setdefault(fld, []).extend(e.flat for e in writes)
+            self._commit_writes(fld, writes, scope.first_write, "first_values", True)
+            accumulated = [e for e in writes if e.kind in ACCUMULATE]
+            if accumulated:
+                self._commit_writes(fld, accumulated, scope.accumulated, "first_values", True)
+            self._commit_writes(fld, writes, checker.last_write, "values", False)
         self.events, self.saved = [], []
+
+    def _commit_writes(self, fld, writes, log, values, first_only):
+        memory = self.memory
+        kind = _per_element(writes, lambda e: KIND_CODE[e.kind])
+        loc = _per_element(writes, lambda e: LOCS.code(e.site.loc))
+        log.put_many(fld, _joined(writes, "flat"), kind, loc, memory.launch.kernel,
+                     memory.launch.number, _joined(writes, "lanes"), _joined(writes, values),
+                     _per_element(writes, lambda e: e.time), first_only=first_only)
 
 
 def _unproven_fields(traced, replayed) -> set:
