@@ -64,11 +64,24 @@ class Columns:
         return self.flats
 
 
+# Lanes' events wait, per field, until the log is next read or they reach this many elements
+# (or the field's size, if larger): then they are folded into the columns in one go.
+FOLD_AT = 1 << 14
+
+
 class ElementLog:
-    """At most one event per element of each field."""
+    """At most one event per element of each field.
+
+    Events from lanes (`put_many`) are not written into the columns at once: each waits in a
+    pending list, and whatever reads the log first folds the field's pending events in one
+    update (`_fold`). A program that launches many small loops (a time step at a time) then
+    updates the columns once per many launches rather than once per loop, and the pending
+    lists stay below the field's size (or FOLD_AT elements)."""
 
     def __init__(self, reusable: bool = False):
         self.fields: dict = {}      # field -> Columns
+        self.pending: dict = {}     # field -> [(first_only, flat, time, value, kind, loc,
+        self.pending_size: dict = {}  #          kernel, launch, lanes)], waiting; its length
         # A reusable log (one launch's, outside a Tape) remembers where it put events, to
         # empty itself for the next launch without allocating field-sized columns again.
         self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
@@ -76,6 +89,7 @@ class ElementLog:
 
     def empty(self) -> None:
         """Forget every event (a reusable log: only the elements it recorded are touched)."""
+        self.pending, self.pending_size = {}, {}
         for times, where in self.dirty:
             times[where] = 0
         for fld in self.dirty_fields:
@@ -83,6 +97,11 @@ class ElementLog:
         self.dirty, self.dirty_fields = [], set()
 
     def columns(self, fld, create=True) -> Columns | None:
+        if fld in self.pending:
+            self._fold(fld)
+        return self._columns(fld, create)
+
+    def _columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
         if cols is None and create:
             cols = self.fields[fld] = Columns(fld.host_array)
@@ -90,11 +109,11 @@ class ElementLog:
 
     # ---- one element (the scalar log) -----------------------------------------------------
     def has(self, fld, index) -> bool:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         return cols is not None and cols.time[index] != 0
 
     def get(self, fld, index) -> Access | None:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is None or cols.time[index] == 0:
             return None
         return _access(cols, index)
@@ -121,13 +140,13 @@ class ElementLog:
         return True
 
     def clear(self, fld, index) -> None:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is not None:
             cols.time[index] = 0
 
     def elements(self, fld) -> list:
         """The indices of the elements of `fld` that have an event, in index order."""
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is None:
             return []
         return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.time))]
@@ -137,23 +156,48 @@ class ElementLog:
                  first_only: bool) -> None:
         """Record one event per flat index (a later duplicate replaces an earlier one, unless
         `first_only`, which also keeps the events already there). `kind` is a name or kind
-        codes, `loc` source-line codes (LOCS), `time` a tick: each a scalar or one per index."""
-        cols = self.columns(fld)
+        codes, `loc` source-line codes (LOCS), `time` a tick: each a scalar or one per index.
+        The events wait until the log is next read (see the class)."""
+        kind = KIND_CODE[kind] if isinstance(kind, str) else kind
+        self.pending.setdefault(fld, []).append(
+            (first_only, flat, time, values, kind, loc, KERNELS.code(kernel), launch, lanes))
+        size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
+        if size >= FOLD_AT and size >= fld.host_array.size:
+            self._fold(fld)
+
+    def _fold(self, fld) -> None:
+        """Write the field's pending events into its columns, in the order they came."""
+        parts = self.pending.pop(fld)
+        del self.pending_size[fld]
+        start = 0
+        while start < len(parts):      # runs of parts alike in first_only (in practice: all)
+            stop = start + 1
+            while stop < len(parts) and parts[stop][0] == parts[start][0]:
+                stop += 1
+            run = parts[start:stop]
+            lengths = [len(p[1]) for p in run]
+            self._write(fld, run[0][0], *(_joined_column([p[k] for p in run], lengths)
+                                          if len(run) > 1 else run[0][k] for k in range(1, 9)))
+            start = stop
+
+    def _write(self, fld, first_only, flat, time, values, kind, loc, kernel, launch, lanes):
+        cols = self._columns(fld)
         time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flats
         if first_only:
             # Keep elements with no event yet; assigned back to front, so that of duplicate
             # indices the first one's event is the one left (numpy's last write wins).
             keep = np.flatnonzero(time_c[flat] == 0)[::-1]
             flat = flat[keep]
-            values, lanes, kind, loc, time = (x[keep] if np.ndim(x) else x
-                                              for x in (values, lanes, kind, loc, time))
+            time, values, kind, loc, kernel, launch, lanes = (
+                x[keep] if np.ndim(x) else x
+                for x in (time, values, kind, loc, kernel, launch, lanes))
         time_c[flat] = time
         if self.dirty is not None:
             self.dirty.append((time_c, flat))
         value_c[flat] = values
-        kind_c[flat] = KIND_CODE[kind] if isinstance(kind, str) else kind
+        kind_c[flat] = kind
         loc_c[flat] = loc
-        kernel_c[flat] = KERNELS.code(kernel)
+        kernel_c[flat] = kernel
         launch_c[flat] = launch
         iteration_c[flat] = lanes + 1
 
@@ -216,8 +260,12 @@ def _first_reads(parts, dtype):
     same for the part's every read) or one entry per read. A column the same for every read
     stays a scalar (no memory per element; _access reads either)."""
     if len(parts) == 1:       # one part (the common case): its reads are in time order
-        flat, first = np.unique(parts[0][0], return_index=True)
-        columns = [c[first] if np.ndim(c) else c for c in parts[0][1:]]
+        flat = parts[0][0]
+        if len(flat) > 1 and not np.all(flat[1:] > flat[:-1]):   # (increasing: all distinct)
+            flat, first = np.unique(flat, return_index=True)
+            columns = [c[first] if np.ndim(c) else c for c in parts[0][1:]]
+        else:
+            columns = list(parts[0][1:])
     else:
         n = [len(p[0]) for p in parts]
         columns = [_joined_column([p[k] for p in parts], n) for k in range(len(parts[0]))]

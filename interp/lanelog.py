@@ -125,11 +125,13 @@ class LoggedLanes(lanes.PlainLanes):
     def end(self, loop) -> bool:
         """-> True when the loop's accesses are clean and logged; False when they were undone
         (the caller runs the loop on the scalar path, which reports)."""
-        if self._conflicting() or self._overwrites_a_replayed_read():
-            for data, idx, old in reversed(self.saved):
-                data[idx if idx else ()] = old
-            return False
-        self._commit()
+        by_field = self._by_field()
+        for fld, events in by_field.items():
+            if self._conflicting(fld, events) or self._overwrites_a_replayed_read(fld, events):
+                for data, idx, old in reversed(self.saved):
+                    data[idx if idx else ()] = old
+                return False
+        self._commit(by_field)
         return True
 
     def _by_field(self):
@@ -138,55 +140,68 @@ class LoggedLanes(lanes.PlainLanes):
             grouped.setdefault(e.fld, []).append(e)
         return grouped
 
-    def _conflicting(self) -> bool:
-        for fld, events in self._by_field().items():
-            if fld not in self.unproven or all(e.kind == "read" for e in events):
-                continue
-            flat = np.concatenate([e.flat for e in events])
-            lane = np.concatenate([e.lanes for e in events])
-            slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
-            order = np.lexsort((lane, flat))
-            flat, lane, slot = flat[order], lane[order], slot[order]
-            starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
-            ends = np.r_[starts[1:], len(flat)] - 1
-            shared = lane[starts] != lane[ends]        # touched by two lanes or more
-            if not shared.any():
-                continue
-            low = np.minimum.reduceat(slot, starts)
-            high = np.maximum.reduceat(slot, starts)
-            if np.any(shared & ((low != high) | (low == SLOT["store"]))):
-                return True
-        return False
+    def _conflicting(self, fld, events) -> bool:
+        if fld not in self.unproven or all(e.kind == "read" for e in events):
+            return False
+        flat = np.concatenate([e.flat for e in events])
+        lane = np.concatenate([e.lanes for e in events])
+        slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
+        order = np.lexsort((lane, flat))
+        flat, lane, slot = flat[order], lane[order], slot[order]
+        starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
+        ends = np.r_[starts[1:], len(flat)] - 1
+        shared = lane[starts] != lane[ends]        # touched by two lanes or more
+        if not shared.any():
+            return False
+        low = np.minimum.reduceat(slot, starts)
+        high = np.maximum.reduceat(slot, starts)
+        return bool(np.any(shared & ((low != high) | (low == SLOT["store"]))))
 
-    def _overwrites_a_replayed_read(self) -> bool:
-        scope = self.memory.scope
-        reads: dict = {}     # field -> [(flat, values)]: this loop's replayed reads so far
-        for e in self.events:
+    def _overwrites_a_replayed_read(self, fld, events) -> bool:
+        writes = [e for e in events if e.kind != "read"]
+        if not writes:
+            return False
+        cols = self.memory.scope.reads.columns(fld, create=False)
+        if fld in self.unproven:
+            return self._overwrites_in_order(fld, events, cols)
+        if cols is None:
+            return False           # no replayed read of the field yet: nothing to overwrite
+        # Proven free of in-launch hazards: only reads of earlier launches matter, and they
+        # come before every write of this loop, so all its writes are checked at once.
+        time_c, value_c = cols.flats[:2]
+        flat, first = _joined(writes, "flat"), _joined(writes, "first_values")
+        in_scope = time_c[flat] != 0
+        if not in_scope.any():
+            return False
+        return bool(np.any(~same_values(first[in_scope], value_c[flat[in_scope]])))
+
+    def _overwrites_in_order(self, fld, events, cols) -> bool:
+        reads: list = []     # [(flat, values)]: this loop's replayed reads of fld so far
+        for e in events:
             if e.kind == "read":
-                if e.replayed and e.fld in self.unproven:
-                    reads.setdefault(e.fld, []).append((e.flat, e.values))
+                if e.replayed:
+                    reads.append((e.flat, e.values))
                 continue
-            cols = scope.reads.columns(e.fld, create=False)
-            if cols is None and e.fld not in reads:
-                continue           # no replayed read of the field yet: nothing to overwrite
+            if cols is None and not reads:
+                continue
             earlier = np.zeros(len(e.flat), bool)
-            read_value = np.zeros(len(e.flat), e.fld.host_array.dtype)
-            if e.fld in reads:     # read earlier in this loop (the first read's value)
-                flat = np.concatenate([f for f, _ in reads[e.fld]])
-                values = np.concatenate([v for _, v in reads[e.fld]])
+            read_value = np.zeros(len(e.flat), fld.host_array.dtype)
+            if reads:              # read earlier in this loop (the first read's value)
+                flat = np.concatenate([f for f, _ in reads])
+                values = np.concatenate([v for _, v in reads])
                 known, first = np.unique(flat, return_index=True)
                 at = np.minimum(np.searchsorted(known, e.flat), len(known) - 1)
                 earlier = known[at] == e.flat
                 read_value[earlier] = values[first[at[earlier]]]
             if cols is not None:   # read earlier in the scope: that read comes first
-                in_scope = cols.time.reshape(-1)[e.flat] != 0
-                read_value = np.where(in_scope, cols.value.reshape(-1)[e.flat], read_value)
+                in_scope = cols.flats[0][e.flat] != 0
+                read_value = np.where(in_scope, cols.flats[1][e.flat], read_value)
                 earlier |= in_scope
             if np.any(earlier & ~same_values(e.first_values, read_value)):
                 return True
         return False
 
-    def _commit(self):
+    def _commit(self, by_field):
         """Fold the loop's events into the per-element summaries: one update per field and
         summary (not per statement), each element keeping its event's own tick."""
         memory = self.memory
@@ -197,7 +212,7 @@ class LoggedLanes(lanes.PlainLanes):
         rows = memory.lane_rows
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
-        for fld, events in self._by_field().items():
+        for fld, events in by_field.items():
             reads = [e for e in events if e.kind == "read"]
             writes = [e for e in events if e.kind != "read"]
             if reads:
