@@ -145,7 +145,7 @@ class LoggedMemory(Memory):
 
     def finish(self):
         """The launch has ended: keep the values its replayed loads read, compactly."""
-        self.launch.reads = self.witness.seal()
+        self.launch.reads = self.witness.finish()
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
@@ -273,7 +273,7 @@ class ReplayMemory(Memory):
         self.changed: dict = {}
         witness = launch.reads if launch is not None else None
         if isinstance(witness, Witness):
-            for fld in witness.fields:
+            for fld in witness.changed_fields():
                 for element, read in witness.changed(fld, fld.host_array).items():
                     if (fld, element, launch.number) not in checker.reported_reads:
                         self.changed[(fld, element)] = read

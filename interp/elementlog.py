@@ -82,6 +82,7 @@ class ElementLog:
         self.fields: dict = {}      # field -> Columns
         self.pending: dict = {}     # field -> [(first_only, flat, time, value, kind, loc,
         self.pending_size: dict = {}  #          kernel, launch, lanes)], waiting; its length
+        self.pending_span: dict = {}  # field -> (lowest, highest flat index, parts counted)
         # A reusable log (one launch's, outside a Tape) remembers where it put events, to
         # empty itself for the next launch without allocating field-sized columns again.
         self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
@@ -89,7 +90,7 @@ class ElementLog:
 
     def empty(self) -> None:
         """Forget every event (a reusable log: only the elements it recorded are touched)."""
-        self.pending, self.pending_size = {}, {}
+        self.pending, self.pending_size, self.pending_span = {}, {}, {}
         for times, where in self.dirty:
             times[where] = 0
         for fld in self.dirty_fields:
@@ -100,6 +101,21 @@ class ElementLog:
         if fld in self.pending:
             self._fold(fld)
         return self._columns(fld, create)
+
+    def columns_at(self, fld, flat) -> Columns | None:
+        """The columns, up to date at least at the flat indices `flat`: events waiting
+        elsewhere stay waiting (a time step writes rows that its reads did not touch)."""
+        parts = self.pending.get(fld)
+        if parts and len(flat):
+            # the waiting events' span of flat indices, extended over the parts added since
+            low, high, counted = self.pending_span.get(fld, (np.inf, -np.inf, 0))
+            for part in parts[counted:]:
+                if len(part[1]):
+                    low, high = min(low, part[1].min()), max(high, part[1].max())
+            self.pending_span[fld] = (low, high, len(parts))
+            if low <= flat.max() and flat.min() <= high:
+                self._fold(fld)
+        return self._columns(fld, create=False)
 
     def _columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
@@ -169,6 +185,7 @@ class ElementLog:
         """Write the field's pending events into its columns, in the order they came."""
         parts = self.pending.pop(fld)
         del self.pending_size[fld]
+        self.pending_span.pop(fld, None)
         start = 0
         while start < len(parts):      # runs of parts alike in first_only (in practice: all)
             stop = start + 1
@@ -215,10 +232,17 @@ def _access(cols: Columns, index) -> Access:
 class Witness:
     """The values a launch's replayed loads read, compact: for each field, the flat indices of
     the elements read and each one's first read (a copy of only those values, which the
-    launch's adjoint checks are still there). Filled during the launch, sealed at its end."""
+    launch's adjoint checks are still there).
+
+    The lanes' reads wait as they came (one part per load statement) until the adjoint asks
+    whether any changed: a part whose values are all still there answers no without sorting
+    anything, and only a change seals the field (each element's first read, for the report).
+    A launch whose waiting reads outgrow its fields' size (many reads of few elements) is
+    sealed when it ends, so the witness stays the size of what it read."""
 
     def __init__(self):
         self.pending: dict = {}   # field -> list of event columns (flat, time, value, ...)
+        self.pending_size = 0
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
 
@@ -228,22 +252,50 @@ class Witness:
     def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
         """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
         self.pending.setdefault(fld, []).append((
-            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch,
-            lanes.astype(np.int32) + 1))
+            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes))
+        self.pending_size += len(flat)
 
-    def seal(self) -> "Witness":
+    def finish(self) -> "Witness":
+        """The launch has ended: seal now only what would otherwise take too much room."""
+        if self.ones or self.pending_size > max(
+                FOLD_AT, sum(fld.host_array.size for fld in self.pending)):
+            self.seal()
+        return self
+
+    def seal(self, only=None) -> "Witness":
         for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
             flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
             self.pending.setdefault(fld, []).append((
                 np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
-                KERNELS.code(kernel), launch, 0 if it is None else it + 1))
-        for fld, parts in self.pending.items():
+                KERNELS.code(kernel), launch, -1 if it is None else it))
+        self.ones = {}
+        for fld in list(self.pending) if only is None else [only]:
+            parts = self.pending.pop(fld)
+            if fld in self.fields:      # sealed before: its first reads come first
+                flat, cols = self.fields[fld]
+                parts.insert(0, (flat, *(getattr(cols, n) for n in Columns.NAMES[:-1]),
+                                 cols.iteration - 1))
             self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
-        self.pending, self.ones = {}, {}
+        self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
         return self
+
+    def changed_fields(self) -> list:
+        """The fields some of whose reads no longer hold the value read (sealing those)."""
+        found = []
+        for fld in set(self.pending) | set(self.fields):
+            data = fld.host_array.reshape(-1)
+            parts = self.pending.get(fld, ())
+            if any(not same_values(data[p[0]], p[2]).all() for p in parts):
+                self.seal(only=fld)
+            entry = self.fields.get(fld)
+            if entry is not None and not same_values(data[entry[0]], entry[1].value).all():
+                found.append(fld)
+        return found
 
     def changed(self, fld, data: np.ndarray) -> dict:
         """The elements of `fld` whose value is no longer the one read: index -> Access."""
+        if fld in self.pending or self.ones:
+            self.seal()
         entry = self.fields.get(fld)
         if entry is None:
             return {}
@@ -275,6 +327,7 @@ def _first_reads(parts, dtype):
     picked = Columns.__new__(Columns)
     for name, column in zip(Columns.NAMES, columns):
         setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
+    picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
     return flat, picked
 
 

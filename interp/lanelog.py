@@ -22,7 +22,7 @@ import numpy as np
 from tinyad.core import analysis, ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import KIND_CODE, LOCS, same_values
+from tinyad.interp.elementlog import LOCS, same_values
 
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
@@ -48,14 +48,6 @@ def _joined(events, attr):
     """One array of the events' `attr` arrays, in event order."""
     parts = [getattr(e, attr) for e in events]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _per_element(events, value_of):
-    """`value_of(event)` for every element of the events: a scalar where all events agree."""
-    values = [value_of(e) for e in events]
-    if all(v == values[0] for v in values):
-        return values[0]
-    return np.repeat(values, [len(e.flat) for e in events])
 
 
 class _LaunchRows:
@@ -161,15 +153,17 @@ class LoggedLanes(lanes.PlainLanes):
         writes = [e for e in events if e.kind != "read"]
         if not writes:
             return False
-        cols = self.memory.scope.reads.columns(fld, create=False)
+        reads = self.memory.scope.reads
         if fld in self.unproven:
-            return self._overwrites_in_order(fld, events, cols)
-        if cols is None:
-            return False           # no replayed read of the field yet: nothing to overwrite
+            return self._overwrites_in_order(fld, events, reads.columns(fld, create=False))
         # Proven free of in-launch hazards: only reads of earlier launches matter, and they
         # come before every write of this loop, so all its writes are checked at once.
+        flat = _joined(writes, "flat")
+        cols = reads.columns_at(fld, flat)
+        if cols is None:
+            return False           # no replayed read of the field yet: nothing to overwrite
         time_c, value_c = cols.flats[:2]
-        flat, first = _joined(writes, "flat"), _joined(writes, "first_values")
+        first = _joined(writes, "first_values")
         in_scope = time_c[flat] != 0
         if not in_scope.any():
             return False
@@ -202,8 +196,8 @@ class LoggedLanes(lanes.PlainLanes):
         return False
 
     def _commit(self, by_field):
-        """Fold the loop's events into the per-element summaries: one update per field and
-        summary (not per statement), each element keeping its event's own tick."""
+        """Hand the loop's events to the per-element summaries, each with its own tick. They
+        only wait there (ElementLog.put_many), to be folded in with many launches' events."""
         memory = self.memory
         launch, checker, scope = memory.launch, memory.checker, memory.scope
         kernel, number = launch.kernel, launch.number
@@ -213,35 +207,25 @@ class LoggedLanes(lanes.PlainLanes):
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
         for fld, events in by_field.items():
-            reads = [e for e in events if e.kind == "read"]
-            writes = [e for e in events if e.kind != "read"]
-            if reads:
-                rows.read.setdefault(fld, []).extend(e.flat for e in reads)
-            replayed = [e for e in reads if e.replayed]
-            if replayed:
-                flat, lanes_, values = (_joined(replayed, a) for a in ("flat", "lanes", "values"))
-                time = _per_element(replayed, lambda e: e.time)
-                loc = _per_element(replayed, lambda e: LOCS.code(e.site.loc))
-                memory.witness.add_many(fld, flat, loc, kernel, number, lanes_, values, time)
-                scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_, values,
-                                     time, first_only=True)
-            if not writes:
-                continue
-            rows.wrote.setdefault(fld, []).extend(e.flat for e in writes)
-            self._commit_writes(fld, writes, scope.first_write, "first_values", True)
-            accumulated = [e for e in writes if e.kind in ACCUMULATE]
-            if accumulated:
-                self._commit_writes(fld, accumulated, scope.accumulated, "first_values", True)
-            self._commit_writes(fld, writes, checker.last_write, "values", False)
+            for e in events:
+                loc = LOCS.code(e.site.loc)
+                if e.kind == "read":
+                    rows.read.setdefault(fld, []).append(e.flat)
+                    if e.replayed:
+                        memory.witness.add_many(fld, e.flat, loc, kernel, number, e.lanes,
+                                                e.values, e.time)
+                        scope.reads.put_many(fld, e.flat, "read", loc, kernel, number, e.lanes,
+                                             e.values, e.time, first_only=True)
+                    continue
+                rows.wrote.setdefault(fld, []).append(e.flat)
+                scope.first_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                                           e.first_values, e.time, first_only=True)
+                if e.kind in ACCUMULATE:
+                    scope.accumulated.put_many(fld, e.flat, e.kind, loc, kernel, number,
+                                               e.lanes, e.first_values, e.time, first_only=True)
+                checker.last_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                                            e.values, e.time, first_only=False)
         self.events, self.saved = [], []
-
-    def _commit_writes(self, fld, writes, log, values, first_only):
-        memory = self.memory
-        kind = _per_element(writes, lambda e: KIND_CODE[e.kind])
-        loc = _per_element(writes, lambda e: LOCS.code(e.site.loc))
-        log.put_many(fld, _joined(writes, "flat"), kind, loc, memory.launch.kernel,
-                     memory.launch.number, _joined(writes, "lanes"), _joined(writes, values),
-                     _per_element(writes, lambda e: e.time), first_only=first_only)
 
 
 def _unproven_fields(traced, replayed) -> set:
