@@ -81,7 +81,8 @@ class LoggedLanes(lanes.PlainLanes):
         self.saved: list = []
         # Fields whose in-launch hazards the IR does not rule out (as fast mode decides it):
         # only these need the element-wise checks within the loop.
-        self.unproven = _unproven_fields(memory.launch.compiled, memory.replayed)
+        self.by_boxes = _unproven_fields(memory.launch.compiled, memory.replayed)
+        self.unproven = set(self.by_boxes)
 
     def _keep_old(self, fld, idx, site):
         """Remember the values a write is about to replace (to undo the loop)."""
@@ -119,6 +120,10 @@ class LoggedLanes(lanes.PlainLanes):
         (the caller runs the loop on the scalar path, which reports)."""
         by_field = self._by_field()
         for fld, events in by_field.items():
+            if fld in self.unproven and self._apart(fld, events):
+                # as fast mode decides it from boxes: this loop's reads and writes of the
+                # field are apart, so its iterations cannot meet on an element
+                self.unproven = self.unproven - {fld}
             if self._conflicting(fld, events) or self._overwrites_a_replayed_read(fld, events):
                 for data, idx, old in reversed(self.saved):
                     data[idx if idx else ()] = old
@@ -131,6 +136,19 @@ class LoggedLanes(lanes.PlainLanes):
         for e in self.events:
             grouped.setdefault(e.fld, []).append(e)
         return grouped
+
+    def _apart(self, fld, events) -> bool:
+        """The IR proves that the loop's writes of `fld` never meet each other, only maybe
+        its reads (by_boxes), and the spans of elements read and written are disjoint."""
+        if not self.by_boxes.get(fld):
+            return False
+        reads = [e.flat for e in events if e.kind == "read" and len(e.flat)]
+        writes = [e.flat for e in events if e.kind != "read" and len(e.flat)]
+        if not reads or not writes:
+            return True
+        low_r, high_r = min(f.min() for f in reads), max(f.max() for f in reads)
+        low_w, high_w = min(f.min() for f in writes), max(f.max() for f in writes)
+        return high_r < low_w or high_w < low_r
 
     def _conflicting(self, fld, events) -> bool:
         if fld not in self.unproven or all(e.kind == "read" for e in events):
@@ -228,16 +246,18 @@ class LoggedLanes(lanes.PlainLanes):
         self.events, self.saved = [], []
 
 
-def _unproven_fields(traced, replayed) -> set:
+def _unproven_fields(traced, replayed) -> dict:
     """The fields of the launch's kernel that the IR does not prove free of in-launch hazards
-    (core/analysis.py, fast mode's test), once per kernel. Reads in earlier launches of the
-    scope are checked whatever this says."""
+    (core/analysis.py, fast mode's test), once per kernel: field -> by_boxes, True where only
+    reads may meet writes (disjoint elements read and written rule the hazard out). Reads in
+    earlier launches of the scope are checked whatever this says."""
     unproven = getattr(traced, "lanes_unproven", None)
     if unproven is None:
         try:
-            unproven = set(analysis.unproven_fields(traced.ir, replayed))
+            unproven = {fld: by_boxes for fld, (_reads, _writes, by_boxes)
+                        in analysis.unproven_fields(traced.ir, replayed).items()}
         except Exception:  # noqa: BLE001  (no proof: every field is checked)
-            unproven = set(ir.fields_of(traced.ir.body))
+            unproven = dict.fromkeys(ir.fields_of(traced.ir.body), False)
         traced.lanes_unproven = unproven
     return unproven
 
