@@ -38,12 +38,6 @@ class _Event:
         self.site, self.replayed, self.time = site, replayed, 0
 
 
-def _flat(data, idx, n):
-    if not idx:
-        return np.zeros(n, dtype=np.intp)
-    return np.ravel_multi_index(idx, data.shape)
-
-
 def _joined(events, attr):
     """One array of the events' `attr` arrays, in event order."""
     parts = [getattr(e, attr) for e in events]
@@ -84,35 +78,31 @@ class LoggedLanes(lanes.PlainLanes):
         self.by_boxes = _unproven_fields(memory.launch.compiled, memory.replayed)
         self.unproven = set(self.by_boxes)
 
-    def _keep_old(self, fld, idx, site):
-        """Remember the values a write is about to replace (to undo the loop)."""
-        data = self.checked(fld, idx, site)
-        self.saved.append((data, idx, data[idx].copy() if idx else data[()].copy()))
-
     def load(self, fld, idx, lanes_, site):
-        values = super().load(fld, idx, lanes_, site)
+        data, flat = self.locate(fld, idx, len(lanes_), site)
+        values = data[flat]
         if fld.role == "primal":
-            self.events.append(_Event("read", fld, _flat(fld.host_array, idx, len(lanes_)), lanes_,
-                                      values, site, id(site) in self.memory.replayed))
+            self.events.append(_Event("read", fld, flat, lanes_, values, site,
+                                      id(site) in self.memory.replayed))
         return values
 
     def store(self, fld, idx, values, lanes_, site):
-        self._keep_old(fld, idx, site)
-        super().store(fld, idx, values, lanes_, site)
+        data, flat = self.locate(fld, idx, len(lanes_), site)
+        self.saved.append((data, flat, data[flat]))     # to undo the loop
+        data[flat] = values
         if fld.role == "primal":
-            flat = _flat(fld.host_array, idx, len(lanes_))
             self.events.append(_Event("store", fld, flat, lanes_, values, site, False))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
-        self._keep_old(fld, idx, site)
-        if fld.role != "primal":
-            return super().atomic(op, fld, idx, values, lanes_, site)
-        flat = _flat(fld.host_array, idx, len(lanes_))
-        data = fld.host_array.reshape(-1)
-        first = lanes.ATOMIC_UFUNCS[op](data[flat], values).astype(data.dtype, copy=False)
-        super().atomic(op, fld, idx, values, lanes_, site)
-        self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[flat], site, False,
-                                  first))
+        data, flat = self.locate(fld, idx, len(lanes_), site)
+        old = data[flat]
+        self.saved.append((data, flat, old))
+        ufunc = lanes.ATOMIC_UFUNCS[op]
+        ufunc.at(data, flat, values)
+        if fld.role == "primal":
+            first = ufunc(old, values).astype(data.dtype, copy=False)
+            self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[flat], site,
+                                      False, first))
 
     # ---- the loop has ended ---------------------------------------------------------------
     def end(self, loop) -> bool:
@@ -125,8 +115,8 @@ class LoggedLanes(lanes.PlainLanes):
                 # field are apart, so its iterations cannot meet on an element
                 self.unproven = self.unproven - {fld}
             if self._conflicting(fld, events) or self._overwrites_a_replayed_read(fld, events):
-                for data, idx, old in reversed(self.saved):
-                    data[idx if idx else ()] = old
+                for data, flat, old in reversed(self.saved):
+                    data[flat] = old
                 return False
         self._commit(by_field)
         return True

@@ -84,6 +84,18 @@ class PlainLanes:
         scalar path instead (interp/lanelog.py)."""
         return True
 
+    def locate(self, fld, idx, n, site):
+        """-> (the field's array as 1-d, the flat index of each of the n active lanes'
+        element), every index in bounds: one ravel_multi_index, which checks them in C."""
+        data = self.memory.array(fld)
+        if not idx:     # a 0-d field: every lane has its one element
+            return data.reshape(1), np.zeros(n, np.intp)
+        try:
+            return data.reshape(-1), np.ravel_multi_index(idx, data.shape)
+        except ValueError:
+            self.checked(fld, idx, site)      # raises the bounds error for the first bad lane
+            raise
+
     def checked(self, fld, idx, site):
         """`idx` (a tuple of index arrays, active lanes only) with every index in bounds."""
         data = self.memory.array(fld)
@@ -101,22 +113,16 @@ class PlainLanes:
         return data
 
     def load(self, fld, idx, lanes, site):
-        data = self.checked(fld, idx, site)
-        return data[idx] if idx else np.full(len(lanes), data[()])
+        data, flat = self.locate(fld, idx, len(lanes), site)
+        return data[flat]
 
     def store(self, fld, idx, values, lanes, site):
-        data = self.checked(fld, idx, site)
-        if idx:
-            data[idx] = values
-        elif len(values):
-            data[()] = values[-1]
+        data, flat = self.locate(fld, idx, len(lanes), site)
+        data[flat] = values            # of lanes storing to one element, the last one wins
 
     def atomic(self, op, fld, idx, values, lanes, site):
-        data = self.checked(fld, idx, site)
-        if idx:
-            ATOMIC_UFUNCS[op].at(data, idx, values)
-        else:   # a 0-d field: every lane updates its one element
-            ATOMIC_UFUNCS[op].at(data.reshape(1), np.zeros(len(values), np.intp), values)
+        data, flat = self.locate(fld, idx, len(lanes), site)
+        ATOMIC_UFUNCS[op].at(data, flat, values)     # lane after lane, in order
 
 
 ATOMIC_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
