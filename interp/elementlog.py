@@ -170,13 +170,14 @@ class ElementLog:
     # ---- index arrays (the lanes' log) -----------------------------------------------------
     def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
                  first_only: bool) -> None:
-        """Record one event per flat index (a later duplicate replaces an earlier one, unless
-        `first_only`, which also keeps the events already there). `kind` is a name or kind
-        codes, `loc` source-line codes (LOCS), `time` a tick: each a scalar or one per index.
-        The events wait until the log is next read (see the class)."""
-        kind = KIND_CODE[kind] if isinstance(kind, str) else kind
+        """Record an event at each flat index (a later duplicate replaces an earlier one,
+        unless `first_only`, which also keeps the events already there): one load or write
+        statement of lanes, `kind` its name, `loc` its LOCS code, `time` its tick, `lanes`
+        and `values` one per index. The events wait until the log is next read (see the
+        class)."""
         self.pending.setdefault(fld, []).append(
-            (first_only, flat, time, values, kind, loc, KERNELS.code(kernel), launch, lanes))
+            (first_only, flat, time, values, KIND_CODE[kind], loc, KERNELS.code(kernel),
+             launch, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
         if size >= FOLD_AT and size >= fld.host_array.size:
             self._fold(fld)
@@ -192,9 +193,14 @@ class ElementLog:
             while stop < len(parts) and parts[stop][0] == parts[start][0]:
                 stop += 1
             run = parts[start:stop]
-            lengths = [len(p[1]) for p in run]
-            self._write(fld, run[0][0], *(_joined_column([p[k] for p in run], lengths)
-                                          if len(run) > 1 else run[0][k] for k in range(1, 9)))
+            if len(run) == 1:
+                self._write(fld, *run[0])
+            else:
+                lengths = [len(p[1]) for p in run]
+                self._write(fld, run[0][0], *(
+                    np.concatenate([p[k] for p in run]) if k in (1, 3, 8)   # per element
+                    else np.repeat([p[k] for p in run], lengths)           # per statement
+                    for k in range(1, 9)))
             start = stop
 
     def _write(self, fld, first_only, flat, time, values, kind, loc, kernel, launch, lanes):

@@ -162,12 +162,12 @@ class LoggedLanes(lanes.PlainLanes):
         if not writes:
             return False
         reads = self.memory.scope.reads
-        if fld in self.unproven:
-            return self._overwrites_in_order(fld, events, reads.columns(fld, create=False))
-        # Proven free of in-launch hazards: only reads of earlier launches matter, and they
-        # come before every write of this loop, so all its writes are checked at once.
         flat = _joined(writes, "flat")
         cols = reads.columns_at(fld, flat)
+        if fld in self.unproven:
+            return self._overwrites_in_order(fld, events, cols)
+        # Proven free of in-launch hazards: only reads of earlier launches matter, and they
+        # come before every write of this loop, so all its writes are checked at once.
         if cols is None:
             return False           # no replayed read of the field yet: nothing to overwrite
         time_c, value_c = cols.flats[:2]
