@@ -146,6 +146,8 @@ class LoggedMemory(Memory):
     def finish(self):
         """The launch has ended: keep the values its replayed loads read, compactly."""
         self.launch.reads = self.witness.finish()
+        if self.lane_rows is not None:
+            self.lane_rows.compact()
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:

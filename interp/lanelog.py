@@ -45,25 +45,41 @@ def _joined(events, attr):
 
 
 class _LaunchRows:
-    """The flat indices a launch's lanes read and wrote, per field, turned into the rows
-    (leading indices) that launch.read_rows / wrote_rows keep only when the order check asks
-    for them (launch.row_source): most launches are never asked."""
+    """The rows (leading indices) a launch's lanes read and wrote, per field: kept as the
+    loops' flat indices while the launch runs, as each field's distinct rows once it has ended
+    (`compact`), and made into the sets launch.read_rows / wrote_rows keep only when the order
+    check asks for them (launch.row_source): most launches are never asked."""
 
     def __init__(self, launch):
-        self.launch, self.read, self.wrote = launch, {}, {}
+        # the launch's own dicts, not the launch: it holds this object (no reference cycle,
+        # which would keep launches past the history alive until the cyclic collector runs)
+        self.read_rows, self.wrote_rows = launch.read_rows, launch.wrote_rows
+        self.read, self.wrote = {}, {}
+        self.compacted = False
         launch.row_source = (self.read, self.wrote, self.rows)
 
-    def rows(self, read, wrote):
-        launch = self.launch
-        for flats, into in ((read, launch.read_rows), (wrote, launch.wrote_rows)):
+    def compact(self) -> None:
+        for flats in (self.read, self.wrote):
             for fld, parts in flats.items():
-                shape = fld.host_array.shape
-                if not shape:
-                    into.setdefault(fld, set()).add(())
-                    continue
-                lead = np.unique(np.concatenate(parts) // int(np.prod(shape[1:], dtype=np.int64)))
-                into.setdefault(fld, set()).update((int(r),) for r in lead)
-        return launch.read_rows, launch.wrote_rows
+                flats[fld] = _rows_of(fld, parts)
+        self.compacted = True
+
+    def rows(self, read, wrote):
+        for flats, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
+            for fld, parts in flats.items():
+                rows = parts if self.compacted else _rows_of(fld, parts)
+                into.setdefault(fld, set()).update(
+                    {()} if rows is None else ((int(r),) for r in rows))
+        return self.read_rows, self.wrote_rows
+
+
+def _rows_of(fld, flats):
+    """The distinct leading indices of the flat indices (None: a 0-d field, row ())."""
+    shape = fld.host_array.shape
+    if not shape:
+        return None
+    rows = np.unique(np.concatenate(flats) // int(np.prod(shape[1:], dtype=np.int64)))
+    return rows.astype(np.int32)
 
 
 class LoggedLanes(lanes.PlainLanes):
