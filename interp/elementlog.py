@@ -257,8 +257,6 @@ class Witness:
 
     def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
         """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
-        if fld.host_array.size < 2**31:       # kept until the adjoint: half the room
-            flat = flat.astype(np.int32)
         self.pending.setdefault(fld, []).append((
             flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes))
         self.pending_size += len(flat)

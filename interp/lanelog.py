@@ -44,6 +44,10 @@ def _joined(events, attr):
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+# A launch whose lanes touched at least this many elements keeps its rows, not its flat indices
+COMPACT_AT = 4096
+
+
 class _LaunchRows:
     """The rows (leading indices) a launch's lanes read and wrote, per field: kept as the
     loops' flat indices while the launch runs, as each field's distinct rows once it has ended
@@ -59,6 +63,12 @@ class _LaunchRows:
         launch.row_source = (self.read, self.wrote, self.rows)
 
     def compact(self) -> None:
+        """The launch has ended: a launch that touched many elements keeps only its rows.
+        (A small one keeps its flat indices, most of which its witness holds anyway: a
+        unique per field and launch would cost more than the launch.)"""
+        if sum(len(f) for flats in (self.read, self.wrote) for parts in flats.values()
+               for f in parts) < COMPACT_AT:
+            return
         for flats in (self.read, self.wrote):
             for fld, parts in flats.items():
                 flats[fld] = _rows_of(fld, parts)
