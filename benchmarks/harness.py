@@ -7,6 +7,7 @@ starts the chosen system, measures and prints one JSON line:
     compile_s      first_calls_s minus one steady-state forward and fwd_bwd (the reference figures'
                    "compile": cold first calls minus steady state)
     forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
+    forward_cpu_s, fwd_bwd_cpu_s   the same runs' CPU seconds (time.process_time), medians
     loss, grads    after the first fwd_bwd: the numbers benchmarks/README.md describes
     import_s       importing and initialising the system
     peak_rss_mb    the process's peak resident memory (libraries included)
@@ -62,20 +63,24 @@ def measure(work: Workload, repeats: int) -> dict:
     first = time.perf_counter() - t0
     loss, grads = work.result()
     wait_for_start()
-    times_f, times_fb = [], []
+    times_f, times_fb, cpu_f, cpu_fb = [], [], [], []
     for _ in range(repeats):
         work.reset()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         work.forward()
         times_f.append(time.perf_counter() - t)
+        cpu_f.append(time.process_time() - c)
         work.reset()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         work.fwd_bwd()
         times_fb.append(time.perf_counter() - t)
+        cpu_fb.append(time.process_time() - c)
     fwd, fb = statistics.median(times_f), statistics.median(times_fb)
     return {"first_calls_s": first, "compile_s": max(first - fwd - fb, 0.0),
             "forward_s": fwd, "fwd_bwd_s": fb, "loss": float(loss),
-            "grads": {k: float(v) for k, v in grads.items()}}
+            "grads": {k: float(v) for k, v in grads.items()},
+            # CPU seconds (all threads): what other jobs on a busy machine inflate least
+            "forward_cpu_s": statistics.median(cpu_f), "fwd_bwd_cpu_s": statistics.median(cpu_fb)}
 
 
 def run(build, sizes: dict, argv=None):

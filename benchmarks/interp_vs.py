@@ -8,6 +8,9 @@ old and the new one after the other for each workload and check setting (the mac
 falls on both alike). Each workload runs at its interp size (`Size.interp` in
 benchmarks/__main__.py).
 
+Times are CPU seconds (`time.process_time`; interp mode runs on one thread), medians of the
+repeats: on a machine shared with other jobs they are what the load inflates least.
+
 Two tables:
   * speed-up: fwd and fwd+bwd seconds then and now, checks off and on ("error");
   * checks' cost now: checked over unchecked, for fwd, fwd+bwd, the peak memory the workload
@@ -102,7 +105,7 @@ def _ratio(a, b):
 def speedup_table(rev, rows) -> str:
     head = (f"{'workload':<12} {'size':<28} {'check':<6} {'fwd then':>9} {'fwd now':>9} "
             f"{'speed-up':>8} {'f+b then':>9} {'f+b now':>9} {'speed-up':>8}")
-    lines = [f"interp mode, now against {rev} (seconds, medians; one process each, "
+    lines = [f"interp mode, now against {rev} (CPU seconds, medians; one process each, "
              "side by side)", head, "-" * len(head)]
     for name, label, check, then, now, _ in rows:
         start = f"{name:<12} {label:<28} {check:<6}"
@@ -110,18 +113,19 @@ def speedup_table(rev, rows) -> str:
         if bad:
             lines.append(f"{start} error: {bad[0]}")
             continue
-        lines.append(f"{start} {then['forward_s']:>9.4f} {now['forward_s']:>9.4f} "
-                     f"{_ratio(then['forward_s'], now['forward_s']):>8} "
-                     f"{then['fwd_bwd_s']:>9.4f} {now['fwd_bwd_s']:>9.4f} "
-                     f"{_ratio(then['fwd_bwd_s'], now['fwd_bwd_s']):>8}")
+        lines.append(f"{start} {then['forward_cpu_s']:>9.4f} {now['forward_cpu_s']:>9.4f} "
+                     f"{_ratio(then['forward_cpu_s'], now['forward_cpu_s']):>8} "
+                     f"{then['fwd_bwd_cpu_s']:>9.4f} {now['fwd_bwd_cpu_s']:>9.4f} "
+                     f"{_ratio(then['fwd_bwd_cpu_s'], now['fwd_bwd_cpu_s']):>8}")
     return "\n".join(lines)
 
 
 def cost_table(rows) -> str:
     head = (f"{'workload':<12} {'size':<28} {'fwd':>6} {'fwd+bwd':>8} {'traced MB':>15} "
             f"{'ratio':>6} {'rss MB':>13} {'ratio':>6}")
-    lines = ["what the checks cost in interp mode now: checked over unchecked "
-             "(traced MB: peak allocated by the workload, off / on)", head, "-" * len(head)]
+    lines = ["what the checks cost in interp mode now: checked over unchecked, CPU seconds "
+             "and memory (traced MB: peak allocated by the workload, off / on)", head,
+             "-" * len(head)]
     by = {(name, label, check): (now, memory) for name, label, check, _, now, memory in rows}
     for name, label in dict.fromkeys((r[0], r[1]) for r in rows):
         (off, off_mem), (on, on_mem) = by[name, label, "off"], by[name, label, "error"]
@@ -131,8 +135,8 @@ def cost_table(rows) -> str:
             lines.append(f"{start} error: {bad[0]}")
             continue
         lines.append(
-            f"{start} {on['forward_s'] / off['forward_s']:>6.2f} "
-            f"{on['fwd_bwd_s'] / off['fwd_bwd_s']:>8.2f} "
+            f"{start} {on['forward_cpu_s'] / off['forward_cpu_s']:>6.2f} "
+            f"{on['fwd_bwd_cpu_s'] / off['fwd_bwd_cpu_s']:>8.2f} "
             f"{off_mem['traced_peak_mb']:>7.2f}/{on_mem['traced_peak_mb']:<7.2f} "
             f"{on_mem['traced_peak_mb'] / off_mem['traced_peak_mb']:>6.2f} "
             f"{off['peak_rss_mb']:>6.0f}/{on['peak_rss_mb']:<6.0f} "
