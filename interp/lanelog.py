@@ -2,14 +2,18 @@
 element, made over whole index arrays.
 
 While a parallel loop runs as lanes, each load, store and atomic on a primal field is kept as
-one event of index arrays (flat indices, the lanes' iterations, the values). When the loop ends:
+one event of index arrays (flat indices, the lanes' iterations, the values). When the loop ends,
+field by field:
   1. conflicts between iterations: an element touched by two lanes, unless every access to it
-     is a read, or every one the same commutative atomic (+= / -=, min, max);
+     is a read, or every one the same commutative atomic (+= / -=, min, max); only for fields
+     the IR does not prove free of them (fast mode's analysis), and not where the loop's reads
+     and writes of the field lie apart (fast mode's box test, over flat index spans);
   2. an element overwritten with another value after a read the adjoint replays (in the Tape's
      scope, or earlier in this launch: Global Data Access Rules 1 and 2);
-  3. none: the events go into the per-element summaries (interp/elementlog.py): the scope's
-     first reads and writes, each element's latest write, the launch's witness, the rows read
-     and written, exactly what the scalar log would have recorded.
+  3. none: the events are handed to the per-element summaries (interp/elementlog.py): the
+     scope's first reads and writes, each element's latest write, the launch's witness, the
+     rows read and written, exactly what the scalar log would have recorded. They wait there
+     and are folded in with many launches' events at once, when a summary is next read.
 Where 1 or 2 finds something, the loop's writes are undone and the loop runs again on the scalar
 path, whose log makes the report (every element, both lines, the values) as it always has: a
 violation costs a scalar run of one loop, and a clean loop never does. The detection may flag
