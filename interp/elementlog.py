@@ -291,10 +291,10 @@ class Witness:
         for fld in set(self.pending) | set(self.fields):
             data = fld.host_array.reshape(-1)
             parts = self.pending.get(fld, ())
-            if any(not same_values(data[p[0]], p[2]).all() for p in parts):
+            if any(not _unchanged(data[p[0]], p[2]) for p in parts):
                 self.seal(only=fld)
             entry = self.fields.get(fld)
-            if entry is not None and not same_values(data[entry[0]], entry[1].value).all():
+            if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
                 found.append(fld)
         return found
 
@@ -342,6 +342,11 @@ def _joined_column(pieces, lengths) -> np.ndarray:
     if all(np.ndim(p) == 0 for p in pieces):
         return np.repeat(pieces, lengths)
     return np.concatenate([p if np.ndim(p) else np.full(m, p) for p, m in zip(pieces, lengths)])
+
+
+def _unchanged(now: np.ndarray, then: np.ndarray) -> bool:
+    """Every element the same (NaN equal to NaN): the common answer in one comparison."""
+    return bool((now == then).all()) or bool(same_values(now, then).all())
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
