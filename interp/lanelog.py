@@ -109,29 +109,29 @@ class LoggedLanes(lanes.PlainLanes):
         self.unproven = set(self.by_boxes)
 
     def load(self, fld, idx, lanes_, site):
-        data, flat = self.locate(fld, idx, len(lanes_), site)
-        values = data[flat]
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        values = data[where]
         if fld.role == "primal":
             self.events.append(_Event("read", fld, flat, lanes_, values, site,
                                       id(site) in self.memory.replayed))
         return values
 
     def store(self, fld, idx, values, lanes_, site):
-        data, flat = self.locate(fld, idx, len(lanes_), site)
-        self.saved.append((data, flat, data[flat]))     # to undo the loop
-        data[flat] = values
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        self.saved.append((data, where, data[where]))     # to undo the loop
+        data[where] = values
         if fld.role == "primal":
             self.events.append(_Event("store", fld, flat, lanes_, values, site, False))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
-        data, flat = self.locate(fld, idx, len(lanes_), site)
-        old = data[flat]
-        self.saved.append((data, flat, old))
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        old = data[where]
+        self.saved.append((data, where, old))
         ufunc = lanes.ATOMIC_UFUNCS[op]
-        ufunc.at(data, flat, values)
+        ufunc.at(data, where, values)
         if fld.role == "primal":
             first = ufunc(old, values).astype(data.dtype, copy=False)
-            self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[flat], site,
+            self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[where], site,
                                       False, first))
 
     # ---- the loop has ended ---------------------------------------------------------------
@@ -145,8 +145,8 @@ class LoggedLanes(lanes.PlainLanes):
                 # field are apart, so its iterations cannot meet on an element
                 self.unproven = self.unproven - {fld}
             if self._conflicting(fld, events) or self._overwrites_a_replayed_read(fld, events):
-                for data, flat, old in reversed(self.saved):
-                    data[flat] = old
+                for data, where, old in reversed(self.saved):
+                    data[where] = old
                 return False
         self._commit(by_field)
         return True
