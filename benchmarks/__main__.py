@@ -17,6 +17,9 @@ when that size has numbers.
     python -m benchmarks --json out.json       # also the raw results
     python -m benchmarks --concurrent 2        # 2 copies of wave at once vs alone
                                                # (benchmarks/concurrent.py)
+    python -m benchmarks --interp-vs 9355eb9^1 # interp mode now vs that commit, and the
+                                               # checks' cost in interp mode (time, memory)
+    python -m benchmarks --interp-cost         # only the latter (benchmarks/interp_vs.py)
 """
 from __future__ import annotations
 
@@ -175,7 +178,18 @@ def main(argv=None):
     parser.add_argument("--concurrent", type=int, metavar="N",
                         help="instead: N copies of one workload (wave, or --only) at once, "
                              "against one alone and one beside a busy core")
+    parser.add_argument("--interp-vs", metavar="REV",
+                        help="instead: interp mode against commit REV, side by side, and "
+                             "what the checks cost in interp mode (benchmarks/interp_vs.py)")
+    parser.add_argument("--interp-cost", action="store_true",
+                        help="instead: only what the checks cost in interp mode")
     args = parser.parse_args(argv)
+    if args.interp_vs or args.interp_cost:
+        from benchmarks import interp_vs  # noqa: PLC0415
+        suite = QUICK if args.quick else WORKLOADS
+        names = args.only.split(",") if args.only else list(suite)
+        print(interp_vs.compare(args.interp_vs, suite, names, args.repeats, describe))
+        return None
     if args.concurrent:
         from benchmarks import concurrent  # noqa: PLC0415
         return concurrent.main(["--copies", str(args.concurrent),

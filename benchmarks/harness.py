@@ -7,14 +7,23 @@ starts the chosen system, measures and prints one JSON line:
     compile_s      first_calls_s minus one steady-state forward and fwd_bwd (the reference figures'
                    "compile": cold first calls minus steady state)
     forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
+    forward_cpu_s, fwd_bwd_cpu_s   the same runs' CPU seconds (time.process_time), medians
     loss, grads    after the first fwd_bwd: the numbers benchmarks/README.md describes
     import_s       importing and initialising the system
+    peak_rss_mb    the process's peak resident memory (libraries included)
+
+With --memory the run measures memory instead of time: tracemalloc follows every allocation
+from the workload's build on (fields, the checker's summaries, temporaries), through the
+first calls and one more fwd_bwd, and `traced_peak_mb` is the highest total it saw (the
+memory the workload itself takes, without the interpreter's and libraries' baseline).
 """
 import argparse
 import json
 import os
+import resource
 import statistics
 import time
+import tracemalloc
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,20 +63,24 @@ def measure(work: Workload, repeats: int) -> dict:
     first = time.perf_counter() - t0
     loss, grads = work.result()
     wait_for_start()
-    times_f, times_fb = [], []
+    times_f, times_fb, cpu_f, cpu_fb = [], [], [], []
     for _ in range(repeats):
         work.reset()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         work.forward()
         times_f.append(time.perf_counter() - t)
+        cpu_f.append(time.process_time() - c)
         work.reset()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         work.fwd_bwd()
         times_fb.append(time.perf_counter() - t)
+        cpu_fb.append(time.process_time() - c)
     fwd, fb = statistics.median(times_f), statistics.median(times_fb)
     return {"first_calls_s": first, "compile_s": max(first - fwd - fb, 0.0),
             "forward_s": fwd, "fwd_bwd_s": fb, "loss": float(loss),
-            "grads": {k: float(v) for k, v in grads.items()}}
+            "grads": {k: float(v) for k, v in grads.items()},
+            # CPU seconds (all threads): what other jobs on a busy machine inflate least
+            "forward_cpu_s": statistics.median(cpu_f), "fwd_bwd_cpu_s": statistics.median(cpu_fb)}
 
 
 def run(build, sizes: dict, argv=None):
@@ -80,9 +93,37 @@ def run(build, sizes: dict, argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     for name, default in sizes.items():
         parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--memory", action="store_true",
+                        help="measure the workload's peak traced memory instead of time")
     args = parser.parse_args(argv)
     ti, started = start(args)
     size = {name: getattr(args, name) for name in sizes}
+    if args.memory:
+        print(json.dumps({**size, **traced_peak(lambda: build(ti, **size)),
+                          "mode": "taichi" if args.taichi else args.mode}))
+        return
     result = {**size, **measure(build(ti, **size), args.repeats), "import_s": started,
-              "mode": "taichi" if args.taichi else args.mode}
+              "mode": "taichi" if args.taichi else args.mode, "peak_rss_mb": peak_rss_mb()}
     print(json.dumps(result))
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # (Linux: KiB)
+
+
+def traced_peak(make) -> dict:
+    """The most memory allocated at once from the workload's build through its first calls
+    and one more fwd_bwd, as tracemalloc counts it (numpy arrays included)."""
+    tracemalloc.start()
+    try:
+        work = make()
+        work.reset()
+        work.forward()
+        work.fwd_bwd()
+        loss, _ = work.result()
+        work.reset()
+        work.fwd_bwd()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return {"traced_peak_mb": peak / 2**20, "loss": float(loss), "peak_rss_mb": peak_rss_mb()}

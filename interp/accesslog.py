@@ -50,9 +50,15 @@ class Scope:
 
     def __init__(self, deferred: bool):
         self.deferred = deferred          # record violations instead of raising them now
-        self.reads = ElementLog()         # first read whose value the adjoint replays
-        self.first_write = ElementLog()
-        self.accumulated = ElementLog()   # first += / -=
+        # a deferred scope (one launch's) is emptied and reused for the next launch
+        self.reads = ElementLog(deferred)        # first read whose value the adjoint replays
+        self.first_write = ElementLog(deferred)
+        self.accumulated = ElementLog(deferred)  # first += / -=
+
+    def empty(self) -> "Scope":
+        for log in (self.reads, self.first_write, self.accumulated):
+            log.empty()
+        return self
 
 
 class Checker(LaunchChecker):
@@ -65,6 +71,17 @@ class Checker(LaunchChecker):
         # (field, element, launch number) of replayed reads blamed in a report already: not
         # reported again when the adjoint replays them
         self.reported_reads: set = set()
+        self._launch_scope: Scope | None = None   # reused by launches outside a Tape
+
+    def launch_scope(self) -> Scope:
+        """The scope of one launch outside a Tape: emptied, not allocated again per launch."""
+        if self._launch_scope is None:
+            self._launch_scope = Scope(deferred=True)
+        return self._launch_scope.empty()
+
+    def begin_tape(self):
+        super().begin_tape()
+        self._launch_scope = None     # the Tape's scope takes its place: keep one in memory
 
     def tape_scope(self):
         return Scope(deferred=False)
@@ -97,11 +114,11 @@ class Checker(LaunchChecker):
         cols = self.tape.reads.columns(fld, create=False)
         if cols is None:
             return access
-        changed = (cols.time != 0) & ~same_values(fld.data, cols.value)
+        changed = (cols.time != 0) & ~same_values(fld.host_array, cols.value)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.tape.reads.get(fld, element)
-            access.value = fld.data[element]
+            access.value = fld.host_array[element]
             self.reported_reads.add((fld, element, read.launch))
             self.report(rules.python_overwrite(field=fld.name, element=element,
                                                read=read, write=access))
@@ -118,16 +135,19 @@ class LoggedMemory(Memory):
         # A Tape keeps what its adjoints replay, except inside a grad_replaced function, whose
         # grad_for recomputes what it needs (the launch's own witness still checks that).
         in_tape = checker.tape is not None and not checker.in_custom_primal
-        self.scope = checker.tape if in_tape else Scope(deferred=True)
+        self.scope = checker.tape if in_tape else checker.launch_scope()
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it
         self.witness = Witness()       # this launch's replayed reads (launch.reads at the end)
+        self.lane_rows = None          # the rows lanes touched, kept as flat indices (lanelog)
         self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
 
     def finish(self):
         """The launch has ended: keep the values its replayed loads read, compactly."""
-        self.launch.reads = self.witness.seal()
+        self.launch.reads = self.witness.finish()
+        if self.lane_rows is not None:
+            self.lane_rows.compact()
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
@@ -152,7 +172,7 @@ class LoggedMemory(Memory):
         if index and min(index) < 0:
             self.check(fld, index, site)
         try:
-            value = fld.data[index]
+            value = fld.host_array[index]
         except IndexError:
             return Memory.load(self, fld, index, site)   # raises the bounds error
         if fld.role != "primal":
@@ -178,7 +198,7 @@ class LoggedMemory(Memory):
 
     def store(self, fld, index, value, site):
         old = Memory.load(self, fld, index, site)
-        fld.data[index] = value
+        fld.host_array[index] = value
         self._written(fld, index, "store", site, old)
 
     def atomic(self, op, fld, index, value, site):
@@ -187,7 +207,7 @@ class LoggedMemory(Memory):
         return old
 
     def _written(self, fld, index, kind, site, old):
-        new = fld.data[index]
+        new = fld.host_array[index]
         if fld.role != "primal":
             if fld.role == "grad" and self.checker.in_custom_grad:
                 self.checker.custom_grad_write(fld, index, kind, site, old, new)
@@ -255,8 +275,8 @@ class ReplayMemory(Memory):
         self.changed: dict = {}
         witness = launch.reads if launch is not None else None
         if isinstance(witness, Witness):
-            for fld in witness.fields:
-                for element, read in witness.changed(fld, fld.data).items():
+            for fld in witness.changed_fields():
+                for element, read in witness.changed(fld, fld.host_array).items():
                     if (fld, element, launch.number) not in checker.reported_reads:
                         self.changed[(fld, element)] = read
 

@@ -43,43 +43,93 @@ KERNELS = _Names()    # kernel names
 
 
 class Columns:
-    """One field's events, a column per fact, each shaped like the field's array."""
-    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    """One field's events, a column per fact, each shaped like the field's array. Only `time`
+    starts zeroed (0: no event); the others are read only where `time` is set."""
+    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration", "flats")
+    NAMES = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
 
     def __init__(self, data: np.ndarray):
         shape = data.shape
         self.time = np.zeros(shape, np.int64)
-        self.value = np.zeros(shape, data.dtype)
-        self.kind = np.zeros(shape, np.int8)
-        self.loc = np.zeros(shape, np.int32)
-        self.kernel = np.zeros(shape, np.int16)
-        self.launch = np.zeros(shape, np.int32)
-        self.iteration = np.zeros(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        self.value = np.empty(shape, data.dtype)
+        self.kind = np.empty(shape, np.int8)
+        self.loc = np.empty(shape, np.int32)
+        self.kernel = np.empty(shape, np.int16)
+        self.launch = np.empty(shape, np.int32)
+        self.iteration = np.empty(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        # the same columns as 1-d views, made once (for flat index arrays)
+        self.flats = tuple(getattr(self, name).reshape(-1) for name in Columns.NAMES)
 
     def flat(self):
-        """The same columns as 1-d views (for flat index arrays)."""
-        return tuple(getattr(self, name).reshape(-1) for name in Columns.__slots__)
+        return self.flats
+
+
+# Lanes' events wait, per field, until the log is next read or they reach this many elements
+# (or the field's size, if larger): then they are folded into the columns in one go.
+FOLD_AT = 1 << 14
 
 
 class ElementLog:
-    """At most one event per element of each field."""
+    """At most one event per element of each field.
 
-    def __init__(self):
+    Events from lanes (`put_many`) are not written into the columns at once: each waits in a
+    pending list, and whatever reads the log first folds the field's pending events in one
+    update (`_fold`). A program that launches many small loops (a time step at a time) then
+    updates the columns once per many launches rather than once per loop, and the pending
+    lists stay below the field's size (or FOLD_AT elements)."""
+
+    def __init__(self, reusable: bool = False):
         self.fields: dict = {}      # field -> Columns
+        self.pending: dict = {}     # field -> [(first_only, flat, time, value, kind, loc,
+        self.pending_size: dict = {}  #          kernel, launch, lanes)], waiting; its length
+        self.pending_span: dict = {}  # field -> (lowest, highest flat index, parts counted)
+        # A reusable log (one launch's, outside a Tape) remembers where it put events, to
+        # empty itself for the next launch without allocating field-sized columns again.
+        self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
+        self.dirty_fields: set = set()                      # fields written element-wise
+
+    def empty(self) -> None:
+        """Forget every event (a reusable log: only the elements it recorded are touched)."""
+        self.pending, self.pending_size, self.pending_span = {}, {}, {}
+        for times, where in self.dirty:
+            times[where] = 0
+        for fld in self.dirty_fields:
+            self.fields[fld].time.fill(0)
+        self.dirty, self.dirty_fields = [], set()
 
     def columns(self, fld, create=True) -> Columns | None:
+        if fld in self.pending:
+            self._fold(fld)
+        return self._columns(fld, create)
+
+    def columns_at(self, fld, flat) -> Columns | None:
+        """The columns, up to date at least at the flat indices `flat`: events waiting
+        elsewhere stay waiting (a time step writes rows that its reads did not touch)."""
+        parts = self.pending.get(fld)
+        if parts and len(flat):
+            # the waiting events' span of flat indices, extended over the parts added since
+            low, high, counted = self.pending_span.get(fld, (np.inf, -np.inf, 0))
+            for part in parts[counted:]:
+                if len(part[1]):
+                    low, high = min(low, part[1].min()), max(high, part[1].max())
+            self.pending_span[fld] = (low, high, len(parts))
+            if low <= flat.max() and flat.min() <= high:
+                self._fold(fld)
+        return self._columns(fld, create=False)
+
+    def _columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
         if cols is None and create:
-            cols = self.fields[fld] = Columns(fld.data)
+            cols = self.fields[fld] = Columns(fld.host_array)
         return cols
 
     # ---- one element (the scalar log) -----------------------------------------------------
     def has(self, fld, index) -> bool:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         return cols is not None and cols.time[index] != 0
 
     def get(self, fld, index) -> Access | None:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is None or cols.time[index] == 0:
             return None
         return _access(cols, index)
@@ -88,6 +138,8 @@ class ElementLog:
         """Record the event at `index`, replacing any earlier one."""
         cols = self.columns(fld)
         cols.time[index] = time
+        if self.dirty is not None:      # element by element: empty the whole column
+            self.dirty_fields.add(fld)
         cols.value[index] = value
         cols.kind[index] = KIND_CODE[kind]
         cols.loc[index] = LOCS.code(loc)
@@ -104,13 +156,13 @@ class ElementLog:
         return True
 
     def clear(self, fld, index) -> None:
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is not None:
             cols.time[index] = 0
 
     def elements(self, fld) -> list:
         """The indices of the elements of `fld` that have an event, in index order."""
-        cols = self.fields.get(fld)
+        cols = self.columns(fld, create=False)
         if cols is None:
             return []
         return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.time))]
@@ -118,42 +170,85 @@ class ElementLog:
     # ---- index arrays (the lanes' log) -----------------------------------------------------
     def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
                  first_only: bool) -> None:
-        """Record one event per flat index (a later duplicate replaces an earlier one, unless
-        `first_only`, which also keeps the events already there)."""
-        cols = self.columns(fld)
-        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flat()
+        """Record an event at each flat index (a later duplicate replaces an earlier one,
+        unless `first_only`, which also keeps the events already there): one load or write
+        statement of lanes, `kind` its name, `loc` its LOCS code, `time` its tick, `lanes`
+        and `values` one per index. The events wait until the log is next read (see the
+        class)."""
+        self.pending.setdefault(fld, []).append(
+            (first_only, flat, time, values, KIND_CODE[kind], loc, KERNELS.code(kernel),
+             launch, lanes))
+        size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
+        if size >= FOLD_AT and size >= fld.host_array.size:
+            self._fold(fld)
+
+    def _fold(self, fld) -> None:
+        """Write the field's pending events into its columns, in the order they came."""
+        parts = self.pending.pop(fld)
+        del self.pending_size[fld]
+        self.pending_span.pop(fld, None)
+        start = 0
+        while start < len(parts):      # runs of parts alike in first_only (in practice: all)
+            stop = start + 1
+            while stop < len(parts) and parts[stop][0] == parts[start][0]:
+                stop += 1
+            run = parts[start:stop]
+            if len(run) == 1:
+                self._write(fld, *run[0])
+            else:
+                lengths = [len(p[1]) for p in run]
+                self._write(fld, run[0][0], *(
+                    np.concatenate([p[k] for p in run]) if k in (1, 3, 8)   # per element
+                    else np.repeat([p[k] for p in run], lengths)           # per statement
+                    for k in range(1, 9)))
+            start = stop
+
+    def _write(self, fld, first_only, flat, time, values, kind, loc, kernel, launch, lanes):
+        cols = self._columns(fld)
+        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flats
         if first_only:
             # Keep elements with no event yet; assigned back to front, so that of duplicate
             # indices the first one's event is the one left (numpy's last write wins).
             keep = np.flatnonzero(time_c[flat] == 0)[::-1]
             flat = flat[keep]
-            values = values[keep] if np.ndim(values) else values
-            lanes = lanes[keep] if np.ndim(lanes) else lanes
+            time, values, kind, loc, kernel, launch, lanes = (
+                x[keep] if np.ndim(x) else x
+                for x in (time, values, kind, loc, kernel, launch, lanes))
         time_c[flat] = time
+        if self.dirty is not None:
+            self.dirty.append((time_c, flat))
         value_c[flat] = values
-        kind_c[flat] = KIND_CODE[kind]
-        loc_c[flat] = LOCS.code(loc)
-        kernel_c[flat] = KERNELS.code(kernel)
+        kind_c[flat] = kind
+        loc_c[flat] = loc
+        kernel_c[flat] = kernel
         launch_c[flat] = launch
         iteration_c[flat] = lanes + 1
 
 
 def _access(cols: Columns, index) -> Access:
-    iteration = int(cols.iteration[index])
-    kernel = int(cols.kernel[index])
-    return Access(KINDS[cols.kind[index]], LOCS.items[cols.loc[index]],
-                  KERNELS.items[kernel] if kernel else None, int(cols.launch[index]) or None,
-                  None if iteration == 0 else iteration - 1, cols.value[index][()],
-                  int(cols.time[index]))
+    def at(column):     # a witness keeps a column the same for every element as a scalar
+        return column[index] if np.ndim(column) else column
+    iteration, kernel = int(at(cols.iteration)), int(at(cols.kernel))
+    return Access(KINDS[at(cols.kind)], LOCS.items[at(cols.loc)],
+                  KERNELS.items[kernel] if kernel else None, int(at(cols.launch)) or None,
+                  None if iteration == 0 else iteration - 1, at(cols.value)[()],
+                  int(at(cols.time)))
 
 
 class Witness:
     """The values a launch's replayed loads read, compact: for each field, the flat indices of
     the elements read and each one's first read (a copy of only those values, which the
-    launch's adjoint checks are still there). Filled during the launch, sealed at its end."""
+    launch's adjoint checks are still there).
+
+    The lanes' reads wait as they came (one part per load statement) until the adjoint asks
+    whether any changed: a part whose values are all still there answers no without sorting
+    anything, and only a change seals the field (each element's first read, for the report).
+    A launch whose waiting reads outgrow its fields' size (many reads of few elements) is
+    sealed when it ends, so the witness stays the size of what it read."""
 
     def __init__(self):
         self.pending: dict = {}   # field -> list of event columns (flat, time, value, ...)
+        self.pending_size = 0
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
 
@@ -161,32 +256,52 @@ class Witness:
         self.ones.setdefault((fld, index), event)
 
     def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
-        n = len(flat)
+        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
         self.pending.setdefault(fld, []).append((
-            flat, np.full(n, time, np.int64), values, np.full(n, KIND_CODE["read"], np.int8),
-            np.full(n, LOCS.code(loc), np.int32), np.full(n, KERNELS.code(kernel), np.int16),
-            np.full(n, launch, np.int32), lanes.astype(np.int32) + 1))
+            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes))
+        self.pending_size += len(flat)
 
-    def seal(self) -> "Witness":
-        for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
-            flat = np.ravel_multi_index(index, fld.data.shape) if index else 0
-            self.pending.setdefault(fld, []).append(tuple(np.array([v]) for v in (
-                flat, time, value, KIND_CODE[kind], LOCS.code(loc), KERNELS.code(kernel),
-                launch, 0 if it is None else it + 1)))
-        for fld, parts in self.pending.items():
-            columns = [np.concatenate(c) for c in zip(*parts)]
-            order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
-            flat, first = np.unique(columns[0][order], return_index=True)
-            picked = Columns.__new__(Columns)
-            for name, column in zip(Columns.__slots__, columns[1:]):
-                setattr(picked, name, column[order][first].astype(
-                    fld.data.dtype if name == "value" else column.dtype, copy=False))
-            self.fields[fld] = (flat, picked)
-        self.pending, self.ones = {}, {}
+    def finish(self) -> "Witness":
+        """The launch has ended: seal now only what would otherwise take too much room."""
+        if self.ones or self.pending_size > max(
+                FOLD_AT, sum(fld.host_array.size for fld in self.pending)):
+            self.seal()
         return self
+
+    def seal(self, only=None) -> "Witness":
+        for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
+            flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
+            self.pending.setdefault(fld, []).append((
+                np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
+                KERNELS.code(kernel), launch, -1 if it is None else it))
+        self.ones = {}
+        for fld in list(self.pending) if only is None else [only]:
+            parts = self.pending.pop(fld)
+            if fld in self.fields:      # sealed before: its first reads come first
+                flat, cols = self.fields[fld]
+                parts.insert(0, (flat, *(getattr(cols, n) for n in Columns.NAMES[:-1]),
+                                 cols.iteration - 1))
+            self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
+        self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
+        return self
+
+    def changed_fields(self) -> list:
+        """The fields some of whose reads no longer hold the value read (sealing those)."""
+        found = []
+        for fld in set(self.pending) | set(self.fields):
+            data = fld.host_array.reshape(-1)
+            parts = self.pending.get(fld, ())
+            if any(not _unchanged(data[p[0]], p[2]) for p in parts):
+                self.seal(only=fld)
+            entry = self.fields.get(fld)
+            if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
+                found.append(fld)
+        return found
 
     def changed(self, fld, data: np.ndarray) -> dict:
         """The elements of `fld` whose value is no longer the one read: index -> Access."""
+        if fld in self.pending or self.ones:
+            self.seal()
         entry = self.fields.get(fld)
         if entry is None:
             return {}
@@ -195,6 +310,43 @@ class Witness:
         differ = np.flatnonzero(~same_values(now, cols.value))
         return {tuple(int(i) for i in np.unravel_index(flat[k], data.shape)): _access(cols, k)
                 for k in differ}
+
+
+def _first_reads(parts, dtype):
+    """(flat indices, Columns) of each element's first read among the parts, each part a
+    tuple of columns in Columns.NAMES order after its flat indices, a column a scalar (the
+    same for the part's every read) or one entry per read. A column the same for every read
+    stays a scalar (no memory per element; _access reads either)."""
+    if len(parts) == 1:       # one part (the common case): its reads are in time order
+        flat = parts[0][0]
+        if len(flat) > 1 and not np.all(flat[1:] > flat[:-1]):   # (increasing: all distinct)
+            flat, first = np.unique(flat, return_index=True)
+            columns = [c[first] if np.ndim(c) else c for c in parts[0][1:]]
+        else:
+            columns = list(parts[0][1:])
+    else:
+        n = [len(p[0]) for p in parts]
+        columns = [_joined_column([p[k] for p in parts], n) for k in range(len(parts[0]))]
+        order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
+        flat, first = np.unique(columns[0][order], return_index=True)
+        columns = [c[order][first] for c in columns[1:]]
+    picked = Columns.__new__(Columns)
+    for name, column in zip(Columns.NAMES, columns):
+        setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
+    picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
+    return flat, picked
+
+
+def _joined_column(pieces, lengths) -> np.ndarray:
+    """Pieces of one column (scalars or arrays of the given lengths) end to end."""
+    if all(np.ndim(p) == 0 for p in pieces):
+        return np.repeat(pieces, lengths)
+    return np.concatenate([p if np.ndim(p) else np.full(m, p) for p, m in zip(pieces, lengths)])
+
+
+def _unchanged(now: np.ndarray, then: np.ndarray) -> bool:
+    """Every element the same (NaN equal to NaN): the common answer in one comparison."""
+    return bool((now == then).all()) or bool(same_values(now, then).all())
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:

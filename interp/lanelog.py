@@ -2,14 +2,18 @@
 element, made over whole index arrays.
 
 While a parallel loop runs as lanes, each load, store and atomic on a primal field is kept as
-one event of index arrays (flat indices, the lanes' iterations, the values). When the loop ends:
+one event of index arrays (flat indices, the lanes' iterations, the values). When the loop ends,
+field by field:
   1. conflicts between iterations: an element touched by two lanes, unless every access to it
-     is a read, or every one the same commutative atomic (+= / -=, min, max);
+     is a read, or every one the same commutative atomic (+= / -=, min, max); only for fields
+     the IR does not prove free of them (fast mode's analysis), and not where the loop's reads
+     and writes of the field lie apart (fast mode's box test, over flat index spans);
   2. an element overwritten with another value after a read the adjoint replays (in the Tape's
      scope, or earlier in this launch: Global Data Access Rules 1 and 2);
-  3. none: the events go into the per-element summaries (interp/elementlog.py): the scope's
-     first reads and writes, each element's latest write, the launch's witness, the rows read
-     and written, exactly what the scalar log would have recorded.
+  3. none: the events are handed to the per-element summaries (interp/elementlog.py): the
+     scope's first reads and writes, each element's latest write, the launch's witness, the
+     rows read and written, exactly what the scalar log would have recorded. They wait there
+     and are folded in with many launches' events at once, when a summary is next read.
 Where 1 or 2 finds something, the loop's writes are undone and the loop runs again on the scalar
 path, whose log makes the report (every element, both lines, the values) as it always has: a
 violation costs a scalar run of one loop, and a clean loop never does. The detection may flag
@@ -22,7 +26,7 @@ import numpy as np
 from tinyad.core import analysis, ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import same_values
+from tinyad.interp.elementlog import LOCS, same_values
 
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
@@ -30,28 +34,66 @@ SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3
 
 class _Event:
     __slots__ = ("kind", "fld", "flat", "lanes", "values", "first_values", "site",
-                 "replayed", "rows")
+                 "replayed", "time")
 
-    def __init__(self, kind, fld, flat, lanes_, values, site, replayed, rows,
-                 first_values=None):
+    def __init__(self, kind, fld, flat, lanes_, values, site, replayed, first_values=None):
         self.kind, self.fld, self.flat, self.lanes, self.values = kind, fld, flat, lanes_, values
         self.first_values = values if first_values is None else first_values
-        self.site, self.replayed, self.rows = site, replayed, rows
+        self.site, self.replayed, self.time = site, replayed, 0
 
 
-def _flat(data, idx, n):
-    if not idx:
-        return np.zeros(n, dtype=np.intp)
-    return np.ravel_multi_index(idx, data.shape)
+def _joined(events, attr):
+    """One array of the events' `attr` arrays, in event order."""
+    parts = [getattr(e, attr) for e in events]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _rows(idx):
-    """The leading indices touched, as launch.read_rows keeps them (index[:1])."""
-    if not idx:
-        return {()}
-    if isinstance(idx[0], int):
-        return {(idx[0],)}
-    return {(int(r),) for r in np.unique(idx[0])}
+# A launch whose lanes touched at least this many elements keeps its rows, not its flat indices
+COMPACT_AT = 4096
+
+
+class _LaunchRows:
+    """The rows (leading indices) a launch's lanes read and wrote, per field: kept as the
+    loops' flat indices while the launch runs, as each field's distinct rows once it has ended
+    (`compact`), and made into the sets launch.read_rows / wrote_rows keep only when the order
+    check asks for them (launch.row_source): most launches are never asked."""
+
+    def __init__(self, launch):
+        # the launch's own dicts, not the launch: it holds this object (no reference cycle,
+        # which would keep launches past the history alive until the cyclic collector runs)
+        self.read_rows, self.wrote_rows = launch.read_rows, launch.wrote_rows
+        self.read, self.wrote = {}, {}
+        self.compacted = False
+        launch.row_source = (self.read, self.wrote, self.rows)
+
+    def compact(self) -> None:
+        """The launch has ended: a launch that touched many elements keeps only its rows.
+        (A small one keeps its flat indices, most of which its witness holds anyway: a
+        unique per field and launch would cost more than the launch.)"""
+        if sum(len(f) for flats in (self.read, self.wrote) for parts in flats.values()
+               for f in parts) < COMPACT_AT:
+            return
+        for flats in (self.read, self.wrote):
+            for fld, parts in flats.items():
+                flats[fld] = _rows_of(fld, parts)
+        self.compacted = True
+
+    def rows(self, read, wrote):
+        for flats, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
+            for fld, parts in flats.items():
+                rows = parts if self.compacted else _rows_of(fld, parts)
+                into.setdefault(fld, set()).update(
+                    {()} if rows is None else ((int(r),) for r in rows))
+        return self.read_rows, self.wrote_rows
+
+
+def _rows_of(fld, flats):
+    """The distinct leading indices of the flat indices (None: a 0-d field, row ())."""
+    shape = fld.host_array.shape
+    if not shape:
+        return None
+    rows = np.unique(np.concatenate(flats) // int(np.prod(shape[1:], dtype=np.int64)))
+    return rows.astype(np.int32)
 
 
 class LoggedLanes(lanes.PlainLanes):
@@ -63,51 +105,50 @@ class LoggedLanes(lanes.PlainLanes):
         self.saved: list = []
         # Fields whose in-launch hazards the IR does not rule out (as fast mode decides it):
         # only these need the element-wise checks within the loop.
-        self.unproven = _unproven_fields(memory.launch.compiled, memory.replayed)
-
-    def _keep_old(self, fld, idx):
-        """Remember the values a write is about to replace (to undo the loop)."""
-        data = fld.data
-        self.saved.append((data, idx, data[idx].copy() if idx else data[()].copy()))
+        self.by_boxes = _unproven_fields(memory.launch.compiled, memory.replayed)
+        self.unproven = set(self.by_boxes)
 
     def load(self, fld, idx, lanes_, site):
-        values = super().load(fld, idx, lanes_, site)
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        values = data[where]
         if fld.role == "primal":
-            self.events.append(_Event("read", fld, _flat(fld.data, idx, len(lanes_)), lanes_,
-                                      values, site, id(site) in self.memory.replayed,
-                                      _rows(idx)))
+            self.events.append(_Event("read", fld, flat, lanes_, values, site,
+                                      id(site) in self.memory.replayed))
         return values
 
     def store(self, fld, idx, values, lanes_, site):
-        self.checked(fld, idx, site)
-        self._keep_old(fld, idx)
-        super().store(fld, idx, values, lanes_, site)
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        self.saved.append((data, where, data[where]))     # to undo the loop
+        data[where] = values
         if fld.role == "primal":
-            flat = _flat(fld.data, idx, len(lanes_))
-            self.events.append(_Event("store", fld, flat, lanes_, values, site, False,
-                                      _rows(idx)))
+            self.events.append(_Event("store", fld, flat, lanes_, values, site, False))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
-        self.checked(fld, idx, site)
-        self._keep_old(fld, idx)
-        if fld.role != "primal":
-            return super().atomic(op, fld, idx, values, lanes_, site)
-        flat = _flat(fld.data, idx, len(lanes_))
-        old = fld.data.reshape(-1)[flat]
-        first = lanes.ATOMIC_UFUNCS[op](old, values).astype(fld.data.dtype, copy=False)
-        super().atomic(op, fld, idx, values, lanes_, site)
-        self.events.append(_Event("atomic_" + op, fld, flat, lanes_,
-                                  fld.data.reshape(-1)[flat], site, False, _rows(idx), first))
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        old = data[where]
+        self.saved.append((data, where, old))
+        ufunc = lanes.ATOMIC_UFUNCS[op]
+        ufunc.at(data, where, values)
+        if fld.role == "primal":
+            first = ufunc(old, values).astype(data.dtype, copy=False)
+            self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[where], site,
+                                      False, first))
 
     # ---- the loop has ended ---------------------------------------------------------------
     def end(self, loop) -> bool:
         """-> True when the loop's accesses are clean and logged; False when they were undone
         (the caller runs the loop on the scalar path, which reports)."""
-        if self._conflicting() or self._overwrites_a_replayed_read():
-            for data, idx, old in reversed(self.saved):
-                data[idx if idx else ()] = old
-            return False
-        self._commit()
+        by_field = self._by_field()
+        for fld, events in by_field.items():
+            if fld in self.unproven and self._apart(fld, events):
+                # as fast mode decides it from boxes: this loop's reads and writes of the
+                # field are apart, so its iterations cannot meet on an element
+                self.unproven = self.unproven - {fld}
+            if self._conflicting(fld, events) or self._overwrites_a_replayed_read(fld, events):
+                for data, where, old in reversed(self.saved):
+                    data[where] = old
+                return False
+        self._commit(by_field)
         return True
 
     def _by_field(self):
@@ -116,87 +157,127 @@ class LoggedLanes(lanes.PlainLanes):
             grouped.setdefault(e.fld, []).append(e)
         return grouped
 
-    def _conflicting(self) -> bool:
-        for fld, events in self._by_field().items():
-            if fld not in self.unproven or all(e.kind == "read" for e in events):
-                continue
-            flat = np.concatenate([e.flat for e in events])
-            lane = np.concatenate([e.lanes for e in events])
-            slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
-            order = np.lexsort((lane, flat))
-            flat, lane, slot = flat[order], lane[order], slot[order]
-            starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
-            ends = np.r_[starts[1:], len(flat)] - 1
-            shared = lane[starts] != lane[ends]        # touched by two lanes or more
-            if not shared.any():
-                continue
-            low = np.minimum.reduceat(slot, starts)
-            high = np.maximum.reduceat(slot, starts)
-            if np.any(shared & ((low != high) | (low == SLOT["store"]))):
-                return True
-        return False
+    def _apart(self, fld, events) -> bool:
+        """The IR proves that the loop's writes of `fld` never meet each other, only maybe
+        its reads (by_boxes), and the spans of elements read and written are disjoint."""
+        if not self.by_boxes.get(fld):
+            return False
+        reads = [e.flat for e in events if e.kind == "read" and len(e.flat)]
+        writes = [e.flat for e in events if e.kind != "read" and len(e.flat)]
+        if not reads or not writes:
+            return True
+        low_r, high_r = min(f.min() for f in reads), max(f.max() for f in reads)
+        low_w, high_w = min(f.min() for f in writes), max(f.max() for f in writes)
+        return high_r < low_w or high_w < low_r
 
-    def _overwrites_a_replayed_read(self) -> bool:
-        scope = self.memory.scope
-        reads: dict = {}     # field -> [(flat, values)]: this loop's replayed reads so far
-        for e in self.events:
+    def _conflicting(self, fld, events) -> bool:
+        if fld not in self.unproven or all(e.kind == "read" for e in events):
+            return False
+        flat = np.concatenate([e.flat for e in events])
+        lane = np.concatenate([e.lanes for e in events])
+        slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
+        order = np.lexsort((lane, flat))
+        flat, lane, slot = flat[order], lane[order], slot[order]
+        starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
+        ends = np.r_[starts[1:], len(flat)] - 1
+        shared = lane[starts] != lane[ends]        # touched by two lanes or more
+        if not shared.any():
+            return False
+        low = np.minimum.reduceat(slot, starts)
+        high = np.maximum.reduceat(slot, starts)
+        return bool(np.any(shared & ((low != high) | (low == SLOT["store"]))))
+
+    def _overwrites_a_replayed_read(self, fld, events) -> bool:
+        writes = [e for e in events if e.kind != "read"]
+        if not writes:
+            return False
+        reads = self.memory.scope.reads
+        flat = _joined(writes, "flat")
+        cols = reads.columns_at(fld, flat)
+        if fld in self.unproven:
+            return self._overwrites_in_order(fld, events, cols)
+        # Proven free of in-launch hazards: only reads of earlier launches matter, and they
+        # come before every write of this loop, so all its writes are checked at once.
+        if cols is None:
+            return False           # no replayed read of the field yet: nothing to overwrite
+        time_c, value_c = cols.flats[:2]
+        first = _joined(writes, "first_values")
+        in_scope = time_c[flat] != 0
+        if not in_scope.any():
+            return False
+        return bool(np.any(~same_values(first[in_scope], value_c[flat[in_scope]])))
+
+    def _overwrites_in_order(self, fld, events, cols) -> bool:
+        reads: list = []     # [(flat, values)]: this loop's replayed reads of fld so far
+        for e in events:
             if e.kind == "read":
-                if e.replayed and e.fld in self.unproven:
-                    reads.setdefault(e.fld, []).append((e.flat, e.values))
+                if e.replayed:
+                    reads.append((e.flat, e.values))
+                continue
+            if cols is None and not reads:
                 continue
             earlier = np.zeros(len(e.flat), bool)
-            read_value = np.zeros(len(e.flat), e.fld.data.dtype)
-            if e.fld in reads:     # read earlier in this loop (the first read's value)
-                flat = np.concatenate([f for f, _ in reads[e.fld]])
-                values = np.concatenate([v for _, v in reads[e.fld]])
+            read_value = np.zeros(len(e.flat), fld.host_array.dtype)
+            if reads:              # read earlier in this loop (the first read's value)
+                flat = np.concatenate([f for f, _ in reads])
+                values = np.concatenate([v for _, v in reads])
                 known, first = np.unique(flat, return_index=True)
                 at = np.minimum(np.searchsorted(known, e.flat), len(known) - 1)
                 earlier = known[at] == e.flat
                 read_value[earlier] = values[first[at[earlier]]]
-            cols = scope.reads.columns(e.fld, create=False)
             if cols is not None:   # read earlier in the scope: that read comes first
-                in_scope = cols.time.reshape(-1)[e.flat] != 0
-                read_value = np.where(in_scope, cols.value.reshape(-1)[e.flat], read_value)
+                in_scope = cols.flats[0][e.flat] != 0
+                read_value = np.where(in_scope, cols.flats[1][e.flat], read_value)
                 earlier |= in_scope
             if np.any(earlier & ~same_values(e.first_values, read_value)):
                 return True
         return False
 
-    def _commit(self):
+    def _commit(self, by_field):
+        """Hand the loop's events to the per-element summaries, each with its own tick. They
+        only wait there (ElementLog.put_many), to be folded in with many launches' events."""
         memory = self.memory
         launch, checker, scope = memory.launch, memory.checker, memory.scope
         kernel, number = launch.kernel, launch.number
-        for e in self.events:
-            time, loc = checker.tick(), e.site.loc
-            if e.kind == "read":
-                launch.read_rows.setdefault(e.fld, set()).update(e.rows)
-                if e.replayed:
-                    memory.witness.add_many(e.fld, e.flat, loc, kernel, number, e.lanes,
-                                            e.values, time)
-                    scope.reads.put_many(e.fld, e.flat, "read", loc, kernel, number, e.lanes,
-                                         e.values, time, first_only=True)
-                continue
-            launch.wrote_rows.setdefault(e.fld, set()).update(e.rows)
-            scope.first_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
-                                       e.first_values, time, first_only=True)
-            if e.kind in ACCUMULATE:
-                scope.accumulated.put_many(e.fld, e.flat, e.kind, loc, kernel, number,
-                                           e.lanes, e.first_values, time, first_only=True)
-            checker.last_write.put_many(e.fld, e.flat, e.kind, loc, kernel, number, e.lanes,
-                                        e.values, time, first_only=False)
+        if memory.lane_rows is None:
+            memory.lane_rows = _LaunchRows(launch)
+        rows = memory.lane_rows
+        for e in self.events:          # ticks in the order the accesses happened
+            e.time = checker.tick()
+        for fld, events in by_field.items():
+            for e in events:
+                loc = LOCS.code(e.site.loc)
+                if e.kind == "read":
+                    rows.read.setdefault(fld, []).append(e.flat)
+                    if e.replayed:
+                        memory.witness.add_many(fld, e.flat, loc, kernel, number, e.lanes,
+                                                e.values, e.time)
+                        scope.reads.put_many(fld, e.flat, "read", loc, kernel, number, e.lanes,
+                                             e.values, e.time, first_only=True)
+                    continue
+                rows.wrote.setdefault(fld, []).append(e.flat)
+                scope.first_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                                           e.first_values, e.time, first_only=True)
+                if e.kind in ACCUMULATE:
+                    scope.accumulated.put_many(fld, e.flat, e.kind, loc, kernel, number,
+                                               e.lanes, e.first_values, e.time, first_only=True)
+                checker.last_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                                            e.values, e.time, first_only=False)
         self.events, self.saved = [], []
 
 
-def _unproven_fields(traced, replayed) -> set:
+def _unproven_fields(traced, replayed) -> dict:
     """The fields of the launch's kernel that the IR does not prove free of in-launch hazards
-    (core/analysis.py, fast mode's test), once per kernel. Reads in earlier launches of the
-    scope are checked whatever this says."""
+    (core/analysis.py, fast mode's test), once per kernel: field -> by_boxes, True where only
+    reads may meet writes (disjoint elements read and written rule the hazard out). Reads in
+    earlier launches of the scope are checked whatever this says."""
     unproven = getattr(traced, "lanes_unproven", None)
     if unproven is None:
         try:
-            unproven = set(analysis.unproven_fields(traced.ir, replayed))
+            unproven = {fld: by_boxes for fld, (_reads, _writes, by_boxes)
+                        in analysis.unproven_fields(traced.ir, replayed).items()}
         except Exception:  # noqa: BLE001  (no proof: every field is checked)
-            unproven = set(ir.fields_of(traced.ir.body))
+            unproven = dict.fromkeys(ir.fields_of(traced.ir.body), False)
         traced.lanes_unproven = unproven
     return unproven
 

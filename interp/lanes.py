@@ -85,6 +85,25 @@ class PlainLanes:
         scalar path instead (interp/lanelog.py)."""
         return True
 
+    def locate(self, fld, idx, n, site):
+        """-> (array, where, flat): `array[where]` are the n active lanes' elements, `flat`
+        their flat indices, every index checked in bounds (one ravel_multi_index, in C).
+        `array` is a 1-d view and `where` the flat indices, except for a strided array
+        (kernels refuse strided numpy arrays today; a reshape would copy one and lose the
+        stores): there the array itself and the index tuple."""
+        data = self.memory.array(fld)
+        if not idx:     # a 0-d field: every lane has its one element
+            flat = np.zeros(n, np.intp)
+            return data.reshape(1), flat, flat
+        try:
+            flat = np.ravel_multi_index(idx, data.shape)
+        except ValueError:
+            self.checked(fld, idx, site)      # raises the bounds error for the first bad lane
+            raise
+        if data.flags.c_contiguous:
+            return data.reshape(-1), flat, flat
+        return data, idx, flat
+
     def checked(self, fld, idx, site):
         """`idx` (a tuple of index arrays, active lanes only) with every index in bounds."""
         data = self.memory.array(fld)
@@ -102,22 +121,16 @@ class PlainLanes:
         return data
 
     def load(self, fld, idx, lanes, site):
-        data = self.checked(fld, idx, site)
-        return data[idx] if idx else np.full(len(lanes), data[()])
+        data, where, _ = self.locate(fld, idx, len(lanes), site)
+        return data[where]
 
     def store(self, fld, idx, values, lanes, site):
-        data = self.checked(fld, idx, site)
-        if idx:
-            data[idx] = values
-        elif len(values):
-            data[()] = values[-1]
+        data, where, _ = self.locate(fld, idx, len(lanes), site)
+        data[where] = values           # of lanes storing to one element, the last one wins
 
     def atomic(self, op, fld, idx, values, lanes, site):
-        data = self.checked(fld, idx, site)
-        if idx:
-            ATOMIC_UFUNCS[op].at(data, idx, values)
-        else:   # a 0-d field: every lane updates its one element
-            ATOMIC_UFUNCS[op].at(data.reshape(1), np.zeros(len(values), np.intp), values)
+        data, where, _ = self.locate(fld, idx, len(lanes), site)
+        ATOMIC_UFUNCS[op].at(data, where, values)     # lane after lane, in order
 
 
 ATOMIC_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}

@@ -15,8 +15,9 @@ class Memory:
     (wider copies, sympy objects) override `array`."""
 
     def array(self, field):
-        """The array holding `field`'s elements."""
-        return field.data
+        """The array holding `field`'s elements (interp keeps fields in host storage, the
+        default: the host array itself, without `field.data`'s storage round trip)."""
+        return field.host_array
 
     def check(self, field, index, site):
         # numpy rejects indices past the end; negative ones it would wrap, so test them here
