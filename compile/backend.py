@@ -99,11 +99,12 @@ class FastBackend(Backend):
             else None
         if checker.uncopied_points:
             for fld in plan.written_fields:
-                checker.before_write(fld)
+                checker.before_kernel_write(fld)
+        hits = checker.before_launch(plan) if plan.writes else None
         result = program(scalars, self.rng)
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)
-        checker.after_forward(record, plan)
+        checker.after_forward(record, plan, hits)
         return result, record
 
     def _check_within_launch(self, traced, scalars, record, hazards):
