@@ -97,9 +97,8 @@ class FastBackend(Backend):
             self._check_within_launch(traced, scalars, record, plan.hazards)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
-        if checker.uncopied_points:
-            for fld in plan.written_fields:
-                checker.before_kernel_write(fld)
+        if checker.uncopied_points or checker.partial_points:
+            checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
         result = program(scalars, self.rng)
         if saved_grads:

@@ -24,6 +24,7 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
+from tinyad.compile.pointcopies import PartialPoint
 from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
 from tinyad.check.report import Access
@@ -262,19 +263,42 @@ class FastChecker(LaunchChecker):
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         self.shared: dict = {}           # (site, box, version) -> ReplayedRead
+        self.partial_points: dict = {}   # primal -> PartialPoint of its gradient's point
 
     def wrote(self, fields) -> None:
         for fld in fields:
             self.versions[fld] = self.next_version()
 
-    def before_kernel_write(self, fld) -> None:
-        """A launch will write `fld` (the gradient points' copies; its replayed reads are
-        copied box by box, `before_launch`)."""
-        LaunchChecker.before_write(self, fld)
+    def before_kernel_write(self, plan: LaunchPlan) -> None:
+        """A launch will write the boxes of `plan`: the gradient points (launches.py) of their
+        fields keep those boxes first (compile/pointcopies.py; its replayed reads are copied box
+        by box too, `before_launch`)."""
+        points = self.partial_points
+        for written in plan.writes:
+            fld = written.site.field
+            grads = self.uncopied_points.pop(fld, None)
+            if grads:
+                point = points[fld] = PartialPoint(self.host(fld))
+                for grad in grads:
+                    held = self.grad_point.get(grad)
+                    if held is not None and held[0] is None:
+                        self.grad_point[grad] = (point.values, held[1], held[2])
+            point = points.get(fld)
+            if point is not None:
+                point.save(written.box, self.host(fld))
+
+    def unchanged_since(self, primal, values, since) -> bool:
+        point = self.partial_points.get(primal)
+        if point is not None and point.values is values and not point.complete:
+            return point.unchanged(self.host(primal))
+        return super().unchanged_since(primal, values, since)
 
     def before_write(self, fld) -> None:
         """Python scope (or a tangent launch) is about to write some of `fld`: which elements
         is not known yet, so every replayed read of it not yet copied is copied now."""
+        point = self.partial_points.pop(fld, None)
+        if point is not None:
+            point.fill(self.host(fld))
         super().before_write(fld)
         for read in self.reads.overlapping(fld, None):
             if read.values is None:

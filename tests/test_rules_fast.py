@@ -174,3 +174,33 @@ def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, mon
     kept = [launch for launch in fast.checker.history if launch.snapshots]
     assert 0 < len(kept) < 10 and fast.checker.kept_bytes <= 3 * 8 * 100
     assert "dropped, so their replays go unchecked" in capsys.readouterr().err
+
+
+def test_a_gradient_point_is_copied_row_by_row_and_still_sees_a_changed_row(fast):
+    x = ti.field(ti.f64, shape=(4, 3), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(12.0).reshape(4, 3) / 10)
+
+    @ti.kernel
+    def total():
+        for t, i in x:
+            loss[None] += x[t, i] ** 2
+
+    @ti.kernel
+    def rewrite_row(t: ti.i32, factor: ti.f64):
+        for i in range(3):
+            x[t, i] = x[t, i] * factor
+
+    loss.grad[None] = 1.0
+    total()
+    total.grad()
+    rewrite_row(1, 1.0)       # the same values again: still the same point
+    total()
+    total.grad()              # adds at the same values of x (a warning at most)
+    point = fast.checker.partial_points[x]
+    assert point.saved == {((1, 2), (0, 3))}          # the row written, not the field
+    rewrite_row(2, 2.0)       # x moves, row 2 only
+    assert fast.checker.partial_points[x].saved == {((2, 3), (0, 3))}
+    total()
+    with pytest.raises(ti.StaleGradientRuleError):
+        total.grad()
