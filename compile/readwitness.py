@@ -70,9 +70,9 @@ class FieldReads:
     def overlapping(self, box) -> list:
         """The live reads a write of `box` (None: the whole field) may overlap."""
         if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
-            found = [r for r in self.wide if r.live]
-            self.wide = found[:] if len(found) < len(self.wide) else self.wide
-            seen = set()
+            if self.dead:
+                self.compact()
+            found, seen = list(self.wide), set()
             for held in self.rows.values():
                 for r in held:
                     if r.live and id(r) not in seen:
@@ -86,24 +86,23 @@ class FieldReads:
                     self.wide = found[:]
             else:
                 found = []
-            rows = self.rows
-            if box[0][1] - box[0][0] == 1:
-                held = rows.get(box[0][0])
-                if held:
-                    alive = [r for r in held if r.live]
-                    if len(alive) < len(held):
-                        if alive:
-                            rows[box[0][0]] = alive
-                        else:
-                            del rows[box[0][0]]
-                    found += alive
-            else:
-                seen = set()
-                for row in range(*box[0]):
-                    for r in rows.get(row, ()):
-                        if r.live and id(r) not in seen:
-                            seen.add(id(r))
-                            found.append(r)
+            rows, seen, several = self.rows, set(), box[0][1] - box[0][0] > 1
+            for row in range(*box[0]):
+                held = rows.get(row)
+                if not held:
+                    continue
+                alive = [r for r in held if r.live]
+                if len(alive) < len(held):      # drop what no longer needs looking at
+                    if alive:
+                        rows[row] = alive
+                    else:
+                        del rows[row]
+                for r in alive:
+                    if several:                 # (a read spanning rows is filed in each)
+                        if id(r) in seen:
+                            continue
+                        seen.add(id(r))
+                    found.append(r)
         if box is None:
             return found
         overlap = analysis.boxes_overlap

@@ -210,6 +210,13 @@ def regions_of(traced) -> KernelRegions:
     return found
 
 
+def _size(box: tuple) -> int:
+    size = 1
+    for lo, hi in box:
+        size *= hi - lo
+    return size
+
+
 def _slices(box: tuple) -> tuple:
     return tuple(slice(lo, hi) for lo, hi in box)
 
@@ -300,9 +307,20 @@ class FastChecker(LaunchChecker):
         if point is not None:
             point.fill(self.host(fld))
         super().before_write(fld)
-        for read in self.reads.overlapping(fld, None):
-            if read.values is None:
-                self._copy(read, {})
+        waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
+        if not waiting:
+            return
+        current = self.host(fld)
+        if sum(_size(r.box) for r in waiting) * 4 < _size(((0, n) for n in fld.shape)):
+            made: dict = {}
+            for read in waiting:
+                self._copy(read, made)
+        else:            # most of the field: one copy, each read a view of it
+            whole = current.copy()
+            self.kept_bytes += whole.nbytes
+            waiting[0].nbytes = whole.nbytes
+            for read in waiting:
+                read.values = whole[read.slices]
         if self.kept_bytes > self.MEMORY_BUDGET:
             self._keep_within_budget()
 

@@ -568,10 +568,18 @@ def _rows(launch):
 
 def _check_order(checker, launch, facts, kernel_name):
     produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
-    for later in checker.history:
-        if later.time <= launch.time or later.adjoint_runs:
-            continue
+    if not produced:
+        return
+    later_ones = []
+    for later in reversed(checker.history):     # (in launch order: only the end is later)
+        if later.time <= launch.time:
+            break
+        if not later.adjoint_runs:
+            later_ones.append(later)
+    for later in reversed(later_ones):
         later_facts = kernel_facts(later.compiled)
+        if not any(f in produced for f in later_facts.loaded):
+            continue
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         if not shared:
             continue
