@@ -27,6 +27,12 @@ class PartialPoint:
         self.saved: set = set()
         self.complete = False
 
+    @classmethod
+    def start(cls, points: dict, fld, current: np.ndarray) -> np.ndarray:
+        """A new point of `fld` (points: field -> PartialPoint); -> its values array."""
+        point = points[fld] = cls(current)
+        return point.values
+
     def save(self, box: tuple, current: np.ndarray) -> None:
         """`box` of the primal is about to be written: keep what it holds now."""
         if box in self.saved:

@@ -32,6 +32,7 @@ from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
+SMALL_FIELD = 4096    # values: a gradient point of a field this small is copied whole at once
 
 
 class Written:
@@ -48,11 +49,16 @@ class Written:
 
 
 class TapeLog:
-    """What the launches inside one Tape wrote, in order (the reads they replay are filed in the
-    checker's ReadIndex, each with the Tape it belongs to)."""
+    """The launches inside one Tape, in order (the reads they replay are filed in the checker's
+    ReadIndex, each with the Tape it belongs to; what each wrote is its `writes`)."""
 
     def __init__(self):
-        self.writes: dict = {}        # field -> [(Launch, Written)]
+        self.launches: list = []
+
+    def writes_of(self, fld) -> list:
+        """[(Launch, Written)] of the writes of `fld` in this Tape, in order (for a report)."""
+        return [(launch, w) for launch in self.launches for w in launch.writes
+                if w.site.field is fld]
 
 
 class LaunchPlan:
@@ -285,11 +291,16 @@ class FastChecker(LaunchChecker):
             fld = written.site.field
             grads = self.uncopied_points.pop(fld, None)
             if grads:
-                point = points[fld] = PartialPoint(self.host(fld))
+                current = self.host(fld)
+                if current.size <= SMALL_FIELD:      # a small field: all of it, at once
+                    values = current.copy()
+                    points.pop(fld, None)
+                else:
+                    values = PartialPoint.start(points, fld, current)
                 for grad in grads:
                     held = self.grad_point.get(grad)
                     if held is not None and held[0] is None:
-                        self.grad_point[grad] = (point.values, held[1], held[2])
+                        self.grad_point[grad] = (values, held[1], held[2])
             point = points.get(fld)
             if point is not None:
                 point.save(written.box, self.host(fld))
@@ -303,6 +314,8 @@ class FastChecker(LaunchChecker):
     def before_write(self, fld) -> None:
         """Python scope (or a tangent launch) is about to write some of `fld`: which elements
         is not known yet, so every replayed read of it not yet copied is copied now."""
+        if fld.role != "primal":     # (only primal fields' writes are followed)
+            return
         point = self.partial_points.pop(fld, None)
         if point is not None:
             point.fill(self.host(fld))
@@ -381,7 +394,9 @@ class FastChecker(LaunchChecker):
     def after_forward(self, launch: Launch, plan: LaunchPlan, hits=None) -> None:
         """File the boxes this launch's adjoint will replay; compare the reads its writes may
         have changed (`hits`, from before_launch): inside a Tape, naming this launch."""
-        self.wrote(plan.written_fields)
+        versions, next_version = self.versions, self.next_version
+        for fld in plan.written_fields:
+            versions[fld] = next_version()
         launch.writes = plan.writes      # shared by the launches with these arguments
         launch.row_source = plan.row_source
         tape = self.tape
@@ -391,8 +406,7 @@ class FastChecker(LaunchChecker):
         if plan.reads:
             self._file_reads(launch, plan, tape)
         if tape is not None:
-            for written in plan.writes:
-                tape.writes.setdefault(written.site.field, []).append((launch, written))
+            tape.launches.append(launch)
 
     def _file_reads(self, launch: Launch, plan: LaunchPlan, tape) -> None:
         reads, shared, versions, index = launch.snapshots, self.shared, self.versions, self.reads
@@ -461,7 +475,7 @@ class FastChecker(LaunchChecker):
         write_of = mine[0] if mine else Written(None, None, "store")
         write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
                        writer.kernel, writer.number, None, now, writer.time)
-        earlier = [(launch, w) for launch, w in self.tape.writes.get(fld, ())
+        earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
                    if launch.time <= read.time and w.covers(element)]
         accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
         if write.kind in ACCUMULATE and accumulated:
