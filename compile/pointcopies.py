@@ -27,12 +27,6 @@ class PartialPoint:
         self.saved: set = set()
         self.complete = False
 
-    @classmethod
-    def start(cls, points: dict, fld, current: np.ndarray) -> np.ndarray:
-        """A new point of `fld` (points: field -> PartialPoint); -> its values array."""
-        point = points[fld] = cls(current)
-        return point.values
-
     def save(self, box: tuple, current: np.ndarray) -> None:
         """`box` of the primal is about to be written: keep what it holds now."""
         if box in self.saved:
@@ -57,3 +51,51 @@ class PartialPoint:
             if not np.array_equal(current[part], self.values[part], equal_nan=True):
                 return False
         return True
+
+
+SMALL_FIELD = 4096    # values: a gradient point of a field this small is copied whole at once
+
+
+class PointCopies:
+    """Fast mode's checker's gradient points, box by box (a mixin before LaunchChecker, whose
+    grad_point and uncopied_points it fills; `host` gives a field's current array)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.partial_points: dict = {}   # primal -> PartialPoint of its gradient's point
+
+    def before_kernel_write(self, plan) -> None:
+        """A launch will write the boxes `plan.writes`: the gradient points of their fields
+        keep those boxes first."""
+        points = self.partial_points
+        for written in plan.writes:
+            fld = written.site.field
+            grads = self.uncopied_points.pop(fld, None)
+            if grads:
+                current = self.host(fld)
+                if current.size <= SMALL_FIELD:      # a small field: all of it, at once
+                    values = current.copy()
+                    points.pop(fld, None)
+                else:
+                    point = points[fld] = PartialPoint(current)
+                    values = point.values
+                for grad in grads:
+                    held = self.grad_point.get(grad)
+                    if held is not None and held[0] is None:
+                        self.grad_point[grad] = (values, held[1], held[2])
+            point = points.get(fld)
+            if point is not None:
+                point.save(written.box, self.host(fld))
+
+    def before_write(self, fld) -> None:
+        """Before a write whose boxes are not known: the point's copy is completed first."""
+        point = self.partial_points.pop(fld, None)
+        if point is not None:
+            point.fill(self.host(fld))
+        super().before_write(fld)
+
+    def unchanged_since(self, primal, values, since) -> bool:
+        point = self.partial_points.get(primal)
+        if point is not None and point.values is values and not point.complete:
+            return point.unchanged(self.host(primal))
+        return super().unchanged_since(primal, values, since)

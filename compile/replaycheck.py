@@ -4,13 +4,15 @@ replayed reads that runs at compiled speed.
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
 function of the launch's integer arguments (core/analysis.py `box`: affine indices give their
-range, a gather its whole dimension); after each forward launch the checker copies those boxes
-(a kernel at step t that reads x[t] copies row t only), and compares them:
-  * inside a Tape, after every later launch (and Python-scope write) that may write an
-    overlapping box: the writer is known, so the report names it and the rule (1, 2, read during
-    accumulation) as interp mode would;
-  * before the launch's adjoint: anything else that changed it (a kernel outside the Tape, a
-    write before a manual .grad()) is a replay divergence, blamed on the latest possible writer.
+range, a gather its whole dimension); after each forward launch the checker files those boxes
+(compile/readwitness.py; a kernel at step t that reads x[t] files row t only). Nothing is
+copied then: a box is copied just before a write that may overlap it (a launch's write boxes,
+a Python-scope write, a tangent launch), and compared:
+  * inside a Tape, right after that write: the writer is known, so the report names it and the
+    rule (1, 2, read during accumulation) as interp mode would;
+  * before the launch's adjoint, if a write outside the Tape's compares may have changed it (a
+    kernel outside the Tape, a write before a manual .grad()): a replay divergence, blamed on
+    the latest possible writer. A box no write overlapped since is the forward's still.
 What happens within one launch (a read, then a store to the same element; two parallel
 iterations on one element) the boxes settle where they can; otherwise the backend runs that
 launch checked in the interpreter when the program is small (`FastBackend`), and says once
@@ -24,15 +26,14 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.compile.pointcopies import PartialPoint
-from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
 from tinyad.check.report import Access
+from tinyad.compile.pointcopies import PointCopies
+from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
-SMALL_FIELD = 4096    # values: a gradient point of a field this small is copied whole at once
 
 
 class Written:
@@ -253,7 +254,7 @@ def _value(array, index):
     return value.item() if np.ndim(value) == 0 else value.tolist()
 
 
-class FastChecker(LaunchChecker):
+class FastChecker(PointCopies, LaunchChecker):
     """The launch checks' memory plus the replayed reads' witness (one per ti.init)."""
 
     # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
@@ -276,55 +277,22 @@ class FastChecker(LaunchChecker):
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         self.shared: dict = {}           # (site, box, version) -> ReplayedRead
-        self.partial_points: dict = {}   # primal -> PartialPoint of its gradient's point
 
     def wrote(self, fields) -> None:
         for fld in fields:
             self.versions[fld] = self.next_version()
-
-    def before_kernel_write(self, plan: LaunchPlan) -> None:
-        """A launch will write the boxes of `plan`: the gradient points (launches.py) of their
-        fields keep those boxes first (compile/pointcopies.py; its replayed reads are copied box
-        by box too, `before_launch`)."""
-        points = self.partial_points
-        for written in plan.writes:
-            fld = written.site.field
-            grads = self.uncopied_points.pop(fld, None)
-            if grads:
-                current = self.host(fld)
-                if current.size <= SMALL_FIELD:      # a small field: all of it, at once
-                    values = current.copy()
-                    points.pop(fld, None)
-                else:
-                    values = PartialPoint.start(points, fld, current)
-                for grad in grads:
-                    held = self.grad_point.get(grad)
-                    if held is not None and held[0] is None:
-                        self.grad_point[grad] = (values, held[1], held[2])
-            point = points.get(fld)
-            if point is not None:
-                point.save(written.box, self.host(fld))
-
-    def unchanged_since(self, primal, values, since) -> bool:
-        point = self.partial_points.get(primal)
-        if point is not None and point.values is values and not point.complete:
-            return point.unchanged(self.host(primal))
-        return super().unchanged_since(primal, values, since)
 
     def before_write(self, fld) -> None:
         """Python scope (or a tangent launch) is about to write some of `fld`: which elements
         is not known yet, so every replayed read of it not yet copied is copied now."""
         if fld.role != "primal":     # (only primal fields' writes are followed)
             return
-        point = self.partial_points.pop(fld, None)
-        if point is not None:
-            point.fill(self.host(fld))
-        super().before_write(fld)
+        super().before_write(fld)    # (the gradient points: PointCopies)
         waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
         if not waiting:
             return
         current = self.host(fld)
-        if sum(_size(r.box) for r in waiting) * 4 < _size(((0, n) for n in fld.shape)):
+        if sum(_size(r.box) for r in waiting) * 4 < _size(tuple((0, n) for n in fld.shape)):
             made: dict = {}
             for read in waiting:
                 self._copy(read, made)

@@ -177,8 +177,8 @@ def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, mon
 
 
 def test_a_gradient_point_is_copied_row_by_row_and_still_sees_a_changed_row(fast, monkeypatch):
-    from tinyad.compile import replaycheck
-    monkeypatch.setattr(replaycheck, "SMALL_FIELD", 0)     # (small fields are copied whole)
+    from tinyad.compile import pointcopies
+    monkeypatch.setattr(pointcopies, "SMALL_FIELD", 0)     # (small fields are copied whole)
     x = ti.field(ti.f64, shape=(4, 3), needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
     x.from_numpy(np.arange(12.0).reshape(4, 3) / 10)
