@@ -43,7 +43,8 @@ class ReplayedRead:
 class FieldReads:
     """The reads of one field that writes must still look at."""
 
-    NARROW = 16     # a read spanning at most this many leading indices is filed by row
+    # A read spanning at most this many leading indices (and not all of them) is filed by row
+    NARROW = 16
 
     __slots__ = ("rows", "wide", "count", "dead")
 
@@ -56,7 +57,7 @@ class FieldReads:
     def add(self, read: ReplayedRead) -> None:
         box = read.box
         self.count += 1
-        if box and box[0][1] - box[0][0] <= self.NARROW:
+        if box and box[0][1] - box[0][0] <= self.NARROW and box[0] != (0, read.field.shape[0]):
             rows = self.rows
             for row in range(*box[0]):
                 held = rows.get(row)
@@ -69,7 +70,7 @@ class FieldReads:
 
     def overlapping(self, box) -> list:
         """The live reads a write of `box` (None: the whole field) may overlap."""
-        if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
+        if box is None or not box or box[0][1] - box[0][0] > self.NARROW or not self.rows:
             if self.dead:
                 self.compact()
             found, seen = list(self.wide), set()
