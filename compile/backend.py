@@ -97,13 +97,13 @@ class FastBackend(Backend):
             self._check_within_launch(traced, scalars, record, plan.hazards)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
-        if checker.uncopied_points:
-            for fld in plan.written_fields:
-                checker.before_write(fld)
+        if checker.uncopied_points or checker.partial_points:
+            checker.before_kernel_write(plan)
+        hits = checker.before_launch(plan) if plan.writes else None
         result = program(scalars, self.rng)
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)
-        checker.after_forward(record, plan)
+        checker.after_forward(record, plan, hits)
         return result, record
 
     def _check_within_launch(self, traced, scalars, record, hazards):

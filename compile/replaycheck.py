@@ -4,13 +4,15 @@ replayed reads that runs at compiled speed.
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
 function of the launch's integer arguments (core/analysis.py `box`: affine indices give their
-range, a gather its whole dimension); after each forward launch the checker copies those boxes
-(a kernel at step t that reads x[t] copies row t only), and compares them:
-  * inside a Tape, after every later launch (and Python-scope write) that may write an
-    overlapping box: the writer is known, so the report names it and the rule (1, 2, read during
-    accumulation) as interp mode would;
-  * before the launch's adjoint: anything else that changed it (a kernel outside the Tape, a
-    write before a manual .grad()) is a replay divergence, blamed on the latest possible writer.
+range, a gather its whole dimension); after each forward launch the checker files those boxes
+(compile/readwitness.py; a kernel at step t that reads x[t] files row t only). Nothing is
+copied then: a box is copied just before a write that may overlap it (a launch's write boxes,
+a Python-scope write, a tangent launch), and compared:
+  * inside a Tape, right after that write: the writer is known, so the report names it and the
+    rule (1, 2, read during accumulation) as interp mode would;
+  * before the launch's adjoint, if a write outside the Tape's compares may have changed it (a
+    kernel outside the Tape, a write before a manual .grad()): a replay divergence, blamed on
+    the latest possible writer. A box no write overlapped since is the forward's still.
 What happens within one launch (a read, then a store to the same element; two parallel
 iterations on one element) the boxes settle where they can; otherwise the backend runs that
 launch checked in the interpreter when the program is small (`FastBackend`), and says once
@@ -26,25 +28,12 @@ import numpy as np
 from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
 from tinyad.check.report import Access
+from tinyad.compile.pointcopies import PointCopies
+from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
-
-
-class Snapshot:
-    """The values a replayed load's box held right after its forward launch."""
-
-    __slots__ = ("launch", "site", "box", "values", "version", "reported")
-
-    def __init__(self, launch: Launch, site, box: tuple, values: np.ndarray, version: int):
-        self.launch, self.site, self.box, self.values = launch, site, box, values
-        self.version = version   # the field's write count when copied: unchanged, no compare
-        self.reported = False    # blamed in a report already: not reported again at the replay
-
-    @property
-    def field(self):
-        return self.site.field
 
 
 class Written:
@@ -61,59 +50,16 @@ class Written:
 
 
 class TapeLog:
-    """What the launches inside one Tape read (their snapshots) and wrote, in order. Snapshots
-    are filed by leading index too, so that a launch writing row t of a time-indexed field
-    compares only what was read of row t (not every step's reads: that would grow as T^2)."""
-
-    NARROW = 16      # a snapshot spanning at most this many leading indices is filed by row
+    """The launches inside one Tape, in order (the reads they replay are filed in the checker's
+    ReadIndex, each with the Tape it belongs to; what each wrote is its `writes`)."""
 
     def __init__(self):
-        self.snapshots: dict = {}     # field -> [Snapshot]
-        self.by_row: dict = {}        # field -> {leading index: [Snapshot]}
-        self.wide: dict = {}          # field -> [Snapshot] spanning more rows (or 0-D)
-        self.indexed: dict = {}       # field -> how many of its snapshots are filed above
-        self.writes: dict = {}        # field -> [(Launch, Written)]
-        self.all_writes_compared = True   # False once a write skipped the compare (a tangent)
+        self.launches: list = []
 
-    def add(self, snap: Snapshot) -> None:
-        fld = snap.field
-        held = self.snapshots.get(fld)
-        if held is None:
-            self.snapshots[fld] = [snap]
-        else:
-            held.append(snap)
-
-    def _index(self, fld, snapshots) -> None:
-        """File the snapshots of `fld` not yet filed by row (done when a write asks: most
-        fields a Tape reads it never writes)."""
-        start = self.indexed.get(fld, 0)
-        rows = self.by_row.setdefault(fld, {})
-        for snap in snapshots[start:]:
-            if snap.box and snap.box[0][1] - snap.box[0][0] <= self.NARROW:
-                for row in range(*snap.box[0]):
-                    rows.setdefault(row, []).append(snap)
-            else:
-                self.wide.setdefault(fld, []).append(snap)
-        self.indexed[fld] = len(snapshots)
-
-    def overlapping(self, fld, box):
-        """The snapshots of `fld` a write of `box` (None: the whole field) may have changed."""
-        snapshots = self.snapshots.get(fld)
-        if not snapshots:
-            return ()
-        if box is None or not box or box[0][1] - box[0][0] > self.NARROW:
-            candidates = snapshots
-        else:
-            if self.indexed.get(fld, 0) < len(snapshots):
-                self._index(fld, snapshots)
-            rows = self.by_row.get(fld, {})
-            seen, candidates = set(), list(self.wide.get(fld, ()))
-            for row in range(*box[0]):
-                for snap in rows.get(row, ()):
-                    if id(snap) not in seen:
-                        seen.add(id(snap))
-                        candidates.append(snap)
-        return [s for s in candidates if box is None or analysis.boxes_overlap(box, s.box)]
+    def writes_of(self, fld) -> list:
+        """[(Launch, Written)] of the writes of `fld` in this Tape, in order (for a report)."""
+        return [(launch, w) for launch in self.launches for w in launch.writes
+                if w.site.field is fld]
 
 
 class LaunchPlan:
@@ -271,6 +217,13 @@ def regions_of(traced) -> KernelRegions:
     return found
 
 
+def _size(box: tuple) -> int:
+    size = 1
+    for lo, hi in box:
+        size *= hi - lo
+    return size
+
+
 def _slices(box: tuple) -> tuple:
     return tuple(slice(lo, hi) for lo, hi in box)
 
@@ -301,8 +254,8 @@ def _value(array, index):
     return value.item() if np.ndim(value) == 0 else value.tolist()
 
 
-class FastChecker(LaunchChecker):
-    """The launch checks' memory plus the snapshots of replayed reads (one per ti.init)."""
+class FastChecker(PointCopies, LaunchChecker):
+    """The launch checks' memory plus the replayed reads' witness (one per ti.init)."""
 
     # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
     MEMORY_BUDGET = 1 << 30
@@ -312,129 +265,177 @@ class FastChecker(LaunchChecker):
         self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
-        self.kept: deque = deque()       # launches holding copies, oldest first
-        self.kept_bytes = 0
+        self.reads = ReadIndex()         # replayed reads that a write must copy first
+        self.kept: deque = deque()       # launches holding replayed reads, oldest first
+        self.kept_bytes = 0              # bytes of the copies they hold
         self.dropped_noted = False
         # Every write of a primal field (a launch that may store into it, a Python write) gives
-        # it a new version; a copy made at the current version is the field's value still, so
-        # it is shared instead of copied again, and needs no compare.
+        # it a new version. A read of the same site and box at the same version as an earlier
+        # launch's (in this Tape, or since the last one) saw the same values: that launch's
+        # read stands for both (one compare, one report; interp mode's Tape reports an
+        # element's first read).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
-        self.copies: dict = {}           # (field, box) -> (version, values)
-        # A read of the same site and box at the same version as an earlier launch's (in this
-        # Tape, or since the last one) saw the same values: that launch's snapshot stands for
-        # both (one compare, one report; interp mode's Tape reports an element's first read).
-        self.shared: dict = {}           # (site, box, version) -> Snapshot
+        self.shared: dict = {}           # (site, box, version) -> ReplayedRead
 
     def wrote(self, fields) -> None:
         for fld in fields:
             self.versions[fld] = self.next_version()
 
-    def tangent_wrote(self, fields) -> None:
-        """A forward-mode launch wrote these primal fields (not compared with the Tape's copies)."""
-        self.wrote(fields)
-        if self.tape is not None and fields:
-            self.tape.all_writes_compared = False
+    def before_write(self, fld) -> None:
+        """Python scope (or a tangent launch) is about to write some of `fld`: which elements
+        is not known yet, so every replayed read of it not yet copied is copied now."""
+        if fld.role != "primal":     # (only primal fields' writes are followed)
+            return
+        super().before_write(fld)    # (the gradient points: PointCopies)
+        waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
+        if not waiting:
+            return
+        current = self.host(fld)
+        if sum(_size(r.box) for r in waiting) * 4 < _size(tuple((0, n) for n in fld.shape)):
+            made: dict = {}
+            for read in waiting:
+                self._copy(read, made)
+        else:            # most of the field: one copy, each read a view of it
+            whole = current.copy()
+            self.kept_bytes += whole.nbytes
+            waiting[0].nbytes = whole.nbytes
+            for read in waiting:
+                read.values = whole[read.slices]
+        if self.kept_bytes > self.MEMORY_BUDGET:
+            self._keep_within_budget()
 
-    def _copy(self, fld, box, slices) -> tuple:
-        version = self.versions.get(fld, 0)
-        held = self.copies.get((fld, box))
-        if held is not None and held[0] == version:
-            return held
-        if len(self.copies) > 4096:
-            self.copies.clear()
-        held = self.copies[(fld, box)] = (version, self.host(fld)[slices].copy())
-        return held
+    def tangent_wrote(self, fields) -> None:
+        """A forward-mode launch wrote these primal fields (compared at the replays only)."""
+        self.wrote(fields)
+        for fld in fields:
+            for read in self.reads.overlapping(fld, None):
+                self._may_have_changed(read)
+
+    def _copy(self, read: ReplayedRead, made: dict) -> None:
+        """Copy the box of `read` (about to be overwritten): `made` shares one copy between
+        the reads of one box that one write copies."""
+        key = (read.field, read.box)
+        values = made.get(key)
+        if values is None:
+            values = made[key] = self.host(read.field)[read.slices].copy()
+            read.nbytes = values.nbytes
+            self.kept_bytes += values.nbytes
+        read.values = values
+
+    def _may_have_changed(self, read: ReplayedRead) -> None:
+        """A write outside the Tape's compares may have changed `read`: compared at its replay."""
+        read.dirty = True
+        self.reads.retire(read)
 
     def tape_scope(self):
-        self.shared = {}      # each Tape files its own snapshots (and end_tape moves versions)
+        self.shared = {}      # each Tape files its own reads
         return TapeLog()
 
     def end_tape(self):
-        """Inside the Tape every write of a field was compared with the copies it may have
-        changed (`_check_taped_reads`), so each copy still unreported holds its field's value as
-        of now: marked so, the adjoint's replay check compares only what changes after this."""
-        if not self.tape.all_writes_compared:
-            super().end_tape()
-            return
-        for fld, snapshots in self.tape.snapshots.items():
-            version = self.versions.get(fld, 0)
-            for snap in snapshots:
-                snap.version = version
         self.shared = {}
         super().end_tape()
 
     # ---- a forward launch ----------------------------------------------------------------------
-    def after_forward(self, launch: Launch, plan: LaunchPlan) -> None:
-        """Copy the boxes this launch's adjoint will replay; inside a Tape, check the boxes it
-        may have written against what earlier taped launches will replay."""
-        self.wrote(plan.written_fields)
-        snapshots, new, shared, versions = launch.snapshots, [], self.shared, self.versions
-        # Inside a grad_replaced function the Tape never replays these reads (its grad_for
-        # recomputes what it needs): their copies are the launch's own, not the Tape's.
-        custom = self.in_custom_primal
-        for site, box, slices in plan.reads:
-            key = (site, box, versions.get(site.field, 0))
-            snap = None if custom else shared.get(key)
-            if snap is None:
-                version, values = self._copy(site.field, box, slices)
-                snap = Snapshot(launch, site, box, values, version)
-                if len(shared) > 4096:
-                    shared.clear()
-                if not custom:
-                    shared[key] = snap
-                    new.append(snap)
-                self.kept_bytes += values.nbytes
-            snapshots.append(snap)
-        if snapshots:
-            self.kept.append(launch)
-            if (self.kept_bytes > self.MEMORY_BUDGET
-                    or self.kept[0].number < self.history[0].number):
-                self._keep_within_budget()
+    def before_launch(self, plan: LaunchPlan):
+        """Copy the replayed reads the launch's writes may overlap, before they run; -> [(Written,
+        [ReplayedRead])] for `after_forward`, or None."""
+        hits, fields = None, self.reads.fields
+        for written in plan.writes:
+            held = fields.get(written.site.field)
+            if held is None:
+                continue
+            found = held.overlapping(written.box)
+            if not found:
+                continue
+            made: dict = {}
+            for read in found:
+                if read.values is None:
+                    self._copy(read, made)
+            if hits is None:
+                hits = []
+            hits.append((written, found))
+        if self.kept_bytes > self.MEMORY_BUDGET:
+            self._keep_within_budget()
+        return hits
+
+    def after_forward(self, launch: Launch, plan: LaunchPlan, hits=None) -> None:
+        """File the boxes this launch's adjoint will replay; compare the reads its writes may
+        have changed (`hits`, from before_launch): inside a Tape, naming this launch."""
+        versions, next_version = self.versions, self.next_version
+        for fld in plan.written_fields:
+            versions[fld] = next_version()
         launch.writes = plan.writes      # shared by the launches with these arguments
         launch.row_source = plan.row_source
         tape = self.tape
-        if tape is None:
-            return
-        for written in plan.writes:
-            self._check_taped_reads(written.site.field, written.box, launch)
-        for written in plan.writes:
-            tape.writes.setdefault(written.site.field, []).append((launch, written))
-        for snap in new:
-            tape.add(snap)
+        if hits:
+            for written, found in hits:
+                self._after_write(written.site.field, found, launch, tape)
+        if plan.reads:
+            self._file_reads(launch, plan, tape)
+        if tape is not None:
+            tape.launches.append(launch)
 
-    def _check_taped_reads(self, fld, box, writer: Launch | None, access=None) -> None:
-        for snap in self.tape.overlapping(fld, box):
-            if snap.reported or snap.launch is writer:
+    def _file_reads(self, launch: Launch, plan: LaunchPlan, tape) -> None:
+        reads, shared, versions, index = launch.snapshots, self.shared, self.versions, self.reads
+        # Inside a grad_replaced function the Tape never replays these reads (its grad_for
+        # recomputes what it needs): they are the launch's own, not the Tape's.
+        custom = self.in_custom_primal
+        for site, box, slices in plan.reads:
+            key = (site, box, versions.get(site.field, 0))
+            read = None if custom else shared.get(key)
+            if read is None or read.reported or not read.live:
+                read = ReplayedRead(launch, site, box, slices, None if custom else tape)
+                index.add(read)
+                if not custom:
+                    if len(shared) > 4096:
+                        shared.clear()
+                    shared[key] = read
+            read.owner = launch
+            reads.append(read)
+        self.kept.append(launch)
+        if self.kept[0].number < self.history[0].number or self.kept_bytes > self.MEMORY_BUDGET:
+            self._keep_within_budget()
+
+    def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
+        """After a write that may have changed the reads `found` (copied before it)."""
+        for read in found:
+            if read.reported or read.values is None:   # (None: no before-write call copied it)
                 continue
-            changed = self._changed_element(snap)
+            if tape is None or read.tape is not tape:
+                self._may_have_changed(read)
+                continue
+            if read.launch is writer:
+                continue
+            changed = self._changed_element(read)
             if changed is None:
                 continue
             relative, element, now = changed
-            read = self._read_access(snap, relative)
+            self.reads.retire(read)
+            read_access = self._read_access(read, relative)
             if writer is None:       # a Python-scope write inside the Tape
                 access.value = now
-                self.report(rules.python_overwrite(field=fld.name, element=element, read=read,
-                                                   write=access))
+                self.report(rules.python_overwrite(field=fld.name, element=element,
+                                                   read=read_access, write=access))
                 continue
-            self.report(self._overwrite_error(fld, element, read, writer, now))
+            self.report(self._overwrite_error(fld, element, read_access, writer, now))
 
-    def _changed_element(self, snap: Snapshot):
-        """The first element of `snap`'s box that no longer holds the copied value, or None:
-        (its position in the box, its index in the field, its value now). A changed snapshot
-        is reported once."""
-        fld = snap.field
-        relative = _first_difference(snap.values, self.host(fld)[_slices(snap.box)])
+    def _changed_element(self, read: ReplayedRead):
+        """The first element of `read`'s box that no longer holds the copied value, or None:
+        (its position in the box, its index in the field, its value now). A changed read is
+        reported once."""
+        fld = read.field
+        relative = _first_difference(read.values, self.host(fld)[read.slices])
         if relative is None:
             return None
-        snap.reported = True
-        element = tuple(lo + i for i, (lo, _) in zip(relative, snap.box))
+        read.reported = True
+        element = tuple(lo + i for i, (lo, _) in zip(relative, read.box))
         return relative, element, _value(self.host(fld), element)
 
-    def _read_access(self, snap: Snapshot, relative: tuple) -> Access:
-        launch = snap.launch
-        return Access("read", snap.site.node.loc, launch.kernel, launch.number, None,
-                      _value(snap.values, relative[:len(snap.box)]), launch.time)
+    def _read_access(self, read: ReplayedRead, relative: tuple) -> Access:
+        launch = read.launch
+        return Access("read", read.site.node.loc, launch.kernel, launch.number, None,
+                      _value(read.values, relative[:len(read.box)]), launch.time)
 
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
         """Which rule a later launch's write of a replayed element breaks (as interp says)."""
@@ -442,7 +443,7 @@ class FastChecker(LaunchChecker):
         write_of = mine[0] if mine else Written(None, None, "store")
         write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
                        writer.kernel, writer.number, None, now, writer.time)
-        earlier = [(launch, w) for launch, w in self.tape.writes.get(fld, ())
+        earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
                    if launch.time <= read.time and w.covers(element)]
         accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
         if write.kind in ACCUMULATE and accumulated:
@@ -466,8 +467,9 @@ class FastChecker(LaunchChecker):
         log = self.python_writes.setdefault(fld, [])
         log.append(Written(None, box, "python write", access))
         del log[:-64]
-        if self.tape is not None:
-            self._check_taped_reads(fld, box, None, access)
+        found = self.reads.overlapping(fld, box)
+        if found:
+            self._after_write(fld, found, None, self.tape, access)
         return access
 
     # ---- before an adjoint ---------------------------------------------------------------------
@@ -478,8 +480,11 @@ class FastChecker(LaunchChecker):
         while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
                              or self.kept[0].number < first_kept):
             oldest = self.kept.popleft()
-            self.kept_bytes -= sum(s.values.nbytes for s in oldest.snapshots
-                                   if s.launch is oldest)     # (the others are shared)
+            for read in oldest.snapshots:
+                if read.owner is oldest:      # (a later launch standing on it keeps it)
+                    self.reads.retire(read)
+                    self.kept_bytes -= read.nbytes
+                    read.nbytes, read.values, read.reported = 0, None, True
             if oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
                 print(f"[tinyad] fast mode: the copies of what adjoints replay passed "
@@ -489,20 +494,21 @@ class FastChecker(LaunchChecker):
             oldest.snapshots = []
 
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
-        """Every box the adjoint replays must still hold what the forward launch left there."""
+        """Every box the adjoint replays must still hold what the forward launch left there:
+        only a read that a write may have changed outside the Tape's compares needs a look."""
         if launch is None:
             return
-        for snap in launch.snapshots:
-            fld = snap.field
-            if snap.reported or self.versions.get(fld, 0) == snap.version:
+        for read in launch.snapshots:
+            if read.reported or not read.dirty:
                 continue
-            changed = self._changed_element(snap)
+            changed = self._changed_element(read)
             if changed is None:
                 continue
             relative, element, now = changed
+            fld = read.field
             self.report(rules.replay_divergence(
                 kernel=kernel_name, field=fld.name, element=element,
-                read=self._read_access(snap, relative), now=now,
+                read=self._read_access(read, relative), now=now,
                 last_writer=self._last_writer(fld, element, launch.time)))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:

@@ -45,7 +45,8 @@ def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
     assert len(launches) == steps
     for t, launch in enumerate(launches):
         assert [s.box for s in launch.snapshots] == [((t, t + 1), (0, n))]
-        assert launch.snapshots[0].values.shape == (1, n)     # one row, not the field
+        assert launch.snapshots[0].values is None     # no later write overlaps row t: no copy
+    assert fast.checker.kept_bytes == 0
 
 
 def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast):
@@ -162,12 +163,46 @@ def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, mon
             loss[None] += x[idx[i]] ** 2     # a gather: the whole of x is copied
 
     for _ in range(5):
-        gather()      # at the same values of x: one copy stands for all five launches
-    assert fast.checker.kept_bytes == 8 * 100 + 4 * 100
+        gather()      # nothing writes x or idx after: nothing is copied
+    assert fast.checker.kept_bytes == 0
+    x[0] = 5          # before the write, x is copied once for all five launches (one read)
+    assert fast.checker.kept_bytes == 8 * 100
     assert "dropped" not in capsys.readouterr().err
     for i in range(5):
-        x[0] = i      # x changes: each launch needs its own copy of it
         gather()
+        x[0] = i      # x changes: each launch's read is copied before
     kept = [launch for launch in fast.checker.history if launch.snapshots]
     assert 0 < len(kept) < 10 and fast.checker.kept_bytes <= 3 * 8 * 100
     assert "dropped, so their replays go unchecked" in capsys.readouterr().err
+
+
+def test_a_gradient_point_is_copied_row_by_row_and_still_sees_a_changed_row(fast, monkeypatch):
+    from tinyad.compile import pointcopies
+    monkeypatch.setattr(pointcopies, "SMALL_FIELD", 0)     # (small fields are copied whole)
+    x = ti.field(ti.f64, shape=(4, 3), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(12.0).reshape(4, 3) / 10)
+
+    @ti.kernel
+    def total():
+        for t, i in x:
+            loss[None] += x[t, i] ** 2
+
+    @ti.kernel
+    def rewrite_row(t: ti.i32, factor: ti.f64):
+        for i in range(3):
+            x[t, i] = x[t, i] * factor
+
+    loss.grad[None] = 1.0
+    total()
+    total.grad()
+    rewrite_row(1, 1.0)       # the same values again: still the same point
+    total()
+    total.grad()              # adds at the same values of x (a warning at most)
+    point = fast.checker.partial_points[x]
+    assert point.saved == {((1, 2), (0, 3))}          # the row written, not the field
+    rewrite_row(2, 2.0)       # x moves, row 2 only
+    assert fast.checker.partial_points[x].saved == {((2, 3), (0, 3))}
+    total()
+    with pytest.raises(ti.StaleGradientRuleError):
+        total.grad()

@@ -201,6 +201,19 @@ class LaunchChecker:
         whole field may have changed). A backend that knows its launches' boxes says more."""
         return None
 
+    def unchanged_since(self, primal, values, since) -> bool:
+        """Does `primal` hold `values` still? Only the boxes written since need comparing, where
+        the backend knows them (fast mode); otherwise the whole field."""
+        boxes = self.boxes_written_since(primal, since)
+        data = primal.data
+        if boxes is None:
+            return np.array_equal(data, values, equal_nan=True)
+        for box in boxes:
+            part = tuple(slice(lo, hi) for lo, hi in box)
+            if not np.array_equal(data[part], values[part], equal_nan=True):
+                return False
+        return True
+
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
         the gradients taken at them and not yet copied."""
@@ -524,26 +537,12 @@ def _check_gradient_point(checker, facts, kernel_name):
         changed = checker.primal_changed.get(primal)
         if changed is None or changed.time < taken or values is None:
             continue      # nothing wrote the parameter since: no need to compare its values
-        if _unchanged(checker, primal, values, taken) or not grad.data.any():
+        if checker.unchanged_since(primal, values, taken) or not grad.data.any():
             continue
         checker.report(rules.gradient_at_two_points(
             kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
             change=dataclasses.replace(changed), call_loc=user_loc()))   # (a kernel's is reused)
         return
-
-
-def _unchanged(checker, primal, values, since) -> bool:
-    """Does `primal` hold `values` still? Only the boxes written since need comparing, where
-    the backend knows them (fast mode); otherwise the whole field."""
-    boxes = checker.boxes_written_since(primal, since)
-    data = primal.data
-    if boxes is None:
-        return np.array_equal(data, values, equal_nan=True)
-    for box in boxes:
-        part = tuple(slice(lo, hi) for lo, hi in box)
-        if not np.array_equal(data[part], values[part], equal_nan=True):
-            return False
-    return True
 
 
 def _seeded(grad, launch) -> bool:
@@ -569,10 +568,18 @@ def _rows(launch):
 
 def _check_order(checker, launch, facts, kernel_name):
     produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
-    for later in checker.history:
-        if later.time <= launch.time or later.adjoint_runs:
-            continue
+    if not produced:
+        return
+    later_ones = []
+    for later in reversed(checker.history):     # (in launch order: only the end is later)
+        if later.time <= launch.time:
+            break
+        if not later.adjoint_runs:
+            later_ones.append(later)
+    for later in reversed(later_ones):
         later_facts = kernel_facts(later.compiled)
+        if not any(f in produced for f in later_facts.loaded):
+            continue
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         if not shared:
             continue

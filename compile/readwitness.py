@@ -1,0 +1,149 @@
+"""The replayed reads fast mode's checker watches, copied only when something may overwrite them.
+
+After a forward launch, each box its adjoint will replay is filed here as a `ReplayedRead`
+without copying anything: as long as no write that may overlap the box has happened, the field
+still holds the values the launch left there, so the adjoint's replay needs no compare. Every
+write of a primal field is announced before it happens (a launch's write boxes, from its IR; a
+Python-scope write through `python_will_write`; a tangent launch, by field): the reads it may
+overlap are copied then, just before their values can change, and compared after it (inside the
+Tape, naming the writer) or at the replay (marked `dirty`). A read whose copy has been made and
+that a write outside the Tape may have changed needs no further attention from later writes, so
+it leaves the index: the index holds only reads that a write must still look at.
+
+Reads are filed per field, and by leading index when they span few rows: a time-indexed program
+writes row t + 1 while the reads of rows 0..t wait for the backward pass, and a write must not
+look at all of them (that would grow as T^2).
+"""
+from __future__ import annotations
+
+from tinyad.core import analysis
+
+
+class ReplayedRead:
+    """A box one launch's adjoint replays, and what the checker knows of it."""
+
+    __slots__ = ("launch", "site", "box", "slices", "values", "nbytes", "dirty", "reported",
+                 "tape", "owner", "live")
+
+    def __init__(self, launch, site, box: tuple, slices: tuple, tape):
+        self.launch, self.site, self.box, self.slices = launch, site, box, slices
+        self.values = None     # None: no write that may overlap the box since: unchanged
+        self.nbytes = 0        # bytes of `values` this read holds (0: shared with another's)
+        self.dirty = False     # a write may have changed the box since the copy: compare it
+        self.reported = False  # blamed in a report already: not reported again
+        self.tape = tape       # the Tape (its TapeLog) the launch was recorded in, or None
+        self.owner = launch    # the latest launch standing on this read (one with equal values)
+        self.live = True       # still filed in the index
+
+    @property
+    def field(self):
+        return self.site.field
+
+
+class FieldReads:
+    """The reads of one field that writes must still look at."""
+
+    # A read spanning at most this many leading indices (and not all of them) is filed by row
+    NARROW = 16
+
+    __slots__ = ("rows", "wide", "count", "dead")
+
+    def __init__(self):
+        self.rows: dict = {}      # leading index -> [ReplayedRead]
+        self.wide: list = []      # reads spanning more rows (or a 0-D field's)
+        self.count = 0            # filed
+        self.dead = 0             # filed but no longer live (dropped lazily)
+
+    def add(self, read: ReplayedRead) -> None:
+        box = read.box
+        self.count += 1
+        if box and box[0][1] - box[0][0] <= self.NARROW and box[0] != (0, read.field.shape[0]):
+            rows = self.rows
+            for row in range(*box[0]):
+                held = rows.get(row)
+                if held is None:
+                    rows[row] = [read]
+                else:
+                    held.append(read)
+        else:
+            self.wide.append(read)
+
+    def overlapping(self, box) -> list:
+        """The live reads a write of `box` (None: the whole field) may overlap."""
+        if box is None or not box or box[0][1] - box[0][0] > self.NARROW or not self.rows:
+            if self.dead:
+                self.compact()
+            found, seen = list(self.wide), set()
+            for held in self.rows.values():
+                for r in held:
+                    if r.live and id(r) not in seen:
+                        seen.add(id(r))
+                        found.append(r)
+        else:
+            wide = self.wide
+            if wide:
+                found = [r for r in wide if r.live]
+                if len(found) < len(wide):
+                    self.wide = found[:]
+            else:
+                found = []
+            rows, seen, several = self.rows, set(), box[0][1] - box[0][0] > 1
+            for row in range(*box[0]):
+                held = rows.get(row)
+                if not held:
+                    continue
+                alive = [r for r in held if r.live]
+                if len(alive) < len(held):      # drop what no longer needs looking at
+                    if alive:
+                        rows[row] = alive
+                    else:
+                        del rows[row]
+                for r in alive:
+                    if several:                 # (a read spanning rows is filed in each)
+                        if id(r) in seen:
+                            continue
+                        seen.add(id(r))
+                    found.append(r)
+        if box is None:
+            return found
+        overlap = analysis.boxes_overlap
+        return [r for r in found if overlap(box, r.box)]
+
+    def compact(self) -> None:
+        """Drop the reads no longer live (most rows are never written again)."""
+        rows = {}
+        for row, held in self.rows.items():
+            alive = [r for r in held if r.live]
+            if alive:
+                rows[row] = alive
+        self.rows = rows
+        self.wide = [r for r in self.wide if r.live]
+        self.count = len(self.wide) + sum(len(h) for h in rows.values())
+        self.dead = 0
+
+
+class ReadIndex:
+    """field -> the reads writes of it must look at (FieldReads)."""
+
+    def __init__(self):
+        self.fields: dict = {}
+
+    def add(self, read: ReplayedRead) -> None:
+        held = self.fields.get(read.field)
+        if held is None:
+            held = self.fields[read.field] = FieldReads()
+        held.add(read)
+
+    def overlapping(self, fld, box) -> list:
+        held = self.fields.get(fld)
+        return held.overlapping(box) if held is not None else []
+
+    def retire(self, read: ReplayedRead) -> None:
+        """`read` needs no more attention from writes."""
+        if read.live:
+            read.live = False
+            held = self.fields.get(read.field)
+            if held is not None:
+                held.dead += 1
+                if held.dead > 1024 and held.dead * 2 > held.count:
+                    held.compact()
