@@ -281,3 +281,55 @@ def test_disjoint_slices_are_proved_apart(mode):
     np.testing.assert_allclose(p.grad.to_numpy()[0], central_difference(numpy_loss, x0),
                                rtol=1e-6, atol=1e-8)
     assert gathered(shift, "adjoint")
+
+
+def test_vector_field_and_three_dimensional_stencil(mode):
+    """A vector field (a constant component index beside the shifted ones) and a 3-d nest: each
+    adjoint is split, and its gradient agrees with central differences."""
+    n = 6
+    u = ti.Vector.field(2, ti.f64, shape=(n, n), needs_grad=True)
+    c = ti.field(ti.f64, shape=(n, n, n), needs_grad=True)
+    out = ti.field(ti.f64, shape=(n, n, n), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def curl_like():
+        for i, j in ti.ndrange((1, n - 1), (1, n - 1)):
+            loss[None] += (u[i + 1, j][1] - u[i - 1, j][1] - u[i, j + 1][0]) ** 2 \
+                + u[i, j - 1][0] * u[i, j][1]
+
+    @ti.kernel
+    def blur():
+        for i, j, k in ti.ndrange((1, n - 1), (1, n - 1), (1, n - 1)):
+            out[i, j, k] = c[i - 1, j, k] + 2 * c[i, j + 1, k] * c[i, j, k - 1]
+
+    @ti.kernel
+    def total():
+        for i, j, k in out:
+            loss[None] += ti.sin(out[i, j, k]) * (i + j + 2 * k)
+
+    u0 = np.random.default_rng(9).random((n, n, 2))
+    c0 = np.random.default_rng(10).random((n, n, n))
+
+    def numpy_loss_u(v):
+        a, b = v[..., 0], v[..., 1]
+        return np.sum((b[2:, 1:-1] - b[:-2, 1:-1] - a[1:-1, 2:]) ** 2
+                      + a[1:-1, :-2] * b[1:-1, 1:-1])
+
+    def numpy_loss_c(x):
+        o = np.zeros((n, n, n))
+        o[1:-1, 1:-1, 1:-1] = x[:-2, 1:-1, 1:-1] + 2 * x[1:-1, 2:, 1:-1] * x[1:-1, 1:-1, :-2]
+        i, j, k = np.meshgrid(*(np.arange(n),) * 3, indexing="ij")
+        return np.sum(np.sin(o) * (i + j + 2 * k))
+
+    u.from_numpy(u0)
+    c.from_numpy(c0)
+    with ti.ad.Tape(loss=loss):
+        curl_like()
+        blur()
+        total()
+    np.testing.assert_allclose(u.grad.to_numpy(), central_difference(numpy_loss_u, u0),
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(c.grad.to_numpy(), central_difference(numpy_loss_c, c0),
+                               rtol=1e-6, atol=1e-8)
+    assert gathered(curl_like, "adjoint") and gathered(blur, "adjoint")
