@@ -21,9 +21,11 @@ into the target box: each iteration owns its element, no atomics, and both loops
 It applies only where the IR proves it sound:
   * a perfect nest of loops with constant bounds whose body is straight-line (no branches, loops,
     saves, random numbers), loop variables not assigned in it;
-  * a moved add's indices are, per position, a loop variable plus a constant (each variable in
-    one position: an injective shift) or an expression the loop does not change (no loads, no
-    locals the loop assigns); adds with all shifts zero stay (their iteration owns them);
+  * a moved add's value has the field's type (an add into an int field of a float converts
+    after adding), and its indices are, per position, a loop variable plus a constant (each
+    variable in one position: an injective shift) or an expression the loop does not change (no
+    loads, no locals the loop assigns); adds with all shifts zero stay (their iteration owns
+    them);
   * every other access of the same field in the loop is itself an add (adds commute) or provably
     touches other elements: at some loop-invariant position `e + c` against `e + c'`, c != c';
   * the target box lies inside the field's shape (constant bounds: checked here), so (B) never
@@ -197,8 +199,10 @@ def _disjoint(indices, pattern, changing) -> bool:
 def _families(body, loop_vars, changing):
     families: dict = {}
     for s in body:
+        # the value already of the field's type: an add converts after adding (int(f + 0.7)),
+        # a buffer would convert before
         if not (isinstance(s, ir.AtomicOp) and s.op in ("add", "sub") and s.result is None
-                and not is_scratch(s.field)):
+                and not is_scratch(s.field) and s.value.dtype == s.field.dtype):
             continue
         found = _pattern(s.indices, loop_vars, changing)
         if found is None or not any(found[1]):
