@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.analysis import accesses, assigned, referenced
+from tinyad.core.analysis import accesses, assigned
 from tinyad.core.printer import format_expr
 
 SCRATCH_BYTES = 64 << 20     # the largest scratch buffer (per moved value) this makes
@@ -47,7 +47,8 @@ SCRATCH_BYTES = 64 << 20     # the largest scratch buffer (per moved value) this
 
 @dataclass(eq=False)
 class Scratch:
-    """A zeroed buffer the generated function allocates itself: not a user field, no parameter."""
+    """A buffer the generated function allocates itself (zero outside what the first loop
+    fills): not a user field, no parameter."""
     name: str
     dtype: T.DType
     shape: tuple
@@ -59,8 +60,9 @@ class Scratch:
         """Source lines making the buffer: uninitialised, then zeros around what the first loop
         fills (every launch fills all of that). Serial loops: in a `parallel=True` function a
         slice assignment would be a parallel region of its own, each launch."""
-        lines = [f"{name} = np.empty({tuple(self.shape)}, {np_type})"
-                 "  # shifted adds, gathered (compile/gather.py)"]
+        first = (f"{name} = np.empty({tuple(self.shape)}, {np_type})"
+                 "  # shifted adds, gathered (compile/gather.py)")
+        lines = [first]
         element = f"{name}[{', '.join(loop_vars)}] = 0"
         for k, (a, b) in enumerate(self.filled):
             for lo, hi in ((0, a), (b, self.shape[k])):

@@ -188,7 +188,7 @@ def test_kernels_it_must_leave_alone_compute_right(mode):
 
     @ti.kernel
     def to_the_last_element():
-        for i in range(0, n):
+        for i in range(n):
             wide[i + 1] += a[i]
 
     a0 = np.random.default_rng(7).random(n)
@@ -232,12 +232,12 @@ def test_what_the_ir_cannot_prove_is_not_split(mode):
 
     @ti.kernel
     def in_place():
-        for i in range(0, n - 1):
+        for i in range(n - 1):
             p[0, i] = p[0, i + 1] * 2.0
 
     @ti.kernel
     def past_the_edge():
-        for i in range(0, n):
+        for i in range(n):
             f[i + 1] += a[i]
 
     @ti.kernel
@@ -261,7 +261,7 @@ def test_disjoint_slices_are_proved_apart(mode):
 
     @ti.kernel
     def shift():
-        for i in range(0, n - 1):
+        for i in range(n - 1):
             p[1, i] = p[0, i + 1] * p[0, i]
 
     @ti.kernel
