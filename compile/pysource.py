@@ -25,6 +25,9 @@ Semantics follow the interpreter (interp/), the executable spec of the IR:
   constant indices (a loss); per-thread copies summed after the loop for scatter-adds into a
   field the loop only adds to and that has fewer elements than the loop makes adds; the
   LLVM `atomicrmw` intrinsics of compile/atomics.py otherwise.
+* A parallel loop nest whose shifted scatter-adds (a stencil's adjoint) can be proved apart
+  from its other accesses is first split by compile/gather.py: the adds' values into scratch
+  buffers the function allocates, then a second loop gathers them (no atomics, vectorized).
 * `ti.random()`: a counter-based generator (compile/rt.py), the same streams as interp mode.
 
 Compile time is numba's (about 1 ms per operation), so the code is shaped for it: selects
@@ -42,6 +45,7 @@ import string
 from dataclasses import dataclass, field
 
 from tinyad.compile import rt
+from tinyad.compile.gather import is_scratch, split_gathers
 from tinyad.compile.nesting import nest_loops
 from tinyad.compile.plan import LoopPlan, Planner
 from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
@@ -102,13 +106,15 @@ class Generator(ExprWriter, Planner):
         self.entry = self.names.take(kernel.name)      # the function's name: taken first
         self.lines: list[str] = []
         self.last_loc = None
-        self.fields = ir.fields_of(kernel.body)
-        self.field_names = {id(f): self.names.take(f.name) for f in self.fields}
+        used = ir.fields_of(kernel.body)
+        self.fields = [f for f in used if not is_scratch(f)]       # the parameters
+        self.scratch = [f for f in used if is_scratch(f)]          # allocated by the function
+        self.field_names = {id(f): self.names.take(f.name) for f in used}
         # parfors cannot index a 0-d array: those are used through a 1-element view
         # (on CUDA the launcher passes them as 1-element arrays)
         self.arrays = {id(f): (self.names.temp(self.field_names[id(f)])
                                if ir.array_rank(f) == 0 and target == "cpu"
-                               else self.field_names[id(f)]) for f in self.fields}
+                               else self.field_names[id(f)]) for f in used}
         self.types: dict[str, T.DType] = ir.local_types(kernel)
         self.local = {a.name: self.names.take(a.name) for a in kernel.args}
         for name in self.types:
@@ -511,6 +517,10 @@ class Generator(ExprWriter, Planner):
             if ir.array_rank(f) == 0:
                 self.line(1, f"{self.arrays[id(f)]} = {self.field_names[id(f)]}.reshape(1)"
                           "  # a 0-d field as 1 element")
+        for f in self.scratch:
+            at = [self.names.temp("z") for _ in f.shape]
+            for text in f.allocation(self.arrays[id(f)], NP_TYPE[f.dtype.name], at):
+                self.line(1, text)
         self.scope_prologue(None, 1, top, index="-1")
         self.block(self.kernel.body, 1, top)
         body = self.lines[body_start:]
@@ -561,6 +571,8 @@ def parallel_min_default() -> int:
 def generate_cpu(kernel: ir.Kernel, debug: bool = False, fast_math: bool = True,
                  parallel_min: int | None = None) -> Generated:
     nested, work = nest_loops(kernel)
+    if not debug:           # debug mode reports the user's own out-of-bounds accesses
+        nested, work = split_gathers(nested, work)
     gen = Generator(nested, "cpu", debug,
                     parallel_min_default() if parallel_min is None else parallel_min, fast_math,
                     work)
