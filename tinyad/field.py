@@ -402,8 +402,9 @@ class Axis:
 class SNode:
     """A level of Taichi's layout tree. tinyad stores every field densely, so only the total
     shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3).
-    Axes nest in the order the levels are written (`dense(ti.l, 7).dense(ti.i, 3)` is (7, 3)),
-    whatever letters name them, which is the order DiffTaichi's programs index in."""
+    Indices come in the order of their axis letters, i j k l, whatever order the levels are
+    written in (`dense(ti.l, 7).dense(ti.i, 3)` is (3, 7), indexed x[i, t]), as in Taichi 1.7.4:
+    DiffTaichi's electric indexes `hidden[i, t]` under `dense(ti.l, steps).dense(ti.i, n)`."""
 
     def __init__(self, shape=(), parent: "SNode | None" = None, kind: str = "root", axes=None):
         self._shape = tuple(shape)
@@ -423,10 +424,12 @@ class SNode:
         for letter, extent in zip(letters, dims):
             if letter is not None and letter in names:   # Taichi's blocking: the axis grows
                 shape[names.index(letter)] *= extent
-            else:                                        # a new axis, after those above it
+            else:                                        # a new axis
                 shape.append(extent)
                 names.append(letter)
-        return SNode(shape, parent=self, kind=kind, axes=names)
+        order = _axis_order(names)
+        return SNode([shape[a] for a in order], parent=self, kind=kind,
+                     axes=[names[a] for a in order])
 
     def pointer(self, axes, dimensions) -> "SNode":
         return self._sparse("pointer", axes, dimensions)
@@ -502,6 +505,14 @@ class SNode:
     @property
     def shape(self):
         return self._shape
+
+
+def _axis_order(names) -> list[int]:
+    """Positions of the axes sorted by letter (i, j, k, l, ...), Taichi's index order; axes
+    given by count rather than by letter keep the order written."""
+    if None in names:
+        return list(range(len(names)))
+    return sorted(range(len(names)), key=lambda a: "ijklmnop".find(names[a]))
 
 
 root = SNode()
