@@ -244,6 +244,44 @@ def test_diffmpm_style_checkpointing(mode):
         assert x.grad[0, q] == pytest.approx(central_difference(loss_of, x, (0, q)), rel=1e-6)
 
 
+def test_clearing_a_gradient_without_its_field_in_grad_for_is_still_refused(mode):
+    # Only a kernel that overwrites the field itself may reset its gradient in grad_for: here
+    # the 2 * x that y's adjoint put into x.grad is owed to x's producer, and is thrown away.
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    y = ti.field(ti.f64, shape=3, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def clear_x_grad():
+        for i in range(3):
+            x.grad[i] = 0
+
+    @ti.kernel
+    def square():
+        for i in range(3):
+            y[i] = x[i] ** 2
+
+    @ti.kernel
+    def total():
+        for i in range(3):
+            loss[None] += y[i]
+
+    @ti.ad.grad_replaced
+    def step():
+        square()
+
+    @ti.ad.grad_for(step)
+    def step_grad():
+        square.grad()
+        clear_x_grad()
+
+    x.from_numpy(np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(ti.SilentZeroRuleError, match="Custom gradient assigns"):
+        with ti.ad.Tape(loss):
+            step()
+            total()
+
+
 def test_random_weights(mode):
     n = 5
     w = ti.field(ti.f64, shape=n, needs_grad=True)
@@ -309,3 +347,11 @@ def test_first_launch_leaves_pythons_random_streams_alone(mode_name, tmp_path):
     ran = subprocess.run([sys.executable, str(program), mode_name],
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and "same stream" in ran.stdout, ran.stderr[-2000:]
+
+
+def test_a_field_made_by_a_lambda_is_named_by_the_callers_variable(mode):
+    # reports name fields: DiffTaichi makes them with `vec = lambda: ...`, then `v = vec()`
+    vec = lambda: ti.Vector.field(2, dtype=ti.f64)   # noqa: E731
+    velocity = vec()
+    ti.root.dense(ti.i, 3).place(velocity)
+    assert velocity.name == "velocity"

@@ -27,6 +27,15 @@ def _caller_variable_name() -> str | None:
     frame = user_frame()
     if frame is None:
         return None
+    if frame.f_code.co_name == "<lambda>" and frame.f_back is not None:
+        # DiffTaichi's `vec = lambda: ti.Vector.field(2, dtype=real)`, then `v = vec()`: v
+        outer = _assigned_name(frame.f_back)
+        if outer is not None:
+            return outer
+    return _assigned_name(frame)
+
+
+def _assigned_name(frame) -> str | None:
     info = inspect.getframeinfo(frame, context=1)
     line = info.code_context[0] if info.code_context else ""
     match = _ASSIGNED_NAME.match(line)
