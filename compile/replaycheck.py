@@ -101,8 +101,9 @@ class KernelRegions:
                                 if isinstance(s.node, ir.Load) and id(s.node) in replayed])
         self.writes = _distinct([s for s in sites if not isinstance(s.node, ir.Load)
                                  and s.field.role == "primal"], by_kind=True)
-        self.grad_stores = [s for s in sites
-                            if isinstance(s.node, ir.Store) and s.field.role == "grad"]
+        resets = analysis.gradient_resets(kernel)
+        self.grad_stores = [s for s in sites if isinstance(s.node, ir.Store)
+                            and s.field.role == "grad" and id(s.node) not in resets]
         self.unproven = analysis.unproven_fields(kernel, replayed)
         self.own_loads = _loads_of_own_stores(sites)
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())

@@ -128,8 +128,10 @@ class Checker(LaunchChecker):
 class LoggedMemory(Memory):
     """Memory of a forward launch with the access log on."""
 
-    def __init__(self, checker: Checker, launch: Launch, replayed_loads: frozenset):
+    def __init__(self, checker: Checker, launch: Launch, replayed_loads: frozenset,
+                 gradient_resets: frozenset = frozenset()):
         self.checker = checker
+        self.gradient_resets = gradient_resets   # grad stores that clear with their primal
         self.launch = launch
         self.replayed = replayed_loads
         # A Tape keeps what its adjoints replay, except inside a grad_replaced function, whose
@@ -209,7 +211,8 @@ class LoggedMemory(Memory):
     def _written(self, fld, index, kind, site, old):
         new = fld.host_array[index]
         if fld.role != "primal":
-            if fld.role == "grad" and self.checker.in_custom_grad:
+            if fld.role == "grad" and self.checker.in_custom_grad and \
+                    id(site) not in self.gradient_resets:
                 self.checker.custom_grad_write(fld, index, kind, site, old, new)
             return
         self.launch.wrote_rows.setdefault(fld, set()).add(index[:1])

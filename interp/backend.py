@@ -12,7 +12,7 @@ import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import launches as launchchecks
-from tinyad.core import ir
+from tinyad.core import analysis, ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
@@ -69,7 +69,8 @@ class InterpBackend(Backend):
                                     scalars)
         record = checker.new_launch(name, traced, scalars)
         replayed = launchchecks.kernel_facts(traced).replayed
-        memory = LoggedMemory(checker, record, replayed)
+        resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
+        memory = LoggedMemory(checker, record, replayed, resets)
         result = program.run(scalars, memory, self.rng)
         memory.finish()
         return result, record

@@ -28,6 +28,15 @@ def _caller_variable_name() -> str | None:
     frame = user_frame()
     if frame is None:
         return None
+    if frame.f_code.co_name == "<lambda>" and frame.f_back is not None:
+        # DiffTaichi's `vec = lambda: ti.Vector.field(2, dtype=real)`, then `v = vec()`: v
+        outer = _assigned_name(frame.f_back)
+        if outer is not None:
+            return outer
+    return _assigned_name(frame)
+
+
+def _assigned_name(frame) -> str | None:
     info = inspect.getframeinfo(frame, context=1)
     line = info.code_context[0] if info.code_context else ""
     match = _ASSIGNED_NAME.match(line)
@@ -405,8 +414,9 @@ class Axis:
 class SNode:
     """A level of Taichi's layout tree. tinyad stores every field densely, so only the total
     shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3).
-    Axes nest in the order the levels are written (`dense(ti.l, 7).dense(ti.i, 3)` is (7, 3)),
-    whatever letters name them, which is the order DiffTaichi's programs index in."""
+    Indices come in the order of their axis letters, i j k l, whatever order the levels are
+    written in (`dense(ti.l, 7).dense(ti.i, 3)` is (3, 7), indexed x[i, t]), as in Taichi 1.7.4:
+    DiffTaichi's electric indexes `hidden[i, t]` under `dense(ti.l, steps).dense(ti.i, n)`."""
 
     def __init__(self, shape=(), parent: "SNode | None" = None, kind: str = "root", axes=None):
         self._shape = tuple(shape)
@@ -432,10 +442,12 @@ class SNode:
         for letter, extent in zip(letters, dims):
             if letter is not None and letter in names:   # Taichi's blocking: the axis grows
                 shape[names.index(letter)] *= extent
-            else:                                        # a new axis, after those above it
+            else:                                        # a new axis
                 shape.append(extent)
                 names.append(letter)
-        return SNode(shape, parent=self, kind=kind, axes=names)
+        order = _axis_order(names)
+        return SNode([shape[a] for a in order], parent=self, kind=kind,
+                     axes=[names[a] for a in order])
 
     def pointer(self, axes, dimensions) -> "SNode":
         return self._sparse("pointer", axes, dimensions)
@@ -517,6 +529,14 @@ def _place_node(fld: Field, parent: SNode) -> SNode:
     node = SNode(parent.shape, parent=parent, kind="place")
     node.placed = fld
     return node
+
+
+def _axis_order(names) -> list[int]:
+    """Positions of the axes sorted by letter (i, j, k, l, ...), Taichi's index order; axes
+    given by count rather than by letter keep the order written."""
+    if None in names:
+        return list(range(len(names)))
+    return sorted(range(len(names)), key=lambda a: "ijklmnop".find(names[a]))
 
 
 root = SNode()

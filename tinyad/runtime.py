@@ -132,8 +132,9 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
                               hint=f"did you mean {', '.join(close)}?" if close else
                               f"its options are {', '.join(KNOWN_OPTIONS)}")
     if ignored:
-        note(f"ti.init: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no "
-             "meaning in tinyad and is ignored")
+        one = len(ignored) == 1
+        note(f"ti.init: {', '.join(ignored)} {'has' if one else 'have'} no meaning in tinyad "
+             f"and {'is' if one else 'are'} ignored")
     runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, fast_math=bool(fast_math), mode=mode, check=check)

@@ -343,7 +343,10 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
     if checker.tape is None:
-        _remember_derivations(checker, compiled, facts, kernel_name, rows)
+        # a grad_for function's recompute (the Tape's backward phase) is no computation
+        # "before the Tape" of the next one
+        if not checker.in_custom_grad:
+            _remember_derivations(checker, compiled, facts, kernel_name, rows)
         return
     if checker.derived_outside_tape:     # (it changes only outside a Tape)
         _check_computed_before_tape(checker, facts, kernel_name, rows)

@@ -160,6 +160,19 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
             for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]
 
 
+def gradient_resets(kernel: ir.Kernel) -> frozenset:
+    """ids of the Store nodes that set a gradient to 0 in a kernel that also stores into the
+    field itself (`grid[c] = 0` beside `grid.grad[c] = 0`). The adjoint of overwriting a field
+    kills its gradient anyway, so a grad_for function that clears a scratch field it recomputes
+    (DiffTaichi's diffmpm clears its grid each step) discards no gradient still owed."""
+    stored = {id(s.field) for s in ir.walk_stmts(kernel.body)
+              if isinstance(s, ir.Store) and s.field.role == "primal"}
+    return frozenset(id(s) for s in ir.walk_stmts(kernel.body)
+                     if isinstance(s, ir.Store) and s.field.role == "grad"
+                     and isinstance(s.value, ir.Const) and s.value.value == 0
+                     and id(s.field.primal) in stored)
+
+
 # ---- regions: which elements an access may touch, as a function of the scalar arguments ------
 
 class Site:

@@ -173,7 +173,31 @@ class ExprVisitor:
         cond = self.visit(node.test)
         if not is_traced(cond):
             return self.visit(node.body) if cond else self.visit(node.orelse)
-        return lang.select(cond, self.visit(node.body), self.visit(node.orelse))
+        if isinstance(cond, Matrix):
+            return lang.select(cond, self.visit(node.body), self.visit(node.orelse))
+        return self.branching_if_expression(cond, node)
+
+    def branching_if_expression(self, cond, node):
+        """`a if c else b` on a run-time scalar c evaluates only the arm taken, as Taichi's
+        ifte does: `p[t, i] if 0 <= i < n else 0` never loads (nor, in the adjoint, accumulates
+        into) the element out of bounds, and `x / y if y != 0 else 0` has no NaN gradient at
+        y = 0. Vector arms are selected element-wise, as Taichi does."""
+        with self.block() as then:
+            a = self.visit(node.body)
+        with self.block() as orelse:
+            b = self.visit(node.orelse)
+        if isinstance(a, Matrix) or isinstance(b, Matrix):
+            self.blocks[-1].extend(then + orelse)
+            return lang.select(cond, a, b)
+        dtypes = [v.dtype if B.is_expr(v) else B.python_dtype(v) for v in (a, b)]
+        common = T.promote(*dtypes)
+        loc = self.loc(node)
+        result = ir.Var(self.namer.fresh("ifexp"), common, loc)
+        self.emit(ir.Assign(result.name, B.cast(0, common), loc))
+        then.append(ir.Assign(result.name, B.cast(a, common), loc))
+        orelse.append(ir.Assign(result.name, B.cast(b, common), loc))
+        self.emit(ir.If(B.as_expr(cond), tuple(then), tuple(orelse), loc))
+        return result
 
     # ---- attributes and subscripts -----------------------------------------------------------
     def visit_Attribute(self, node):
