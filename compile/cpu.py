@@ -14,9 +14,13 @@ parallel kernel's launch first lets compile/threads.py choose its thread count.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 from tinyad.compile import ahead, cache, threads
+from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
 from tinyad.core.errors import division_by_zero, out_of_bounds
@@ -102,6 +106,14 @@ class CpuKernel:
                 raise error from None
         return checked
 
+    @property
+    def dispatchers(self) -> list:
+        """The module's numba functions that make up the kernel: the entry itself, or the
+        segments a pooled kernel's entry runs (compile/pooledsource.py)."""
+        module, entry = sys.modules.get(self.path), self.generated.entry
+        return [fn for name, fn in sorted(vars(module).items())
+                if (name == entry or name.startswith(entry + "_")) and hasattr(fn, "overloads")]
+
     def __call__(self, scalars=(), rng=None):
         """Run once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         return self._launch(scalars, rng)
@@ -112,7 +124,12 @@ class CpuKernel:
 def generate(kernel_ir, debug: bool = False, fast_math: bool = True,
              parallel_min: int | None = None):
     """The generated module and its cache name (stem)."""
-    gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
+    gen = None
+    if not debug and os.environ.get("TINYAD_PARFORS", "0") == "0":
+        gen = generate_pooled(kernel_ir, fast_math=fast_math, parallel_min=parallel_min)
+    if gen is None:
+        gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math,
+                           parallel_min=parallel_min)
     gen.module_name = f"{sanitize(kernel_ir.name)}_" \
                       f"{cache.key('cpu', str(debug), gen.ir_text, gen.source)}"
     return gen

@@ -1,0 +1,109 @@
+"""The thread pool that runs a CPU kernel's parallel loops, chunk by chunk.
+
+Why not numba's `parallel=True`: its parfors pass and the gufunc it lowers cost 0.5 s of compile
+time for even the smallest loop, and several seconds for a large body (mpm's p2g_grad: 17 s
+against 4 s compiled serially: the body is typed, lowered and optimized by LLVM twice). Here a
+parallel loop is compiled serially as `seg(chunk, chunks, ...)`, which runs iterations
+[chunk * n // chunks, (chunk + 1) * n // chunks), with `nogil=True`
+(compile/pooledsource.py); `run` calls it for every chunk, on this thread and on the pool's
+persistent worker threads, and returns when all are done.
+
+The thread count is compile/threads.py's (numba's count, fewer when other programs keep our
+cores busy). A launch from a second Python thread while the pool is busy runs its chunks in its
+own thread, one after another: same results (each chunk's work and its order of sums are fixed
+by the chunk number, not by who runs it).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from queue import SimpleQueue
+
+import numpy as np
+from numba import njit
+
+from tinyad.compile import threads
+
+
+class ChunkPool:
+    def __init__(self, workers: int):
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.done: SimpleQueue = SimpleQueue()
+        self.inboxes = []
+        for k in range(workers):
+            inbox: SimpleQueue = SimpleQueue()
+            threading.Thread(target=self._work, args=(inbox,), name=f"tinyad-pool-{k}",
+                             daemon=True).start()
+            self.inboxes.append(inbox)
+
+    def _work(self, inbox):
+        while True:
+            fn, first, step, chunks, args = inbox.get()
+            try:
+                for chunk in range(first, chunks, step):
+                    fn(chunk, chunks, *args)
+                self.done.put(None)
+            except BaseException as exc:      # noqa: BLE001  raised again by the launching thread
+                self.done.put(exc)
+
+    def run(self, fn, chunks: int, args: tuple, nthreads: int) -> None:
+        nthreads = min(nthreads, chunks, len(self.inboxes) + 1)
+        if nthreads <= 1 or not self.lock.acquire(blocking=False):
+            for chunk in range(chunks):
+                fn(chunk, chunks, *args)
+            return
+        try:
+            for k in range(1, nthreads):
+                self.inboxes[k - 1].put((fn, k, nthreads, chunks, args))
+            error = None
+            try:
+                for chunk in range(0, chunks, nthreads):
+                    fn(chunk, chunks, *args)
+            except BaseException as exc:      # noqa: BLE001  after the workers have finished
+                error = exc
+            for _ in range(1, nthreads):
+                failed = self.done.get()
+                error = error or failed
+            if error is not None:
+                raise error
+        finally:
+            self.lock.release()
+
+
+_pool: ChunkPool | None = None
+
+
+def pool() -> ChunkPool:
+    global _pool
+    if _pool is None or _pool.pid != os.getpid():     # threads do not survive a fork
+        _pool = ChunkPool(threads.governor().most - 1)
+    return _pool
+
+
+def run(fn, chunks, *args) -> None:
+    """Run `fn(chunk, chunks, *args)` for every chunk, in parallel. `chunks` None: one per
+    thread (a loop whose chunks keep no per-chunk state)."""
+    nthreads = threads.governor().threads
+    pool().run(fn, nthreads if chunks is None else chunks, args, nthreads)
+
+
+def run_serially(fn, chunks, *args) -> None:
+    """The same chunks, all on this thread (a loop with too little work for threads)."""
+    for chunk in range(chunks or 1):
+        fn(chunk, chunks or 1, *args)
+
+
+@njit(nogil=True, cache=True)
+def _add_copies_chunk(chunk, chunks, flat, rows):
+    n = flat.shape[0]
+    for k in range(chunk * n // chunks, (chunk + 1) * n // chunks):
+        total = flat[k]
+        for t in range(rows.shape[0]):
+            total += rows[t, k]
+        flat[k] = total
+
+
+def add_copies(array: np.ndarray, copies: np.ndarray) -> None:
+    """array += the sum of its per-chunk copies (copies[t] is chunk t's), in chunk order."""
+    run(_add_copies_chunk, None, array.reshape(-1), copies.reshape(copies.shape[0], -1))
