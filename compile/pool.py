@@ -9,12 +9,14 @@ parallel loop is compiled serially as `seg(chunk, chunks, ...)`, which runs iter
 persistent worker threads, and returns when all are done.
 
 The thread count is compile/threads.py's (numba's count, fewer when other programs keep our
-cores busy). A launch from a second Python thread while the pool is busy runs its chunks in its
-own thread, one after another: same results (each chunk's work and its order of sums are fixed
-by the chunk number, not by who runs it).
+cores busy). Chunks are claimed, not assigned: a worker that the OS wakes late (another program
+has the core) finds them taken by the launching thread, so a launch never waits for a
+descheduled thread that has not started. Results do not depend on who runs a chunk: its
+iterations, its per-chunk sums and the order they are added up are fixed by its number.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from queue import SimpleQueue
@@ -25,11 +27,39 @@ from numba import njit
 from tinyad.compile import threads
 
 
+class _Launch:
+    """One launch's chunks: whoever is free claims the next one (this thread and the woken
+    workers), so a worker the OS is slow to wake costs nothing: this thread runs its chunks."""
+    __slots__ = ("fn", "chunks", "args", "claims", "finished", "lock", "done", "error")
+
+    def __init__(self, fn, chunks, args):
+        self.fn, self.chunks, self.args = fn, chunks, args
+        self.claims = itertools.count()      # next() is atomic under the GIL
+        self.finished = 0
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.error = None
+
+    def work(self) -> None:
+        ran = 0
+        for chunk in self.claims:
+            if chunk >= self.chunks:
+                break
+            try:
+                self.fn(chunk, self.chunks, *self.args)
+            except BaseException as exc:      # noqa: BLE001  raised by the launching thread
+                self.error = self.error or exc
+            ran += 1
+        if ran:
+            with self.lock:
+                self.finished += ran
+                if self.finished == self.chunks:
+                    self.done.set()
+
+
 class ChunkPool:
     def __init__(self, workers: int):
         self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.done: SimpleQueue = SimpleQueue()
         self.inboxes = []
         for k in range(workers):
             inbox: SimpleQueue = SimpleQueue()
@@ -37,38 +67,24 @@ class ChunkPool:
                              daemon=True).start()
             self.inboxes.append(inbox)
 
-    def _work(self, inbox):
+    @staticmethod
+    def _work(inbox):
         while True:
-            fn, first, step, chunks, args = inbox.get()
-            try:
-                for chunk in range(first, chunks, step):
-                    fn(chunk, chunks, *args)
-                self.done.put(None)
-            except BaseException as exc:      # noqa: BLE001  raised again by the launching thread
-                self.done.put(exc)
+            inbox.get().work()
 
     def run(self, fn, chunks: int, args: tuple, nthreads: int) -> None:
         nthreads = min(nthreads, chunks, len(self.inboxes) + 1)
-        if nthreads <= 1 or not self.lock.acquire(blocking=False):
+        if nthreads <= 1:
             for chunk in range(chunks):
                 fn(chunk, chunks, *args)
             return
-        try:
-            for k in range(1, nthreads):
-                self.inboxes[k - 1].put((fn, k, nthreads, chunks, args))
-            error = None
-            try:
-                for chunk in range(0, chunks, nthreads):
-                    fn(chunk, chunks, *args)
-            except BaseException as exc:      # noqa: BLE001  after the workers have finished
-                error = exc
-            for _ in range(1, nthreads):
-                failed = self.done.get()
-                error = error or failed
-            if error is not None:
-                raise error
-        finally:
-            self.lock.release()
+        launch = _Launch(fn, chunks, args)
+        for k in range(1, nthreads):
+            self.inboxes[k - 1].put(launch)
+        launch.work()
+        launch.done.wait()
+        if launch.error is not None:
+            raise launch.error
 
 
 _pool: ChunkPool | None = None

@@ -33,8 +33,9 @@ from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, referenced, static_trip
 
-# A parallel loop whose iterations times statements are fewer than this runs on one thread:
-# handing chunks to the pool costs about 10-30 us.
+# A parallel loop whose iterations times statements are fewer than this runs on one thread
+# (handing chunks to the pool costs about 10-30 us), unless threads are forced
+# (TINYAD_PARALLEL_MIN=0).
 MIN_WORK = 20_000
 
 
@@ -186,6 +187,15 @@ class PooledModule:
                 return a.dtype
         return self.gen.types[name]
 
+    def for_range(self, depth, var, lo, hi, loc=None):
+        """`for var in range(lo, hi)`, where lo >= 0 (a parallel loop's iterations). The mask
+        tells LLVM so: numpy's negative-index check then folds away and the loop vectorizes
+        (a range starting at an unknown offset ran 20x slower)."""
+        gen = self.gen
+        index = gen.names.temp("i")
+        gen.line(depth, f"for {index} in range({lo}, {hi}):  # this chunk's iterations", loc)
+        gen.line(depth + 1, f"{var} = {index} & 0x7FFFFFFFFFFFFFFF  # >= 0, as LLVM cannot see")
+
     def parallel(self, seg, loop, plan, chunk, chunks, phase, args, carry):
         """Emit one chunk of a parallel loop into gen.lines: -> (extra parameters, the driver's
         lines that run it)."""
@@ -196,8 +206,8 @@ class PooledModule:
         n, base = _count_and_base(lo, hi)
         trip = gen.trip(loop)
         size = sum(1 for _ in ir.walk_stmts(loop.body))
-        run = ("_tinyad_pool.run" if trip is None or trip * size >= MIN_WORK
-               else "_tinyad_pool.run_serially")
+        threaded = gen.parallel_min == 0 or trip is None or trip * size >= MIN_WORK
+        run = "_tinyad_pool.run" if threaded else "_tinyad_pool.run_serially"
         call_args = args + list(carry.values())
         ordinal = gen.parallel_ordinal(loop)
         if plan.block_span:
@@ -211,8 +221,7 @@ class PooledModule:
             gen.line(1, f"for {block} in range({chunk} * {mine} // {chunks}, "
                         f"({chunk} + 1) * {mine} // {chunks}):")
             gen.line(2, f"{b} = 2 * {block} + {phase}")
-            gen.line(2, f"for {var} in range({base}{b} * {rows}, {base}min(({b} + 1) * {rows}, "
-                        f"{n})):")
+            self.for_range(2, var, f"{base}{b} * {rows}", f"{base}min(({b} + 1) * {rows}, {n})")
             gen.scope_prologue(id(loop), 3, inner, index=var, stream=ordinal)
             gen.block(loop.body, 3, inner)
             calls = [f"    for _phase in range(2):  # even blocks, then odd ones (a stencil: "
@@ -220,8 +229,8 @@ class PooledModule:
                      f"        {run}({seg}, None, _phase, {', '.join(call_args)})"]
             return [], calls
         if not (plan.private or plan.reductions):
-            gen.line(1, f"for {var} in range({base}{chunk} * {n} // {chunks}, "
-                        f"{base}({chunk} + 1) * {n} // {chunks}):  # this chunk", loop.loc)
+            self.for_range(1, var, f"{base}{chunk} * {n} // {chunks}",
+                           f"{base}({chunk} + 1) * {n} // {chunks}", loop.loc)
             gen.scope_prologue(id(loop), 2, inner, index=var, stream=ordinal)
             gen.block(loop.body, 2, inner)
             return [], [f"    {run}({seg}, None, {', '.join(call_args)})"]
@@ -239,8 +248,8 @@ class PooledModule:
                                   f"{ir.array_rank(fld) + 1}, \"C\")"))
             calls.append(f"    {copies} = np.zeros((_CHUNKS,) + {array}.shape, "
                          f"{NP_TYPE[fld.dtype.name]})  # per-chunk copies of {array}")
-        gen.line(1, f"for {var} in range({base}{chunk} * {n} // {chunks}, "
-                    f"{base}({chunk} + 1) * {n} // {chunks}):  # this chunk", loop.loc)
+        self.for_range(1, var, f"{base}{chunk} * {n} // {chunks}",
+                       f"{base}({chunk} + 1) * {n} // {chunks}", loop.loc)
         gen.scope_prologue(id(loop), 2, inner, index=var, stream=ordinal)
         gen.block(loop.body, 2, inner)
         for acc in partials:
