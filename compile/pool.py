@@ -113,7 +113,8 @@ def run_serially(fn, chunks, *args) -> None:
 @njit(nogil=True, cache=True)
 def _add_copies_chunk(chunk, chunks, flat, rows):
     n = flat.shape[0]
-    for k in range(chunk * n // chunks, (chunk + 1) * n // chunks):
+    for i in range(chunk * n // chunks, (chunk + 1) * n // chunks):
+        k = i & 0x7FFFFFFFFFFFFFFF      # >= 0: lets LLVM drop numpy's negative-index check
         total = flat[k]
         for t in range(rows.shape[0]):
             total += rows[t, k]
