@@ -12,8 +12,8 @@ parfors code had (`_CHUNKS` per-chunk copies and sums, blocked stencils), so the
 the same. Top-level locals that one segment assigns and another reads travel in one-element
 arrays made by the driver (zero to start, like a local read before it is assigned).
 
-Kernels this scheme does not cover keep the parfors module of compile/pysource.py (None from
-`generate_pooled`): a return value, a top-level save stack shared by two segments, ti.random()
+Kernels this scheme does not cover keep the parfors module of compile/pysource.py: a return
+value, a top-level save stack shared by two segments, ti.random()
 at the top level after the first parallel loop (its stream runs through the whole kernel).
 """
 from __future__ import annotations
@@ -268,20 +268,18 @@ class PooledModule:
 
 
 def generate_pooled(kernel: ir.Kernel, fast_math: bool = True,
-                    parallel_min: int | None = None) -> Generated | None:
-    """The pooled module of a kernel with a parallel loop, or None (compile/pysource.py's
-    generate_cpu then makes the module: serial, or parfors for the cases above)."""
+                    parallel_min: int | None = None) -> Generated:
+    """The pooled module of a kernel with a parallel loop; without one, the serial module, and
+    for the cases above the parfors module (compile/pysource.py's, from the same generator)."""
     nested, work = nest_loops(kernel)
     gen = Generator(nested, "cpu", False,
                     parallel_min_default() if parallel_min is None else parallel_min, fast_math,
                     work)
-    if not gen.loops:
-        return None
-    source = PooledModule(gen).source()
+    source = PooledModule(gen).source() if gen.loops else None
     if source is None:
-        return None
+        source = gen.cpu_module()
     written = sorted({gen.fields.index(s.field) for s in ir.walk_stmts(kernel.body)
                       if isinstance(s, (ir.Store, ir.AtomicOp))})
     return Generated(kernel, "cpu", source, gen.entry, gen.fields,
-                     [a.dtype for a in kernel.args], gen.uses_random, kernel.ret, True, [],
-                     written)
+                     [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
+                     bool(gen.loops), gen.sites, written)
