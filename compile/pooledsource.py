@@ -31,7 +31,7 @@ from tinyad.compile.pysource import (
 from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
-from tinyad.core.analysis import assigned, referenced, static_trip
+from tinyad.core.analysis import assigned, referenced
 
 # A parallel loop whose iterations times statements are fewer than this runs on one thread
 # (handing chunks to the pool costs about 10-30 us), unless threads are forced
