@@ -1,8 +1,9 @@
 """CPU fast mode: generated source -> `numba.njit` (parallel, cached) -> a launcher.
 
-Normal mode compiles with `parallel=True` when the kernel has a loop worth threads
-(`error_model="numpy"`: IEEE results, x // 0 == 0, as the interpreter), with the fast-math
-flags of `ti.init(fast_math=True)`, the default (compile/pysource.py says which).
+A kernel with a loop worth threads is compiled as serial segments that compile/pool.py's threads
+run in chunks (compile/pooledsource.py); the few it does not cover, with `parallel=True`.
+All compile with `error_model="numpy"` (IEEE results, x // 0 == 0, as the interpreter) and the
+fast-math flags of `ti.init(fast_math=True)`, the default (compile/pysource.py says which).
 Debug mode (`ti.init(debug=True)`) compiles serially with `boundscheck=True` and an explicit
 check at every field access; an out-of-bounds index raises TinyadIndexError naming the field
 and the user's line, like interp mode.
@@ -14,9 +15,13 @@ parallel kernel's launch first lets compile/threads.py choose its thread count.
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 
 from tinyad.compile import ahead, cache, threads
+from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
 from tinyad.core.errors import division_by_zero, out_of_bounds
@@ -102,6 +107,14 @@ class CpuKernel:
                 raise error from None
         return checked
 
+    @property
+    def dispatchers(self) -> list:
+        """The module's numba functions that make up the kernel: the entry itself, or the
+        segments a pooled kernel's entry runs (compile/pooledsource.py)."""
+        module, entry = sys.modules.get(self.path), self.generated.entry
+        return [fn for name, fn in sorted(vars(module).items())
+                if (name == entry or name.startswith(entry + "_")) and hasattr(fn, "overloads")]
+
     def __call__(self, scalars=(), rng=None):
         """Run once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         return self._launch(scalars, rng)
@@ -112,15 +125,26 @@ class CpuKernel:
 def generate(kernel_ir, debug: bool = False, fast_math: bool = True,
              parallel_min: int | None = None):
     """The generated module and its cache name (stem)."""
-    gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
+    if not debug and os.environ.get("TINYAD_PARFORS", "0") == "0":
+        gen = generate_pooled(kernel_ir, fast_math=fast_math, parallel_min=parallel_min)
+    else:
+        gen = generate_cpu(kernel_ir, debug=debug, fast_math=fast_math,
+                           parallel_min=parallel_min)
     gen.module_name = f"{sanitize(kernel_ir.name)}_" \
                       f"{cache.key('cpu', str(debug), gen.ir_text, gen.source)}"
     return gen
 
 
+# Modules generated for compile_ahead, kept for the launch that needs them (generating mpm's
+# adjoints twice cost a warm start 0.4 s): id(kernel IR) -> (kernel IR, debug, fast_math, gen)
+_generated_ahead: dict[int, tuple] = {}
+
+
 def compile_cpu(kernel_ir, debug: bool = False, fast_math: bool = True,
                 parallel_min: int | None = None) -> CpuKernel:
-    gen = generate(kernel_ir, debug, fast_math, parallel_min)
+    ahead_ir, *options, gen = _generated_ahead.pop(id(kernel_ir), (None, None, None, None))
+    if ahead_ir is not kernel_ir or options != [debug, fast_math] or parallel_min is not None:
+        gen = generate(kernel_ir, debug, fast_math, parallel_min)
     ahead.need(gen.module_name)          # compiled by the helper process, or taken back
     module = cache.load(gen.module_name, gen.source)
     return CpuKernel(gen, getattr(module, gen.entry))
@@ -136,5 +160,6 @@ def compile_ahead(kernel_irs, debug: bool = False, fast_math: bool = True) -> No
             gen = generate(kernel_ir, debug, fast_math)
         except Exception:         # noqa: BLE001  speculative: raised again if it is launched
             continue
+        _generated_ahead[id(kernel_ir)] = (kernel_ir, debug, fast_math, gen)
         jobs.append((gen.module_name, gen.source))
     ahead.submit(jobs)
