@@ -18,6 +18,7 @@ at the top level after the first parallel loop (its stream runs through the whol
 """
 from __future__ import annotations
 
+from tinyad.compile.gather import split_gathers
 from tinyad.compile.nesting import nest_loops
 from tinyad.compile.pysource import (
     NP_TYPE,
@@ -26,6 +27,7 @@ from tinyad.compile.pysource import (
     Generated,
     Generator,
     _count_and_base,
+    generate_cpu,
     parallel_min_default,
 )
 from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
@@ -272,6 +274,10 @@ def generate_pooled(kernel: ir.Kernel, fast_math: bool = True,
     """The pooled module of a kernel with a parallel loop; without one, the serial module, and
     for the cases above the parfors module (compile/pysource.py's, from the same generator)."""
     nested, work = nest_loops(kernel)
+    if len(split_gathers(nested, work)[0].body) != len(nested.body):
+        # a stencil adjoint split into a scatter and a gather (compile/gather.py): its two
+        # loops share scratch buffers the function allocates, one parfors function keeps them
+        return generate_cpu(kernel, fast_math=fast_math, parallel_min=parallel_min)
     gen = Generator(nested, "cpu", False,
                     parallel_min_default() if parallel_min is None else parallel_min, fast_math,
                     work)
