@@ -4,8 +4,8 @@ For each workload and size: interp mode (at a small size: it is a tree-walking i
 fast mode with a cold kernel cache and again with that cache warm, and the same two for each
 peer that is importable (`pip install -e ".[bench]"`): Taichi 1.7.4 (its offline cache), Warp
 and JAX on the CPU (their own caches; benchmarks/peers/). The systems alternate: every cold run,
-then every warm run, so that all of them see the same machine. Each measurement runs in its own
-process (benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the
+then every warm run (`--rounds N`: N times, the median shown), so that all of them see the same
+machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the
 first calls minus the steady state (tracing, compiling or loading caches), "start s" the
 process's import and init time, "tinyad/x" tinyad's fast fwd+bwd (warm) over this row's (below
 1: tinyad is faster). "fast checked" is fast mode (warm) with the autodiff rule checks on
@@ -110,26 +110,38 @@ def peer_command(peer, name):
     return f"benchmarks.peers.{peer}_{name}", []
 
 
-def measure_workload(name, sizes, repeats, cache, peers):
+def median_run(results):
+    """Of one system's warm runs, the one with the median fwd+bwd (an error if all failed)."""
+    ok = sorted((r for r in results if "error" not in r), key=lambda r: r["fwd_bwd_s"])
+    return ok[(len(ok) - 1) // 2] if ok else results[-1]
+
+
+def measure_workload(name, sizes, repeats, cache, peers, rounds=1):
     """Rows (workload, size label, mode, result, reference) for one workload."""
     module, rows = f"benchmarks.{name}", []
-    for size in sizes:
+    for k, size in enumerate(sizes):
         common = ["--repeats", str(repeats)]
         if size.interp:
             label = describe(size.interp) if size.interp != size.args else size.label
             rows.append((name, label, "interp",
                          run(module, [*size.interp, *common, "--mode", "interp"]),
                          size.reference if size.interp == size.args else {}))
-        env = {"TINYAD_CACHE_DIR": os.path.join(cache, name),
-               "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(cache, "taichi-" + name),
-               "WARP_CACHE_PATH": os.path.join(cache, "warp-" + name),
-               "JAX_COMPILATION_CACHE_DIR": os.path.join(cache, "jax-" + name)}
+        caches = os.path.join(cache, f"{name}-{k}")       # each size starts from empty caches
+        env = {"TINYAD_CACHE_DIR": os.path.join(caches, "tinyad"),
+               "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(caches, "taichi"),
+               "WARP_CACHE_PATH": os.path.join(caches, "warp"),
+               "JAX_COMPILATION_CACHE_DIR": os.path.join(caches, "jax")}
         systems = [("fast", module, ["--mode", "fast"])]
         systems += [(peer, *peer_command(peer, name)) for peer in peers]
-        measured = {}
-        for state in ("cold", "warm"):            # alternating: each system's cold, then warm
+        measured, warm = {}, {system: [] for system, *_ in systems}
+        # alternating: each system's cold run, then rounds of each system's warm run
+        for system, system_module, flags in systems:
+            measured[system, "cold"] = run(system_module, [*size.args, *common, *flags], env)
+        for _ in range(rounds):
             for system, system_module, flags in systems:
-                measured[system, state] = run(system_module, [*size.args, *common, *flags], env)
+                warm[system].append(run(system_module, [*size.args, *common, *flags], env))
+        for system in warm:
+            measured[system, "warm"] = median_run(warm[system])
         for system, *_ in systems:                # shown system by system
             for state in ("cold", "warm"):
                 rows.append((name, size.label, f"{system} {state}", measured[system, state],
@@ -192,6 +204,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--only", help="comma-separated workloads: " + ", ".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="warm runs of each system, alternating (the median one is shown)")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--no-taichi", action="store_true", help="no Taichi rows")
     parser.add_argument("--peers", help="comma-separated: " + ", ".join(ratios.PEERS)
@@ -222,7 +236,7 @@ def main(argv=None):
     rows = []
     with tempfile.TemporaryDirectory(prefix="tinyad-bench-cache-") as cache:
         for name in names:
-            rows += measure_workload(name, suite[name], args.repeats, cache, peers)
+            rows += measure_workload(name, suite[name], args.repeats, cache, peers, args.rounds)
             print(f"{name}: done", file=sys.stderr)
         overhead = run("benchmarks.overhead",
                        ["--calls", "2000" if args.quick else "20000"]
