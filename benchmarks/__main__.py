@@ -5,10 +5,10 @@ fast mode with a cold kernel cache and again with that cache warm, and the same 
 peer that is importable (`pip install -e ".[bench]"`): Taichi 1.7.4 (its offline cache), Warp
 and JAX on the CPU (their own caches; benchmarks/peers/). The systems alternate: every cold run,
 then every warm run (`--rounds N`: N times, the median shown), so that all of them see the same
-machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the
-first calls minus the steady state (tracing, compiling or loading caches), "start s" the
-process's import and init time, "tinyad/x" tinyad's fast fwd+bwd (warm) over this row's (below
-1: tinyad is faster). "fast checked" is fast mode (warm) with the autodiff rule checks on
+machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians
+of `--repeats` runs; "compile s" is the first calls minus the steady state (tracing, compiling
+or loading caches), "start s" the process's import and init time, "tinyad/x" tinyad's fast
+fwd+bwd (warm) over this row's (below 1: tinyad is faster). "fast checked" is fast mode (warm) with the autodiff rule checks on
 (`check="error"`, tinyad's default; the other fast rows run with `check="off"`), and
 "/unchecked" its fwd+bwd over the unchecked warm row's. "check" is the largest relative
 difference of the loss and gradients: on tinyad's rows from Taichi 1.7.4's f32 numbers for the
