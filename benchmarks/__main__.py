@@ -8,12 +8,12 @@ then every warm run (`--rounds N`: N times, the median shown), so that all of th
 machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians
 of `--repeats` runs; "compile s" is the first calls minus the steady state (tracing, compiling
 or loading caches), "start s" the process's import and init time, "tinyad/x" tinyad's fast
-fwd+bwd (warm) over this row's (below 1: tinyad is faster). "fast checked" is fast mode (warm) with the autodiff rule checks on
-(`check="error"`, tinyad's default; the other fast rows run with `check="off"`), and
-"/unchecked" its fwd+bwd over the unchecked warm row's. "check" is the largest relative
-difference of the loss and gradients: on tinyad's rows from Taichi 1.7.4's f32 numbers for the
-same programs (when that size has numbers), on a peer's rows from tinyad's fast mode (warm).
-A table of the ratios follows (benchmarks/ratios.py), and `--plot` draws them.
+fwd+bwd (warm) over this row's (below 1: tinyad is faster). "fast checked" is fast mode (warm)
+with the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run
+with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" is
+the largest relative difference of the loss and gradients: on tinyad's rows from Taichi
+1.7.4's f32 numbers for the same programs (when that size has numbers), on a peer's rows from
+tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot` draws them.
 
     python -m benchmarks                       # every workload at its reference sizes
     python -m benchmarks --only wave,mpm       # some of them

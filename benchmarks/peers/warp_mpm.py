@@ -54,7 +54,8 @@ def build(wp, n, grid, steps, dt=4e-4, nu=0.2, gravity=9.8, bound=3):
             for j in range(3):
                 dpos = (wp.vec2(float(i), float(j)) - fx) * dx
                 weight = wx[i] * wy[j]
-                wp.atomic_add(grid_v, s, bx + i, by + j, weight * (p_mass * v[s, p] + affine @ dpos))
+                momentum = weight * (p_mass * v[s, p] + affine @ dpos)
+                wp.atomic_add(grid_v, s, bx + i, by + j, momentum)
                 wp.atomic_add(grid_m, s, bx + i, by + j, weight * p_mass)
 
     @wp.kernel
