@@ -13,7 +13,8 @@ with the autodiff rule checks on (`check="error"`, tinyad's default; the other f
 with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" is
 the largest relative difference of the loss and gradients: on tinyad's rows from Taichi
 1.7.4's f32 numbers for the same programs (when that size has numbers), on a peer's rows from
-tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot` draws them.
+tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot`
+draws them.
 
     python -m benchmarks                       # every workload at its reference sizes
     python -m benchmarks --only wave,mpm       # some of them
