@@ -1,20 +1,27 @@
 """`python -m benchmarks`: the four reference workloads (benchmarks/README.md), side by side.
 
 For each workload and size: interp mode (at a small size: it is a tree-walking interpreter),
-fast mode with a cold kernel cache and again with that cache warm, and the same two for Taichi
-when `taichi` is importable (its offline cache). Each measurement runs in its own process
-(benchmarks/harness.py). Times are medians of `--repeats` runs; "compile s" is the first calls
-minus the steady state (tracing, compiling or loading caches), "start s" the process's import
-and init time, "/taichi" fwd+bwd over Taichi's (warm). "fast checked" is fast mode (warm) with
-the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run with
-`check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" compares the loss and gradients
-with Taichi 1.7.4's f32 numbers for the same programs: the largest relative difference,
-when that size has numbers.
+fast mode with a cold kernel cache and again with that cache warm, and the same two for each
+peer that is importable (`pip install -e ".[bench]"`): Taichi 1.7.4 (its offline cache), Warp
+and JAX on the CPU (their own caches; benchmarks/peers/). The systems alternate: every cold run,
+then every warm run (`--rounds N`: N times, the median shown), so that all of them see the same
+machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians
+of `--repeats` runs; "compile s" is the first calls minus the steady state (tracing, compiling
+or loading caches), "start s" the process's import and init time, "tinyad/x" tinyad's fast
+fwd+bwd (warm) over this row's (below 1: tinyad is faster). "fast checked" is fast mode (warm)
+with the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run
+with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" is
+the largest relative difference of the loss and gradients: on tinyad's rows from Taichi
+1.7.4's f32 numbers for the same programs (when that size has numbers), on a peer's rows from
+tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot`
+draws them.
 
     python -m benchmarks                       # every workload at its reference sizes
     python -m benchmarks --only wave,mpm       # some of them
     python -m benchmarks --quick               # small sizes, a smoke test
     python -m benchmarks --json out.json       # also the raw results
+    python -m benchmarks --plot out.png        # a bar chart of the ratios (the plot extra)
+    python -m benchmarks --peers warp,jax      # only these peers (none: tinyad alone)
     python -m benchmarks --concurrent 2        # 2 copies of wave at once vs alone
                                                # (benchmarks/concurrent.py)
     python -m benchmarks --interp-vs 9355eb9^1 # interp mode now vs that commit, and the
@@ -32,6 +39,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from benchmarks import ratios
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -99,23 +107,49 @@ def describe(args):
     return " ".join(f"{k.lstrip('-')}={v}" for k, v in zip(args[::2], args[1::2]))
 
 
-def measure_workload(name, sizes, repeats, cache, taichi):
+def peer_command(peer, name):
+    """(module, flags) that run workload `name` under `peer`."""
+    if peer == "taichi":
+        return f"benchmarks.{name}", ["--taichi"]
+    return f"benchmarks.peers.{peer}_{name}", []
+
+
+def median_run(results):
+    """Of one system's warm runs, the one with the median fwd+bwd (an error if all failed)."""
+    ok = sorted((r for r in results if "error" not in r), key=lambda r: r["fwd_bwd_s"])
+    return ok[(len(ok) - 1) // 2] if ok else results[-1]
+
+
+def measure_workload(name, sizes, repeats, cache, peers, rounds=1):
     """Rows (workload, size label, mode, result, reference) for one workload."""
     module, rows = f"benchmarks.{name}", []
-    for size in sizes:
+    for k, size in enumerate(sizes):
         common = ["--repeats", str(repeats)]
         if size.interp:
             label = describe(size.interp) if size.interp != size.args else size.label
             rows.append((name, label, "interp",
                          run(module, [*size.interp, *common, "--mode", "interp"]),
                          size.reference if size.interp == size.args else {}))
-        env = {"TINYAD_CACHE_DIR": os.path.join(cache, name),
-               "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(cache, "taichi-" + name)}
-        systems = [("fast", ["--mode", "fast"])] + ([("taichi", ["--taichi"])] if taichi else [])
-        for system, flags in systems:
+        caches = os.path.join(cache, f"{name}-{k}")       # each size starts from empty caches
+        env = {"TINYAD_CACHE_DIR": os.path.join(caches, "tinyad"),
+               "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(caches, "taichi"),
+               "WARP_CACHE_PATH": os.path.join(caches, "warp"),
+               "JAX_COMPILATION_CACHE_DIR": os.path.join(caches, "jax")}
+        systems = [("fast", module, ["--mode", "fast"])]
+        systems += [(peer, *peer_command(peer, name)) for peer in peers]
+        measured, warm = {}, {system: [] for system, *_ in systems}
+        # alternating: each system's cold run, then rounds of each system's warm run
+        for system, system_module, flags in systems:
+            measured[system, "cold"] = run(system_module, [*size.args, *common, *flags], env)
+        for _ in range(rounds):
+            for system, system_module, flags in systems:
+                warm[system].append(run(system_module, [*size.args, *common, *flags], env))
+        for system in warm:
+            measured[system, "warm"] = median_run(warm[system])
+        for system, *_ in systems:                # shown system by system
             for state in ("cold", "warm"):
-                rows.append((name, size.label, f"{system} {state}",
-                             run(module, [*size.args, *common, *flags], env), size.reference))
+                rows.append((name, size.label, f"{system} {state}", measured[system, state],
+                             size.reference if system in ("fast", "taichi") else {}))
         rows.append((name, size.label, "fast checked",
                      run(module, [*size.args, *common, "--mode", "fast", "--check", "error"], env),
                      size.reference))
@@ -137,26 +171,27 @@ def deviation(result, reference):
 
 def table(rows):
     head = (f"{'workload':<12} {'size':<24} {'mode':<12} {'start s':>7} {'compile s':>9} "
-            f"{'fwd s':>8} {'fwd+bwd s':>9} {'/taichi':>7} {'/unchecked':>10} {'loss':>12} "
+            f"{'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} {'/unchecked':>10} {'loss':>12} "
             f"{'check':>9}")
     lines = [head, "-" * len(head)]
-    taichi = {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows
-              if m == "taichi warm" and "error" not in r}
-    unchecked = {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows
-                 if m == "fast warm" and "error" not in r}
+    fast = {(w, s): r for w, s, m, r, _ in rows if m == "fast warm" and "error" not in r}
     for workload, size, mode, r, reference in rows:
         start = f"{workload:<12} {size:<24} {mode:<12}"
         if "error" in r:
             lines.append(f"{start} error: {r['error']}")
             continue
-        ratio = (f"{r['fwd_bwd_s'] / taichi[workload, size]:.2f}"
-                 if (workload, size) in taichi and not mode.startswith("interp") else "")
-        cost = (f"{r['fwd_bwd_s'] / unchecked[workload, size]:.2f}"
-                if mode == "fast checked" and (workload, size) in unchecked else "")
+        tinyad = fast.get((workload, size))
+        peer = mode.split()[0] in ratios.PEERS
+        ratio = (f"{tinyad['fwd_bwd_s'] / r['fwd_bwd_s']:.2f}"
+                 if tinyad and peer and mode.endswith("warm") else "")
+        cost = (f"{r['fwd_bwd_s'] / tinyad['fwd_bwd_s']:.2f}"
+                if mode == "fast checked" and tinyad else "")
+        if peer and mode.split()[0] != "taichi" and tinyad:
+            reference = {"loss": tinyad["loss"], **tinyad["grads"]}   # the same as tinyad's?
         dev = deviation(r, reference)
         check = "" if dev is None else f"{dev:.1e}"
         lines.append(f"{start} {r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
-                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>7} {cost:>10} "
+                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>8} {cost:>10} "
                      f"{r['loss']:>12.7g} {check:>9}")
     return "\n".join(lines)
 
@@ -173,8 +208,14 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--only", help="comma-separated workloads: " + ", ".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="warm runs of each system, alternating (the median one is shown)")
     parser.add_argument("--json", help="also write the raw results here")
-    parser.add_argument("--no-taichi", action="store_true")
+    parser.add_argument("--no-taichi", action="store_true", help="no Taichi rows")
+    parser.add_argument("--peers", help="comma-separated: " + ", ".join(ratios.PEERS)
+                        + " (default: every importable one), or none")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="a bar chart of the ratios into PATH (.png, or a directory)")
     parser.add_argument("--concurrent", type=int, metavar="N",
                         help="instead: N copies of one workload (wave, or --only) at once, "
                              "against one alone and one beside a busy core")
@@ -199,11 +240,18 @@ def main(argv=None):
     unknown = [n for n in names if n not in suite]
     if unknown:
         parser.error(f"unknown workload {', '.join(unknown)}; choose from {', '.join(suite)}")
-    taichi = not args.no_taichi and importlib.util.find_spec("taichi") is not None
+    wanted = ratios.PEERS if args.peers is None else [
+        p for p in args.peers.split(",") if p and p != "none"]
+    unknown = [p for p in wanted if p not in ratios.PEERS]
+    if unknown:
+        parser.error(f"unknown peer {', '.join(unknown)}; choose from {', '.join(ratios.PEERS)}")
+    missing = [p for p in wanted if importlib.util.find_spec(p) is None]
+    peers = [p for p in wanted if p not in missing and not (p == "taichi" and args.no_taichi)]
+    taichi = "taichi" in peers
     rows = []
     with tempfile.TemporaryDirectory(prefix="tinyad-bench-cache-") as cache:
         for name in names:
-            rows += measure_workload(name, suite[name], args.repeats, cache, taichi)
+            rows += measure_workload(name, suite[name], args.repeats, cache, peers, args.rounds)
             print(f"{name}: done", file=sys.stderr)
         overhead = run("benchmarks.overhead",
                        ["--calls", "2000" if args.quick else "20000"]
@@ -212,8 +260,15 @@ def main(argv=None):
     print(table(rows))
     print()
     print(overhead_line(overhead))
-    if not taichi:
-        print("(taichi is not importable: no Taichi rows; `pip install taichi==1.7.4` adds them)")
+    if peers:
+        print()
+        print(ratios.ratio_table(rows, peers))
+    if missing:
+        print(f"({', '.join(missing)} not importable: no rows for "
+              f"{'it' if len(missing) == 1 else 'them'}; `pip install -e \".[bench]\"` adds "
+              f"Taichi 1.7.4, Warp and JAX)")
+    if args.plot:
+        print(ratios.plot(rows, peers, args.plot))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": [dict(r, workload=w, size=s, run=m) for w, s, m, r, _ in rows],

@@ -1,7 +1,12 @@
 """The benchmark workloads (benchmarks/) are real Taichi programs. Fast mode must reproduce, at
 full size, the f32 losses and gradients Taichi 1.7.4 gives for the same programs; interp mode's
 rule checker must accept them (check="error") at small sizes, DiffTaichi's checkpointing in mpm
-included."""
+included. The Warp and JAX versions (benchmarks/peers/) compute the same numbers."""
+import importlib
+import os
+import subprocess
+import sys
+
 import pytest
 
 import tinyad as ti
@@ -69,3 +74,43 @@ def test_checked_fast_mode_accepts_the_workloads_and_changes_no_number(name, cap
     assert float(checked_loss) == float(loss)
     assert {k: float(v) for k, v in checked_grads.items()} == {k: float(v) for k, v in grads.items()}
     assert "unchecked" not in capsys.readouterr().err     # every in-launch hazard was settled
+
+
+PEER_SYSTEMS = {"warp": "warp", "jax": "jax"}     # peer -> the module it needs
+
+
+@pytest.mark.parametrize("peer", list(PEER_SYSTEMS))
+@pytest.mark.parametrize("name", list(SMALL))
+def test_peer_versions_compute_tinyads_loss_and_gradients(name, peer):
+    """The Warp and JAX versions (benchmarks/peers/) are the same programs: at a small size they
+    give fast mode's loss and gradients to f32 rounding (a different equation, constant or input
+    would not)."""
+    pytest.importorskip(PEER_SYSTEMS[peer])
+    from benchmarks import peers  # noqa: PLC0415
+    module = importlib.import_module(f"benchmarks.peers.{peer}_{name}")
+    ti.init(mode="fast", default_fp=ti.f32, check="off")
+    loss, grads = run(name, SMALL[name])
+    lib, _ = peers.start(peer)
+    work = module.build(lib, **sizes(SMALL[name]))
+    work.reset()
+    work.fwd_bwd()
+    peer_loss, peer_grads = work.result()
+    assert any(float(g) != 0 for g in grads.values())
+    assert set(peer_grads) == set(grads)
+    assert float(peer_loss) == pytest.approx(float(loss), rel=1e-4)
+    for label, value in grads.items():
+        assert float(peer_grads[label]) == pytest.approx(float(value), rel=1e-3, abs=1e-9), label
+
+
+def test_python_m_benchmarks_runs_from_any_directory(tmp_path):
+    """`python -m benchmarks` finds its package and its per-measurement subprocesses find the
+    workload modules from outside the checkout (benchmarks ships as a package: after a
+    `pip install -e .` that predates it, install again)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "gravity",
+                           "--peers", "none", "--repeats", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("gravity")]
+    for mode, row in zip(("interp", "fast cold", "fast warm", "fast checked"), rows, strict=True):
+        assert f" {mode} " in row and "error" not in row, proc.stdout
