@@ -256,3 +256,11 @@ def test_check_of_a_clean_time_stepped_program_reports_nothing(tmp_path):
     assert "x.grad" in result.stdout
     assert "no autodiff rule violations" in result.stderr
     assert "before the Tape" not in result.stderr, result.stderr
+
+
+def test_bench_passes_its_arguments_to_the_benchmarks_from_any_directory(tmp_path):
+    done = tinyad("bench", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "usage: python -m benchmarks" in done.stdout and "--peers" in done.stdout
+    done = tinyad("bench", "--only", "nonesuch", cwd=tmp_path)
+    assert done.returncode != 0 and "nonesuch" in done.stdout + done.stderr

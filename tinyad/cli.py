@@ -268,6 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-pause", action="store_true", help="run straight through (also when "
                      "input or output is not a terminal)")
     commands.add_parser("lessons", help="list the lessons")
+    commands.add_parser("bench", add_help=False,
+                        help="python -m benchmarks: the four workloads in fast mode, side by "
+                             "side with Taichi, Warp and JAX where installed (its options "
+                             "follow: tinyad bench --help)")
     sub = commands.add_parser("explain", help="show a kernel's source, IR and adjoint IR side by "
                               "side, and the reads its adjoint replays", parents=[options])
     sub.add_argument("target", metavar="prog.py[::kernel]", help="the program (it is run with "
@@ -287,8 +291,11 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        return _bench_command(argv[1:])
     parser = build_parser()
-    ours, program_args = split_program_arguments(sys.argv[1:] if argv is None else argv)
+    ours, program_args = split_program_arguments(argv)
     options = parser.parse_args(ours)
     if options.command in COMMANDS_WITH_A_PROGRAM:
         options.args = program_args
@@ -308,6 +315,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_program(path, options.args, mode=_option(options, "mode"),
                            check=_run_check(options), full_traceback=_option(options, "traceback"))
     return _check_command(path, options)
+
+
+def _bench_command(bench_args: list[str]) -> int:
+    """`python -m benchmarks` with the same arguments, in its own process (it is the benchmarks
+    package's program, installed beside tinyad, not part of tinyad)."""
+    import subprocess  # noqa: PLC0415
+    try:
+        return subprocess.call([sys.executable, "-m", "benchmarks", *bench_args])
+    except KeyboardInterrupt:
+        return 130
 
 
 def _lesson_command(options) -> int:
