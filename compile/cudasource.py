@@ -6,6 +6,7 @@ through one-element device arrays. A plain Python `launch` runs the segments in 
 """
 from __future__ import annotations
 
+from tinyad.compile.nesting import segments
 from tinyad.compile.pysource import Ctx, Generated, Generator
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, python_bound, referenced, static_trip
@@ -19,25 +20,15 @@ class CudaModule:
 
     def segments(self):
         gen, body = self.gen, self.gen.kernel.body
-        segments, current = [], []
-        for s in body:
-            if isinstance(s, ir.For) and id(s) in gen.loops:
-                if current:
-                    segments.append(("serial", current))
-                    current = []
-                segments.append(("parallel", [s]))
-            else:
-                current.append(s)
-        if current or not segments:
-            segments.append(("serial", current))
+        pieces = segments(body, gen.loops) or [("serial", [])]
         # a save stack at the top level lives in one thread's local memory: it cannot be
         # shared by two launches, so such a kernel runs as one serial segment
         for name, scope in gen.stack_scope.items():
-            if scope is None and sum(name in referenced(st) for _, st in segments) > 1:
+            if scope is None and sum(name in referenced(st) for _, st in pieces) > 1:
                 gen.loops.clear()
                 gen.plan_all_scopes()
                 return [("serial", list(body))]
-        return segments
+        return pieces
 
     def source(self) -> str:
         gen = self.gen

@@ -108,3 +108,21 @@ def _extents(dims, total: int):
 def _draws_random(loop: ir.For) -> bool:
     return any(isinstance(x, ir.Op) and x.op == "random" for s in ir.walk_stmts(loop.body)
                for e in ir.stmt_exprs(s) for x in ir.walk_expr(e))
+
+
+def segments(body, parallel: dict) -> list[tuple[str, list]]:
+    """A kernel's top-level statements cut at its parallel loops (ids in `parallel`): runs of
+    ("serial", statements) between ("parallel", [loop]). The CUDA and pooled CPU modules
+    launch each piece on its own."""
+    out, current = [], []
+    for s in body:
+        if isinstance(s, ir.For) and id(s) in parallel:
+            if current:
+                out.append(("serial", current))
+                current = []
+            out.append(("parallel", [s]))
+        else:
+            current.append(s)
+    if current:
+        out.append(("serial", current))
+    return out

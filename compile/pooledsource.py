@@ -19,7 +19,7 @@ at the top level after the first parallel loop (its stream runs through the whol
 from __future__ import annotations
 
 from tinyad.compile.gather import split_gathers
-from tinyad.compile.nesting import nest_loops
+from tinyad.compile.nesting import nest_loops, segments
 from tinyad.compile.pysource import (
     NP_TYPE,
     NUMBA_TYPE,
@@ -51,19 +51,7 @@ class PooledModule:
         self.gen = gen
 
     def segments(self):
-        gen, body = self.gen, self.gen.kernel.body
-        segments, current = [], []
-        for s in body:
-            if isinstance(s, ir.For) and id(s) in gen.loops:
-                if current:
-                    segments.append(("serial", current))
-                    current = []
-                segments.append(("parallel", [s]))
-            else:
-                current.append(s)
-        if current:
-            segments.append(("serial", current))
-        return segments
+        return segments(self.gen.kernel.body, self.gen.loops)
 
     def covered(self, segments) -> bool:
         gen = self.gen
