@@ -34,12 +34,12 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 
 from benchmarks import ratios
+from benchmarks.process import run_module
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -89,17 +89,7 @@ QUICK = {
 
 def run(module, args, env=None, timeout=1800):
     """One measurement in a fresh process: its JSON line, or {"error": the last stderr line}."""
-    full_env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    full_env.update(env or {})
-    try:
-        proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
-                              text=True, env=full_env, cwd=ROOT, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_module(module, args, ROOT, env, timeout)
 
 
 def describe(args):

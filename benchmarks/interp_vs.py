@@ -19,11 +19,12 @@ Two tables:
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
+
+from benchmarks.process import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKS = ("off", "error")
@@ -50,16 +51,7 @@ def unpack(rev: str, into: str) -> str:
 def measure(run_dir: str, module: str, args: list, timeout=3600) -> dict:
     """One process running `module` from `run_dir` (its first sys.path entry): its JSON line,
     or {"error": ...}."""
-    env = dict(os.environ, PYTHONPATH=run_dir)
-    try:
-        proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True,
-                              text=True, env=env, cwd=run_dir, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_module(module, args, run_dir, timeout=timeout)
 
 
 def tinyad_location(run_dir: str) -> str:
