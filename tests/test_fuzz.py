@@ -257,3 +257,15 @@ def test_manual_sweep_of_a_kernel_launched_twice(mode):
     v = x.to_numpy()
     assert np.allclose(x.grad.to_numpy(), 4 * np.sin(v) * np.cos(v))
     assert np.allclose(x.grad.to_numpy(), finite_difference(forward, x), rtol=1e-6)
+
+
+@pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
+@pytest.mark.xfail(strict=True, reason="open bug, found by the long fuzz on 2026-11-24: fast "
+                   "mode's gradient of m differs from interp mode's and f64 finite differences "
+                   "(interp agrees with them) since float % became differentiable; without the "
+                   "dead `%` the modes agree. Deterministic, one thread too.")
+def test_dead_float_mod_beside_an_atomic_min_agrees_in_both_modes():
+    """Fuzzer seed 3000180 (`--small`): k2 computes b5 = abs(... % ...) it never uses, and an
+    atomic_min into y1 through m[idx[i]] @ m[idx[i]].transpose()."""
+    program = gen.generate_seeded(3000180, small=True)
+    assert_clean(program, harness.check(program, modes=("interp", "fast"), seed=3000180))
