@@ -6,7 +6,7 @@ through one-element device arrays. A plain Python `launch` runs the segments in 
 """
 from __future__ import annotations
 
-from tinyad.compile.nesting import segments
+from tinyad.compile.nesting import carried_locals, segments
 from tinyad.compile.pysource import Ctx, Generated, Generator
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, python_bound, referenced, static_trip
@@ -37,9 +37,7 @@ class CudaModule:
         args = {a.name for a in k.args}
         refs = [referenced(st) for _, st in segments]
         writes = [assigned(st) if kind == "serial" else set() for kind, st in segments]
-        carried = [n for n in list(gen.types) if any(
-            n in writes[i] and any(n in refs[j] for j in range(len(segments)) if j != i)
-            for i in range(len(segments)))]
+        carried = carried_locals(refs, writes, list(gen.types))
         carry = {n: f"_c_{gen.local[n]}" for n in carried}
         params = ([gen.field_names[id(f)] for f in gen.fields]
                   + [gen.local[a.name] for a in k.args] + list(carry.values()) + ["_err"]

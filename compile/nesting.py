@@ -126,3 +126,11 @@ def segments(body, parallel: dict) -> list[tuple[str, list]]:
     if current:
         out.append(("serial", current))
     return out
+
+
+def carried_locals(refs: list, writes: list, names) -> list:
+    """The locals (of `names`, in order) that one piece assigns (`writes[i]`) and another uses
+    (`refs[j]`): they travel between the launched pieces in one-element arrays."""
+    return [n for n in names if any(
+        n in writes[i] and any(n in refs[j] for j in range(len(refs)) if j != i)
+        for i in range(len(refs)))]

@@ -19,7 +19,7 @@ at the top level after the first parallel loop (its stream runs through the whol
 from __future__ import annotations
 
 from tinyad.compile.gather import split_gathers
-from tinyad.compile.nesting import nest_loops, segments
+from tinyad.compile.nesting import carried_locals, nest_loops, segments
 from tinyad.compile.pysource import (
     NP_TYPE,
     NUMBA_TYPE,
@@ -109,9 +109,7 @@ class PooledModule:
             return None
         refs = [referenced(st) for _, st in segments]
         writes = [assigned(st) if kind == "serial" else set() for kind, st in segments]
-        carried = [n for n in list(gen.types) if any(
-            n in writes[i] and any(n in refs[j] for j in range(len(segments)) if j != i)
-            for i in range(len(segments)))]
+        carried = carried_locals(refs, writes, list(gen.types))
         carry = {n: f"_c_{gen.local[n]}" for n in carried}
         carry_types = [(carry[n], f"types.Array(types.{NUMBA_TYPE[self.dtype(n).name]}, 1, \"C\")")
                        for n in carried]
@@ -250,7 +248,7 @@ class PooledModule:
             array = gen.field_names[id(fld)]
             where = ", ".join(str(int(i.value)) for i in indices)
             target = f"{array}[{where}]" if indices else f"{array}[()]"
-            calls += [f"    for _t in range(_CHUNKS):  # add up the chunks' sums, in order",
+            calls += ["    for _t in range(_CHUNKS):  # add up the chunks' sums, in order",
                       f"        {target} += {partials[acc]}[_t]"]
         for fld, copies in plan.private.values():
             calls.append(f"    _tinyad_pool.add_copies({gen.field_names[id(fld)]}, {copies})")
