@@ -38,18 +38,28 @@ def ratios(rows, peers):
 
 
 def ratio_table(rows, peers):
-    head = (f"{'workload':<12} {'size':<24} "
-            + " ".join(f"{'tinyad/' + p:>13}" for p in peers)
-            + "   cold compile s: " + " ".join(f"{m if m != 'fast' else 'tinyad':>7}"
-                                               for m in ("fast", *peers)))
-    lines = ["tinyad fast fwd+bwd over each peer's (below 1: tinyad is faster)", head,
-             "-" * len(head)]
-    for workload, size, ratio, cold in ratios(rows, peers):
-        cells = " ".join(f"{ratio[p]:>13.2f}" if p in ratio else f"{'-':>13}" for p in peers)
-        compile_s = " ".join(f"{cold[m]:>7.2f}" if m in cold else f"{'-':>7}"
-                             for m in ("fast", *peers))
-        lines.append(f"{workload:<12} {size:<24} {cells}   {'':16}{compile_s}")
-    return "\n".join(lines)
+    """Two tables of 80 columns or fewer: tinyad/peer fwd+bwd ratios, then cold compiles."""
+    systems = ("fast", *peers)
+    names = ["tinyad" if m == "fast" else m for m in systems]
+    found = ratios(rows, peers)
+
+    def table(title, columns, cell):
+        head = f"{'workload':<12}{'size':<25}" + "".join(f"{c:>10}" for c in columns)
+        lines = [title, head, "-" * len(head)]
+        for workload, size, ratio, cold in found:
+            lines.append(f"{workload:<12}{size[:24]:<25}" + "".join(cell(ratio, cold, k)
+                                                              for k in range(len(columns))))
+        return lines
+
+    def number(value):
+        return f"{value:>10.2f}" if value is not None else f"{'-':>10}"
+
+    ratio_lines = table("tinyad fast fwd+bwd over each peer's (below 1: tinyad is faster)",
+                        [f"/{p}" for p in peers],
+                        lambda ratio, cold, k: number(ratio.get(peers[k])))
+    cold_lines = table("cold compile, seconds", names,
+                       lambda ratio, cold, k: number(cold.get(systems[k])))
+    return "\n".join(ratio_lines + [""] + cold_lines)
 
 
 def plot(rows, peers, path):
