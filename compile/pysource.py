@@ -64,6 +64,25 @@ PARALLEL_MIN = 256
 # them). Not `afn`: it turns `x ** float(n)` into llvm.powi, whose runtime numba's JIT lacks.
 FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
 
+
+def needs_exact_floats(kernel: ir.Kernel) -> bool:
+    """Must this kernel compute floats as IEEE says, not as fast-math allows? An atomic min/max's
+    adjoint recomputes the value and gives it the gradient only where it equals the stored winner
+    (tinyad/autodiff/reverse.py), so the primal kernel and its adjoint, two functions, must round
+    the value the same way; fast-math lets LLVM fuse or reassociate each one differently, and the
+    winner lost its gradient (a fuzzer's find). The same holds for any float `==` / `!=` between
+    two computed values. Such kernels compile without fast-math."""
+    for stmt in ir.walk_stmts(kernel.body):
+        if isinstance(stmt, ir.AtomicOp) and stmt.op in ("min", "max") \
+                and stmt.field.dtype.is_float:
+            return True
+        for expr in ir.stmt_exprs(stmt):
+            for e in ir.walk_expr(expr):
+                if isinstance(e, ir.Op) and e.op in ("eq", "ne") and all(
+                        a.dtype.is_float and not isinstance(a, ir.Const) for a in e.args):
+                    return True
+    return False
+
 @dataclass
 class Generated:
     """A generated module and what the launcher needs to call it."""
@@ -100,7 +119,7 @@ class Generator(ExprWriter, Planner):
                  fast_math: bool = False, work: dict | None = None):
         self.kernel, self.target, self.debug = kernel, target, debug
         self.work = work or {}          # id(loop) -> iterations of its nest (compile/nesting.py)
-        self.fast_math = fast_math
+        self.fast_math = fast_math and not needs_exact_floats(kernel)
         self.parallel_min = parallel_min
         self.names = Names()
         self.entry = self.names.take(kernel.name)      # the function's name: taken first
