@@ -35,6 +35,8 @@ import tinyad as ti
 from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 
+from . import gen
+
 H = 1e-6              # finite-difference step (inputs are O(1))
 FD_RTOL = 1e-6       # of |central difference|, plus FD_ATOL of the loss
 FD_ATOL = 1e-7
@@ -216,6 +218,18 @@ def check(program, modes=("interp", "fast"), f32: bool = False, seed: int = 0) -
     except Exception as error:  # noqa: BLE001
         return Outcome("broken", f"internal: {type(error).__name__}: {error}"[:200], runs=runs)
     return judge(runs, modes)
+
+
+def check_seeded(seed: int, fast_every: int, f32: bool, small: bool):
+    """Generate and check program `seed`, in fast mode too if `fast_every` divides the seed: ->
+    (program, outcome without its runs' arrays, modes). The long profile's worker processes run
+    this (tests/fuzz/__main__.py)."""
+    program = gen.generate_seeded(seed, small=small)
+    fast = fast_every and seed % fast_every == 0
+    modes = ("interp", "fast") if fast else ("interp",)
+    outcome = check(program, modes=modes, f32=bool(fast and f32), seed=seed)
+    outcome.runs = {}
+    return program, outcome, modes
 
 
 def judge(runs: dict, modes) -> Outcome:
