@@ -41,13 +41,28 @@ class SrcLoc:
 UNKNOWN = SrcLoc("<unknown>", 0)
 
 
+# Python-scope checks ask for the user's line at every launch and field write: both lookups
+# below are cached per code object (a frame walk and a SrcLoc cost microseconds each). Bounded:
+# a program that makes code objects without end (exec in a loop) starts the caches afresh.
+_OURS: dict = {}       # code object -> is it tinyad's
+_LOCS: dict = {}       # (code object, line) -> SrcLoc
+_CACHE_LIMIT = 1 << 14
+
+
 def user_frame(depth: int = 1):
     """The innermost stack frame outside tinyad (the user's code calling into it from Python
     scope), or None. `depth` frames above the caller are skipped first."""
     frame = sys._getframe(depth + 1)
+    ours = _OURS
     while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if not (name == "tinyad" or name.startswith("tinyad.")):
+        code = frame.f_code
+        mine = ours.get(code)
+        if mine is None:
+            if len(ours) > _CACHE_LIMIT:
+                ours.clear()
+            name = frame.f_globals.get("__name__", "")
+            mine = ours[code] = name == "tinyad" or name.startswith("tinyad.")
+        if not mine:
             break
         frame = frame.f_back
     return frame
@@ -58,4 +73,11 @@ def user_loc() -> SrcLoc | None:
     frame = user_frame()
     if frame is None:
         return None
-    return SrcLoc(frame.f_code.co_filename, frame.f_lineno, 0, None, frame.f_code.co_name)
+    code = frame.f_code
+    key = (code, frame.f_lineno)
+    loc = _LOCS.get(key)
+    if loc is None:
+        if len(_LOCS) > _CACHE_LIMIT:
+            _LOCS.clear()
+        loc = _LOCS[key] = SrcLoc(code.co_filename, frame.f_lineno, 0, None, code.co_name)
+    return loc
