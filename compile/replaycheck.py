@@ -26,7 +26,8 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.launches import Launch, LaunchChecker, RowSpans, kernel_facts, span_union
+from tinyad.check.facts import kernel_facts
+from tinyad.check.launches import Launch, LaunchChecker, RowSpans, span_union
 from tinyad.check.report import Access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import ReadIndex, ReplayedRead
@@ -395,7 +396,9 @@ class FastChecker(PointCopies, LaunchChecker):
             read.owner = launch
             reads.append(read)
         self.kept.append(launch)
-        if self.kept[0].number < self.history[0].number or self.kept_bytes > self.MEMORY_BUDGET:
+        oldest = self.kept[0]
+        if self.kept_bytes > self.MEMORY_BUDGET or (
+                oldest.number < self.history[0].number and not self.pinned(oldest)):
             self._keep_within_budget()
 
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
@@ -475,11 +478,13 @@ class FastChecker(PointCopies, LaunchChecker):
 
     # ---- before an adjoint ---------------------------------------------------------------------
     def _keep_within_budget(self) -> None:
-        """Launches leave the history after 512 more; before that, if their copies pass the
-        budget (a kernel gathering from a huge field), the oldest are let go, and said so."""
+        """Launches are let go when they leave the history (launches.HISTORY), but not those
+        of the latest Tape before its backward ran (it replays them however long it is);
+        before that, if their copies pass the budget (a kernel gathering from a huge field),
+        the oldest are let go, and said so."""
         first_kept = self.history[0].number if self.history else 0
-        while self.kept and (self.kept_bytes > self.MEMORY_BUDGET
-                             or self.kept[0].number < first_kept):
+        while self.kept and (self.kept_bytes > self.MEMORY_BUDGET or (
+                self.kept[0].number < first_kept and not self.pinned(self.kept[0]))):
             oldest = self.kept.popleft()
             for read in oldest.snapshots:
                 if read.owner is oldest:      # (a later launch standing on it keeps it)

@@ -12,6 +12,7 @@ import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import launches as launchchecks
+from tinyad.check.facts import kernel_facts
 from tinyad.core import analysis, ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
@@ -68,7 +69,7 @@ class InterpBackend(Backend):
         launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
                                     scalars)
         record = checker.new_launch(name, traced, scalars)
-        replayed = launchchecks.kernel_facts(traced).replayed
+        replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
         memory = LoggedMemory(checker, record, replayed, resets)
         result = program.run(scalars, memory, self.rng)
@@ -94,7 +95,7 @@ def check_one_launch(traced, scalars, rng, number: int):
     checker.launches = number - 1      # the report names the launch as fast mode counts it
     checker.begin_tape()               # a scope of its own that raises at the first violation
     record = checker.new_launch(traced.ir.name, traced, scalars)
-    replayed = launchchecks.kernel_facts(traced).replayed
+    replayed = kernel_facts(traced).replayed
     fields = ir.fields_of(traced.ir.body)
     saved = [f.data.copy() for f in fields]
     try:

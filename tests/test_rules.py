@@ -1,6 +1,8 @@
 """The rule checker: for every check, programs that break it (each must raise the right rule
 naming both source lines) and a clean twin (it must give the true gradient, checked by finite
 differences, with no report at all)."""
+import re
+
 import numpy as np
 import pytest
 from gradcheck import finite_difference
@@ -867,3 +869,69 @@ def test_report_to_dict_and_text(scalars):
     assert (data["read"]["value"], data["write"]["value"]) == (3.0, 103.0)
     text = str(info.value)
     assert "read  at test_rules.py" in text and "^" in text and "fix:" in text
+
+
+def _stepper(steps):
+    """x[t + 1] = sin(x[t]) over `steps` launches, a kernel that clobbers x[0], and the loss."""
+    x = ti.field(ti.f64, shape=steps + 1, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        x[t + 1] = ti.sin(x[t])
+
+    @ti.kernel
+    def clobber():
+        x[0] = 5.0
+
+    @ti.kernel
+    def total():
+        loss[None] = x[steps]
+
+    x[0] = 0.3
+    return x, loss, step, clobber, total
+
+
+@pytest.fixture
+def short_history(mode, monkeypatch):
+    """The checker remembers 8 launches outside a Tape (4096 in real runs)."""
+    from tinyad.check import launches
+    monkeypatch.setattr(launches, "HISTORY", 8)
+    ti.init(mode=mode, default_fp=ti.f64)
+    return mode
+
+
+def test_a_tape_longer_than_the_history_still_checks_its_first_launch(short_history):
+    """Fast mode let go of the copies of a Tape's first launches once 512 more had run: an
+    overwrite of what step(0) read, 700 launches into the Tape, went unreported."""
+    _, loss, step, clobber, total = _stepper(30)
+    with pytest.raises(ti.ReadThenOverwriteRuleError, match=r"x\[0\]"):
+        with ti.ad.Tape(loss):
+            for t in range(30):
+                step(t)
+            clobber()
+            total()
+
+
+def test_a_manual_sweep_past_the_history_says_its_replay_is_unchecked(short_history, capsys):
+    """A manual kernel.grad() finds its forward launch in the checker's history; one that left
+    it (launches.HISTORY outside any Tape) runs unchecked, and says so instead of staying quiet
+    as it did."""
+    for steps, within in ((4, True), (30, False)):
+        _, loss, step, clobber, total = _stepper(steps)
+        for t in range(steps):
+            step(t)
+        total()
+        clobber()               # changes what step(0) read
+        loss.grad[None] = 1
+        total.grad()
+        if within:
+            with pytest.raises(ti.ReplayDivergenceRuleError, match=r"x\[0\]"):
+                for t in reversed(range(steps)):
+                    step.grad(t)
+            continue
+        for t in reversed(range(steps)):
+            step.grad(t)
+        err = capsys.readouterr().err
+        assert re.search(r"step\.grad\(\d+\) belongs to forward launch #\d+", err)
+        assert "this adjoint's replay is not checked" in err

@@ -1,8 +1,8 @@
 """The launch-level rule checks, shared by every backend that checks (interp and fast mode).
 
-They need only facts about each kernel, taken from its IR (which fields it writes and reads,
-which loads its adjoint replays, which fields each store depends on), and fields' values (read
-through the duck-typed `field.data`), never a per-element log. Per launch:
+They need only facts about each kernel, taken from its IR (tinyad/check/facts.py: which fields
+it writes and reads, which loads its adjoint replays, which fields each store depends on), and
+fields' values (read through the duck-typed `field.data`), never a per-element log. Per launch:
   * kernel.grad() with no gradient seeded, or on a kernel that writes no gradient field (warnings:
     zero may be the true gradient);
   * adjoints run out of order (a later launch read this launch's output and is not yet undone);
@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tinyad.check import rules
+from tinyad.check.facts import KernelFacts, kernel_facts
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
-from tinyad.core import analysis, ir
-from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import user_loc
 
 
@@ -45,6 +45,7 @@ class Launch:
     writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
     problems: list = field(default_factory=list)  # violations to raise if it is differentiated
     adjoint_runs: int = 0
+    tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
     # time steps of a time-indexed field apart (the order check), and small.
     read_rows: dict = field(default_factory=dict)
@@ -85,6 +86,14 @@ class Problem:
     elements: set = field(default_factory=set)
 
 
+# The launches remembered for a manual kernel.grad() to find its forward launch by (a Tape keeps
+# its own launches until its backward ran). A bound, so that a long run never differentiated
+# does not grow without end (interp keeps what each launch read, fast mode its copies); an
+# adjoint whose launch left it says it is unchecked.
+HISTORY = 512
+FORGOTTEN_KEPT = 1 << 16
+
+
 class LaunchChecker:
     """What the launch checks remember across launches (one per ti.init); a backend's checker
     subclasses it."""
@@ -93,8 +102,13 @@ class LaunchChecker:
         self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
         self.tick = itertools.count(1).__next__   # a global order of events
         self.launches = 0
-        self.history: deque = deque(maxlen=512)
+        self.tapes = 0                 # Tapes begun so far (the latest one's number)
+        self.history: deque = deque(maxlen=HISTORY)
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
+        # (kernel, scalars) of launches that left the history not yet differentiated (the
+        # oldest forgotten first past FORGOTTEN_KEPT), and the kernels told about it
+        self.forgotten: dict = {}
+        self.forgotten_noted: set = set()
         self.tape = None               # while a Tape records: the backend's scope of it
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
@@ -140,18 +154,32 @@ class LaunchChecker:
 
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1
-        launch = Launch(self.launches, kernel, compiled, scalars, self.tick())
+        launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
+                        tape=self.tapes if self.tape is not None else 0)
         earlier = self._latest_alike(compiled, scalars)
         if (earlier is not None and not earlier.adjoint_runs
                 and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
             launch.repeats = earlier
         if len(self.history) == self.history.maxlen:
-            oldest = self.history[0]
-            if self.latest.get((oldest.compiled, oldest.scalars)) is oldest:
-                del self.latest[(oldest.compiled, oldest.scalars)]
+            self._forget(self.history[0])
         self.history.append(launch)
         self.latest[(compiled, scalars)] = launch
         return launch
+
+    def _forget(self, oldest: Launch) -> None:
+        """`oldest` leaves the history: a manual adjoint can no longer find it."""
+        key = (oldest.compiled, oldest.scalars)
+        if self.latest.get(key) is not oldest:
+            return
+        del self.latest[key]
+        if not oldest.adjoint_runs and not oldest.tape:
+            if len(self.forgotten) >= FORGOTTEN_KEPT:
+                del self.forgotten[next(iter(self.forgotten))]
+            self.forgotten[key] = oldest.number
+
+    def pinned(self, launch: Launch) -> bool:
+        """Is `launch` in the latest Tape and not yet differentiated? Its Tape will replay it."""
+        return launch.tape == self.tapes and launch.tape and not launch.adjoint_runs
 
     def adjoint_ran(self, launch: Launch | None):
         self.last_adjoint_at = self.tick()
@@ -164,6 +192,7 @@ class LaunchChecker:
         return True
 
     def begin_tape(self):
+        self.tapes += 1
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.paths_checked = {}
         self.written_in_tape, self.warned_in_tape = {}, set()
@@ -176,13 +205,32 @@ class LaunchChecker:
         differentiated (a kernel launched twice alike is swept twice, the later launch
         first), else the latest alike."""
         latest = self._latest_alike(compiled, scalars)
-        if latest is None or not latest.adjoint_runs:
+        if latest is None:
+            self._note_forgotten(compiled, scalars)
+            return None
+        if not latest.adjoint_runs:
             return latest
         for launch in reversed(self.history):
             if (launch.compiled is compiled and not launch.adjoint_runs
                     and launch.scalars == scalars):
                 return launch
         return latest
+
+    def _note_forgotten(self, compiled, scalars) -> None:
+        """A manual adjoint whose forward launch left the history runs unchecked: say so."""
+        try:
+            number = self.forgotten.get((compiled, scalars))
+        except TypeError:
+            number = None
+        if number is None or compiled in self.forgotten_noted:
+            return
+        self.forgotten_noted.add(compiled)
+        name = compiled.ir.name
+        args = ", ".join(map(repr, scalars))
+        print(f"[tinyad] check: {name}.grad({args}) belongs to forward launch "
+              f"#{number}, {self.launches - number} launches ago; the checker remembers the "
+              f"last {HISTORY} outside a Tape, so this adjoint's replay is not checked (record "
+              "the launches in a ti.ad.Tape, or differentiate sooner)", file=sys.stderr)
 
     def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
@@ -242,47 +290,6 @@ class LaunchChecker:
         return access
 
 
-@dataclass(frozen=True)
-class KernelFacts:
-    written: tuple          # primal fields stored or accumulated into
-    loaded: tuple           # primal fields loaded
-    replayed: frozenset     # id() of the loads the adjoint kernel replays
-    dependencies: tuple     # (target field, source fields, store loc) per store
-    first_store: dict       # field -> loc of its first store
-    first_load: dict        # field -> loc of its first load
-    adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
-
-
-def kernel_facts(compiled) -> KernelFacts:
-    facts = getattr(compiled, "facts", None)
-    if facts is None:
-        facts = compiled.facts = _analyse(compiled)
-    return facts
-
-
-def _analyse(compiled) -> KernelFacts:
-    body = compiled.ir.body
-    written, loaded, first_store, first_load = {}, {}, {}, {}
-    for stmt in ir.walk_stmts(body):
-        if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
-            written.setdefault(id(stmt.field), stmt.field)
-            first_store.setdefault(stmt.field, stmt.loc)
-        for expr in ir.stmt_exprs(stmt):
-            for sub in ir.walk_expr(expr):
-                if isinstance(sub, ir.Load) and sub.field.role == "primal":
-                    loaded.setdefault(id(sub.field), sub.field)
-                    first_load.setdefault(sub.field, sub.loc)
-    try:
-        adjoint = compiled.adjoint_ir()
-        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
-        targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
-                   if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
-    except TinyadError:   # not differentiable: reported if its .grad() is ever called
-        replayed, targets = frozenset(), {}
-    return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
-                       _dependencies(body), first_store, first_load, tuple(targets.values()))
-
-
 def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
     checker.adjoint_ran(launch)
     time = checker.tick()
@@ -304,31 +311,6 @@ def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
         checker.uncopied_points.setdefault(grad.primal, []).append(grad)
     else:
         checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
-
-
-def _dependencies(body) -> tuple:
-    """For each store: the float fields its value depends on (through locals, flow-insensitive)."""
-    local_sources: dict[str, set] = {}
-
-    def sources(expr) -> set:
-        out = set()
-        for sub in ir.walk_expr(expr):
-            if isinstance(sub, ir.Load) and sub.field.dtype.is_float:
-                out.add(sub.field)
-            elif isinstance(sub, ir.Var):
-                out |= local_sources.get(sub.name, set())
-        return out
-    changed = True
-    while changed:   # locals can feed each other around loops: iterate to a fixed point
-        changed = False
-        for stmt in ir.walk_stmts(body):
-            if isinstance(stmt, ir.Assign):
-                found = sources(stmt.value)
-                if not found <= local_sources.setdefault(stmt.name, set()):
-                    local_sources[stmt.name] |= found
-                    changed = True
-    return tuple((s.field, frozenset(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
-                 if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
 
 
 # ---- before a forward launch ----------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""What the launch checks need to know of a kernel, read once from its IR and its adjoint's: the
+primal fields it writes and loads (and where first), the loads its adjoint replays, the gradients
+its adjoint adds to, and which float fields each store's value depends on."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinyad.core import analysis, ir
+from tinyad.core.errors import TinyadError
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    written: tuple          # primal fields stored or accumulated into
+    loaded: tuple           # primal fields loaded
+    replayed: frozenset     # id() of the loads the adjoint kernel replays
+    dependencies: tuple     # (target field, source fields, store loc) per store
+    first_store: dict       # field -> loc of its first store
+    first_load: dict        # field -> loc of its first load
+    adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
+
+
+def kernel_facts(compiled) -> KernelFacts:
+    facts = getattr(compiled, "facts", None)
+    if facts is None:
+        facts = compiled.facts = _analyse(compiled)
+    return facts
+
+
+def _analyse(compiled) -> KernelFacts:
+    body = compiled.ir.body
+    written, loaded, first_store, first_load = {}, {}, {}, {}
+    for stmt in ir.walk_stmts(body):
+        if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
+            written.setdefault(id(stmt.field), stmt.field)
+            first_store.setdefault(stmt.field, stmt.loc)
+        for expr in ir.stmt_exprs(stmt):
+            for sub in ir.walk_expr(expr):
+                if isinstance(sub, ir.Load) and sub.field.role == "primal":
+                    loaded.setdefault(id(sub.field), sub.field)
+                    first_load.setdefault(sub.field, sub.loc)
+    try:
+        adjoint = compiled.adjoint_ir()
+        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
+        targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
+                   if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
+    except TinyadError:   # not differentiable: reported if its .grad() is ever called
+        replayed, targets = frozenset(), {}
+    return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
+                       _dependencies(body), first_store, first_load, tuple(targets.values()))
+
+
+def _dependencies(body) -> tuple:
+    """For each store: the float fields its value depends on (through locals, flow-insensitive)."""
+    local_sources: dict[str, set] = {}
+
+    def sources(expr) -> set:
+        out = set()
+        for sub in ir.walk_expr(expr):
+            if isinstance(sub, ir.Load) and sub.field.dtype.is_float:
+                out.add(sub.field)
+            elif isinstance(sub, ir.Var):
+                out |= local_sources.get(sub.name, set())
+        return out
+    changed = True
+    while changed:   # locals can feed each other around loops: iterate to a fixed point
+        changed = False
+        for stmt in ir.walk_stmts(body):
+            if isinstance(stmt, ir.Assign):
+                found = sources(stmt.value)
+                if not found <= local_sources.setdefault(stmt.name, set()):
+                    local_sources[stmt.name] |= found
+                    changed = True
+    return tuple((s.field, frozenset(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
+                 if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
