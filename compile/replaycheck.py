@@ -433,13 +433,15 @@ class FastChecker(PointCopies, LaunchChecker):
         if relative is None:
             return None
         read.reported = True
-        element = tuple(lo + i for i, (lo, _) in zip(relative, read.box))
+        # the field's index, then a vector's or matrix's component (as interp names it)
+        element = tuple(lo + i for i, (lo, _) in zip(relative, read.box)) + \
+            tuple(relative[len(read.box):])
         return relative, element, _value(self.host(fld), element)
 
     def _read_access(self, read: ReplayedRead, relative: tuple) -> Access:
         launch = read.launch
         return Access("read", read.site.node.loc, launch.kernel, launch.number, None,
-                      _value(read.values, relative[:len(read.box)]), launch.time)
+                      _value(read.values, relative), launch.time)
 
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
         """Which rule a later launch's write of a replayed element breaks (as interp says)."""
@@ -572,12 +574,13 @@ class FastChecker(PointCopies, LaunchChecker):
             if not np.any(differs):
                 continue
             relative = tuple(int(i) for i in np.argwhere(differs)[0])
-            element = tuple(lo + i for i, (lo, _) in zip(relative, box))
+            element = tuple(lo + i for i, (lo, _) in zip(relative, box)) + \
+                relative[len(box):]
             write = Access("store", site.node.loc, launch.kernel, launch.number, None,
-                           _value(now, relative[:len(box)]), launch.time)
+                           _value(now, relative), launch.time)
             self.report(rules.custom_gradient_assigns(
                 field=site.field.name, element=element, write=write,
-                discarded=_value(before, relative[:len(box)])))
+                discarded=_value(before, relative)))
             return
 
 

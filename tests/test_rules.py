@@ -935,3 +935,29 @@ def test_a_manual_sweep_past_the_history_says_its_replay_is_unchecked(short_hist
         err = capsys.readouterr().err
         assert re.search(r"step\.grad\(\d+\) belongs to forward launch #\d+", err)
         assert "this adjoint's replay is not checked" in err
+
+
+def test_a_vector_component_overwritten_is_named_with_its_component(mode):
+    """Both modes name the component that changed and its scalar values (fast mode named the
+    vector, v[0], with both components' values)."""
+    v = ti.Vector.field(2, ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def use():
+        for i in range(4):
+            loss[None] += v[i].norm()
+
+    @ti.kernel
+    def bump():
+        for i in range(4):
+            v[i][1] = v[i][1] + 1.0
+
+    v.from_numpy(np.ones((4, 2)))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as caught:
+        with ti.ad.Tape(loss):
+            use()
+            bump()
+    text = str(caught.value)
+    assert "v[0, 1] was read, then changed" in text
+    assert "would see v[0, 1] = 2 instead of 1" in text
