@@ -62,6 +62,8 @@ def representative_reports(locs):
                                     later_launch=4, field=FIELD),
         rules.gradient_accumulates_across_rounds(kernel=KERNEL, gradient=FIELD + ".grad",
                                                  call_loc=write_loc),
+        rules.adjoint_run_twice(kernel=KERNEL, launch=12, gradient=FIELD + ".grad",
+                                call_loc=write_loc),
         rules.gradient_at_two_points(kernel=KERNEL, gradient=FIELD + ".grad", param=FIELD,
                                      earlier=Access("gradient taken", read_loc),
                                      change=python, call_loc=write_loc),
@@ -115,8 +117,8 @@ def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
                 ti.ReplayDivergenceRuleError, ti.ReplayDivergenceRuleError,
                 ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
                 rules.Report, rules.Report, ti.SilentZeroRuleError,    # unseeded: warnings
-                rules.Report, ti.StaleGradientRuleError, ti.SilentZeroRuleError,
-                rules.Report]
+                rules.Report, rules.Report, ti.StaleGradientRuleError,
+                ti.SilentZeroRuleError, rules.Report]
     reports = representative_reports(locs)
     assert [type(item) for item in reports] == expected
     overwrite = reports[0]

@@ -3,7 +3,9 @@
   (the parameter changed, by Python or by an optimiser kernel, and its .grad was not cleared):
   an error, since the sum is the gradient at neither value;
 - a kernel outside the Tape computed, from a parameter, a field the taped kernels read: the
-  gradient stops at that field (a warning: a constant computed once may be meant).
+  gradient stops at that field (a warning: a constant computed once may be meant);
+- kernel.grad() called twice for one forward launch, onto gradients not cleared in between:
+  they hold its gradient twice (a warning: with a new seed the sum may be meant).
 Each has a clean twin that gives the true gradient with no report. Both modes: these are
 launch checks (tinyad/check/launches.py)."""
 import numpy as np
@@ -123,3 +125,38 @@ def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys
         square()
     assert "Computed before" not in capsys.readouterr().err
     assert np.isclose(y.grad[None], 8.0)
+
+
+def test_a_second_grad_of_one_launch_is_said_and_a_cleared_one_is_not(mode, capsys):
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def total():
+        for i in range(3):
+            loss[None] += ti.sin(x[i])     # an atomic add: its adjoint leaves the seed
+
+    x.from_numpy(np.array([0.1, 0.2, 0.3]))
+    loss.grad[None] = 1.0
+    total()
+    total.grad()
+    assert np.allclose(x.grad.to_numpy(), np.cos([0.1, 0.2, 0.3]))
+    assert capsys.readouterr().err == ""
+    total.grad()                           # again, for the same launch: twice the gradient
+    assert np.allclose(x.grad.to_numpy(), 2 * np.cos([0.1, 0.2, 0.3]))
+    err = capsys.readouterr().err
+    assert "Adjoint run twice" in err and "forward launch #" in err
+    x.grad.fill(0)                         # a new gradient: clear, seed, differentiate again
+    loss.grad[None] = 2.0
+    total.grad()
+    assert np.allclose(x.grad.to_numpy(), 2 * np.cos([0.1, 0.2, 0.3]))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_second_grad_whose_seed_was_consumed_adds_nothing_and_is_not_said(fields, capsys):
+    x, _, loss, cube, _ = fields
+    x[None] = 1.5
+    sweep(loss, cube)          # loss = x ** 3, a store: its adjoint zeroes loss.grad
+    cube.grad()
+    assert np.isclose(x.grad[None], 3 * 1.5 ** 2)
+    assert capsys.readouterr().err == ""

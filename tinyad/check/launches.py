@@ -45,6 +45,7 @@ class Launch:
     writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
     problems: list = field(default_factory=list)  # violations to raise if it is differentiated
     adjoint_runs: int = 0
+    adjoint_at: int = 0    # when its adjoint last ran (the checker's tick)
     tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
     # time steps of a time-indexed field apart (the order check), and small.
@@ -185,6 +186,7 @@ class LaunchChecker:
         self.last_adjoint_at = self.tick()
         while launch is not None:
             launch.adjoint_runs += 1
+            launch.adjoint_at = self.last_adjoint_at
             launch = launch.repeats
 
     def tape_scope(self):
@@ -492,6 +494,7 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
     if launch is not None:   # the specific diagnoses first: they explain an unseeded output too
         _check_order(checker, launch, facts, kernel_name)
         _check_rounds(checker, launch, facts, kernel_name)
+        _check_second_adjoint(checker, launch, facts, kernel_name)
     outputs = [f for f in facts.written if f.grad is not None]
     if not outputs:
         print_report(rules.no_output_gradient(kernel=kernel_name, call=user_loc()))
@@ -573,6 +576,21 @@ def _check_order(checker, launch, facts, kernel_name):
             checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
                 later_launch=later.number, field=shared[0].name))
+            return
+
+
+def _check_second_adjoint(checker, launch, facts, kernel_name):
+    """A manual kernel.grad() for a forward launch already differentiated, with its outputs'
+    gradients still seeded (a store's adjoint consumes its seed; an atomic add's does not), onto
+    gradients not cleared since: they would hold its gradient twice."""
+    if not launch.adjoint_runs or not any(
+            f.grad is not None and _seeded(f.grad, launch) for f in facts.written):
+        return
+    for grad in facts.adjoint_targets:
+        if checker.grad_cleared_at.get(grad, 0) < launch.adjoint_at and grad.data.any():
+            print_report(rules.adjoint_run_twice(kernel=kernel_name, launch=launch.number,
+                                                 gradient=grad.name, call_loc=user_loc()))
+            checker.grad_cleared_at[grad] = checker.tick()     # say it once
             return
 
 

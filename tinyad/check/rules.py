@@ -311,6 +311,21 @@ def gradient_accumulates_across_rounds(*, kernel: str, gradient: str,
             "unless the sum is what you want")
 
 
+def adjoint_run_twice(*, kernel: str, launch: int, gradient: str,
+                      call_loc: SrcLoc | None) -> Report:
+    """A warning, not an error: a second kernel.grad() for one forward launch adds its
+    gradient again (wanted when the seed changed in between and the sum is the point)."""
+    return Report(
+        rule="Adjoint run twice (warning)",
+        summary=f"{kernel}.grad() runs again for forward launch #{launch}, whose adjoint has "
+                f"already added to {gradient}, and {gradient} was not cleared since.",
+        kernel=kernel, field=gradient, write=Access(kind="python call", loc=call_loc),
+        consequence=f"{gradient} holds that launch's gradient twice (Taichi adds it twice too, "
+                    "silently)",
+        fix=f"call {kernel}.grad() once per forward launch, or clear {gradient} before the "
+            "second call (a new seed: a new gradient)")
+
+
 def gradient_at_two_points(*, kernel: str, gradient: str, param: str, earlier: Access,
                            change: Access | None, call_loc: SrcLoc | None
                            ) -> StaleGradientRuleError:
