@@ -501,6 +501,18 @@ class FastChecker(PointCopies, LaunchChecker):
                       "replays go unchecked", file=sys.stderr)
             oldest.snapshots = []
 
+    def changed_read(self, launch: Launch, fields):
+        wanted = {id(f) for f in fields}
+        for read in launch.snapshots:
+            if read.reported or not read.dirty or id(read.field) not in wanted:
+                continue
+            changed = self._changed_element(read)
+            if changed is not None:
+                relative, element, now = changed
+                return (read.field, element, self._read_access(read, relative), now,
+                        self._last_writer(read.field, element, launch.time))
+        return None
+
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
         """Every box the adjoint replays must still hold what the forward launch left there:
         only a read that a write may have changed outside the Tape's compares needs a look."""

@@ -99,6 +99,19 @@ class Checker(LaunchChecker):
             return bulk
         return element
 
+    def changed_read(self, launch, fields):
+        witness = launch.reads
+        if not isinstance(witness, Witness):
+            return None
+        wanted = {id(f) for f in fields}
+        for fld in witness.changed_fields():
+            if id(fld) not in wanted:
+                continue
+            for element, read in witness.changed(fld, fld.host_array).items():
+                return (fld, element, read, fld.host_array[element].tolist(),
+                        self.last_writer(fld, element))
+        return None
+
     # ---- Python scope -----------------------------------------------------------------------
     def python_write(self, fld, index, new_value=None) -> Access:
         """A Python-scope write to one element (index) or to the whole field (index None)."""

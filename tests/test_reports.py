@@ -50,6 +50,9 @@ def representative_reports(locs):
         rules.parallel_conflict(kernel=KERNEL, **element, earlier=first, later=add),
         rules.replay_divergence(kernel=KERNEL, **element, read=read, now=7.5e-12,
                                 last_writer=python),
+        rules.custom_gradient_reads_changed(gradient="backward_of_the_step", kernel=KERNEL,
+                                            **element, read=read, now=7.5e-12,
+                                            last_writer=first),
         rules.random_in_adjoint(kernel=KERNEL, loc=read_loc),
         rules.custom_gradient_assigns(**element, write=write, discarded=3.25),
         rules.value_passed_around_tape(kernel=KERNEL, argument="time_step_length", **element,
@@ -115,7 +118,7 @@ def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
                 ti.SecondWriteRuleError, ti.ReadDuringAccumulationRuleError,
                 ti.ParallelConflictRuleError, ti.ParallelConflictRuleError,
                 ti.ReplayDivergenceRuleError, ti.ReplayDivergenceRuleError,
-                ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
+                ti.ReplayDivergenceRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
                 rules.Report, rules.Report, ti.SilentZeroRuleError,    # unseeded: warnings
                 rules.Report, rules.Report, ti.StaleGradientRuleError,
                 ti.SilentZeroRuleError, rules.Report]

@@ -174,7 +174,7 @@ class Tape(Recorder):
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)
                 continue
-            with runtime.backend.checks.custom_gradient():   # a grad_for function
+            with runtime.backend.checks.custom_gradient(getattr(adjoint, "__name__", "")):
                 adjoint(*args, **kwargs)
         self.gradient_evaluated = True
         if self._grad_checker is not None:

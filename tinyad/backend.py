@@ -93,8 +93,8 @@ class CheckHooks:
         """The Tape stops recording (its backward pass follows)."""
 
     @contextlib.contextmanager
-    def custom_gradient(self):
-        """Around a custom gradient function (ti.ad.grad_for) that the Tape runs."""
+    def custom_gradient(self, name: str = ""):
+        """Around a custom gradient function (ti.ad.grad_for, named `name`) the Tape runs."""
         yield
 
     @contextlib.contextmanager
@@ -133,11 +133,11 @@ class CheckerHooks(CheckHooks):
     def end_tape(self):
         self.checker.end_tape()
 
-    def custom_gradient(self):
-        return _counting(self.checker, "in_custom_grad")
+    def custom_gradient(self, name: str = ""):
+        return self.checker.custom_gradient(name)
 
     def custom_primal(self):
-        return _counting(self.checker, "in_custom_primal")
+        return self.checker.custom_primal()
 
     def python_read(self, field, index, value):
         self.checker.python_read(field, index, value)
@@ -150,16 +150,6 @@ class CheckerHooks(CheckHooks):
 
     def problems(self):
         return list(self.checker.problems.values())
-
-
-@contextlib.contextmanager
-def _counting(checker, depth: str):
-    """Count one level deeper in `checker.<depth>` while the block runs."""
-    setattr(checker, depth, getattr(checker, depth) + 1)
-    try:
-        yield
-    finally:
-        setattr(checker, depth, getattr(checker, depth) - 1)
 
 
 class Backend(ABC):

@@ -17,6 +17,7 @@ its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import sys
@@ -115,6 +116,12 @@ class LaunchChecker:
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
         self.in_custom_primal = 0      # in a grad_replaced function that a Tape records
+        # Per grad_replaced call the Tape recorded, its forward launches (a stack: the Tape
+        # runs the grad_for functions in reverse), and while one grad_for runs, (its name,
+        # the launches of its forward): its kernels must read what those read.
+        self.custom_forwards: list = []
+        self.custom_recording: list | None = None
+        self.custom_running: tuple | None = None
         self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
@@ -163,6 +170,8 @@ class LaunchChecker:
             launch.repeats = earlier
         if len(self.history) == self.history.maxlen:
             self._forget(self.history[0])
+        if self.custom_recording is not None:
+            self.custom_recording.append(launch)
         self.history.append(launch)
         self.latest[(compiled, scalars)] = launch
         return launch
@@ -193,8 +202,53 @@ class LaunchChecker:
         """What a backend remembers about one Tape (its subclass says)."""
         return True
 
+    @contextlib.contextmanager
+    def custom_primal(self):
+        """Around a grad_replaced function a Tape records: the adjoints of its kernels never
+        run (its grad_for does instead); its launches are kept for the grad_for's check."""
+        outer, self.custom_recording = self.custom_recording, []
+        self.in_custom_primal += 1
+        try:
+            yield
+        finally:
+            self.in_custom_primal -= 1
+            self.custom_forwards.append(self.custom_recording)
+            self.custom_recording = outer
+
+    @contextlib.contextmanager
+    def custom_gradient(self, name: str):
+        """Around a grad_for function the Tape runs, for the latest grad_replaced call left."""
+        forwards = self.custom_forwards.pop() if self.custom_forwards else []
+        outer, self.custom_running = self.custom_running, (name, forwards)
+        self.in_custom_grad += 1
+        try:
+            yield
+        finally:
+            self.in_custom_grad -= 1
+            self.custom_running = outer
+
+    def check_custom_reads(self, fields, kernel: str) -> None:
+        """A kernel of the running grad_for function reads `fields`: what its forward's kernels
+        read of them must be there still."""
+        name, forwards = self.custom_running
+        for launch in forwards:
+            found = self.changed_read(launch, fields)
+            if found is not None:
+                fld, element, read, now, writer = found
+                self.report(rules.custom_gradient_reads_changed(
+                    gradient=name, kernel=kernel, field=fld.name, element=element, read=read,
+                    now=now, last_writer=writer))
+                return
+
+    def changed_read(self, launch: Launch, fields):
+        """The first element of `fields` that `launch` read and that has changed since, as
+        (field, element, the read, its value now, the last writer), or None (the backend
+        says: it keeps what launches read)."""
+        return None
+
     def begin_tape(self):
         self.tapes += 1
+        self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.paths_checked = {}
         self.written_in_tape, self.warned_in_tape = {}, set()
@@ -322,6 +376,8 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     """`rows`, where the backend knows them before the launch: ({field: spans read},
     {field: spans written}) of leading indices (None: every row of every field it touches)."""
     facts = kernel_facts(compiled)
+    if checker.custom_running is not None and checker.custom_running[1]:
+        checker.check_custom_reads(facts.loaded, kernel_name)
     time = checker.tick()
     for fld, write in _write_events(compiled, facts, kernel_name):
         write.time = time      # one Access per kernel and field, reused (see _write_events)

@@ -17,6 +17,8 @@ where the backend can see the violation.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from tinyad.check.report import Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.core.srcloc import SrcLoc, user_loc
@@ -179,6 +181,26 @@ def replay_divergence(*, kernel: str, field: str, element: tuple, read: Access, 
         fix="run the forward kernel again right before .grad(), and change no field it reads "
             "between the forward and its gradient (launch such kernels outside the Tape, after "
             "it)"))
+
+
+def custom_gradient_reads_changed(*, gradient: str, kernel: str, field: str, element: tuple,
+                                  read: Access, now, last_writer: Access | None
+                                  ) -> ReplayDivergenceRuleError:
+    """A grad_for function's kernel reads an element its grad_replaced function's forward
+    kernels read, and it has changed since they ran."""
+    name = element_name(field, element)
+    cause = ("it was changed" if last_writer is None else "a Python-scope write changed it"
+             if last_writer.kernel is None else f"kernel {last_writer.kernel} changed it")
+    write = None if last_writer is None else dataclasses.replace(last_writer, value=now)
+    return ReplayDivergenceRuleError(Report(
+        rule="Replay divergence",
+        summary=f"the custom gradient {gradient} runs {kernel}, which reads {name} = "
+                f"{format_value(now)}, but the forward read {format_value(read.value)}: "
+                f"{cause} after the forward ran.",
+        kernel=kernel, field=field, element=element, read=read, write=write,
+        consequence=f"the custom gradient would be computed at {name} = {format_value(now)}",
+        fix=f"change no field the forward read until {gradient} has run (write the new value "
+            "to another field or a time-indexed slot, or launch that kernel after the Tape)"))
 
 
 def random_in_adjoint(*, kernel: str, loc: SrcLoc) -> ReplayDivergenceRuleError:
@@ -368,7 +390,8 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
            "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
-           "replay_divergence", "random_in_adjoint", "custom_gradient_assigns",
+           "replay_divergence", "custom_gradient_reads_changed", "random_in_adjoint",
+           "custom_gradient_assigns",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",
