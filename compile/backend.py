@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
+from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
 from tinyad.compile.replaycheck import FastChecker, regions_of
@@ -132,10 +133,10 @@ class FastBackend(Backend):
         name, checker = traced.ir.name, self.checker
         if record is None:
             record = checker.find_launch(traced, scalars)
-        launchchecks.before_adjoint(checker, traced, name, record, manual)
+        adjointchecks.before_adjoint(checker, traced, name, record, manual)
         checker.check_replay(record, name)
         program(scalars, self.rng)
-        launchchecks.after_adjoint(checker, traced, record)
+        adjointchecks.after_adjoint(checker, traced, record)
 
     def backward_starts(self, first) -> None:
         """Start compiling the adjoints of the kernels launched so far, latest first, in a

@@ -11,6 +11,7 @@ import copy
 import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
+from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check.facts import kernel_facts
 from tinyad.core import analysis, ir
@@ -81,9 +82,9 @@ class InterpBackend(Backend):
         checker = self.checker
         if record is None:
             record = checker.find_launch(traced, scalars)
-        launchchecks.before_adjoint(checker, traced, name, record, manual)
+        adjointchecks.before_adjoint(checker, traced, name, record, manual)
         program.run(scalars, ReplayMemory(checker, record, name), self.rng)
-        launchchecks.after_adjoint(checker, traced, record)
+        adjointchecks.after_adjoint(checker, traced, record)
 
 
 def check_one_launch(traced, scalars, rng, number: int):

@@ -2,23 +2,19 @@
 
 They need only facts about each kernel, taken from its IR (tinyad/check/facts.py: which fields
 it writes and reads, which loads its adjoint replays, which fields each store depends on), and
-fields' values (read through the duck-typed `field.data`), never a per-element log. Per launch:
-  * kernel.grad() with no gradient seeded, or on a kernel that writes no gradient field (warnings:
-    zero may be the true gradient);
-  * adjoints run out of order (a later launch read this launch's output and is not yet undone);
-  * gradients accumulating across manual rounds without clearing (a warning: it may be meant);
-  * a manual sweep adding to a gradient taken at another value of its parameter;
+fields' values (read through the duck-typed `field.data`), never a per-element log. Here, before
+a forward launch (those around an adjoint launch are in tinyad/check/adjoints.py):
   * a field without needs_grad on the derivative path inside a Tape;
   * a field without needs_dual on the tangent path of a forward-mode launch;
   * a field value carried into a kernel's scalar argument inside a Tape;
-  * a kernel before the Tape deriving a field the taped kernels read (a warning).
+  * a kernel before the Tape deriving a field the taped kernels read (a warning);
+  * a custom gradient's kernel reading what its forward read, changed since.
 `LaunchChecker` holds what these remember across launches; a backend's checker extends it with
 its own per-element witness (interp/accesslog.py, compile/replaycheck.py).
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import sys
 from collections import deque
@@ -346,29 +342,6 @@ class LaunchChecker:
         return access
 
 
-def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
-    checker.adjoint_ran(launch)
-    time = checker.tick()
-    for grad in kernel_facts(compiled).adjoint_targets:
-        checker.grad_accumulated_at[grad] = time
-        _remember_gradient_point(checker, grad)
-
-
-def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
-    """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
-    new copy only when the primal changed since the last one)."""
-    held = checker.grad_point.get(grad)
-    changed = checker.primal_changed.get(grad.primal)
-    if held is not None and (changed is None or changed.time < held[2]):
-        return
-    sweep = Access("gradient taken", user_loc())
-    if checker.copies_before_writes:     # copied by the first write after this (before_write)
-        checker.grad_point[grad] = (None, sweep, checker.tick())
-        checker.uncopied_points.setdefault(grad.primal, []).append(grad)
-    else:
-        checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
-
-
 # ---- before a forward launch ----------------------------------------------------------------
 
 def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
@@ -534,131 +507,3 @@ def before_tangent(checker: LaunchChecker, compiled, kernel_name, dropped=None) 
     for fld, loc in compiled.dropped_tangents if dropped is None else dropped:
         checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
                                                   store_loc=loc))
-
-
-# ---- before an adjoint launch ----------------------------------------------------------------
-
-def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual: bool) -> None:
-    if launch is not None:
-        for problem in launch.problems:
-            checker.report(problem)
-        launch.problems.clear()
-    if not manual:
-        return
-    facts = kernel_facts(compiled)
-    _check_gradient_point(checker, facts, kernel_name)
-    if launch is not None:   # the specific diagnoses first: they explain an unseeded output too
-        _check_order(checker, launch, facts, kernel_name)
-        _check_rounds(checker, launch, facts, kernel_name)
-        _check_second_adjoint(checker, launch, facts, kernel_name)
-    outputs = [f for f in facts.written if f.grad is not None]
-    if not outputs:
-        print_report(rules.no_output_gradient(kernel=kernel_name, call=user_loc()))
-        return
-    if not any(_seeded(f.grad, launch) for f in outputs) and not _anything_seeded(checker):
-        print_report(rules.unseeded_outputs(kernel=kernel_name, call=user_loc(),
-                                            outputs=[f.name for f in outputs],
-                                            first_store=facts.first_store[outputs[0]]))
-
-
-def _anything_seeded(checker) -> bool:
-    """Does any gradient set from Python or accumulated by an adjoint hold a value? In a correct
-    manual sweep, a kernel whose outputs do not reach the loss has zero output adjoints (its
-    zero gradient is the true one): the seed is missing only when no gradient holds anything."""
-    grads = set(checker.grad_cleared_at) | set(checker.grad_accumulated_at)
-    return any(g.data is not None and g.data.any() for g in grads)
-
-
-def _check_gradient_point(checker, facts, kernel_name):
-    """A manual sweep that adds to a gradient still holding the gradient at other values of its
-    parameter (changed since, by Python or a kernel, and not cleared)."""
-    for grad in facts.adjoint_targets:
-        held = checker.grad_point.get(grad)
-        if held is None or checker.grad_cleared_at.get(grad, 0) > held[2]:
-            continue
-        values, sweep, taken = held
-        primal = grad.primal
-        changed = checker.primal_changed.get(primal)
-        if changed is None or changed.time < taken or values is None:
-            continue      # nothing wrote the parameter since: no need to compare its values
-        if checker.unchanged_since(primal, values, taken) or not grad.data.any():
-            continue
-        checker.report(rules.gradient_at_two_points(
-            kernel=kernel_name, gradient=grad.name, param=primal.name, earlier=sweep,
-            change=dataclasses.replace(changed), call_loc=user_loc()))   # (a kernel's is reused)
-        return
-
-
-def _seeded(grad, launch) -> bool:
-    """Does `grad` hold a nonzero anywhere? The boxes `launch` wrote of its primal are looked at
-    first (fast mode knows them: a row of a time-indexed field, where the seed of this launch's
-    adjoint lies), then, if they hold none, the whole field."""
-    data = grad.data
-    for written in launch.writes if launch is not None else ():
-        if written.site is not None and written.site.field is grad.primal and written.box:
-            if data[tuple(slice(lo, hi) for lo, hi in written.box)].any():
-                return True
-    return bool(data.any())
-
-
-def _rows(launch):
-    """(rows read, rows written) per field."""
-    if launch.row_source is not None:
-        loads, writes, make = launch.row_source
-        launch.read_rows, launch.wrote_rows = make(loads, writes)
-        launch.row_source = None
-    return launch.read_rows, launch.wrote_rows
-
-
-def _check_order(checker, launch, facts, kernel_name):
-    produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
-    if not produced:
-        return
-    later_ones = []
-    for later in reversed(checker.history):     # (in launch order: only the end is later)
-        if later.time <= launch.time:
-            break
-        if not later.adjoint_runs:
-            later_ones.append(later)
-    for later in reversed(later_ones):
-        later_facts = kernel_facts(later.compiled)
-        if not any(f in produced for f in later_facts.loaded):
-            continue
-        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
-        if not shared:
-            continue
-        seeded = [f for f in later_facts.written if f.grad is not None and _seeded(f.grad, later)]
-        if seeded:
-            checker.report(rules.adjoints_out_of_order(
-                kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
-                later_launch=later.number, field=shared[0].name))
-            return
-
-
-def _check_second_adjoint(checker, launch, facts, kernel_name):
-    """A manual kernel.grad() for a forward launch already differentiated, with its outputs'
-    gradients still seeded (a store's adjoint consumes its seed; an atomic add's does not), onto
-    gradients not cleared since: they would hold its gradient twice."""
-    if not launch.adjoint_runs or not any(
-            f.grad is not None and _seeded(f.grad, launch) for f in facts.written):
-        return
-    for grad in facts.adjoint_targets:
-        if checker.grad_cleared_at.get(grad, 0) < launch.adjoint_at and grad.data.any():
-            print_report(rules.adjoint_run_twice(kernel=kernel_name, launch=launch.number,
-                                                 gradient=grad.name, call_loc=user_loc()))
-            checker.grad_cleared_at[grad] = checker.tick()     # say it once
-            return
-
-
-def _check_rounds(checker, launch, facts, kernel_name):
-    for fld in facts.loaded:
-        grad = fld.grad
-        if grad is None:
-            continue
-        accumulated = checker.grad_accumulated_at.get(grad)
-        cleared = checker.grad_cleared_at.get(grad, 0)
-        if (accumulated is not None and cleared < accumulated < launch.origin.time
-                and grad.data.any()):
-            print_report(rules.gradient_accumulates_across_rounds(
-                kernel=kernel_name, gradient=grad.name, call_loc=user_loc()))
-            checker.grad_cleared_at[grad] = checker.tick()   # say it once per round
