@@ -411,6 +411,14 @@ class Axis:
         self.count = len(self.letters)
 
 
+def axes(*indices: int) -> Axis:
+    """ti.axes(0, 2): the axes by number, ti.axes(0) being ti.i, ti.axes(1) ti.j, and so on."""
+    letters = "ijklmnop"
+    if not all(isinstance(n, int) and 0 <= n < len(letters) for n in indices):
+        raise TinyadTypeError(f"ti.axes takes axis numbers 0 to {len(letters) - 1}, got {indices}")
+    return Axis("".join(letters[n] for n in indices))
+
+
 class SNode:
     """A level of Taichi's layout tree. tinyad stores every field densely, so only the total
     shape matters: `ti.root.dense(ti.i, 4).dense(ti.j, 3).place(x)` gives x the shape (4, 3).
