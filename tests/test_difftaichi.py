@@ -438,3 +438,9 @@ def test_a_field_made_by_a_lambda_is_named_by_the_callers_variable(mode):
     velocity = vec()
     ti.root.dense(ti.i, 3).place(velocity)
     assert velocity.name == "velocity"
+
+    class Layer:                                       # diff_sph: `self.output = scalar()`
+        def __init__(self):
+            self.output = vec()
+
+    assert Layer().output.name == "self.output"

@@ -20,11 +20,12 @@ from tinyad.runtime import note as runtime_note
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
 
-_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
+_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(?::[^=]*)?=(?!=)")
 
 
 def _caller_variable_name() -> str | None:
-    """`x` in `x = ti.field(...)`, read from the user's calling line, so errors can name it."""
+    """`x` in `x = ti.field(...)` (`self.x` in `self.x = ...`), read from the user's calling
+    line, so errors can name it."""
     frame = user_frame()
     if frame is None:
         return None
