@@ -127,6 +127,61 @@ def test_atomic_max_gives_the_gradient_to_the_winner(mode):
     assert x.grad.to_numpy().tolist() == [0.0, 2.0, 0.0, 0.0]   # Taichi gives [2, 2, 2, 2]
 
 
+@pytest.mark.parametrize("lanes", ["1", "0"])   # interp: numpy lanes, and the scalar path
+def test_tied_atomic_max_winners_take_the_gradient_once(mode, lanes, monkeypatch):
+    """Tied winners (in one launch and across two) share one gradient: exactly one of them takes
+    it, and it is the derivative of the loss when all of them move together (central
+    differences). The lanes once gave it to every tied lane of a launch (DiffTaichi's diff_sph:
+    interp's gradient 5 times fast mode's)."""
+    monkeypatch.setenv("TINYAD_INTERP_LANES", lanes)
+    n = 40
+    x = ti.field(ti.f64, shape=(2, n), needs_grad=True)
+    top = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def running_max(t: ti.i32):
+        for i in range(n):
+            ti.atomic_max(top[None], x[t, i] * x[t, i])
+
+    @ti.kernel
+    def finish():
+        loss[None] = 3.0 * top[None]
+
+    values = np.linspace(0.1, 0.9, 2 * n).reshape(2, n)
+    tied = [(0, 3), (0, 17), (1, 5), (1, 30), (1, 31)]
+    for t, i in tied:
+        values[t, i] = 1.5
+    x.from_numpy(values)
+
+    def loss_of():
+        top[None] = 0.0
+        running_max(0)
+        running_max(1)
+        finish()
+        return loss[None]
+
+    with ti.ad.Tape(loss=loss):
+        loss_of()
+    grad = x.grad.to_numpy()
+    taken = [grad[t, i] for t, i in tied]
+    assert sorted(taken)[:-1] == [0.0] * (len(tied) - 1)      # one winner among the tied
+    assert np.count_nonzero(grad) == 1                        # and nothing else
+    h = 1e-6
+    x.from_numpy(values + h * _indicator(values.shape, tied))
+    up = loss_of()
+    x.from_numpy(values - h * _indicator(values.shape, tied))
+    down = loss_of()
+    assert sum(taken) == pytest.approx((up - down) / (2 * h), rel=1e-8)   # 2 * 1.5 * 3 = 9
+
+
+def _indicator(shape, places):
+    out = np.zeros(shape)
+    for p in places:
+        out[p] = 1.0
+    return out
+
+
 def test_adjoint_ir_prints_replay_then_reversed_adjoints(mode):
     x = ti.field(ti.f64, shape=(), needs_grad=True)
     y = ti.field(ti.f64, shape=(), needs_grad=True)

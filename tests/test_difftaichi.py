@@ -10,6 +10,9 @@ f64, in both modes. What they exercise, and which DiffTaichi program does the sa
   step, grads cleared by the user, `kernel.grad()` inside the Tape (diffmpm);
 - `ti.random` in a kernel drawing initial weights (diff_sph), which must leave Python's global
   `random` stream alone (electric seeds it and draws after its first launch).
+- a `ti.data_oriented` layer whose kernels are methods, laid out with `ti.axes`, a field passed
+  as a `ti.template()` argument, and a loss made of a running `atomic_min`/`atomic_max` over the
+  Tape's launches (Taichi's diff_sph).
 """
 import subprocess
 import sys
@@ -313,6 +316,86 @@ def test_random_weights(mode):
         assert w.grad[i] == pytest.approx(np.exp(drawn[i]) * (i + 1), rel=1e-12)
 
 
+@ti.data_oriented
+class TinyLayer:
+    """tanh(W @ input + b) per step, laid out as Taichi's diff_sph lays out its Linear layers."""
+
+    def __init__(self, steps, n_in, n_out):
+        self.n_in, self.n_out = n_in, n_out
+        self.weights, self.bias, self.output = (ti.field(ti.f64) for _ in range(3))
+        models = ti.root.dense(ti.i, 1)
+        models.dense(ti.axes(1, 2), (n_out, n_in)).place(self.weights)
+        models.dense(ti.axes(1), n_out).place(self.bias)
+        models.dense(ti.axes(1, 2), (steps, n_out)).place(self.output)
+
+    @ti.kernel
+    def forward(self, t: ti.i32, inputs: ti.template()):
+        for o in range(self.n_out):
+            acc = self.bias[0, o]
+            for j in ti.static(range(self.n_in)):
+                acc += self.weights[0, o, j] * inputs[t, j]
+            self.output[0, t, o] = ti.tanh(acc)
+
+
+def test_diff_sph_style_layer_methods_and_a_running_min_max(mode):
+    steps, n, dt = 6, 4, 0.1
+    layer = TinyLayer(steps, 2, 2)
+    features = ti.field(ti.f64, shape=(steps, 2))
+    x = ti.Vector.field(2, ti.f64, shape=(steps, n), needs_grad=True)
+    v = ti.Vector.field(2, ti.f64, shape=(steps, n), needs_grad=True)
+    closest = ti.field(ti.f64, shape=(), needs_grad=True)
+    highest = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    ti.root.lazy_grad()
+    target = ti.Vector([0.9, 0.7])
+
+    @ti.kernel
+    def advance(t: ti.i32):
+        for i in range(n):
+            push = ti.Vector([layer.output[0, t - 1, 0], layer.output[0, t - 1, 1]]) * 2.0
+            v[t, i] = v[t - 1, i] + dt * (push + ti.Vector([0.0, -1.0]))
+            x[t, i] = x[t - 1, i] + dt * v[t, i]
+
+    @ti.kernel
+    def track(t: ti.i32):
+        for i in range(n):
+            ti.atomic_min(closest[None], (x[t, i] - target).norm())
+            ti.atomic_max(highest[None], x[t, i][1])
+
+    @ti.kernel
+    def compute_loss():
+        loss[None] = closest[None] + 0.2 * (highest[None] - 1.0) ** 2
+
+    for t in range(steps):
+        features[t, 0], features[t, 1] = np.sin(t), np.cos(t)
+    for i in range(n):
+        x[0, i] = [0.1 + 0.2 * i, 0.05 * i * i]
+    layer.weights.from_numpy(np.array([[[0.3, -0.2], [0.1, 0.4]]]))
+    layer.bias.from_numpy(np.array([[0.05, 0.2]]))
+
+    def forward():
+        closest[None], highest[None] = 1e3, -1e3
+        for t in range(1, steps):
+            layer.forward(t - 1, features)
+            advance(t)
+            track(t)
+        compute_loss()
+
+    def loss_of():
+        forward()
+        return loss[None]
+
+    with ti.ad.Tape(loss):
+        forward()
+    for index in [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)]:
+        fd = central_difference(loss_of, layer.weights, index)
+        assert layer.weights.grad[index] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    for index in [(0, 0), (0, 1)]:
+        fd = central_difference(loss_of, layer.bias, index)
+        assert layer.bias.grad[index] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    assert np.abs(layer.bias.grad.to_numpy()).min() > 1e-3    # both terms reach the layer
+
+
 PROGRAM_SEEDING_RANDOM = """
 import random, sys
 import numpy as np
@@ -355,3 +438,9 @@ def test_a_field_made_by_a_lambda_is_named_by_the_callers_variable(mode):
     velocity = vec()
     ti.root.dense(ti.i, 3).place(velocity)
     assert velocity.name == "velocity"
+
+    class Layer:                                       # diff_sph: `self.output = scalar()`
+        def __init__(self):
+            self.output = vec()
+
+    assert Layer().output.name == "self.output"

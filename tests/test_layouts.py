@@ -167,3 +167,30 @@ def test_sparse_levels_are_dense_backed_and_say_so(mode, capsys):
     z = ti.field(ti.f64)
     ti.root.dynamic(ti.i, 8).place(z)
     assert z.shape == (8,) and "stored densely" not in capsys.readouterr().err
+
+
+def test_axes_by_number(mode):
+    # Taichi's diff_sph: batch.dense(ti.axes(1, 2, 3), (steps, batch, n)) under dense(ti.i, models)
+    x = ti.field(ti.f64)
+    models = ti.root.dense(ti.axes(0), 2)
+    models.dense(ti.axes(1, 2), (3, 4)).place(x)
+    ti.root.lazy_grad()
+    assert x.shape == (2, 3, 4) and models.shape == (2,)
+    y = ti.field(ti.f32)
+    ti.root.dense(ti.axes(2), 5).dense(ti.axes(0), 3).place(y)   # ordered by axis, as ti.k, ti.i
+    assert y.shape == (3, 5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def weighted_squares():
+        for m, t, k in x:
+            loss[None] += (m + 2 * t + 7 * k) * x[m, t, k] ** 2
+
+    values = np.arange(24, dtype=np.float64).reshape(2, 3, 4) * 0.1
+    x.from_numpy(values)
+    with ti.ad.Tape(loss):
+        weighted_squares()
+    m, t, k = np.indices((2, 3, 4))
+    assert x.grad.to_numpy() == pytest.approx(2 * (m + 2 * t + 7 * k) * values, rel=1e-12)
+    with pytest.raises(ti.TinyadTypeError, match="axis numbers"):
+        ti.axes(-1)

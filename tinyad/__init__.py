@@ -29,7 +29,7 @@ from tinyad.core.errors import (
     TinyadValueError,
 )
 from tinyad.core.types import f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
-from tinyad.field import Axis, Field, SNode, field, root, var
+from tinyad.field import Axis, Field, SNode, axes, field, root, var
 from tinyad.frontend import math
 from tinyad.frontend.lang import (
     atomic_add,

@@ -20,11 +20,12 @@ from tinyad.runtime import note as runtime_note
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
 
-_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
+_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(?::[^=]*)?=(?!=)")
 
 
 def _caller_variable_name() -> str | None:
-    """`x` in `x = ti.field(...)`, read from the user's calling line, so errors can name it."""
+    """`x` in `x = ti.field(...)` (`self.x` in `self.x = ...`), read from the user's calling
+    line, so errors can name it."""
     frame = user_frame()
     if frame is None:
         return None
@@ -409,6 +410,14 @@ class Axis:
     def __init__(self, letters):
         self.letters = tuple(letters) if isinstance(letters, str) else (None,) * int(letters)
         self.count = len(self.letters)
+
+
+def axes(*indices: int) -> Axis:
+    """ti.axes(0, 2): the axes by number, ti.axes(0) being ti.i, ti.axes(1) ti.j, and so on."""
+    letters = "ijklmnop"
+    if not all(isinstance(n, int) and 0 <= n < len(letters) for n in indices):
+        raise TinyadTypeError(f"ti.axes takes axis numbers 0 to {len(letters) - 1}, got {indices}")
+    return Axis("".join(letters[n] for n in indices))
 
 
 class SNode:

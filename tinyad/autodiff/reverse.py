@@ -263,11 +263,19 @@ class _Reverse:
             g = current if s.op == "add" else B.unary("neg", current)
             self.propagate(s.value, self.temp(g, out, "g"), out)
             return
-        # min / max: only the value that won (equals the final element) receives the gradient
+        # min / max: only the value that won (equals the final element) receives the gradient,
+        # and of tied winners only one: the winner takes the gradient and zeroes it in one atomic
+        # step (min with 0 when it is positive, max with 0 when negative), so that tied lanes or
+        # threads cannot each read it before one zeroes it.
         winner = []
-        g = self.temp(current, winner, "g")
-        winner.append(ir.Store(grad, s.indices, B.const(0, grad.dtype), s.loc))
-        self.propagate(s.value, g, winner)
+        taken = self.namer.fresh("g")
+        self.temps.add(taken)
+        zero = B.const(0, grad.dtype)
+        winner.append(ir.Assign(taken, zero, s.loc))
+        winner.append(ir.If(B.binary("gt", current, zero),
+                            (ir.AtomicOp("min", grad, s.indices, zero, taken, s.loc),),
+                            (ir.AtomicOp("max", grad, s.indices, zero, taken, s.loc),), s.loc))
+        self.propagate(s.value, ir.Var(taken, grad.dtype, s.loc), winner)
         final = ir.Load(s.field, s.indices, s.field.dtype, s.loc)
         out.append(ir.If(B.binary("eq", s.value, final), tuple(winner), (), s.loc))
 
