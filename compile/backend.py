@@ -94,14 +94,25 @@ class FastBackend(Backend):
         launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
                                     plan.rows)
         record = checker.new_launch(name, traced, scalars)
+        own = None
         if plan.hazards:
-            self._check_within_launch(traced, scalars, record, plan.hazards)
+            regions = regions_of(traced)
+            own = [(f, checker.host(f).copy()) for f in plan.hazards
+                   if f in regions.own_overwrites]
+            rest = [f for f in plan.hazards if f not in regions.own_overwrites]
+            if rest:
+                self._check_within_launch(traced, scalars, record, rest)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
         result = program(scalars, self.rng)
+        for fld, before in own or ():
+            error = checker.own_overwrite(regions_of(traced), fld, before, record)
+            if error is not None:
+                self._launch_problem(record, error)
+                break
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
@@ -122,12 +133,16 @@ class FastBackend(Backend):
                       file=sys.stderr)
             return
         error = self.element_checker(traced, scalars, self.rng, record.number)
-        if error is None:
-            return
+        if error is not None:
+            self._launch_problem(record, error)
+
+    def _launch_problem(self, record, error) -> None:
+        """A rule this launch breaks within itself: raised now inside a Tape, else when (if
+        ever) the launch is differentiated."""
         if self.checker.tape is not None:
             self.checker.report(error)
         else:
-            record.problems.append(error)   # raised if this launch is ever differentiated
+            record.problems.append(error)
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name, checker = traced.ir.name, self.checker

@@ -106,6 +106,14 @@ class KernelRegions:
         self.grad_stores = [s for s in sites if isinstance(s.node, ir.Store)
                             and s.field.role == "grad" and id(s.node) not in resets]
         self.unproven = analysis.unproven_fields(kernel, replayed)
+        # fields whose values before and after a launch decide its in-launch hazard (each
+        # iteration overwriting its own element after a replayed read): their first replayed
+        # read and first write, for the report
+        self.own_overwrites = {
+            fld: (next(s for s in sites if s.field is fld and isinstance(s.node, ir.Load)
+                       and id(s.node) in replayed),
+                  next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
+            for fld in analysis.own_element_overwrites(kernel, replayed)}
         self.own_loads = _loads_of_own_stores(sites)
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
@@ -500,6 +508,24 @@ class FastChecker(PointCopies, LaunchChecker):
                       f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
                       "replays go unchecked", file=sys.stderr)
             oldest.snapshots = []
+
+    def own_overwrite(self, regions: KernelRegions, fld, before: np.ndarray, launch: Launch):
+        """After a launch whose iterations each may overwrite their own element of `fld` after
+        reading it for the adjoint (regions.own_overwrites): Rule 1 at the first element whose
+        value changed, or None. `before`: the field's values before the launch."""
+        now = self.host(fld)
+        relative = _first_difference(before, now)
+        if relative is None:
+            return None
+        element = tuple(int(i) for i in relative)
+        read_site, write_site = regions.own_overwrites[fld]
+        kind = "store" if isinstance(write_site.node, ir.Store) else "atomic_" + write_site.node.op
+        return rules.read_then_overwrite(
+            field=fld.name, element=element,
+            read=Access("read", read_site.node.loc, launch.kernel, launch.number, None,
+                        _value(before, element), launch.time),
+            write=Access(kind, write_site.node.loc, launch.kernel, launch.number, None,
+                         _value(now, element), launch.time))
 
     def changed_read(self, launch: Launch, fields):
         wanted = {id(f) for f in fields}

@@ -961,3 +961,41 @@ def test_a_vector_component_overwritten_is_named_with_its_component(mode):
     text = str(caught.value)
     assert "v[0, 1] was read, then changed" in text
     assert "would see v[0, 1] = 2 instead of 1" in text
+
+
+@pytest.mark.parametrize("n", [8, 30000])
+def test_an_iteration_overwriting_its_own_element_after_reading_it(mode, n, capsys):
+    """Each parallel iteration reads x[i] for the adjoint, then stores x[i]: fast mode decides
+    it from x's values before and after the launch, at any size (it was said to be unchecked
+    past 20,000 elements); an overwrite with the same values is no violation."""
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def square_in_place():
+        for i in range(n):
+            x[i] = x[i] ** 2
+
+    @ti.kernel
+    def clamp_in_place():
+        for i in range(n):
+            x[i] = ti.min(x[i], 10.0)     # the adjoint replays x[i]; the value stays
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[i] ** 3
+
+    start = np.linspace(0.5, 1.5, n)
+    x.from_numpy(start)
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as caught:
+        with ti.ad.Tape(loss):
+            square_in_place()
+            total()
+    assert "x[0] = 0.25 instead of 0.5" in str(caught.value)
+    x.from_numpy(start)
+    with ti.ad.Tape(loss):
+        clamp_in_place()
+        total()
+    assert np.allclose(x.grad.to_numpy(), 3 * start ** 2)
+    assert capsys.readouterr().err == ""

@@ -415,6 +415,49 @@ def unproven_fields(kernel: ir.Kernel, replayed: frozenset) -> dict:
     return out
 
 
+def own_element_overwrites(kernel: ir.Kernel, replayed: frozenset) -> frozenset:
+    """The unproven fields (see unproven_fields) whose only in-launch hazard is each parallel
+    iteration overwriting its own element after a replayed read of it: a scalar field, every
+    access in the body of one parallel loop and in no branch or inner loop, each iteration its
+    own element, every replayed read before every write. Then each element's value before the
+    launch is what its read saw, and its value after, what the adjoint will replay: comparing
+    the two decides Rule 1 for every element, at any size. -> those fields."""
+    by_field: dict = {}
+    for site in access_sites(kernel):
+        if site.field.role == "primal":
+            by_field.setdefault(site.field, []).append(site)
+    out = set()
+    for fld in unproven_fields(kernel, replayed):
+        sites = by_field[fld]
+        loop = sites[0].loops[0] if sites[0].loops else None
+        if fld.element_shape or _parallel_var(loop) is None or any(
+                s.loops != (loop,) for s in sites):
+            continue
+        if not (_parallel_safe(sites) and _one_element_per_iteration(loop, sites)):
+            continue
+        order = [isinstance(s.node, ir.Load) and id(s.node) in replayed for s in sites]
+        writes = [i for i, s in enumerate(sites) if not isinstance(s.node, ir.Load)]
+        if any(i > writes[0] for i, is_read in enumerate(order) if is_read):
+            continue
+        if all(id(s.node) in _unconditional_nodes(loop) for s in sites):
+            out.add(fld)
+    return frozenset(out)
+
+
+def _unconditional_nodes(loop: ir.For) -> set:
+    """id() of the loads and stores the loop's body runs in every iteration (not in a branch or
+    an inner loop)."""
+    found = set()
+    for stmt in loop.body:
+        if ir.child_blocks(stmt):
+            continue
+        if isinstance(stmt, (ir.Store, ir.AtomicOp)):
+            found.add(id(stmt))
+        for e in ir.stmt_exprs(stmt):
+            found.update(id(x) for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+    return found
+
+
 def _order_safe(sites, replayed) -> bool:
     """Every write comes before every replayed read in program order, and no loop repeats a
     write after such a read, except a parallel loop where each iteration has its own element."""
