@@ -22,7 +22,8 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
-from tinyad.compile.replaycheck import FastChecker, regions_of
+from tinyad.compile.regions import regions_of
+from tinyad.compile.replaycheck import FastChecker
 from tinyad.core import ir
 
 # An in-launch hazard the IR cannot settle is checked in the interpreter only when the fields

@@ -3,8 +3,8 @@ replayed reads that runs at compiled speed.
 
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
-function of the launch's integer arguments (core/analysis.py `box`: affine indices give their
-range, a gather its whole dimension); after each forward launch the checker files those boxes
+function of the launch's integer arguments (compile/regions.py, from core/analysis.py `box`:
+affine indices give their range, a gather its whole dimension); after each forward launch the checker files those boxes
 (compile/readwitness.py; a kernel at step t that reads x[t] files row t only). Nothing is
 copied then: a box is copied just before a write that may overlap it (a launch's write boxes,
 a Python-scope write, a tangent launch), and compared:
@@ -14,9 +14,10 @@ a Python-scope write, a tangent launch), and compared:
     kernel outside the Tape, a write before a manual .grad()): a replay divergence, blamed on
     the latest possible writer. A box no write overlapped since is the forward's still.
 What happens within one launch (a read, then a store to the same element; two parallel
-iterations on one element) the boxes settle where they can; otherwise the backend runs that
-launch checked in the interpreter when the program is small (`FastBackend`), and says once
-that it stays unchecked when it is not.
+iterations on one element) the boxes settle where they can, and an iteration overwriting its
+own element the values before and after the launch (`own_overwrite`); otherwise the backend
+runs that launch checked in the interpreter when the program is small (`FastBackend`), and
+says once that it stays unchecked when it is not.
 """
 from __future__ import annotations
 
@@ -26,28 +27,14 @@ from collections import deque
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.facts import kernel_facts
-from tinyad.check.launches import Launch, LaunchChecker, RowSpans, span_union
+from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import ReadIndex, ReplayedRead
-from tinyad.core import analysis, ir
-from tinyad.core.printer import format_expr
+from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, box_slices, regions_of
+from tinyad.core import ir
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
-
-
-class Written:
-    """A box a kernel's store may write in a launch (with these arguments), and how (the
-    store's kind and line); or a Python-scope write (`access`; box None: the whole field)."""
-
-    __slots__ = ("site", "box", "kind", "access")
-
-    def __init__(self, site, box: tuple | None, kind: str, access=None):
-        self.site, self.box, self.kind, self.access = site, box, kind, access
-
-    def covers(self, element: tuple) -> bool:
-        return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
 
 
 class TapeLog:
@@ -63,179 +50,11 @@ class TapeLog:
                 if w.site.field is fld]
 
 
-class LaunchPlan:
-    """What the checker needs of one launch, given its integer arguments: computed once per
-    kernel and argument values (a time-stepped program launches each step's kernels with the
-    same few values again and again), so that a checked launch does no IR work.
-
-    reads: the replayed loads' boxes as [(site, box, slices)], those another box of the same
-    field contains left out (one copy covers them); writes: [Written]; loads: every load's box
-    [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
-    only an element-by-element check can clear."""
-
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
-
-    def __init__(self, reads, writes, loads, hazards, written_fields):
-        self.reads, self.writes, self.loads = reads, writes, loads
-        self.hazards, self.written_fields = hazards, written_fields
-        # ({field: leading-index spans loaded}, {field: spans written}): launches.before_forward
-        self.rows = (_spans((s.field, b) for s, b in loads),
-                     _spans((w.site.field, w.box) for w in writes))
-        self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
-
-
-class KernelRegions:
-    """A kernel's replayed loads and primal writes as Sites, and their boxes per launch."""
-
-    PLANS_KEPT = 1 << 12     # argument values remembered per kernel (a plan is a few hundred bytes)
-
-    def __init__(self, traced):
-        kernel = traced.ir
-        replayed = kernel_facts(traced).replayed
-        sites = analysis.access_sites(kernel)
-        self.args = analysis.fixed_int_args(kernel)
-        self.names = [a.name for a in kernel.args]
-        self.positions = tuple(self.names.index(n) for n in self.args)
-        self.loads = _distinct([s for s in sites
-                                if isinstance(s.node, ir.Load) and s.field.role == "primal"])
-        self.reads = _distinct([s for s in sites
-                                if isinstance(s.node, ir.Load) and id(s.node) in replayed])
-        self.writes = _distinct([s for s in sites if not isinstance(s.node, ir.Load)
-                                 and s.field.role == "primal"], by_kind=True)
-        resets = analysis.gradient_resets(kernel)
-        self.grad_stores = [s for s in sites if isinstance(s.node, ir.Store)
-                            and s.field.role == "grad" and id(s.node) not in resets]
-        self.unproven = analysis.unproven_fields(kernel, replayed)
-        # fields whose values before and after a launch decide its in-launch hazard (each
-        # iteration overwriting its own element after a replayed read): their first replayed
-        # read and first write, for the report
-        self.own_overwrites = {
-            fld: (next(s for s in sites if s.field is fld and isinstance(s.node, ir.Load)
-                       and id(s.node) in replayed),
-                  next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
-            for fld in analysis.own_element_overwrites(kernel, replayed)}
-        self.own_loads = _loads_of_own_stores(sites)
-        self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
-        self._cache: dict = {}
-        self._functions: dict = {}     # id(site) -> its box function
-
-    def arg_values(self, scalars: tuple) -> tuple:
-        """The integer arguments the boxes depend on, in `box_function`'s order."""
-        return tuple(int(scalars[i]) for i in self.positions)
-
-    def box(self, site, values: tuple):
-        function = self._functions.get(id(site))
-        if function is None:
-            function = self._functions[id(site)] = analysis.box_function(
-                site, site.field.shape, self.args)
-        return function(*values)
-
-    def plan(self, scalars: tuple) -> LaunchPlan:
-        """The launch's plan (see LaunchPlan), computed on the first launch with these integer
-        arguments."""
-        values = tuple(int(scalars[i]) for i in self.positions)
-        found = self._cache.get(values)
-        if found is None:
-            if len(self._cache) >= self.PLANS_KEPT:
-                self._cache.clear()
-            found = self._cache[values] = self._make_plan(values)
-        return found
-
-    def boxes(self, scalars: tuple):
-        """-> (replayed read boxes, write boxes, every load's box, in-launch hazards)."""
-        plan = self.plan(scalars)
-        return [(s, b) for s, b, _ in plan.reads], plan.writes, plan.loads, plan.hazards
-
-    def _make_plan(self, values: tuple) -> LaunchPlan:
-        memo: dict = {}
-
-        def box_of(site):
-            if id(site) not in memo:
-                memo[id(site)] = self.box(site, values)
-            return memo[id(site)]
-
-        def boxed(sites):
-            return [(s, b) for s in sites if (b := box_of(s)) is not None]
-        hazards = []
-        for fld, (reads, writes, by_boxes) in self.unproven.items():
-            if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
-                                   for _, w in boxed(writes)):
-                hazards.append(fld)
-        writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
-                          else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-        reads = [(s, b, _slices(b)) for s, b in _without_contained(boxed(self.reads))]
-        plan = LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
-        # what the launch reads from before it (a load of an element its iteration has just
-        # stored reads this launch's value): launches.before_forward's rows
-        plan.rows = (_spans((s.field, b) for s, b in plan.loads if id(s) not in self.own_loads),
-                     plan.rows[1])
-        return plan
-
-
-def _loads_of_own_stores(sites) -> set:
-    """id() of the load sites that follow, in program order, a store to the same element (the
-    same index expressions, inside the same loops): they read what their iteration stored."""
-    stored, own = set(), set()
-    for site in sites:
-        key = (id(site.field), tuple(format_expr(e) for e in site.indices),
-               tuple(map(id, site.loops)))
-        if isinstance(site.node, ir.Store):
-            stored.add(key)
-        elif isinstance(site.node, ir.Load) and key in stored:
-            own.add(id(site))
-    return own
-
-
-def _spans(boxes) -> dict:
-    """{field: spans of leading indices} of boxes given with their sites' fields."""
-    out: dict = {}
-    for fld, box in boxes:
-        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
-    return out
-
-
-def _distinct(sites, by_kind=False):
-    """One site per field, element index (a vector's components share a box) and loops: the
-    first in program order."""
-    seen, out = set(), []
-    for s in sites:
-        key = (id(s.field), tuple(format_expr(e) for e in s.indices[:len(s.field.shape)]),
-               tuple(map(id, s.loops)),
-               (type(s.node), getattr(s.node, "op", None)) if by_kind else None)
-        if key not in seen:
-            seen.add(key)
-            out.append(s)
-    return out
-
-
-def _without_contained(pairs):
-    kept = []
-    for site, box in pairs:
-        if any(s.field is site.field and analysis.box_contains(b, box)
-                              for s, b in kept):
-            continue
-        kept = [(s, b) for s, b in kept
-                if not (s.field is site.field and analysis.box_contains(box, b))]
-        kept.append((site, box))
-    return kept
-
-
-def regions_of(traced) -> KernelRegions:
-    found = getattr(traced, "replay_regions", None)
-    if found is None:
-        found = traced.replay_regions = KernelRegions(traced)
-    return found
-
-
 def _size(box: tuple) -> int:
     size = 1
     for lo, hi in box:
         size *= hi - lo
     return size
-
-
-def _slices(box: tuple) -> tuple:
-    return tuple(slice(lo, hi) for lo, hi in box)
 
 
 def _first_difference(before: np.ndarray, now: np.ndarray):
@@ -601,13 +420,13 @@ class FastChecker(PointCopies, LaunchChecker):
         for site in regions.grad_stores:
             box = regions.box(site, values)
             if box is not None:
-                saved.append((site, box, self.host(site.field)[_slices(box)].copy()))
+                saved.append((site, box, self.host(site.field)[box_slices(box)].copy()))
         return saved
 
     def after_custom_grad(self, saved, launch: Launch) -> None:
         """A store that replaced a nonzero gradient discards what earlier adjoints added."""
         for site, box, before in saved or ():
-            now = self.host(site.field)[_slices(box)]
+            now = self.host(site.field)[box_slices(box)]
             differs = (before != 0) & (before != now)
             if not np.any(differs):
                 continue
@@ -625,13 +444,3 @@ class FastChecker(PointCopies, LaunchChecker):
 def _access(launch: Launch, written: Written) -> Access:
     return Access(written.kind, written.site.node.loc, launch.kernel, launch.number, None, None,
                   launch.time)
-
-
-def _rows(loads, writes) -> tuple:
-    """(rows read, rows written) per field, for the order check (check/launches.py)."""
-    read, wrote = {}, {}
-    for site, box in loads:
-        read.setdefault(site.field, RowSpans()).add(box)
-    for w in writes:
-        wrote.setdefault(w.site.field, RowSpans()).add(w.box)
-    return read, wrote

@@ -1,12 +1,13 @@
-"""How fast mode checks the rules (compile/replaycheck.py): the boxes each access may touch, the
-copies of what adjoints replay, and the in-launch hazards the IR settles or leaves to the
-interpreter. test_rules.py runs every rule in both modes; these pin down the machinery."""
+"""How fast mode checks the rules (compile/regions.py, compile/replaycheck.py): the boxes each
+access may touch, the copies of what adjoints replay, and the in-launch hazards the IR settles
+or leaves to the interpreter. test_rules.py runs every rule in both modes; these pin down the
+machinery."""
 import numpy as np
 import pytest
 
 import tinyad as ti
 from tinyad.compile import backend as fast_backend
-from tinyad.compile.replaycheck import regions_of
+from tinyad.compile.regions import regions_of
 from tinyad.runtime import runtime
 
 
