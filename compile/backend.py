@@ -100,7 +100,15 @@ class FastBackend(Backend):
             regions = regions_of(traced)
             own = [(f, checker.host(f).copy()) for f in plan.hazards
                    if f in regions.own_overwrites]
-            rest = [f for f in plan.hazards if f not in regions.own_overwrites]
+            rest = []
+            for fld in plan.hazards:
+                scatter = regions.scatter_check(traced.ir, fld)
+                if scatter is not None:
+                    error = scatter.first_conflict(scalars, record, fld, checker.host)
+                    if error is not None:
+                        self._launch_problem(record, error)
+                elif fld not in regions.own_overwrites:
+                    rest.append(fld)
             if rest:
                 self._check_within_launch(traced, scalars, record, rest)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans, span_union
+from tinyad.compile.scattercheck import ScatterCheck
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
 
@@ -74,9 +75,16 @@ class KernelRegions:
                   next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
             for fld in analysis.own_element_overwrites(kernel, replayed)}
         self.own_loads = _loads_of_own_stores(sites)
+        self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
+
+    def scatter_check(self, kernel: ir.Kernel, fld):
+        """The index-only check of `fld`'s stores (compile/scattercheck.py), or None."""
+        if fld not in self._scatter_checks:
+            self._scatter_checks[fld] = ScatterCheck.of(kernel, fld)
+        return self._scatter_checks[fld]
 
     def arg_values(self, scalars: tuple) -> tuple:
         """The integer arguments the boxes depend on, in `box_function`'s order."""

@@ -999,3 +999,41 @@ def test_an_iteration_overwriting_its_own_element_after_reading_it(mode, n, caps
         total()
     assert np.allclose(x.grad.to_numpy(), 3 * start ** 2)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("n", [8, 30000])
+def test_a_scatter_through_an_index_field_is_checked_at_any_size(mode, n, capsys):
+    """y[idx[i]] = ... in a parallel loop: two iterations storing one element is a conflict
+    the IR cannot see. Fast mode computes every iteration's index from idx before the launch
+    (it was said to be unchecked past 20,000 elements); a permutation is clean."""
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    y = ti.field(ti.f64, shape=n, needs_grad=True)
+    idx = ti.field(ti.i32, shape=n)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def scatter():
+        for i in range(n):
+            j = idx[i]
+            y[j] = x[i] * 3.0
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += y[i] ** 2
+
+    start = np.linspace(0, 1, n)
+    x.from_numpy(start)
+    idx.from_numpy((np.arange(n) // 2).astype(np.int32))     # pairs of iterations collide
+    with pytest.raises(ti.ParallelConflictRuleError, match=r"both store y\[0\]"):
+        with ti.ad.Tape(loss):
+            scatter()
+            total()
+    permutation = np.random.default_rng(1).permutation(n).astype(np.int32)
+    idx.from_numpy(permutation)
+    y.fill(0)
+    with ti.ad.Tape(loss):
+        scatter()
+        total()
+    assert np.allclose(x.grad.to_numpy(), 18 * start)     # d/dx (3x)^2
+    assert capsys.readouterr().err == ""
