@@ -9,10 +9,12 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
 every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
-witness of compile/replaycheck.py, both at compiled speed. What the IR cannot settle within one
-launch it checks element by element in the interpreter (`element_checker`, which
-tinyad/backend.py's registry supplies: this layer may not import interp/) when the program is
-small enough.
+witness of compile/replaycheck.py, both at compiled speed. Within one launch, what the IR
+cannot settle it decides from values (an iteration overwriting its own element: before and
+after the launch) or from indices alone (a scatter through an index field:
+compile/scattercheck.py) where it can, at any size; the rest element by element in the
+interpreter (`element_checker`, which tinyad/backend.py's registry supplies: this layer may
+not import interp/) when the program is small enough.
 """
 from __future__ import annotations
 
