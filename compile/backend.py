@@ -26,6 +26,7 @@ from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
+from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 
 # An in-launch hazard the IR cannot settle is checked in the interpreter only when the fields
@@ -100,16 +101,18 @@ class FastBackend(Backend):
         own = None
         if plan.hazards:
             regions = regions_of(traced)
-            own = [(f, checker.host(f).copy()) for f in plan.hazards
-                   if f in regions.own_overwrites]
-            rest = []
+            own, rest = [], []
             for fld in plan.hazards:
                 scatter = regions.scatter_check(traced.ir, fld)
-                if scatter is not None:
-                    error = scatter.first_conflict(scalars, record, fld, checker.host)
-                    if error is not None:
-                        self._launch_problem(record, error)
-                elif fld not in regions.own_overwrites:
+                verdict = UNDECIDED if scatter is None else scatter.verdict(
+                    scalars, record, fld, checker.host)
+                if verdict is CLEAN:
+                    continue
+                if verdict is not UNDECIDED:
+                    self._launch_problem(record, verdict)
+                elif fld in regions.own_overwrites:
+                    own.append((fld, checker.host(fld).copy()))
+                else:
                     rest.append(fld)
             if rest:
                 self._check_within_launch(traced, scalars, record, rest)

@@ -1037,3 +1037,28 @@ def test_a_scatter_through_an_index_field_is_checked_at_any_size(mode, n, capsys
         total()
     assert np.allclose(x.grad.to_numpy(), 18 * start)     # d/dx (3x)^2
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("n", [8, 30000])
+def test_a_shift_in_place_is_a_conflict_at_any_size(mode, n):
+    """x[i] = x[i + 1] * 2 in a parallel loop: iteration i + 1 stores what iteration i reads.
+    Fast mode finds it from the indices alone past 20,000 elements too."""
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def shift():
+        for i in range(n - 1):
+            x[i] = x[i + 1] * 2.0
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[i] ** 2
+
+    x.from_numpy(np.linspace(0, 1, n))
+    with pytest.raises(ti.ParallelConflictRuleError,
+                       match=r"iteration 1 of a parallel loop writes x\[1\], which iteration 0"):
+        with ti.ad.Tape(loss):
+            shift()
+            total()

@@ -439,12 +439,12 @@ def own_element_overwrites(kernel: ir.Kernel, replayed: frozenset) -> frozenset:
         writes = [i for i, s in enumerate(sites) if not isinstance(s.node, ir.Load)]
         if any(i > writes[0] for i, is_read in enumerate(order) if is_read):
             continue
-        if all(id(s.node) in _unconditional_nodes(loop) for s in sites):
+        if all(id(s.node) in unconditional_nodes(loop) for s in sites):
             out.add(fld)
     return frozenset(out)
 
 
-def _unconditional_nodes(loop: ir.For) -> set:
+def unconditional_nodes(loop: ir.For) -> set:
     """id() of the loads and stores the loop's body runs in every iteration (not in a branch or
     an inner loop)."""
     found = set()
