@@ -33,11 +33,15 @@ SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3
 
 
 class _Event:
-    __slots__ = ("kind", "fld", "flat", "lanes", "values", "first_values", "site",
+    __slots__ = ("kind", "fld", "flat", "row", "lanes", "values", "first_values", "site",
                  "replayed", "time")
 
-    def __init__(self, kind, fld, flat, lanes_, values, site, replayed, first_values=None):
+    def __init__(self, kind, fld, flat, idx, lanes_, values, site, replayed,
+                 first_values=None):
         self.kind, self.fld, self.flat, self.lanes, self.values = kind, fld, flat, lanes_, values
+        # the rows touched: the leading index, an int where every lane has the same one (a
+        # time step's slice x[t, i]); None for a 0-d field
+        self.row = idx[0] if idx else None
         self.first_values = values if first_values is None else first_values
         self.site, self.replayed, self.time = site, replayed, 0
 
@@ -48,15 +52,13 @@ def _joined(events, attr):
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-# A launch whose lanes touched at least this many elements keeps its rows, not its flat indices
-COMPACT_AT = 4096
-
-
 class _LaunchRows:
     """The rows (leading indices) a launch's lanes read and wrote, per field: kept as the
-    loops' flat indices while the launch runs, as each field's distinct rows once it has ended
-    (`compact`), and made into the sets launch.read_rows / wrote_rows keep only when the order
-    check asks for them (launch.row_source): most launches are never asked."""
+    loops' flat indices while the launch runs, as each field's distinct rows (a small int32
+    array) once it has ended (`compact`), and made into the sets launch.read_rows / wrote_rows
+    keep only when the order check asks for them (launch.row_source): most launches are never
+    asked. Compacting every launch keeps a long time-stepped run's memory at a few rows per
+    launch rather than every index it touched."""
 
     def __init__(self, launch):
         # the launch's own dicts, not the launch: it holds this object (no reference cycle,
@@ -67,12 +69,7 @@ class _LaunchRows:
         launch.row_source = (self.read, self.wrote, self.rows)
 
     def compact(self) -> None:
-        """The launch has ended: a launch that touched many elements keeps only its rows.
-        (A small one keeps its flat indices, most of which its witness holds anyway: a
-        unique per field and launch would cost more than the launch.)"""
-        if sum(len(f) for flats in (self.read, self.wrote) for parts in flats.values()
-               for f in parts) < COMPACT_AT:
-            return
+        """The launch has ended: keep only each field's distinct rows."""
         for flats in (self.read, self.wrote):
             for fld, parts in flats.items():
                 flats[fld] = _rows_of(fld, parts)
@@ -87,13 +84,24 @@ class _LaunchRows:
         return self.read_rows, self.wrote_rows
 
 
-def _rows_of(fld, flats):
-    """The distinct leading indices of the flat indices (None: a 0-d field, row ())."""
+def _rows_of(fld, parts):
+    """The distinct rows (leading indices) of the events' `row`s, sorted, as int32 (None: a
+    0-d field, row ()). An int is one row; an array, one per lane, is marked in a mask of the
+    field's rows, or sorted where the mask would be the larger."""
     shape = fld.host_array.shape
     if not shape:
         return None
-    rows = np.unique(np.concatenate(flats) // int(np.prod(shape[1:], dtype=np.int64)))
-    return rows.astype(np.int32)
+    single = {part for part in parts if not isinstance(part, np.ndarray)}
+    rows = np.fromiter(sorted(single), np.int32, len(single))
+    spread = [part for part in parts if isinstance(part, np.ndarray)]
+    if not spread:
+        return rows
+    rows = np.concatenate([*spread, rows])
+    if shape[0] > 8 * len(rows):
+        return np.unique(rows).astype(np.int32)
+    mask = np.zeros(shape[0], bool)
+    mask[rows] = True
+    return np.flatnonzero(mask).astype(np.int32)
 
 
 class LoggedLanes(lanes.PlainLanes):
@@ -112,7 +120,7 @@ class LoggedLanes(lanes.PlainLanes):
         data, where, flat = self.locate(fld, idx, len(lanes_), site)
         values = data[where]
         if fld.role == "primal":
-            self.events.append(_Event("read", fld, flat, lanes_, values, site,
+            self.events.append(_Event("read", fld, flat, idx, lanes_, values, site,
                                       id(site) in self.memory.replayed))
         return values
 
@@ -121,7 +129,7 @@ class LoggedLanes(lanes.PlainLanes):
         self.saved.append((data, where, data[where]))     # to undo the loop
         data[where] = values
         if fld.role == "primal":
-            self.events.append(_Event("store", fld, flat, lanes_, values, site, False))
+            self.events.append(_Event("store", fld, flat, idx, lanes_, values, site, False))
 
     def atomic(self, op, fld, idx, values, lanes_, site):
         data, where, flat = self.locate(fld, idx, len(lanes_), site)
@@ -131,8 +139,8 @@ class LoggedLanes(lanes.PlainLanes):
         ufunc.at(data, where, values)
         if fld.role == "primal":
             first = ufunc(old, values).astype(data.dtype, copy=False)
-            self.events.append(_Event("atomic_" + op, fld, flat, lanes_, data[where], site,
-                                      False, first))
+            self.events.append(_Event("atomic_" + op, fld, flat, idx, lanes_, data[where],
+                                      site, False, first))
 
     # ---- the loop has ended ---------------------------------------------------------------
     def end(self, loop) -> bool:
@@ -171,8 +179,11 @@ class LoggedLanes(lanes.PlainLanes):
         return high_r < low_w or high_w < low_r
 
     def _conflicting(self, fld, events) -> bool:
-        if fld not in self.unproven or all(e.kind == "read" for e in events):
+        if fld not in self.unproven:
             return False
+        slots = {SLOT[e.kind] for e in events}
+        if len(slots) == 1 and SLOT["store"] not in slots:
+            return False    # only reads, or only one commutative atomic: nothing conflicts
         flat = np.concatenate([e.flat for e in events])
         lane = np.concatenate([e.lanes for e in events])
         slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
@@ -248,14 +259,14 @@ class LoggedLanes(lanes.PlainLanes):
             for e in events:
                 loc = LOCS.code(e.site.loc)
                 if e.kind == "read":
-                    rows.read.setdefault(fld, []).append(e.flat)
+                    rows.read.setdefault(fld, []).append(e.row)
                     if e.replayed:
                         memory.witness.add_many(fld, e.flat, loc, kernel, number, e.lanes,
                                                 e.values, e.time)
                         scope.reads.put_many(fld, e.flat, "read", loc, kernel, number, e.lanes,
                                              e.values, e.time, first_only=True)
                     continue
-                rows.wrote.setdefault(fld, []).append(e.flat)
+                rows.wrote.setdefault(fld, []).append(e.row)
                 scope.first_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
                                            e.first_values, e.time, first_only=True)
                 if e.kind in ACCUMULATE:
