@@ -72,6 +72,9 @@ class Checker(LaunchChecker):
         # reported again when the adjoint replays them
         self.reported_reads: set = set()
         self._launch_scope: Scope | None = None   # reused by launches outside a Tape
+        # (field, load site) -> the arrays its lanes read in the latest launch, which the next
+        # launch's witness shares where it reads the same (interp/lanelog.py _shared_reads)
+        self.read_parts: dict = {}
 
     def launch_scope(self) -> Scope:
         """The scope of one launch outside a Tape: emptied, not allocated again per launch."""

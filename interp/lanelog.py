@@ -60,7 +60,8 @@ class _LaunchRows:
     asked. Compacting every launch keeps a long time-stepped run's memory at a few rows per
     launch rather than every index it touched."""
 
-    def __init__(self, launch):
+    def __init__(self, launch, shared: dict):
+        self.shared = shared     # (field, "read" / "wrote") -> the latest launch's rows
         # the launch's own dicts, not the launch: it holds this object (no reference cycle,
         # which would keep launches past the history alive until the cyclic collector runs)
         self.read_rows, self.wrote_rows = launch.read_rows, launch.wrote_rows
@@ -69,10 +70,15 @@ class _LaunchRows:
         launch.row_source = (self.read, self.wrote, self.rows)
 
     def compact(self) -> None:
-        """The launch has ended: keep only each field's distinct rows."""
-        for flats in (self.read, self.wrote):
+        """The launch has ended: keep only each field's distinct rows (the same array as the
+        previous launch's where they are the same rows: a 1-d field's rows are its elements)."""
+        for how, flats in (("read", self.read), ("wrote", self.wrote)):
             for fld, parts in flats.items():
-                flats[fld] = _rows_of(fld, parts)
+                rows = _rows_of(fld, parts)
+                before = self.shared.get((fld, how))
+                if rows is not None and before is not None and _same_bits(rows, before):
+                    rows = before
+                flats[fld] = self.shared[(fld, how)] = rows
         self.compacted = True
 
     def rows(self, read, wrote):
@@ -251,30 +257,57 @@ class LoggedLanes(lanes.PlainLanes):
         launch, checker, scope = memory.launch, memory.checker, memory.scope
         kernel, number = launch.kernel, launch.number
         if memory.lane_rows is None:
-            memory.lane_rows = _LaunchRows(launch)
+            memory.lane_rows = _LaunchRows(launch, checker.read_parts)
         rows = memory.lane_rows
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
         for fld, events in by_field.items():
+            narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
             for e in events:
                 loc = LOCS.code(e.site.loc)
+                flat = e.flat.astype(np.int32) if narrow else e.flat
                 if e.kind == "read":
                     rows.read.setdefault(fld, []).append(e.row)
                     if e.replayed:
-                        memory.witness.add_many(fld, e.flat, loc, kernel, number, e.lanes,
-                                                e.values, e.time)
-                        scope.reads.put_many(fld, e.flat, "read", loc, kernel, number, e.lanes,
-                                             e.values, e.time, first_only=True)
+                        flat, values, lanes_ = _shared_reads(
+                            checker.read_parts, (fld, loc), flat, e.values, e.lanes)
+                        memory.witness.add_many(fld, flat, loc, kernel, number, lanes_,
+                                                values, e.time)
+                        scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_,
+                                             values, e.time, first_only=True)
                     continue
                 rows.wrote.setdefault(fld, []).append(e.row)
-                scope.first_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                scope.first_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
                                            e.first_values, e.time, first_only=True)
                 if e.kind in ACCUMULATE:
-                    scope.accumulated.put_many(fld, e.flat, e.kind, loc, kernel, number,
+                    scope.accumulated.put_many(fld, flat, e.kind, loc, kernel, number,
                                                e.lanes, e.first_values, e.time, first_only=True)
-                checker.last_write.put_many(fld, e.flat, e.kind, loc, kernel, number, e.lanes,
+                checker.last_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
                                             e.values, e.time, first_only=False)
         self.events, self.saved = [], []
+
+
+def _shared_reads(last: dict, key, flat, values, lanes_):
+    """The arrays of a replayed load's lanes, shared with the load's previous launch where
+    they are the same (the same elements, lanes and values, bit for bit): a time-stepped
+    program reads its constant inputs (spring ends, rest lengths) again at every step, and
+    each launch's witness would otherwise keep a copy of them. -> (flat, values, lanes)."""
+    before = last.get(key)
+    if before is not None and _same_bits(flat, before[0]) and \
+            _same_bits(lanes_, before[2]) and _same_bits(values, before[1]):
+        return before
+    last[key] = (flat, values, lanes_)
+    return last[key]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if len(a) and (a[0] != b[0] or a[-1] != b[-1]):   # cheap, and most differ at an end
+        return False                                    # (NaN ends: not shared, harmless)
+    if a.nbytes <= 1 << 20:
+        return a.tobytes() == b.tobytes()
+    return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
 
 
 def _unproven_fields(traced, replayed) -> dict:
