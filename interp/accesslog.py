@@ -52,8 +52,9 @@ class Scope:
         self.deferred = deferred          # record violations instead of raising them now
         # a deferred scope (one launch's) is emptied and reused for the next launch
         self.reads = ElementLog(deferred)        # first read whose value the adjoint replays
-        self.first_write = ElementLog(deferred)
-        self.accumulated = ElementLog(deferred)  # first += / -=
+        # (reported by line, launch and iteration: no values kept)
+        self.first_write = ElementLog(deferred, values=False)
+        self.accumulated = ElementLog(deferred, values=False)  # first += / -=
 
     def empty(self) -> "Scope":
         for log in (self.reads, self.first_write, self.accumulated):
@@ -66,7 +67,8 @@ class Checker(LaunchChecker):
 
     def __init__(self, mode: str):
         super().__init__(mode)
-        self.last_write = ElementLog()   # each element's latest write, for attribution
+        # each element's latest write, for attribution (its value: the element's now)
+        self.last_write = ElementLog(values=False)
         self.bulk_write: dict = {}       # field -> last whole-field Python write Access
         # (field, element, launch number) of replayed reads blamed in a report already: not
         # reported again when the adjoint replays them
@@ -98,6 +100,8 @@ class Checker(LaunchChecker):
 
     def last_writer(self, fld, index) -> Access | None:
         element, bulk = self.last_write.get(fld, index), self.bulk_write.get(fld)
+        if element is not None:     # (no values kept: it wrote what the element holds now)
+            element.value = fld.host_array[index][()]
         if element is None or (bulk is not None and bulk.time > element.time):
             return bulk
         return element
@@ -117,7 +121,7 @@ class Checker(LaunchChecker):
         cols = self.tape.reads.columns(fld, create=False)
         if cols is None:
             return access
-        changed = (cols.time != 0) & ~same_values(fld.host_array, cols.value)
+        changed = (cols.event != 0) & ~same_values(fld.host_array, cols.value)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.tape.reads.get(fld, element)

@@ -3,15 +3,27 @@ of a Tape scope, its first write, its latest write, ...), kept in numpy arrays t
 field rather than as one object per access.
 
 Why: the checker's memory must grow with the fields' size, not with the number of accesses (a
-10⁴-element field over 100 steps made 10⁶ Access objects, about 1 GB). An `ElementLog` holds, per
-field it has seen, six columns shaped like the field's array: when (the checker's tick; 0 means
-no event), the value, the kind of access, the source line, the launch and the parallel-loop
-iteration. A report gets an event back as an `Access` (tinyad/check/report.py).
+10⁴-element field over 100 steps made 10⁶ Access objects, about 1 GB), and stay within about
+the fields' own size: checks may cost at most 2x unchecked interp's memory. So an element
+keeps only what differs from element to element:
+  * `event`: a row of its log's event table (0: no event), where what is the same for every
+    element of one access statement in one launch sits once: the kind of access, the source
+    line and kernel (one `site` code), the launch and the checker's tick. A loop run as
+    lanes adds one row per load or write statement; the scalar path one per event recorded
+    (the table is compacted when most of its rows are no longer referenced);
+  * `iteration`: the parallel loop's iteration (+1; 0: not in a loop);
+  * `value`: only in a log whose values a later check compares (the replayed reads: a write
+    must not change them); a first or latest write is reported by its line, launch and
+    iteration, and the value a replayed read sees now is the field's.
+A report gets an event back as an `Access` (tinyad/check/report.py).
 
 The scalar access log (interp/accesslog.py) reads and writes one element at a time; the lanes'
 log (interp/lanelog.py) whole index arrays at once (flat indices into the field's array).
 """
 from __future__ import annotations
+
+import weakref
+from array import array
 
 import numpy as np
 
@@ -30,7 +42,7 @@ class _Names:
         self.codes: dict = {}
 
     def code(self, item) -> int:
-        key = id(item) if not isinstance(item, str) else item
+        key = id(item) if not isinstance(item, (str, tuple)) else item
         code = self.codes.get(key)
         if code is None:
             code = self.codes[key] = len(self.items)
@@ -40,33 +52,69 @@ class _Names:
 
 LOCS = _Names()       # SrcLoc objects, kept alive here
 KERNELS = _Names()    # kernel names
+SITES = _Names()      # (kind code, LOCS code, KERNELS code): what one access site is
+
+
+class Events:
+    """A log's event table: row -> (site code, launch, tick); row 0 is "no event"."""
+
+    def __init__(self):
+        self.site, self.launch, self.time = array("i", [0]), array("i", [0]), array("q", [0])
+
+    def add(self, site: int, launch: int, time: int) -> int:
+        self.site.append(site)
+        self.launch.append(launch)
+        self.time.append(time)
+        return len(self.time) - 1
+
+    def __len__(self):
+        return len(self.time)
+
+    def access(self, row: int, iteration: int, value) -> Access:
+        kind, loc, kernel = SITES.items[self.site[row]]
+        return Access(KINDS[kind], LOCS.items[loc], KERNELS.items[kernel] if kernel else None,
+                      self.launch[row] or None, None if iteration == 0 else iteration - 1,
+                      value, self.time[row])
+
+    def kept(self, rows: np.ndarray) -> "Events":
+        """A table of only `rows` (sorted, row 0 first), in that order."""
+        kept = Events.__new__(Events)
+        for name in ("site", "launch", "time"):
+            column = np.frombuffer(getattr(self, name), getattr(self, name).typecode)[rows]
+            setattr(kept, name, array(getattr(self, name).typecode, column.tobytes()))
+        return kept
 
 
 class Columns:
-    """One field's events, a column per fact, each shaped like the field's array. Only `time`
-    starts zeroed (0: no event); the others are read only where `time` is set."""
-    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration", "flats")
-    NAMES = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    """One field's events: per element, a row of the log's event table (`event`, 0: none), the
+    iteration and, in a log that keeps them, the value. Only `event` starts zeroed; the others
+    are read only where it is set."""
+    __slots__ = ("event", "iteration", "value", "log", "flat_event", "flat_iteration",
+                 "flat_value")
 
-    def __init__(self, data: np.ndarray):
+    def __init__(self, data: np.ndarray, log: "ElementLog"):
         shape = data.shape
-        self.time = np.zeros(shape, np.int64)
-        self.value = np.empty(shape, data.dtype)
-        self.kind = np.empty(shape, np.int8)
-        self.loc = np.empty(shape, np.int32)
-        self.kernel = np.empty(shape, np.int16)
-        self.launch = np.empty(shape, np.int32)
+        self.log = weakref.ref(log)     # (not the log itself: no cycle to outlive it)
+        self.event = np.zeros(shape, np.int32)
         self.iteration = np.empty(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        self.value = np.empty(shape, data.dtype) if log.keeps_values else None
         # the same columns as 1-d views, made once (for flat index arrays)
-        self.flats = tuple(getattr(self, name).reshape(-1) for name in Columns.NAMES)
+        self.flat_event = self.event.reshape(-1)
+        self.flat_iteration = self.iteration.reshape(-1)
+        self.flat_value = None if self.value is None else self.value.reshape(-1)
 
-    def flat(self):
-        return self.flats
+    @property
+    def time(self) -> np.ndarray:
+        """Each element's tick (0: no event), made from the event table (for tests and
+        reports; the checks test `event`)."""
+        return np.array(self.log().events.time, np.int64)[self.event]
 
 
 # Lanes' events wait, per field, until the log is next read or they reach this many elements
-# (or the field's size, if larger): then they are folded into the columns in one go.
-FOLD_AT = 1 << 14
+# and a quarter of the field's size: then they are folded into the columns in one go.
+FOLD_AT = 1 << 12
+# The event table is compacted when it reaches this many rows and twice the rows in use.
+COMPACT_EVENTS_AT = 1 << 16
 
 
 class ElementLog:
@@ -76,26 +124,30 @@ class ElementLog:
     pending list, and whatever reads the log first folds the field's pending events in one
     update (`_fold`). A program that launches many small loops (a time step at a time) then
     updates the columns once per many launches rather than once per loop, and the pending
-    lists stay below the field's size (or FOLD_AT elements)."""
+    lists stay below a quarter of the field's size (or FOLD_AT elements)."""
 
-    def __init__(self, reusable: bool = False):
+    def __init__(self, reusable: bool = False, values: bool = True):
+        self.keeps_values = values
+        self.events = Events()
+        self.compact_at = COMPACT_EVENTS_AT
         self.fields: dict = {}      # field -> Columns
-        self.pending: dict = {}     # field -> [(first_only, flat, time, value, kind, loc,
-        self.pending_size: dict = {}  #          kernel, launch, lanes)], waiting; its length
+        self.pending: dict = {}     # field -> [(first_only, flat, event row, values, lanes)],
+        self.pending_size: dict = {}  #          waiting; their length
         self.pending_span: dict = {}  # field -> (lowest, highest flat index, parts counted)
         # A reusable log (one launch's, outside a Tape) remembers where it put events, to
         # empty itself for the next launch without allocating field-sized columns again.
-        self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
+        self.dirty: list | None = [] if reusable else None   # (event column, flat indices)
         self.dirty_fields: set = set()                      # fields written element-wise
 
     def empty(self) -> None:
         """Forget every event (a reusable log: only the elements it recorded are touched)."""
         self.pending, self.pending_size, self.pending_span = {}, {}, {}
-        for times, where in self.dirty:
-            times[where] = 0
+        for events, where in self.dirty:
+            events[where] = 0
         for fld in self.dirty_fields:
-            self.fields[fld].time.fill(0)
+            self.fields[fld].event.fill(0)
         self.dirty, self.dirty_fields = [], set()
+        self.events = Events()
 
     def columns(self, fld, create=True) -> Columns | None:
         if fld in self.pending:
@@ -120,37 +172,55 @@ class ElementLog:
     def _columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
         if cols is None and create:
-            cols = self.fields[fld] = Columns(fld.host_array)
+            cols = self.fields[fld] = Columns(fld.host_array, self)
         return cols
+
+    def _event(self, kind, loc_code, kernel, launch, time) -> int:
+        """A new row of the event table (compacting the table first when it has grown)."""
+        if len(self.events) >= self.compact_at:
+            self._compact_events()
+        site = SITES.code((KIND_CODE[kind], loc_code,
+                           KERNELS.code(kernel) if kernel is not None else 0))
+        return self.events.add(site, launch or 0, time)
+
+    def _compact_events(self) -> None:
+        """Keep only the event rows some element refers to, renumbered in order."""
+        for fld in list(self.pending):
+            self._fold(fld)
+        used = [np.unique(cols.event) for cols in self.fields.values()]
+        rows = np.unique(np.concatenate([np.zeros(1, np.int32), *used]))
+        self.events = self.events.kept(rows)
+        for cols in self.fields.values():     # (in place: `dirty` holds these columns)
+            cols.event[...] = np.searchsorted(rows, cols.event)
+        self.compact_at = max(COMPACT_EVENTS_AT, 2 * len(rows))
 
     # ---- one element (the scalar log) -----------------------------------------------------
     def has(self, fld, index) -> bool:
         cols = self.columns(fld, create=False)
-        return cols is not None and cols.time[index] != 0
+        return cols is not None and cols.event[index] != 0
 
     def get(self, fld, index) -> Access | None:
         cols = self.columns(fld, create=False)
-        if cols is None or cols.time[index] == 0:
+        if cols is None or cols.event[index] == 0:
             return None
-        return _access(cols, index)
+        value = None if cols.value is None else cols.value[index][()]
+        return self.events.access(int(cols.event[index]), int(cols.iteration[index]), value)
 
     def put(self, fld, index, kind, loc, kernel, launch, iteration, value, time) -> None:
         """Record the event at `index`, replacing any earlier one."""
+        row = self._event(kind, LOCS.code(loc), kernel, launch, time)
         cols = self.columns(fld)
-        cols.time[index] = time
+        cols.event[index] = row
         if self.dirty is not None:      # element by element: empty the whole column
             self.dirty_fields.add(fld)
-        cols.value[index] = value
-        cols.kind[index] = KIND_CODE[kind]
-        cols.loc[index] = LOCS.code(loc)
-        cols.kernel[index] = KERNELS.code(kernel) if kernel is not None else 0
-        cols.launch[index] = launch or 0
+        if cols.value is not None:
+            cols.value[index] = value
         cols.iteration[index] = 0 if iteration is None else iteration + 1
 
     def put_first(self, fld, index, *event) -> bool:
         """Record the event unless the element has one; -> whether it was recorded."""
         cols = self.columns(fld)
-        if cols.time[index] != 0:
+        if cols.event[index] != 0:
             return False
         self.put(fld, index, *event)
         return True
@@ -158,14 +228,14 @@ class ElementLog:
     def clear(self, fld, index) -> None:
         cols = self.columns(fld, create=False)
         if cols is not None:
-            cols.time[index] = 0
+            cols.event[index] = 0
 
     def elements(self, fld) -> list:
         """The indices of the elements of `fld` that have an event, in index order."""
         cols = self.columns(fld, create=False)
         if cols is None:
             return []
-        return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.time))]
+        return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.event))]
 
     # ---- index arrays (the lanes' log) -----------------------------------------------------
     def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
@@ -175,11 +245,11 @@ class ElementLog:
         statement of lanes, `kind` its name, `loc` its LOCS code, `time` its tick, `lanes`
         and `values` one per index. The events wait until the log is next read (see the
         class)."""
+        row = self._event(kind, loc, kernel, launch, time)
         self.pending.setdefault(fld, []).append(
-            (first_only, flat, time, values, KIND_CODE[kind], loc, KERNELS.code(kernel),
-             launch, lanes))
+            (first_only, flat, row, values if self.keeps_values else None, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
-        if size >= FOLD_AT and size >= fld.host_array.size:
+        if size >= FOLD_AT and 4 * size >= fld.host_array.size:
             self._fold(fld)
 
     def _fold(self, fld) -> None:
@@ -196,37 +266,37 @@ class ElementLog:
             if len(run) == 1:
                 self._write(fld, *run[0])
             else:
-                lengths = [len(p[1]) for p in run]
-                self._write(fld, run[0][0], *(
-                    np.concatenate([p[k] for p in run]) if k in (1, 3, 8)   # per element
-                    else np.repeat([p[k] for p in run], lengths)           # per statement
-                    for k in range(1, 9)))
+                self._write(fld, run[0][0], np.concatenate([p[1] for p in run]),
+                            np.repeat([p[2] for p in run], [len(p[1]) for p in run]),
+                            None if run[0][3] is None else np.concatenate([p[3] for p in run]),
+                            np.concatenate([p[4] for p in run]))
             start = stop
 
-    def _write(self, fld, first_only, flat, time, values, kind, loc, kernel, launch, lanes):
+    def _write(self, fld, first_only, flat, rows, values, lanes):
         cols = self._columns(fld)
-        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flats
         if first_only:
             # Keep elements with no event yet; assigned back to front, so that of duplicate
             # indices the first one's event is the one left (numpy's last write wins).
-            keep = np.flatnonzero(time_c[flat] == 0)[::-1]
+            keep = np.flatnonzero(cols.flat_event[flat] == 0)[::-1]
             flat = flat[keep]
-            time, values, kind, loc, kernel, launch, lanes = (
-                x[keep] if np.ndim(x) else x
-                for x in (time, values, kind, loc, kernel, launch, lanes))
-        time_c[flat] = time
+            rows, values, lanes = (x[keep] if np.ndim(x) else x for x in (rows, values, lanes))
+        cols.flat_event[flat] = rows
         if self.dirty is not None:
-            self.dirty.append((time_c, flat))
-        value_c[flat] = values
-        kind_c[flat] = kind
-        loc_c[flat] = loc
-        kernel_c[flat] = kernel
-        launch_c[flat] = launch
-        iteration_c[flat] = lanes + 1
+            self.dirty.append((cols.flat_event, flat))
+        cols.flat_iteration[flat] = lanes + 1
+        if cols.flat_value is not None:
+            cols.flat_value[flat] = values
 
 
-def _access(cols: Columns, index) -> Access:
-    def at(column):     # a witness keeps a column the same for every element as a scalar
+class ReadColumns:
+    """A witness's first reads of one field, a column per fact: each a scalar where it is the
+    same for every read (no memory per element), else an array with an entry per read."""
+    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    NAMES = __slots__
+
+
+def _access(cols: ReadColumns, index) -> Access:
+    def at(column):     # a column the same for every element is kept as a scalar
         return column[index] if np.ndim(column) else column
     iteration, kernel = int(at(cols.iteration)), int(at(cols.kernel))
     return Access(KINDS[at(cols.kind)], LOCS.items[at(cols.loc)],
@@ -279,7 +349,7 @@ class Witness:
             parts = self.pending.pop(fld)
             if fld in self.fields:      # sealed before: its first reads come first
                 flat, cols = self.fields[fld]
-                parts.insert(0, (flat, *(getattr(cols, n) for n in Columns.NAMES[:-1]),
+                parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
                                  cols.iteration - 1))
             self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
         self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
@@ -314,7 +384,7 @@ class Witness:
 
 def _first_reads(parts, dtype):
     """(flat indices, Columns) of each element's first read among the parts, each part a
-    tuple of columns in Columns.NAMES order after its flat indices, a column a scalar (the
+    tuple of columns in ReadColumns.NAMES order after its flat indices, a column a scalar (the
     same for the part's every read) or one entry per read. A column the same for every read
     stays a scalar (no memory per element; _access reads either)."""
     if len(parts) == 1:       # one part (the common case): its reads are in time order
@@ -330,8 +400,8 @@ def _first_reads(parts, dtype):
         order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
         flat, first = np.unique(columns[0][order], return_index=True)
         columns = [c[order][first] for c in columns[1:]]
-    picked = Columns.__new__(Columns)
-    for name, column in zip(Columns.NAMES, columns):
+    picked = ReadColumns()
+    for name, column in zip(ReadColumns.NAMES, columns):
         setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
     picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
     return flat, picked

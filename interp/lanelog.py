@@ -40,8 +40,11 @@ class _Event:
                  first_values=None):
         self.kind, self.fld, self.flat, self.lanes, self.values = kind, fld, flat, lanes_, values
         # the rows touched: the leading index, an int where every lane has the same one (a
-        # time step's slice x[t, i]); None for a 0-d field
-        self.row = idx[0] if idx else None
+        # time step's slice x[t, i]), else one per lane; None for a 0-d field (row ())
+        if not idx:
+            self.row = None
+        else:
+            self.row = idx[0] if len(flat) else flat     # (no lane active: no row)
         self.first_values = values if first_values is None else first_values
         self.site, self.replayed, self.time = site, replayed, 0
 
@@ -53,61 +56,77 @@ def _joined(events, attr):
 
 
 class _LaunchRows:
-    """The rows (leading indices) a launch's lanes read and wrote, per field: kept as the
-    loops' flat indices while the launch runs, as each field's distinct rows (a small int32
-    array) once it has ended (`compact`), and made into the sets launch.read_rows / wrote_rows
-    keep only when the order check asks for them (launch.row_source): most launches are never
-    asked. Compacting every launch keeps a long time-stepped run's memory at a few rows per
-    launch rather than every index it touched."""
+    """The rows (leading indices) a launch's lanes read and wrote, per field: gathered while
+    the launch runs (a set of single rows, from accesses whose lanes share their leading
+    index, and the arrays of the others), kept as each field's distinct rows once it has
+    ended (`compact`: a tuple, or an int32 array where arrays came), and made into the sets
+    launch.read_rows / wrote_rows keep only when the order check asks for them
+    (launch.row_source): most launches are never asked. A time-stepped run keeps a row or
+    two per launch and field, not every index its launches touched."""
 
     def __init__(self, launch, shared: dict):
         self.shared = shared     # (field, "read" / "wrote") -> the latest launch's rows
         # the launch's own dicts, not the launch: it holds this object (no reference cycle,
         # which would keep launches past the history alive until the cyclic collector runs)
         self.read_rows, self.wrote_rows = launch.read_rows, launch.wrote_rows
-        self.read, self.wrote = {}, {}
+        self.read, self.wrote = {}, {}     # field -> (set of rows, [row arrays]), then rows
         self.compacted = False
         launch.row_source = (self.read, self.wrote, self.rows)
 
+    @staticmethod
+    def add(into: dict, fld, row) -> None:
+        entry = into.get(fld)
+        if entry is None:
+            entry = into[fld] = (set(), [])
+        if isinstance(row, np.ndarray):
+            entry[1].append(row)
+        else:
+            entry[0].add(row)
+
     def compact(self) -> None:
-        """The launch has ended: keep only each field's distinct rows (the same array as the
-        previous launch's where they are the same rows: a 1-d field's rows are its elements)."""
-        for how, flats in (("read", self.read), ("wrote", self.wrote)):
-            for fld, parts in flats.items():
-                rows = _rows_of(fld, parts)
+        """The launch has ended: keep only each field's distinct rows (the same object as the
+        previous launch's where they are the same rows: a 1-d field's rows are its elements,
+        and many launches read all of them)."""
+        for how, gathered in (("read", self.read), ("wrote", self.wrote)):
+            for fld, entry in gathered.items():
+                rows = _rows_of(fld, entry)
                 before = self.shared.get((fld, how))
-                if rows is not None and before is not None and _same_bits(rows, before):
+                if before is not None and _same_rows(rows, before):
                     rows = before
-                flats[fld] = self.shared[(fld, how)] = rows
+                gathered[fld] = self.shared[(fld, how)] = rows
         self.compacted = True
 
     def rows(self, read, wrote):
-        for flats, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
-            for fld, parts in flats.items():
-                rows = parts if self.compacted else _rows_of(fld, parts)
+        for gathered, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
+            for fld, entry in gathered.items():
+                rows = entry if self.compacted else _rows_of(fld, entry)
                 into.setdefault(fld, set()).update(
                     {()} if rows is None else ((int(r),) for r in rows))
         return self.read_rows, self.wrote_rows
 
 
-def _rows_of(fld, parts):
-    """The distinct rows (leading indices) of the events' `row`s, sorted, as int32 (None: a
-    0-d field, row ()). An int is one row; an array, one per lane, is marked in a mask of the
+def _rows_of(fld, entry):
+    """The distinct rows of (set of rows, [row arrays]), sorted: a tuple where no array came,
+    else an int32 array (None: a 0-d field, row ()). The arrays are marked in a mask of the
     field's rows, or sorted where the mask would be the larger."""
     shape = fld.host_array.shape
     if not shape:
         return None
-    single = {part for part in parts if not isinstance(part, np.ndarray)}
-    rows = np.fromiter(sorted(single), np.int32, len(single))
-    spread = [part for part in parts if isinstance(part, np.ndarray)]
+    single, spread = entry
     if not spread:
-        return rows
-    rows = np.concatenate([*spread, rows])
+        return tuple(sorted(single))
+    rows = np.concatenate([*spread, np.fromiter(single, np.int64, len(single))])
     if shape[0] > 8 * len(rows):
         return np.unique(rows).astype(np.int32)
     mask = np.zeros(shape[0], bool)
     mask[rows] = True
     return np.flatnonzero(mask).astype(np.int32)
+
+
+def _same_rows(a, b) -> bool:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return _same_bits(a, b)
+    return type(a) is type(b) and a == b
 
 
 class LoggedLanes(lanes.PlainLanes):
@@ -154,6 +173,8 @@ class LoggedLanes(lanes.PlainLanes):
         (the caller runs the loop on the scalar path, which reports)."""
         by_field = self._by_field()
         for fld, events in by_field.items():
+            if all(e.kind == "read" for e in events):
+                continue        # reads alone neither conflict nor overwrite anything
             if fld in self.unproven and self._apart(fld, events):
                 # as fast mode decides it from boxes: this loop's reads and writes of the
                 # field are apart, so its iterations cannot meet on an element
@@ -176,6 +197,10 @@ class LoggedLanes(lanes.PlainLanes):
         its reads (by_boxes), and the spans of elements read and written are disjoint."""
         if not self.by_boxes.get(fld):
             return False
+        if not any(isinstance(e.row, np.ndarray) for e in events):
+            read_rows = {e.row for e in events if e.kind == "read"}
+            if not any(e.row in read_rows for e in events if e.kind != "read"):
+                return True     # each access in one row, and no row both read and written
         reads = [e.flat for e in events if e.kind == "read" and len(e.flat)]
         writes = [e.flat for e in events if e.kind != "read" and len(e.flat)]
         if not reads or not writes:
@@ -217,9 +242,9 @@ class LoggedLanes(lanes.PlainLanes):
         # come before every write of this loop, so all its writes are checked at once.
         if cols is None:
             return False           # no replayed read of the field yet: nothing to overwrite
-        time_c, value_c = cols.flats[:2]
+        event_c, value_c = cols.flat_event, cols.flat_value
         first = _joined(writes, "first_values")
-        in_scope = time_c[flat] != 0
+        in_scope = event_c[flat] != 0
         if not in_scope.any():
             return False
         return bool(np.any(~same_values(first[in_scope], value_c[flat[in_scope]])))
@@ -243,8 +268,8 @@ class LoggedLanes(lanes.PlainLanes):
                 earlier = known[at] == e.flat
                 read_value[earlier] = values[first[at[earlier]]]
             if cols is not None:   # read earlier in the scope: that read comes first
-                in_scope = cols.flats[0][e.flat] != 0
-                read_value = np.where(in_scope, cols.flats[1][e.flat], read_value)
+                in_scope = cols.flat_event[e.flat] != 0
+                read_value = np.where(in_scope, cols.flat_value[e.flat], read_value)
                 earlier |= in_scope
             if np.any(earlier & ~same_values(e.first_values, read_value)):
                 return True
@@ -267,7 +292,7 @@ class LoggedLanes(lanes.PlainLanes):
                 loc = LOCS.code(e.site.loc)
                 flat = e.flat.astype(np.int32) if narrow else e.flat
                 if e.kind == "read":
-                    rows.read.setdefault(fld, []).append(e.row)
+                    rows.add(rows.read, fld, e.row)
                     if e.replayed:
                         flat, values, lanes_ = _shared_reads(
                             checker.read_parts, (fld, loc), flat, e.values, e.lanes)
@@ -276,7 +301,7 @@ class LoggedLanes(lanes.PlainLanes):
                         scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_,
                                              values, e.time, first_only=True)
                     continue
-                rows.wrote.setdefault(fld, []).append(e.row)
+                rows.add(rows.wrote, fld, e.row)
                 scope.first_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
                                            e.first_values, e.time, first_only=True)
                 if e.kind in ACCUMULATE:
