@@ -96,12 +96,19 @@ class Columns:
         shape = data.shape
         self.log = weakref.ref(log)     # (not the log itself: no cycle to outlive it)
         self.event = np.zeros(shape, np.int32)
-        self.iteration = np.empty(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        # the iteration + 1 (0: not in a loop), int16 until an iteration needs more
+        self.iteration = np.empty(shape, np.int16)
         self.value = np.empty(shape, data.dtype) if log.keeps_values else None
         # the same columns as 1-d views, made once (for flat index arrays)
         self.flat_event = self.event.reshape(-1)
         self.flat_iteration = self.iteration.reshape(-1)
         self.flat_value = None if self.value is None else self.value.reshape(-1)
+
+    def widen(self, highest: int) -> None:
+        """Make room in `iteration` for `highest` (iteration + 1)."""
+        if highest > np.iinfo(self.iteration.dtype).max:
+            self.iteration = self.iteration.astype(np.int32)
+            self.flat_iteration = self.iteration.reshape(-1)
 
     @property
     def time(self) -> np.ndarray:
@@ -215,6 +222,8 @@ class ElementLog:
             self.dirty_fields.add(fld)
         if cols.value is not None:
             cols.value[index] = value
+        if iteration is not None:
+            cols.widen(iteration + 1)
         cols.iteration[index] = 0 if iteration is None else iteration + 1
 
     def put_first(self, fld, index, *event) -> bool:
@@ -283,6 +292,8 @@ class ElementLog:
         cols.flat_event[flat] = rows
         if self.dirty is not None:
             self.dirty.append((cols.flat_event, flat))
+        if len(flat):
+            cols.widen(int(np.max(lanes)) + 1)
         cols.flat_iteration[flat] = lanes + 1
         if cols.flat_value is not None:
             cols.flat_value[flat] = values

@@ -284,8 +284,14 @@ class LoggedLanes(lanes.PlainLanes):
         if memory.lane_rows is None:
             memory.lane_rows = _LaunchRows(launch, checker.read_parts)
         rows = memory.lane_rows
+        lanes_seen: dict = {}          # id -> the lanes array shared with earlier launches
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
+            shared = lanes_seen.get(id(e.lanes))
+            if shared is None:         # (a loop's lanes are most often the last loop's)
+                shared = lanes_seen[id(e.lanes)] = _shared_array(
+                    checker.read_parts, "lanes", e.lanes)
+            e.lanes = shared
         for fld, events in by_field.items():
             narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
             for e in events:
@@ -325,7 +331,18 @@ def _shared_reads(last: dict, key, flat, values, lanes_):
     return last[key]
 
 
+def _shared_array(last: dict, key, array: np.ndarray) -> np.ndarray:
+    """`array`, or the equal one kept under `key` before (which then stays)."""
+    before = last.get(key)
+    if before is not None and _same_bits(array, before):
+        return before
+    last[key] = array
+    return array
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:
+        return True
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if len(a) and (a[0] != b[0] or a[-1] != b[-1]):   # cheap, and most differ at an end
