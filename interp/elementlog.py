@@ -53,36 +53,38 @@ class _Names:
 LOCS = _Names()       # SrcLoc objects, kept alive here
 KERNELS = _Names()    # kernel names
 SITES = _Names()      # (kind code, LOCS code, KERNELS code): what one access site is
+SITE_OF: dict = {}    # (kind, LOCS code, kernel name) -> its SITES code
 
 
 class Events:
-    """A log's event table: row -> (site code, launch, tick); row 0 is "no event"."""
+    """A log's event table: row -> (site code, launch, tick), three entries of one array per
+    row; row 0 is "no event"."""
 
-    def __init__(self):
-        self.site, self.launch, self.time = array("i", [0]), array("i", [0]), array("q", [0])
+    def __init__(self, rows=(0, 0, 0)):
+        self.rows = array("q", rows)
 
     def add(self, site: int, launch: int, time: int) -> int:
-        self.site.append(site)
-        self.launch.append(launch)
-        self.time.append(time)
-        return len(self.time) - 1
+        rows = self.rows
+        rows.extend((site, launch, time))
+        return len(rows) // 3 - 1
 
     def __len__(self):
-        return len(self.time)
+        return len(self.rows) // 3
+
+    @property
+    def time(self) -> np.ndarray:
+        return np.array(self.rows, np.int64)[2::3]
 
     def access(self, row: int, iteration: int, value) -> Access:
-        kind, loc, kernel = SITES.items[self.site[row]]
+        site, launch, time = self.rows[3 * row:3 * row + 3]
+        kind, loc, kernel = SITES.items[site]
         return Access(KINDS[kind], LOCS.items[loc], KERNELS.items[kernel] if kernel else None,
-                      self.launch[row] or None, None if iteration == 0 else iteration - 1,
-                      value, self.time[row])
+                      launch or None, None if iteration == 0 else iteration - 1, value, time)
 
     def kept(self, rows: np.ndarray) -> "Events":
         """A table of only `rows` (sorted, row 0 first), in that order."""
-        kept = Events.__new__(Events)
-        for name in ("site", "launch", "time"):
-            column = np.frombuffer(getattr(self, name), getattr(self, name).typecode)[rows]
-            setattr(kept, name, array(getattr(self, name).typecode, column.tobytes()))
-        return kept
+        table = np.array(self.rows, np.int64).reshape(-1, 3)[rows]
+        return Events(table.reshape(-1).tolist())
 
 
 class Columns:
@@ -114,7 +116,7 @@ class Columns:
     def time(self) -> np.ndarray:
         """Each element's tick (0: no event), made from the event table (for tests and
         reports; the checks test `event`)."""
-        return np.array(self.log().events.time, np.int64)[self.event]
+        return self.log().events.time[self.event]
 
 
 # Lanes' events wait, per field, until the log is next read or they reach this many elements
@@ -154,7 +156,7 @@ class ElementLog:
         for fld in self.dirty_fields:
             self.fields[fld].event.fill(0)
         self.dirty, self.dirty_fields = [], set()
-        self.events = Events()
+        del self.events.rows[3:]
 
     def columns(self, fld, create=True) -> Columns | None:
         if fld in self.pending:
@@ -186,8 +188,10 @@ class ElementLog:
         """A new row of the event table (compacting the table first when it has grown)."""
         if len(self.events) >= self.compact_at:
             self._compact_events()
-        site = SITES.code((KIND_CODE[kind], loc_code,
-                           KERNELS.code(kernel) if kernel is not None else 0))
+        site = SITE_OF.get((kind, loc_code, kernel))
+        if site is None:
+            site = SITE_OF[(kind, loc_code, kernel)] = SITES.code(
+                (KIND_CODE[kind], loc_code, KERNELS.code(kernel) if kernel is not None else 0))
         return self.events.add(site, launch or 0, time)
 
     def _compact_events(self) -> None:

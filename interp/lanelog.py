@@ -91,7 +91,8 @@ class _LaunchRows:
             for fld, entry in gathered.items():
                 rows = _rows_of(fld, entry)
                 before = self.shared.get((fld, how))
-                if before is not None and _same_rows(rows, before):
+                if before is not None and rows is not None and len(rows) > 4 and \
+                        _same_rows(rows, before):
                     rows = before
                 gathered[fld] = self.shared[(fld, how)] = rows
         self.compacted = True
@@ -113,6 +114,9 @@ def _rows_of(fld, entry):
     if not shape:
         return None
     single, spread = entry
+    if spread and sum(len(rows) for rows in spread) <= 64:     # few: a set is quicker
+        single = single.union(*(rows.tolist() for rows in spread))
+        spread = None
     if not spread:
         return tuple(sorted(single))
     rows = np.concatenate([*spread, np.fromiter(single, np.int64, len(single))])
@@ -183,7 +187,7 @@ class LoggedLanes(lanes.PlainLanes):
                 for data, where, old in reversed(self.saved):
                     data[where] = old
                 return False
-        self._commit(by_field)
+        self._commit(by_field, loop)
         return True
 
     def _by_field(self):
@@ -275,11 +279,16 @@ class LoggedLanes(lanes.PlainLanes):
                 return True
         return False
 
-    def _commit(self, by_field):
+    def _commit(self, by_field, loop):
         """Hand the loop's events to the per-element summaries, each with its own tick. They
-        only wait there (ElementLog.put_many), to be folded in with many launches' events."""
+        only wait there (ElementLog.put_many), to be folded in with many launches' events.
+        A launch outside a Tape has a scope of its own, emptied at the next launch: when this
+        loop is the last statement of its kernel, nothing will read that scope again, so its
+        events go only where later launches look (the witness, latest writes, rows)."""
         memory = self.memory
         launch, checker, scope = memory.launch, memory.checker, memory.scope
+        if scope.deferred and launch.compiled.ir.body[-1] is loop:
+            scope = None
         kernel, number = launch.kernel, launch.number
         if memory.lane_rows is None:
             memory.lane_rows = _LaunchRows(launch, checker.read_parts)
@@ -296,7 +305,7 @@ class LoggedLanes(lanes.PlainLanes):
             narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
             for e in events:
                 loc = LOCS.code(e.site.loc)
-                flat = e.flat.astype(np.int32) if narrow else e.flat
+                flat = e.flat.astype(np.int32) if narrow and len(e.flat) > 64 else e.flat
                 if e.kind == "read":
                     rows.add(rows.read, fld, e.row)
                     if e.replayed:
@@ -304,15 +313,19 @@ class LoggedLanes(lanes.PlainLanes):
                             checker.read_parts, (fld, loc), flat, e.values, e.lanes)
                         memory.witness.add_many(fld, flat, loc, kernel, number, lanes_,
                                                 values, e.time)
-                        scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_,
-                                             values, e.time, first_only=True)
+                        if scope is not None:
+                            scope.reads.put_many(fld, flat, "read", loc, kernel, number,
+                                                 lanes_, values, e.time, first_only=True)
                     continue
                 rows.add(rows.wrote, fld, e.row)
-                scope.first_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
-                                           e.first_values, e.time, first_only=True)
-                if e.kind in ACCUMULATE:
-                    scope.accumulated.put_many(fld, flat, e.kind, loc, kernel, number,
-                                               e.lanes, e.first_values, e.time, first_only=True)
+                if scope is not None:
+                    scope.first_write.put_many(fld, flat, e.kind, loc, kernel, number,
+                                               e.lanes, e.first_values, e.time,
+                                               first_only=True)
+                    if e.kind in ACCUMULATE:
+                        scope.accumulated.put_many(fld, flat, e.kind, loc, kernel, number,
+                                                   e.lanes, e.first_values, e.time,
+                                                   first_only=True)
                 checker.last_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
                                             e.values, e.time, first_only=False)
         self.events, self.saved = [], []
