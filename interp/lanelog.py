@@ -59,7 +59,8 @@ class _LaunchRows:
     """The rows (leading indices) a launch's lanes read and wrote, per field: gathered while
     the launch runs (a set of single rows, from accesses whose lanes share their leading
     index, and the arrays of the others), kept as each field's distinct rows once it has
-    ended (`compact`: a tuple, or an int32 array where arrays came), and made into the sets
+    ended (`compact`: a tuple, or an int32 array where arrays came; a replayed read's rows
+    stay its flat indices, which the witness keeps anyway), and made into the sets
     launch.read_rows / wrote_rows keep only when the order check asks for them
     (launch.row_source): most launches are never asked. A time-stepped run keeps a row or
     two per launch and field, not every index its launches touched."""
@@ -74,46 +75,58 @@ class _LaunchRows:
         launch.row_source = (self.read, self.wrote, self.rows)
 
     @staticmethod
-    def add(into: dict, fld, row) -> None:
+    def add(into: dict, fld, row, kept_flat=None) -> None:
+        """An access's rows: `row` an int, or an array with one per lane. `kept_flat`: its
+        flat indices, where something else keeps them anyway (a witness), to make its rows
+        from only if the order check asks."""
         entry = into.get(fld)
         if entry is None:
-            entry = into[fld] = (set(), [])
-        if isinstance(row, np.ndarray):
-            entry[1].append(row)
-        else:
+            entry = into[fld] = (set(), [], [])
+        if not isinstance(row, np.ndarray):
             entry[0].add(row)
+        elif kept_flat is not None:
+            entry[2].append(kept_flat)
+        else:
+            entry[1].append(row)
 
     def compact(self) -> None:
         """The launch has ended: keep only each field's distinct rows (the same object as the
         previous launch's where they are the same rows: a 1-d field's rows are its elements,
-        and many launches read all of them)."""
+        and many launches read all of them), and the flat indices kept elsewhere."""
         for how, gathered in (("read", self.read), ("wrote", self.wrote)):
-            for fld, entry in gathered.items():
-                rows = _rows_of(fld, entry)
+            for fld, (single, spread, kept) in gathered.items():
+                rows = _rows_of(fld, single, spread)
                 before = self.shared.get((fld, how))
                 if before is not None and rows is not None and len(rows) > 4 and \
                         _same_rows(rows, before):
                     rows = before
-                gathered[fld] = self.shared[(fld, how)] = rows
+                self.shared[(fld, how)] = rows
+                gathered[fld] = (rows, kept)
         self.compacted = True
 
     def rows(self, read, wrote):
         for gathered, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
             for fld, entry in gathered.items():
-                rows = entry if self.compacted else _rows_of(fld, entry)
-                into.setdefault(fld, set()).update(
-                    {()} if rows is None else ((int(r),) for r in rows))
+                rows, kept = entry if self.compacted else (_rows_of(fld, *entry[:2]), entry[2])
+                found = into.setdefault(fld, set())
+                if rows is None:
+                    found.add(())        # a 0-d field
+                    continue
+                found.update((int(r),) for r in rows)
+                shape = fld.host_array.shape
+                stride = fld.host_array.size // shape[0] if shape[0] else 1
+                for flat in kept:
+                    found.update((int(r),) for r in np.unique(flat // stride))
         return self.read_rows, self.wrote_rows
 
 
-def _rows_of(fld, entry):
-    """The distinct rows of (set of rows, [row arrays]), sorted: a tuple where no array came,
-    else an int32 array (None: a 0-d field, row ()). The arrays are marked in a mask of the
-    field's rows, or sorted where the mask would be the larger."""
+def _rows_of(fld, single: set, spread: list):
+    """The distinct rows of a set of rows and a list of row arrays, sorted: a tuple where no
+    array came, else an int32 array (None: a 0-d field, row ()). The arrays are marked in a
+    mask of the field's rows, or sorted where the mask would be the larger."""
     shape = fld.host_array.shape
     if not shape:
         return None
-    single, spread = entry
     if spread and sum(len(rows) for rows in spread) <= 64:     # few: a set is quicker
         single = single.union(*(rows.tolist() for rows in spread))
         spread = None
@@ -221,6 +234,12 @@ class LoggedLanes(lanes.PlainLanes):
             return False    # only reads, or only one commutative atomic: nothing conflicts
         flat = np.concatenate([e.flat for e in events])
         lane = np.concatenate([e.lanes for e in events])
+        # Most often each element is touched by one lane only, told without sorting: mark
+        # each element with a lane that touched it (uninitialised elsewhere, never read).
+        owner = np.empty(fld.host_array.size, lane.dtype)
+        owner[flat] = lane
+        if np.array_equal(owner[flat], lane):
+            return False
         slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
         order = np.lexsort((lane, flat))
         flat, lane, slot = flat[order], lane[order], slot[order]
@@ -254,19 +273,23 @@ class LoggedLanes(lanes.PlainLanes):
         return bool(np.any(~same_values(first[in_scope], value_c[flat[in_scope]])))
 
     def _overwrites_in_order(self, fld, events, cols) -> bool:
-        reads: list = []     # [(flat, values)]: this loop's replayed reads of fld so far
+        reads: list = []     # [(flat, values, row)]: this loop's replayed reads of fld so far
         for e in events:
             if e.kind == "read":
                 if e.replayed:
-                    reads.append((e.flat, e.values))
+                    reads.append((e.flat, e.values, e.row))
                 continue
-            if cols is None and not reads:
+            if isinstance(e.row, int):     # reads in other single rows cannot meet it
+                meeting = [r for r in reads if not isinstance(r[2], int) or r[2] == e.row]
+            else:
+                meeting = reads
+            if cols is None and not meeting:
                 continue
             earlier = np.zeros(len(e.flat), bool)
             read_value = np.zeros(len(e.flat), fld.host_array.dtype)
-            if reads:              # read earlier in this loop (the first read's value)
-                flat = np.concatenate([f for f, _ in reads])
-                values = np.concatenate([v for _, v in reads])
+            if meeting:            # read earlier in this loop (the first read's value)
+                flat = np.concatenate([r[0] for r in meeting])
+                values = np.concatenate([r[1] for r in meeting])
                 known, first = np.unique(flat, return_index=True)
                 at = np.minimum(np.searchsorted(known, e.flat), len(known) - 1)
                 earlier = known[at] == e.flat
@@ -307,10 +330,12 @@ class LoggedLanes(lanes.PlainLanes):
                 loc = LOCS.code(e.site.loc)
                 flat = e.flat.astype(np.int32) if narrow and len(e.flat) > 64 else e.flat
                 if e.kind == "read":
-                    rows.add(rows.read, fld, e.row)
-                    if e.replayed:
+                    if not e.replayed:
+                        rows.add(rows.read, fld, e.row)
+                    else:
                         flat, values, lanes_ = _shared_reads(
                             checker.read_parts, (fld, loc), flat, e.values, e.lanes)
+                        rows.add(rows.read, fld, e.row, kept_flat=flat)
                         memory.witness.add_many(fld, flat, loc, kernel, number, lanes_,
                                                 values, e.time)
                         if scope is not None:
