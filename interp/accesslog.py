@@ -74,7 +74,7 @@ class Checker(LaunchChecker):
         # reported again when the adjoint replays them
         self.reported_reads: set = set()
         self._launch_scope: Scope | None = None   # reused by launches outside a Tape
-        # (field, load site) -> the arrays its lanes read in the latest launch, which the next
+        # (field, id of a load) -> the arrays its lanes read in the latest launch, which the next
         # launch's witness shares where it reads the same (interp/lanelog.py _shared_reads)
         self.read_parts: dict = {}
 
@@ -156,7 +156,7 @@ class LoggedMemory(Memory):
         """The launch has ended: keep the values its replayed loads read, compactly."""
         self.launch.reads = self.witness.finish()
         if self.lane_rows is not None:
-            self.lane_rows.compact()
+            self.lane_rows.compact(self.launch.reads)
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:

@@ -26,6 +26,7 @@ import weakref
 from array import array
 
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it at its first call: load it with the checker)
 
 from tinyad.check.report import Access
 
@@ -123,7 +124,7 @@ class Columns:
 # and a quarter of the field's size: then they are folded into the columns in one go.
 FOLD_AT = 1 << 12
 # The event table is compacted when it reaches this many rows and twice the rows in use.
-COMPACT_EVENTS_AT = 1 << 16
+COMPACT_EVENTS_AT = 1 << 12
 
 
 class ElementLog:
@@ -340,10 +341,13 @@ class Witness:
     def add_one(self, fld, index, event) -> None:
         self.ones.setdefault((fld, index), event)
 
-    def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
-        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
+    def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time, base=0) -> None:
+        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index; the
+        flat indices are `flat + base` (a time step's reads within one row keep their offsets
+        in the row, the same array at every step, and the row's start)."""
         self.pending.setdefault(fld, []).append((
-            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes))
+            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes,
+            base))
         self.pending_size += len(flat)
 
     def finish(self) -> "Witness":
@@ -358,10 +362,10 @@ class Witness:
             flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
             self.pending.setdefault(fld, []).append((
                 np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
-                KERNELS.code(kernel), launch, -1 if it is None else it))
+                KERNELS.code(kernel), launch, -1 if it is None else it, 0))
         self.ones = {}
         for fld in list(self.pending) if only is None else [only]:
-            parts = self.pending.pop(fld)
+            parts = [(_flat(part), *part[1:8]) for part in self.pending.pop(fld)]
             if fld in self.fields:      # sealed before: its first reads come first
                 flat, cols = self.fields[fld]
                 parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
@@ -376,7 +380,7 @@ class Witness:
         for fld in set(self.pending) | set(self.fields):
             data = fld.host_array.reshape(-1)
             parts = self.pending.get(fld, ())
-            if any(not _unchanged(data[p[0]], p[2]) for p in parts):
+            if any(not _unchanged(data[_flat(p)], p[2]) for p in parts):
                 self.seal(only=fld)
             entry = self.fields.get(fld)
             if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
@@ -395,6 +399,11 @@ class Witness:
         differ = np.flatnonzero(~within_rounding(now, cols.value))
         return {tuple(int(i) for i in np.unravel_index(flat[k], data.shape)): _access(cols, k)
                 for k in differ}
+
+
+def _flat(part) -> np.ndarray:
+    """A waiting witness part's flat indices."""
+    return part[0] + part[8] if part[8] else part[0]
 
 
 def _first_reads(parts, dtype):

@@ -89,35 +89,51 @@ class _LaunchRows:
         else:
             entry[1].append(row)
 
-    def compact(self) -> None:
+    def compact(self, witness) -> None:
         """The launch has ended: keep only each field's distinct rows (the same object as the
         previous launch's where they are the same rows: a 1-d field's rows are its elements,
-        and many launches read all of them), and the flat indices kept elsewhere."""
+        and many launches read all of them), and the flat indices its witness still keeps
+        (a witness sealed when it ended keeps others: rows are made from those now)."""
+        held = {id(part[0]) for parts in witness.pending.values() for part in parts}
         for how, gathered in (("read", self.read), ("wrote", self.wrote)):
             for fld, (single, spread, kept) in gathered.items():
+                if any(id(flat) not in held for flat in kept):
+                    stride = _row_stride(fld)
+                    spread = spread + [flat // stride for flat in kept if id(flat) not in held]
+                    kept = [flat for flat in kept if id(flat) in held]
                 rows = _rows_of(fld, single, spread)
                 before = self.shared.get((fld, how))
                 if before is not None and rows is not None and len(rows) > 4 and \
                         _same_rows(rows, before):
                     rows = before
                 self.shared[(fld, how)] = rows
-                gathered[fld] = (rows, kept)
+                gathered[fld] = [rows, *kept] if kept else rows
         self.compacted = True
 
     def rows(self, read, wrote):
         for gathered, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
             for fld, entry in gathered.items():
-                rows, kept = entry if self.compacted else (_rows_of(fld, *entry[:2]), entry[2])
+                if not self.compacted:
+                    rows, kept = _rows_of(fld, *entry[:2]), entry[2]
+                elif isinstance(entry, list):       # [rows, flat indices kept elsewhere...]
+                    rows, kept = entry[0], entry[1:]
+                else:
+                    rows, kept = entry, ()
                 found = into.setdefault(fld, set())
                 if rows is None:
                     found.add(())        # a 0-d field
                     continue
                 found.update((int(r),) for r in rows)
-                shape = fld.host_array.shape
-                stride = fld.host_array.size // shape[0] if shape[0] else 1
+                stride = _row_stride(fld)
                 for flat in kept:
                     found.update((int(r),) for r in np.unique(flat // stride))
         return self.read_rows, self.wrote_rows
+
+
+def _row_stride(fld) -> int:
+    """How many flat indices one row of the field spans."""
+    shape = fld.host_array.shape
+    return fld.host_array.size // shape[0] if shape and shape[0] else 1
 
 
 def _rows_of(fld, single: set, spread: list):
@@ -328,16 +344,25 @@ class LoggedLanes(lanes.PlainLanes):
             narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
             for e in events:
                 loc = LOCS.code(e.site.loc)
-                flat = e.flat.astype(np.int32) if narrow and len(e.flat) > 64 else e.flat
+                flat = e.flat.astype(np.int32) if narrow and len(e.flat) > 8 else e.flat
                 if e.kind == "read":
                     if not e.replayed:
                         rows.add(rows.read, fld, e.row)
                     else:
-                        flat, values, lanes_ = _shared_reads(
-                            checker.read_parts, (fld, loc), flat, e.values, e.lanes)
-                        rows.add(rows.read, fld, e.row, kept_flat=flat)
-                        memory.witness.add_many(fld, flat, loc, kernel, number, lanes_,
-                                                values, e.time)
+                        base = 0
+                        if isinstance(e.row, int) and len(flat) > 64:
+                            # within one row: the witness keeps the offsets in the row, the
+                            # same at every time step (shared), and where the row starts
+                            base = e.row * _row_stride(fld)
+                            offsets = _shared_array(checker.read_parts,
+                                                    (fld, id(e.site), "offsets"), flat - base)
+                        else:
+                            offsets = flat
+                        offsets, values, lanes_ = _shared_reads(
+                            checker.read_parts, (fld, id(e.site)), offsets, e.values, e.lanes)
+                        rows.add(rows.read, fld, e.row, kept_flat=offsets)
+                        memory.witness.add_many(fld, offsets, loc, kernel, number, lanes_,
+                                                values, e.time, base)
                         if scope is not None:
                             scope.reads.put_many(fld, flat, "read", loc, kernel, number,
                                                  lanes_, values, e.time, first_only=True)
