@@ -148,7 +148,8 @@ class LoggedMemory(Memory):
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it
-        self.witness = Witness()       # this launch's replayed reads (launch.reads at the end)
+        # this launch's replayed reads (launch.reads at the end)
+        self.witness = Witness(launch.kernel, launch.number)
         self.lane_rows = None          # the rows lanes touched, kept as flat indices (lanelog)
         self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
 

@@ -98,7 +98,7 @@ class Columns:
     def __init__(self, data: np.ndarray, log: "ElementLog"):
         shape = data.shape
         self.log = weakref.ref(log)     # (not the log itself: no cycle to outlive it)
-        self.event = np.zeros(shape, np.int32)
+        self.event = np.zeros(shape, log.event_dtype)
         # the iteration + 1 (0: not in a loop), int16 until an iteration needs more
         self.iteration = np.empty(shape, np.int16)
         self.value = np.empty(shape, data.dtype) if log.keeps_values else None
@@ -139,6 +139,7 @@ class ElementLog:
     def __init__(self, reusable: bool = False, values: bool = True):
         self.keeps_values = values
         self.events = Events()
+        self.event_dtype = np.int16     # event columns widen to int32 past 32767 rows
         self.compact_at = COMPACT_EVENTS_AT
         self.fields: dict = {}      # field -> Columns
         self.pending: dict = {}     # field -> [(first_only, flat, event row, values, lanes)],
@@ -193,7 +194,21 @@ class ElementLog:
         if site is None:
             site = SITE_OF[(kind, loc_code, kernel)] = SITES.code(
                 (KIND_CODE[kind], loc_code, KERNELS.code(kernel) if kernel is not None else 0))
-        return self.events.add(site, launch or 0, time)
+        row = self.events.add(site, launch or 0, time)
+        if row > np.iinfo(self.event_dtype).max:
+            self._widen_events()
+        return row
+
+    def _widen_events(self) -> None:
+        """Event columns as int32 from now on (a `dirty` entry follows its column)."""
+        self.event_dtype = np.int32
+        wider = {}
+        for cols in self.fields.values():
+            old = cols.flat_event
+            cols.event = cols.event.astype(np.int32)
+            cols.flat_event = wider[id(old)] = cols.event.reshape(-1)
+        if self.dirty:
+            self.dirty = [(wider[id(column)], where) for column, where in self.dirty]
 
     def _compact_events(self) -> None:
         """Keep only the event rows some element refers to, renumbered in order."""
@@ -332,8 +347,10 @@ class Witness:
     A launch whose waiting reads outgrow its fields' size (many reads of few elements) is
     sealed when it ends, so the witness stays the size of what it read."""
 
-    def __init__(self):
-        self.pending: dict = {}   # field -> list of event columns (flat, time, value, ...)
+    def __init__(self, kernel=None, launch=None):
+        self.kernel, self.launch = KERNELS.code(kernel), launch     # (KERNELS code, number)
+        # field -> [(flat, time, values, loc, lanes, base)]: a load's reads of the lanes
+        self.pending: dict = {}
         self.pending_size = 0
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
@@ -341,13 +358,11 @@ class Witness:
     def add_one(self, fld, index, event) -> None:
         self.ones.setdefault((fld, index), event)
 
-    def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time, base=0) -> None:
-        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index; the
+    def add_many(self, fld, flat, loc, lanes, values, time, base=0) -> None:
+        """Reads of the lanes of the witness's launch: `loc` a LOCS code, `time` a tick; the
         flat indices are `flat + base` (a time step's reads within one row keep their offsets
         in the row, the same array at every step, and the row's start)."""
-        self.pending.setdefault(fld, []).append((
-            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes,
-            base))
+        self.pending.setdefault(fld, []).append((flat, time, values, loc, lanes, base))
         self.pending_size += len(flat)
 
     def finish(self) -> "Witness":
@@ -361,11 +376,14 @@ class Witness:
         for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
             flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
             self.pending.setdefault(fld, []).append((
-                np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
-                KERNELS.code(kernel), launch, -1 if it is None else it, 0))
+                np.array([flat]), time, np.array([value]), LOCS.code(loc),
+                -1 if it is None else it, 0))
         self.ones = {}
+        read = KIND_CODE["read"]
         for fld in list(self.pending) if only is None else [only]:
-            parts = [(_flat(part), *part[1:8]) for part in self.pending.pop(fld)]
+            # in ReadColumns.NAMES order after the flat indices
+            parts = [(_flat(part), part[1], part[2], read, part[3], self.kernel, self.launch,
+                      part[4]) for part in self.pending.pop(fld)]
             if fld in self.fields:      # sealed before: its first reads come first
                 flat, cols = self.fields[fld]
                 parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
@@ -403,7 +421,7 @@ class Witness:
 
 def _flat(part) -> np.ndarray:
     """A waiting witness part's flat indices."""
-    return part[0] + part[8] if part[8] else part[0]
+    return part[0] + part[5] if part[5] else part[0]
 
 
 def _first_reads(parts, dtype):

@@ -338,7 +338,7 @@ class LoggedLanes(lanes.PlainLanes):
             shared = lanes_seen.get(id(e.lanes))
             if shared is None:         # (a loop's lanes are most often the last loop's)
                 shared = lanes_seen[id(e.lanes)] = _shared_array(
-                    checker.read_parts, "lanes", e.lanes)
+                    checker.read_parts, (id(loop), "lanes"), e.lanes)
             e.lanes = shared
         for fld, events in by_field.items():
             narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
@@ -350,7 +350,7 @@ class LoggedLanes(lanes.PlainLanes):
                         rows.add(rows.read, fld, e.row)
                     else:
                         base = 0
-                        if isinstance(e.row, int) and len(flat) > 64:
+                        if isinstance(e.row, int) and len(flat) > 16:
                             # within one row: the witness keeps the offsets in the row, the
                             # same at every time step (shared), and where the row starts
                             base = e.row * _row_stride(fld)
@@ -361,8 +361,8 @@ class LoggedLanes(lanes.PlainLanes):
                         offsets, values, lanes_ = _shared_reads(
                             checker.read_parts, (fld, id(e.site)), offsets, e.values, e.lanes)
                         rows.add(rows.read, fld, e.row, kept_flat=offsets)
-                        memory.witness.add_many(fld, offsets, loc, kernel, number, lanes_,
-                                                values, e.time, base)
+                        memory.witness.add_many(fld, offsets, loc, lanes_, values, e.time,
+                                                base)
                         if scope is not None:
                             scope.reads.put_many(fld, flat, "read", loc, kernel, number,
                                                  lanes_, values, e.time, first_only=True)
