@@ -55,6 +55,7 @@ LOCS = _Names()       # SrcLoc objects, kept alive here
 KERNELS = _Names()    # kernel names
 SITES = _Names()      # (kind code, LOCS code, KERNELS code): what one access site is
 SITE_OF: dict = {}    # (kind, LOCS code, kernel name) -> its SITES code
+INT16_MAX = int(np.iinfo(np.int16).max)
 
 
 class Events:
@@ -109,7 +110,7 @@ class Columns:
 
     def widen(self, highest: int) -> None:
         """Make room in `iteration` for `highest` (iteration + 1)."""
-        if highest > np.iinfo(self.iteration.dtype).max:
+        if highest > INT16_MAX and self.iteration.dtype == np.int16:
             self.iteration = self.iteration.astype(np.int32)
             self.flat_iteration = self.iteration.reshape(-1)
 
@@ -195,7 +196,7 @@ class ElementLog:
             site = SITE_OF[(kind, loc_code, kernel)] = SITES.code(
                 (KIND_CODE[kind], loc_code, KERNELS.code(kernel) if kernel is not None else 0))
         row = self.events.add(site, launch or 0, time)
-        if row > np.iinfo(self.event_dtype).max:
+        if row > INT16_MAX and self.event_dtype == np.int16:
             self._widen_events()
         return row
 
