@@ -28,6 +28,10 @@ from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
 from tinyad.interp.elementlog import LOCS, same_values
 
+# Arrays of more elements than this are shared with the previous launch's where equal, and
+# kept as int32; smaller ones weigh less than the test.
+SHARE_AT = 8
+
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
 
@@ -94,10 +98,12 @@ class _LaunchRows:
         previous launch's where they are the same rows: a 1-d field's rows are its elements,
         and many launches read all of them), and the flat indices its witness still keeps
         (a witness sealed when it ended keeps others: rows are made from those now)."""
-        held = {id(part[0]) for parts in witness.pending.values() for part in parts}
+        held = None
         for how, gathered in (("read", self.read), ("wrote", self.wrote)):
             for fld, (single, spread, kept) in gathered.items():
-                if any(id(flat) not in held for flat in kept):
+                if kept and held is None:
+                    held = {id(part[0]) for parts in witness.pending.values() for part in parts}
+                if kept and any(id(flat) not in held for flat in kept):
                     stride = _row_stride(fld)
                     spread = spread + [flat // stride for flat in kept if id(flat) not in held]
                     kept = [flat for flat in kept if id(flat) in held]
@@ -335,37 +341,28 @@ class LoggedLanes(lanes.PlainLanes):
         lanes_seen: dict = {}          # id -> the lanes array shared with earlier launches
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
-            shared = lanes_seen.get(id(e.lanes))
-            if shared is None:         # (a loop's lanes are most often the last loop's)
-                shared = lanes_seen[id(e.lanes)] = _shared_array(
-                    checker.read_parts, (id(loop), "lanes"), e.lanes)
-            e.lanes = shared
+            if len(e.lanes) > SHARE_AT:
+                shared = lanes_seen.get(id(e.lanes))
+                if shared is None:         # (a loop's lanes are most often the last loop's)
+                    shared = lanes_seen[id(e.lanes)] = _shared_array(
+                        checker.read_parts, (id(loop), "lanes"), e.lanes)
+                e.lanes = shared
         for fld, events in by_field.items():
-            narrow = fld.host_array.size < 2**31     # int32 flat indices: half the memory
+            narrow = fld.host_array.size < 2**31
             for e in events:
                 loc = LOCS.code(e.site.loc)
-                flat = e.flat.astype(np.int32) if narrow and len(e.flat) > 8 else e.flat
+                flat = e.flat
+                if narrow and len(flat) > SHARE_AT:     # int32 flat indices: half the memory
+                    flat = flat.astype(np.int32)
                 if e.kind == "read":
                     if not e.replayed:
                         rows.add(rows.read, fld, e.row)
-                    else:
-                        base = 0
-                        if isinstance(e.row, int) and len(flat) > 16:
-                            # within one row: the witness keeps the offsets in the row, the
-                            # same at every time step (shared), and where the row starts
-                            base = e.row * _row_stride(fld)
-                            offsets = _shared_array(checker.read_parts,
-                                                    (fld, id(e.site), "offsets"), flat - base)
-                        else:
-                            offsets = flat
-                        offsets, values, lanes_ = _shared_reads(
-                            checker.read_parts, (fld, id(e.site)), offsets, e.values, e.lanes)
-                        rows.add(rows.read, fld, e.row, kept_flat=offsets)
-                        memory.witness.add_many(fld, offsets, loc, lanes_, values, e.time,
-                                                base)
-                        if scope is not None:
-                            scope.reads.put_many(fld, flat, "read", loc, kernel, number,
-                                                 lanes_, values, e.time, first_only=True)
+                        continue
+                    kept, values, lanes_ = self._witness(fld, e, flat, loc)
+                    rows.add(rows.read, fld, e.row, kept_flat=kept)
+                    if scope is not None:
+                        scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_,
+                                             values, e.time, first_only=True)
                     continue
                 rows.add(rows.wrote, fld, e.row)
                 if scope is not None:
@@ -379,6 +376,23 @@ class LoggedLanes(lanes.PlainLanes):
                 checker.last_write.put_many(fld, flat, e.kind, loc, kernel, number, e.lanes,
                                             e.values, e.time, first_only=False)
         self.events, self.saved = [], []
+
+    def _witness(self, fld, e, flat, loc):
+        """Hand a replayed read to the launch's witness: -> (the flat indices it keeps,
+        values, lanes). Its arrays are shared with the load's previous launch where they are
+        equal (a time-stepped program reads its constant inputs again at every step), and a
+        read within one row keeps its offsets in the row (the same at every step) and where
+        the row starts. Small reads are kept as they are: they weigh less than the test."""
+        shared = self.memory.checker.read_parts
+        values, lanes_, base = e.values, e.lanes, 0
+        if len(flat) > SHARE_AT:
+            if isinstance(e.row, int):
+                base = e.row * _row_stride(fld)
+                flat = _shared_array(shared, (fld, id(e.site), "offsets"), flat - base)
+            flat, values, lanes_ = _shared_reads(shared, (fld, id(e.site)), flat, values,
+                                                 lanes_)
+        self.memory.witness.add_many(fld, flat, loc, lanes_, values, e.time, base)
+        return flat, values, lanes_
 
 
 def _shared_reads(last: dict, key, flat, values, lanes_):
@@ -408,10 +422,10 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
         return True
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if len(a) and (a[0] != b[0] or a[-1] != b[-1]):   # cheap, and most differ at an end
-        return False                                    # (NaN ends: not shared, harmless)
-    if a.nbytes <= 1 << 20:
+    if a.nbytes <= 1 << 16:
         return a.tobytes() == b.tobytes()
+    if a[0] != b[0] or a[-1] != b[-1]:     # cheap, and most differ at an end (NaN: no match)
+        return False
     return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
 
 
