@@ -124,6 +124,7 @@ class Columns:
 # Lanes' events wait, per field, until the log is next read or they reach this many elements
 # and a quarter of the field's size: then they are folded into the columns in one go.
 FOLD_AT = 1 << 12
+FOLD_CHUNK = 1 << 11     # elements folded in one update, at most (about)
 # The event table is compacted when it reaches this many rows and twice the rows in use.
 COMPACT_EVENTS_AT = 1 << 12
 
@@ -288,16 +289,21 @@ class ElementLog:
         del self.pending_size[fld]
         self.pending_span.pop(fld, None)
         start = 0
-        while start < len(parts):      # runs of parts alike in first_only (in practice: all)
-            stop = start + 1
-            while stop < len(parts) and parts[stop][0] == parts[start][0]:
+        while start < len(parts):
+            # runs of parts alike in first_only (in practice: all), of at most FOLD_CHUNK
+            # elements: the temporaries of one update stay small
+            stop, size = start + 1, len(parts[start][1])
+            while stop < len(parts) and parts[stop][0] == parts[start][0] and \
+                    size < FOLD_CHUNK:
+                size += len(parts[stop][1])
                 stop += 1
             run = parts[start:stop]
             if len(run) == 1:
                 self._write(fld, *run[0])
             else:
+                rows = np.array([p[2] for p in run], self.event_dtype)
                 self._write(fld, run[0][0], np.concatenate([p[1] for p in run]),
-                            np.repeat([p[2] for p in run], [len(p[1]) for p in run]),
+                            np.repeat(rows, [len(p[1]) for p in run]),
                             None if run[0][3] is None else np.concatenate([p[3] for p in run]),
                             np.concatenate([p[4] for p in run]))
             start = stop
