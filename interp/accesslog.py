@@ -75,7 +75,7 @@ class Checker(LaunchChecker):
         self.reported_reads: set = set()
         self._launch_scope: Scope | None = None   # reused by launches outside a Tape
         # (field, id of a load) -> the arrays its lanes read in the latest launch, which the next
-        # launch's witness shares where it reads the same (interp/lanelog.py _shared_reads)
+        # launch's witness shares where it reads the same (interp/lanelog.py _witness)
         self.read_parts: dict = {}
 
     def launch_scope(self) -> Scope:

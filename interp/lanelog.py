@@ -384,28 +384,15 @@ class LoggedLanes(lanes.PlainLanes):
         read within one row keeps its offsets in the row (the same at every step) and where
         the row starts. Small reads are kept as they are: they weigh less than the test."""
         shared = self.memory.checker.read_parts
-        values, lanes_, base = e.values, e.lanes, 0
+        values, base = e.values, 0
         if len(flat) > SHARE_AT:
             if isinstance(e.row, int):
                 base = e.row * _row_stride(fld)
-                flat = _shared_array(shared, (fld, id(e.site), "offsets"), flat - base)
-            flat, values, lanes_ = _shared_reads(shared, (fld, id(e.site)), flat, values,
-                                                 lanes_)
-        self.memory.witness.add_many(fld, flat, loc, lanes_, values, e.time, base)
-        return flat, values, lanes_
-
-
-def _shared_reads(last: dict, key, flat, values, lanes_):
-    """The arrays of a replayed load's lanes, shared with the load's previous launch where
-    they are the same (the same elements, lanes and values, bit for bit): a time-stepped
-    program reads its constant inputs (spring ends, rest lengths) again at every step, and
-    each launch's witness would otherwise keep a copy of them. -> (flat, values, lanes)."""
-    before = last.get(key)
-    if before is not None and _same_bits(flat, before[0]) and \
-            _same_bits(lanes_, before[2]) and _same_bits(values, before[1]):
-        return before
-    last[key] = (flat, values, lanes_)
-    return last[key]
+                flat = flat - base
+            flat = _shared_array(shared, (fld, id(e.site), "flat"), flat)
+            values = _shared_array(shared, (fld, id(e.site), "values"), values)
+        self.memory.witness.add_many(fld, flat, loc, e.lanes, values, e.time, base)
+        return flat, values, e.lanes
 
 
 def _shared_array(last: dict, key, array: np.ndarray) -> np.ndarray:
