@@ -90,6 +90,8 @@ class _LaunchRows:
             entry[0].add(row)
         elif kept_flat is not None:
             entry[2].append(kept_flat)
+        elif len(row) <= SHARE_AT:      # a few: as ints at once
+            entry[0].update(row.tolist())
         else:
             entry[1].append(row)
 
@@ -149,9 +151,6 @@ def _rows_of(fld, single: set, spread: list):
     shape = fld.host_array.shape
     if not shape:
         return None
-    if spread and sum(len(rows) for rows in spread) <= 64:     # few: a set is quicker
-        single = single.union(*(rows.tolist() for rows in spread))
-        spread = None
     if not spread:
         return tuple(sorted(single))
     rows = np.concatenate([*spread, np.fromiter(single, np.int64, len(single))])
