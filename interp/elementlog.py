@@ -355,7 +355,14 @@ class Witness:
     whether any changed: a part whose values are all still there answers no without sorting
     anything, and only a change seals the field (each element's first read, for the report).
     A launch whose waiting reads outgrow its fields' size (many reads of few elements) is
-    sealed when it ends, so the witness stays the size of what it read."""
+    sealed when it ends, so the witness stays the size of what it read.
+
+    A load whose lanes all read one row (a time step's x[t, i]) keeps no values of its own:
+    the launch keeps one copy of each such row when it ends (`finish`), which is what the
+    loads read (a write that changed a value after its read is a violation, reported
+    already), and several loads of one row (x[t, a], x[t, b], each component) share it."""
+
+    __slots__ = ("kernel", "launch", "pending", "pending_size", "ones", "fields", "rows")
 
     def __init__(self, kernel=None, launch=None):
         self.kernel, self.launch = KERNELS.code(kernel), launch     # (KERNELS code, number)
@@ -364,19 +371,27 @@ class Witness:
         self.pending_size = 0
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
+        self.rows: dict = {}      # (field, row start) -> that row's values when it ended
 
     def add_one(self, fld, index, event) -> None:
         self.ones.setdefault((fld, index), event)
 
-    def add_many(self, fld, flat, loc, lanes, values, time, base=0) -> None:
-        """Reads of the lanes of the witness's launch: `loc` a LOCS code, `time` a tick; the
-        flat indices are `flat + base` (a time step's reads within one row keep their offsets
-        in the row, the same array at every step, and the row's start)."""
+    def add_many(self, fld, flat, loc, lanes, values, time, base=None) -> None:
+        """Reads of the lanes of the witness's launch: `loc` a LOCS code, `time` a tick. With
+        a `base`, the reads lie in one row: `flat` are their offsets in the row (the same
+        array at every time step), `base` where the row starts, and `values` None (the row's
+        values are kept when the launch ends)."""
         self.pending.setdefault(fld, []).append((flat, time, values, loc, lanes, base))
         self.pending_size += len(flat)
+        if values is None:
+            self.rows[(fld, base)] = None
 
     def finish(self) -> "Witness":
-        """The launch has ended: seal now only what would otherwise take too much room."""
+        """The launch has ended: keep the rows its one-row loads read, and seal now only what
+        would otherwise take too much room."""
+        for fld, base in self.rows:
+            data = fld.host_array.reshape(-1)
+            self.rows[(fld, base)] = data[base:base + data.size // len(fld.host_array)].copy()
         if self.ones or self.pending_size > max(
                 FOLD_AT, sum(fld.host_array.size for fld in self.pending)):
             self.seal()
@@ -387,13 +402,13 @@ class Witness:
             flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
             self.pending.setdefault(fld, []).append((
                 np.array([flat]), time, np.array([value]), LOCS.code(loc),
-                -1 if it is None else it, 0))
+                -1 if it is None else it, None))
         self.ones = {}
         read = KIND_CODE["read"]
         for fld in list(self.pending) if only is None else [only]:
             # in ReadColumns.NAMES order after the flat indices
-            parts = [(_flat(part), part[1], part[2], read, part[3], self.kernel, self.launch,
-                      part[4]) for part in self.pending.pop(fld)]
+            parts = [(_flat(part), part[1], self._values(fld, part), read, part[3],
+                      self.kernel, self.launch, part[4]) for part in self.pending.pop(fld)]
             if fld in self.fields:      # sealed before: its first reads come first
                 flat, cols = self.fields[fld]
                 parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
@@ -402,13 +417,19 @@ class Witness:
         self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
         return self
 
+    def _values(self, fld, part) -> np.ndarray:
+        """The values a waiting part read: its own, or from the row it read."""
+        if part[2] is not None:
+            return part[2]
+        return self.rows[(fld, part[5])][part[0]]
+
     def changed_fields(self) -> list:
         """The fields some of whose reads no longer hold the value read (sealing those)."""
         found = []
         for fld in set(self.pending) | set(self.fields):
             data = fld.host_array.reshape(-1)
             parts = self.pending.get(fld, ())
-            if any(not _unchanged(data[_flat(p)], p[2]) for p in parts):
+            if any(not _unchanged(data[_flat(p)], self._values(fld, p)) for p in parts):
                 self.seal(only=fld)
             entry = self.fields.get(fld)
             if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
@@ -431,7 +452,7 @@ class Witness:
 
 def _flat(part) -> np.ndarray:
     """A waiting witness part's flat indices."""
-    return part[0] + part[5] if part[5] else part[0]
+    return part[0] if part[5] is None else part[0] + part[5]
 
 
 def _first_reads(parts, dtype):

@@ -357,11 +357,10 @@ class LoggedLanes(lanes.PlainLanes):
                     if not e.replayed:
                         rows.add(rows.read, fld, e.row)
                         continue
-                    kept, values, lanes_ = self._witness(fld, e, flat, loc)
-                    rows.add(rows.read, fld, e.row, kept_flat=kept)
+                    rows.add(rows.read, fld, e.row, kept_flat=self._witness(fld, e, flat, loc))
                     if scope is not None:
-                        scope.reads.put_many(fld, flat, "read", loc, kernel, number, lanes_,
-                                             values, e.time, first_only=True)
+                        scope.reads.put_many(fld, flat, "read", loc, kernel, number, e.lanes,
+                                             e.values, e.time, first_only=True)
                     continue
                 rows.add(rows.wrote, fld, e.row)
                 if scope is not None:
@@ -377,21 +376,26 @@ class LoggedLanes(lanes.PlainLanes):
         self.events, self.saved = [], []
 
     def _witness(self, fld, e, flat, loc):
-        """Hand a replayed read to the launch's witness: -> (the flat indices it keeps,
-        values, lanes). Its arrays are shared with the load's previous launch where they are
-        equal (a time-stepped program reads its constant inputs again at every step), and a
-        read within one row keeps its offsets in the row (the same at every step) and where
-        the row starts. Small reads are kept as they are: they weigh less than the test."""
-        shared = self.memory.checker.read_parts
-        values, base = e.values, 0
-        if len(flat) > SHARE_AT:
-            if isinstance(e.row, int):
-                base = e.row * _row_stride(fld)
-                flat = flat - base
-            flat = _shared_array(shared, (fld, id(e.site), "flat"), flat)
-            values = _shared_array(shared, (fld, id(e.site), "values"), values)
-        self.memory.witness.add_many(fld, flat, loc, e.lanes, values, e.time, base)
-        return flat, values, e.lanes
+        """Hand a replayed read to the launch's witness: -> the flat indices it keeps. A read
+        within one row keeps its offsets in the row (the same array at every time step,
+        shared) and where the row starts, and no values (the witness keeps the row's when the
+        launch ends); another read's indices and values are shared with the load's previous
+        launch where equal (a time-stepped program reads its constant inputs again at every
+        step). Small reads are kept as they are: they weigh less than the test."""
+        witness, shared = self.memory.witness, self.memory.checker.read_parts
+        if len(flat) <= SHARE_AT:
+            witness.add_many(fld, flat, loc, e.lanes, e.values, e.time)
+            return flat
+        key = (fld, id(e.site))
+        if isinstance(e.row, int):
+            base = e.row * _row_stride(fld)
+            offsets = _shared_array(shared, key + ("offsets",), flat - base)
+            witness.add_many(fld, offsets, loc, e.lanes, None, e.time, base)
+            return offsets
+        flat = _shared_array(shared, key + ("flat",), flat)
+        values = _shared_array(shared, key + ("values",), e.values)
+        witness.add_many(fld, flat, loc, e.lanes, values, e.time)
+        return flat
 
 
 def _shared_array(last: dict, key, array: np.ndarray) -> np.ndarray:
