@@ -56,6 +56,7 @@ KERNELS = _Names()    # kernel names
 SITES = _Names()      # (kind code, LOCS code, KERNELS code): what one access site is
 SITE_OF: dict = {}    # (kind, LOCS code, kernel name) -> its SITES code
 INT16_MAX = int(np.iinfo(np.int16).max)
+WHOLE_FIELD = "whole field"   # a witness part read from the field's values (Witness.add_many)
 
 
 class Events:
@@ -121,9 +122,12 @@ class Columns:
         return self.log().events.time[self.event]
 
 
-# Lanes' events wait, per field, until the log is next read or they reach this many elements
-# and a quarter of the field's size: then they are folded into the columns in one go.
-FOLD_AT = 1 << 12
+# Lanes' events wait, per field, until the log is next read or they reach a quarter of the
+# field's size, or this many elements for a small field: then they are folded in.
+FOLD_AT = 1 << 8
+# A launch's witness is sealed when it ends if its waiting reads outnumber this many and its
+# fields' elements (sealed, an element costs more than a waiting read).
+SEAL_AT = 1 << 12
 FOLD_CHUNK = 1 << 11     # elements folded in one update, at most (about)
 # The event table is compacted when it reaches this many rows and twice the rows in use.
 COMPACT_EVENTS_AT = 1 << 12
@@ -283,7 +287,7 @@ class ElementLog:
         self.pending.setdefault(fld, []).append(
             (first_only, flat, row, values if self.keeps_values else None, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
-        if size >= FOLD_AT and 4 * size >= fld.host_array.size:
+        if size >= FOLD_AT and 4 * size >= fld.host_array.size:   # (a small field: FOLD_AT)
             self._fold(fld)
 
     def _fold(self, fld) -> None:
@@ -380,7 +384,8 @@ class Witness:
         """Reads of the lanes of the witness's launch: `loc` a LOCS code, `time` a tick. With
         a `base`, the reads lie in one row: `flat` are their offsets in the row (the same
         array at every time step), `base` where the row starts, and `values` None (the row's
-        values are kept when the launch ends)."""
+        values are kept when the launch ends); base WHOLE_FIELD: the same, for the whole
+        field (and `flat` its flat indices)."""
         self.pending.setdefault(fld, []).append((flat, time, values, loc, lanes, base))
         self.pending_size += len(flat)
         if values is None:
@@ -391,9 +396,10 @@ class Witness:
         would otherwise take too much room."""
         for fld, base in self.rows:
             data = fld.host_array.reshape(-1)
-            self.rows[(fld, base)] = data[base:base + data.size // len(fld.host_array)].copy()
+            self.rows[(fld, base)] = data.copy() if base is WHOLE_FIELD else \
+                data[base:base + data.size // len(fld.host_array)].copy()
         if self.ones or self.pending_size > max(
-                FOLD_AT, sum(fld.host_array.size for fld in self.pending)):
+                SEAL_AT, sum(fld.host_array.size for fld in self.pending)):
             self.seal()
         return self
 
@@ -452,7 +458,7 @@ class Witness:
 
 def _flat(part) -> np.ndarray:
     """A waiting witness part's flat indices."""
-    return part[0] if part[5] is None else part[0] + part[5]
+    return part[0] if part[5] is None or part[5] is WHOLE_FIELD else part[0] + part[5]
 
 
 def _first_reads(parts, dtype):

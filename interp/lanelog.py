@@ -26,7 +26,7 @@ import numpy as np
 from tinyad.core import analysis, ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import LOCS, same_values
+from tinyad.interp.elementlog import LOCS, WHOLE_FIELD, same_values
 
 # Arrays of more elements than this are shared with the previous launch's where equal, and
 # kept as int32; smaller ones weigh less than the test.
@@ -394,7 +394,12 @@ class LoggedLanes(lanes.PlainLanes):
             return offsets
         flat = _shared_array(shared, key + ("flat",), flat)
         values = _shared_array(shared, key + ("values",), e.values)
-        witness.add_many(fld, flat, loc, e.lanes, values, e.time)
+        if values is e.values and len(flat) >= fld.host_array.size:
+            # values read anew, as many as the field has or more (N-body: every pair): the
+            # witness keeps the field's values when the launch ends instead
+            witness.add_many(fld, flat, loc, e.lanes, None, e.time, WHOLE_FIELD)
+        else:
+            witness.add_many(fld, flat, loc, e.lanes, values, e.time)
         return flat
 
 
