@@ -14,6 +14,12 @@ field by field:
      scope's first reads and writes, each element's latest write, the launch's witness, the
      rows read and written, exactly what the scalar log would have recorded. They wait there
      and are folded in with many launches' events at once, when a summary is next read.
+What a launch keeps after it ends is kept small, since a Tape holds hundreds of launches:
+its rows as a few ints per field (`_LaunchRows`); in its witness, a load's index arrays
+shared with the load's previous launch where equal (offsets within a row for a time step's
+x[t, i]), and values only where they cannot be read back from one copy of the row or field
+the load read when the launch ends (`_witness`). The goal: checks at most 2x unchecked
+interp's time and memory (`python -m benchmarks --interp-cost` measures both).
 Where 1 or 2 finds something, the loop's writes are undone and the loop runs again on the scalar
 path, whose log makes the report (every element, both lines, the values) as it always has: a
 violation costs a scalar run of one loop, and a clean loop never does. The detection may flag
