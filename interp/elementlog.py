@@ -284,6 +284,10 @@ class ElementLog:
         and `values` one per index. The events wait until the log is next read (see the
         class)."""
         row = self._event(kind, loc, kernel, launch, time)
+        if fld.host_array.ndim == 0 and len(flat) > 1:   # one element: its one event
+            keep = slice(0, 1) if first_only else slice(-1, None)
+            flat, lanes = flat[keep], lanes[keep]
+            values = values[keep] if np.ndim(values) else values
         self.pending.setdefault(fld, []).append(
             (first_only, flat, row, values if self.keeps_values else None, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
