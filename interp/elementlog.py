@@ -125,6 +125,7 @@ class Columns:
 # Lanes' events wait, per field, until the log is next read or they reach a quarter of the
 # field's size, or this many elements for a small field: then they are folded in.
 FOLD_AT = 1 << 8
+FOLD_PARTS = 64     # (a part's arrays weigh more than a few elements: a 0-d field's events)
 # A launch's witness is sealed when it ends if its waiting reads outnumber this many and its
 # fields' elements (sealed, an element costs more than a waiting read).
 SEAL_AT = 1 << 12
@@ -285,14 +286,14 @@ class ElementLog:
         class)."""
         row = self._event(kind, loc, kernel, launch, time)
         if fld.host_array.ndim == 0 and len(flat) > 1:   # one element: its one event
-            keep = slice(0, 1) if first_only else slice(-1, None)
+            keep = [0] if first_only else [-1]        # (copies: no view keeps the rest)
             flat, lanes = flat[keep], lanes[keep]
             values = values[keep] if np.ndim(values) else values
-        self.pending.setdefault(fld, []).append(
-            (first_only, flat, row, values if self.keeps_values else None, lanes))
+        parts = self.pending.setdefault(fld, [])
+        parts.append((first_only, flat, row, values if self.keeps_values else None, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
-        if size >= FOLD_AT and 4 * size >= fld.host_array.size:   # (a small field: FOLD_AT)
-            self._fold(fld)
+        if size >= FOLD_AT and 4 * size >= fld.host_array.size or len(parts) >= FOLD_PARTS:
+            self._fold(fld)     # (a small field: at FOLD_AT elements, or FOLD_PARTS parts)
 
     def _fold(self, fld) -> None:
         """Write the field's pending events into its columns, in the order they came."""
