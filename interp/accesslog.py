@@ -157,7 +157,7 @@ class LoggedMemory(Memory):
         """The launch has ended: keep the values its replayed loads read, compactly."""
         self.launch.reads = self.witness.finish()
         if self.lane_rows is not None:
-            self.lane_rows.compact(self.launch.reads)
+            self.launch.row_source = self.lane_rows.compact(self.launch.reads)
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:

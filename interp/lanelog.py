@@ -80,8 +80,7 @@ class _LaunchRows:
         # the launch's own dicts, not the launch: it holds this object (no reference cycle,
         # which would keep launches past the history alive until the cyclic collector runs)
         self.read_rows, self.wrote_rows = launch.read_rows, launch.wrote_rows
-        self.read, self.wrote = {}, {}     # field -> (set of rows, [row arrays]), then rows
-        self.compacted = False
+        self.read, self.wrote = {}, {}     # field -> (set of rows, [row arrays], [kept flat])
         launch.row_source = (self.read, self.wrote, self.rows)
 
     @staticmethod
@@ -101,13 +100,17 @@ class _LaunchRows:
         else:
             entry[1].append(row)
 
-    def compact(self, witness) -> None:
-        """The launch has ended: keep only each field's distinct rows (the same object as the
-        previous launch's where they are the same rows: a 1-d field's rows are its elements,
-        and many launches read all of them), and the flat indices its witness still keeps
-        (a witness sealed when it ended keeps others: rows are made from those now)."""
+    def compact(self, witness) -> tuple:
+        """The launch has ended: -> its row_source from now on, each field's distinct rows
+        (the same object as the previous launch's where they are the same rows: a 1-d
+        field's rows are its elements, and many launches read all of them) and the flat
+        indices its witness still keeps (a witness sealed when it ended keeps others: rows
+        are made from those now), in tuples rather than this object and its dicts."""
         held = None
-        for how, gathered in (("read", self.read), ("wrote", self.wrote)):
+        compacted = []
+        for how, gathered, into in (("read", self.read, self.read_rows),
+                                    ("wrote", self.wrote, self.wrote_rows)):
+            pairs = []
             for fld, (single, spread, kept) in gathered.items():
                 if kept and held is None:
                     held = {id(part[0]) for parts in witness.pending.values() for part in parts}
@@ -121,27 +124,33 @@ class _LaunchRows:
                         _same_rows(rows, before):
                     rows = before
                 self.shared[(fld, how)] = rows
-                gathered[fld] = [rows, *kept] if kept else rows
-        self.compacted = True
+                pairs.append((fld, rows, tuple(kept)))
+            compacted.append((tuple(pairs), into))
+        return compacted[0], compacted[1], _gathered_rows
 
     def rows(self, read, wrote):
-        for gathered, into in ((read, self.read_rows), (wrote, self.wrote_rows)):
-            for fld, entry in gathered.items():
-                if not self.compacted:
-                    rows, kept = _rows_of(fld, *entry[:2]), entry[2]
-                elif isinstance(entry, list):       # [rows, flat indices kept elsewhere...]
-                    rows, kept = entry[0], entry[1:]
-                else:
-                    rows, kept = entry, ()
-                found = into.setdefault(fld, set())
-                if rows is None:
-                    found.add(())        # a 0-d field
-                    continue
-                found.update((int(r),) for r in rows)
-                stride = _row_stride(fld)
-                for flat in kept:
-                    found.update((int(r),) for r in np.unique(flat // stride))
-        return self.read_rows, self.wrote_rows
+        """The row_source maker while the launch runs."""
+        return _gathered_rows(*(
+            (tuple((fld, _rows_of(fld, single, spread), tuple(kept))
+                   for fld, (single, spread, kept) in gathered.items()), into)
+            for gathered, into in ((read, self.read_rows), (wrote, self.wrote_rows))))
+
+
+def _gathered_rows(read, wrote):
+    """A launch's rows read and written as the order check wants them: each of `read` and
+    `wrote` is ((field, rows, flat indices kept elsewhere), ...) and the launch's dict of
+    sets (read_rows / wrote_rows, where the scalar path put its rows) to add them to."""
+    for pairs, into in (read, wrote):
+        for fld, rows, kept in pairs:
+            found = into.setdefault(fld, set())
+            if rows is None:
+                found.add(())        # a 0-d field
+                continue
+            found.update((int(r),) for r in rows)
+            stride = _row_stride(fld)
+            for flat in kept:
+                found.update((int(r),) for r in np.unique(flat // stride))
+    return read[1], wrote[1]
 
 
 def _row_stride(fld) -> int:
