@@ -363,6 +363,9 @@ class LoggedLanes(lanes.PlainLanes):
                 e.lanes = shared
         for fld, events in by_field.items():
             narrow = fld.host_array.size < 2**31
+            # the order check compares rows of fields with a gradient only (the rows a
+            # launch's adjoint produces and a later launch reads)
+            graded = fld.grad is not None
             for e in events:
                 loc = LOCS.code(e.site.loc)
                 flat = e.flat
@@ -370,14 +373,18 @@ class LoggedLanes(lanes.PlainLanes):
                     flat = flat.astype(np.int32)
                 if e.kind == "read":
                     if not e.replayed:
-                        rows.add(rows.read, fld, e.row)
+                        if graded:
+                            rows.add(rows.read, fld, e.row)
                         continue
-                    rows.add(rows.read, fld, e.row, kept_flat=self._witness(fld, e, flat, loc))
+                    kept = self._witness(fld, e, flat, loc)
+                    if graded:
+                        rows.add(rows.read, fld, e.row, kept_flat=kept)
                     if scope is not None:
                         scope.reads.put_many(fld, flat, "read", loc, kernel, number, e.lanes,
                                              e.values, e.time, first_only=True)
                     continue
-                rows.add(rows.wrote, fld, e.row)
+                if graded:
+                    rows.add(rows.wrote, fld, e.row)
                 if scope is not None:
                     scope.first_write.put_many(fld, flat, e.kind, loc, kernel, number,
                                                e.lanes, e.first_values, e.time,
