@@ -61,15 +61,10 @@ WHOLE_FIELD = "whole field"   # a witness part read from the field's values (Wit
 
 class Events:
     """A log's event table: row -> (site code, launch, tick), three entries of one array per
-    row; row 0 is "no event"."""
+    row (ElementLog._event appends one); row 0 is "no event"."""
 
     def __init__(self, rows=(0, 0, 0)):
         self.rows = array("q", rows)
-
-    def add(self, site: int, launch: int, time: int) -> int:
-        rows = self.rows
-        rows.extend((site, launch, time))
-        return len(rows) // 3 - 1
 
     def __len__(self):
         return len(self.rows) // 3
@@ -92,8 +87,8 @@ class Events:
 
 class Columns:
     """One field's events: per element, a row of the log's event table (`event`, 0: none), the
-    iteration and, in a log that keeps them, the value. Only `event` starts zeroed; the others
-    are read only where it is set."""
+    iteration and, in a log that keeps them, the value; the first two int16 until a number
+    needs more. Only `event` starts zeroed; the others are read only where it is set."""
     __slots__ = ("event", "iteration", "value", "log", "flat_event", "flat_iteration",
                  "flat_value")
 
