@@ -52,8 +52,9 @@ class Scope:
         self.deferred = deferred          # record violations instead of raising them now
         # a deferred scope (one launch's) is emptied and reused for the next launch
         self.reads = ElementLog(deferred)        # first read whose value the adjoint replays
-        self.first_write = ElementLog(deferred)
-        self.accumulated = ElementLog(deferred)  # first += / -=
+        # (reported by line, launch and iteration: no values kept)
+        self.first_write = ElementLog(deferred, values=False)
+        self.accumulated = ElementLog(deferred, values=False)  # first += / -=
 
     def empty(self) -> "Scope":
         for log in (self.reads, self.first_write, self.accumulated):
@@ -66,12 +67,16 @@ class Checker(LaunchChecker):
 
     def __init__(self, mode: str):
         super().__init__(mode)
-        self.last_write = ElementLog()   # each element's latest write, for attribution
+        # each element's latest write, for attribution (its value: the element's now)
+        self.last_write = ElementLog(values=False)
         self.bulk_write: dict = {}       # field -> last whole-field Python write Access
         # (field, element, launch number) of replayed reads blamed in a report already: not
         # reported again when the adjoint replays them
         self.reported_reads: set = set()
         self._launch_scope: Scope | None = None   # reused by launches outside a Tape
+        # (field, id of a load) -> the arrays its lanes read in the latest launch, which the next
+        # launch's witness shares where it reads the same (interp/lanelog.py _witness)
+        self.read_parts: dict = {}
 
     def launch_scope(self) -> Scope:
         """The scope of one launch outside a Tape: emptied, not allocated again per launch."""
@@ -95,6 +100,8 @@ class Checker(LaunchChecker):
 
     def last_writer(self, fld, index) -> Access | None:
         element, bulk = self.last_write.get(fld, index), self.bulk_write.get(fld)
+        if element is not None:     # (no values kept: it wrote what the element holds now)
+            element.value = fld.host_array[index][()]
         if element is None or (bulk is not None and bulk.time > element.time):
             return bulk
         return element
@@ -127,7 +134,7 @@ class Checker(LaunchChecker):
         cols = self.tape.reads.columns(fld, create=False)
         if cols is None:
             return access
-        changed = (cols.time != 0) & ~same_values(fld.host_array, cols.value)
+        changed = (cols.event != 0) & ~same_values(fld.host_array, cols.value)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.tape.reads.get(fld, element)
@@ -154,7 +161,8 @@ class LoggedMemory(Memory):
         self.iteration = None
         self.loop = None
         self.elements: dict = {}       # element -> what this loop's iterations did to it
-        self.witness = Witness()       # this launch's replayed reads (launch.reads at the end)
+        # this launch's replayed reads (launch.reads at the end)
+        self.witness = Witness(launch.kernel, launch.number)
         self.lane_rows = None          # the rows lanes touched, kept as flat indices (lanelog)
         self._kernel, self._number, self._tick = launch.kernel, launch.number, checker.tick
 
@@ -162,7 +170,7 @@ class LoggedMemory(Memory):
         """The launch has ended: keep the values its replayed loads read, compactly."""
         self.launch.reads = self.witness.finish()
         if self.lane_rows is not None:
-            self.lane_rows.compact()
+            self.launch.row_source = self.lane_rows.compact(self.launch.reads)
 
     def begin_iteration(self, loop, index):
         if loop is not self.loop:

@@ -3,17 +3,30 @@ of a Tape scope, its first write, its latest write, ...), kept in numpy arrays t
 field rather than as one object per access.
 
 Why: the checker's memory must grow with the fields' size, not with the number of accesses (a
-10⁴-element field over 100 steps made 10⁶ Access objects, about 1 GB). An `ElementLog` holds, per
-field it has seen, six columns shaped like the field's array: when (the checker's tick; 0 means
-no event), the value, the kind of access, the source line, the launch and the parallel-loop
-iteration. A report gets an event back as an `Access` (tinyad/check/report.py).
+10⁴-element field over 100 steps made 10⁶ Access objects, about 1 GB), and stay within about
+the fields' own size: checks may cost at most 2x unchecked interp's memory. So an element
+keeps only what differs from element to element:
+  * `event`: a row of its log's event table (0: no event), where what is the same for every
+    element of one access statement in one launch sits once: the kind of access, the source
+    line and kernel (one `site` code), the launch and the checker's tick. A loop run as
+    lanes adds one row per load or write statement; the scalar path one per event recorded
+    (the table is compacted when most of its rows are no longer referenced);
+  * `iteration`: the parallel loop's iteration (+1; 0: not in a loop);
+  * `value`: only in a log whose values a later check compares (the replayed reads: a write
+    must not change them); a first or latest write is reported by its line, launch and
+    iteration, and the value a replayed read sees now is the field's.
+A report gets an event back as an `Access` (tinyad/check/report.py).
 
 The scalar access log (interp/accesslog.py) reads and writes one element at a time; the lanes'
 log (interp/lanelog.py) whole index arrays at once (flat indices into the field's array).
 """
 from __future__ import annotations
 
+import weakref
+from array import array
+
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it at its first call: load it with the checker)
 
 from tinyad.check.report import Access
 
@@ -30,7 +43,7 @@ class _Names:
         self.codes: dict = {}
 
     def code(self, item) -> int:
-        key = id(item) if not isinstance(item, str) else item
+        key = id(item) if not isinstance(item, (str, tuple)) else item
         code = self.codes.get(key)
         if code is None:
             code = self.codes[key] = len(self.items)
@@ -40,33 +53,80 @@ class _Names:
 
 LOCS = _Names()       # SrcLoc objects, kept alive here
 KERNELS = _Names()    # kernel names
+SITES = _Names()      # (kind code, LOCS code, KERNELS code): what one access site is
+SITE_OF: dict = {}    # (kind, LOCS code, kernel name) -> its SITES code
+INT16_MAX = int(np.iinfo(np.int16).max)
+WHOLE_FIELD = "whole field"   # a witness part read from the field's values (Witness.add_many)
+
+
+class Events:
+    """A log's event table: row -> (site code, launch, tick), three entries of one array per
+    row (ElementLog._event appends one); row 0 is "no event"."""
+
+    def __init__(self, rows=(0, 0, 0)):
+        self.rows = array("q", rows)
+
+    def __len__(self):
+        return len(self.rows) // 3
+
+    @property
+    def time(self) -> np.ndarray:
+        return np.array(self.rows, np.int64)[2::3]
+
+    def access(self, row: int, iteration: int, value) -> Access:
+        site, launch, time = self.rows[3 * row:3 * row + 3]
+        kind, loc, kernel = SITES.items[site]
+        return Access(KINDS[kind], LOCS.items[loc], KERNELS.items[kernel] if kernel else None,
+                      launch or None, None if iteration == 0 else iteration - 1, value, time)
+
+    def kept(self, rows: np.ndarray) -> "Events":
+        """A table of only `rows` (sorted, row 0 first), in that order."""
+        table = np.array(self.rows, np.int64).reshape(-1, 3)[rows]
+        return Events(table.reshape(-1).tolist())
 
 
 class Columns:
-    """One field's events, a column per fact, each shaped like the field's array. Only `time`
-    starts zeroed (0: no event); the others are read only where `time` is set."""
-    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration", "flats")
-    NAMES = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    """One field's events: per element, a row of the log's event table (`event`, 0: none), the
+    iteration and, in a log that keeps them, the value; the first two int16 until a number
+    needs more. Only `event` starts zeroed; the others are read only where it is set."""
+    __slots__ = ("event", "iteration", "value", "log", "flat_event", "flat_iteration",
+                 "flat_value")
 
-    def __init__(self, data: np.ndarray):
+    def __init__(self, data: np.ndarray, log: "ElementLog"):
         shape = data.shape
-        self.time = np.zeros(shape, np.int64)
-        self.value = np.empty(shape, data.dtype)
-        self.kind = np.empty(shape, np.int8)
-        self.loc = np.empty(shape, np.int32)
-        self.kernel = np.empty(shape, np.int16)
-        self.launch = np.empty(shape, np.int32)
-        self.iteration = np.empty(shape, np.int32)   # the iteration + 1; 0: not in a loop
+        self.log = weakref.ref(log)     # (not the log itself: no cycle to outlive it)
+        self.event = np.zeros(shape, log.event_dtype)
+        # the iteration + 1 (0: not in a loop), int16 until an iteration needs more
+        self.iteration = np.empty(shape, np.int16)
+        self.value = np.empty(shape, data.dtype) if log.keeps_values else None
         # the same columns as 1-d views, made once (for flat index arrays)
-        self.flats = tuple(getattr(self, name).reshape(-1) for name in Columns.NAMES)
+        self.flat_event = self.event.reshape(-1)
+        self.flat_iteration = self.iteration.reshape(-1)
+        self.flat_value = None if self.value is None else self.value.reshape(-1)
 
-    def flat(self):
-        return self.flats
+    def widen(self, highest: int) -> None:
+        """Make room in `iteration` for `highest` (iteration + 1)."""
+        if highest > INT16_MAX and self.iteration.dtype == np.int16:
+            self.iteration = self.iteration.astype(np.int32)
+            self.flat_iteration = self.iteration.reshape(-1)
+
+    @property
+    def time(self) -> np.ndarray:
+        """Each element's tick (0: no event), made from the event table (for tests and
+        reports; the checks test `event`)."""
+        return self.log().events.time[self.event]
 
 
-# Lanes' events wait, per field, until the log is next read or they reach this many elements
-# (or the field's size, if larger): then they are folded into the columns in one go.
-FOLD_AT = 1 << 14
+# Lanes' events wait, per field, until the log is next read or they reach a quarter of the
+# field's size, or this many elements for a small field: then they are folded in.
+FOLD_AT = 1 << 8
+FOLD_PARTS = 64     # (a part's arrays weigh more than a few elements: a 0-d field's events)
+# A launch's witness is sealed when it ends if its waiting reads outnumber this many and its
+# fields' elements (sealed, an element costs more than a waiting read).
+SEAL_AT = 1 << 12
+FOLD_CHUNK = 1 << 11     # elements folded in one update, at most (about)
+# The event table is compacted when it reaches this many rows and twice the rows in use.
+COMPACT_EVENTS_AT = 1 << 12
 
 
 class ElementLog:
@@ -76,26 +136,31 @@ class ElementLog:
     pending list, and whatever reads the log first folds the field's pending events in one
     update (`_fold`). A program that launches many small loops (a time step at a time) then
     updates the columns once per many launches rather than once per loop, and the pending
-    lists stay below the field's size (or FOLD_AT elements)."""
+    lists stay below a quarter of the field's size (or FOLD_AT elements)."""
 
-    def __init__(self, reusable: bool = False):
+    def __init__(self, reusable: bool = False, values: bool = True):
+        self.keeps_values = values
+        self.events = Events()
+        self.event_dtype = np.int16     # event columns widen to int32 past 32767 rows
+        self.compact_at = COMPACT_EVENTS_AT
         self.fields: dict = {}      # field -> Columns
-        self.pending: dict = {}     # field -> [(first_only, flat, time, value, kind, loc,
-        self.pending_size: dict = {}  #          kernel, launch, lanes)], waiting; its length
+        self.pending: dict = {}     # field -> [(first_only, flat, event row, values, lanes)],
+        self.pending_size: dict = {}  #          waiting; their length
         self.pending_span: dict = {}  # field -> (lowest, highest flat index, parts counted)
         # A reusable log (one launch's, outside a Tape) remembers where it put events, to
         # empty itself for the next launch without allocating field-sized columns again.
-        self.dirty: list | None = [] if reusable else None   # (time column, flat indices)
+        self.dirty: list | None = [] if reusable else None   # (event column, flat indices)
         self.dirty_fields: set = set()                      # fields written element-wise
 
     def empty(self) -> None:
         """Forget every event (a reusable log: only the elements it recorded are touched)."""
         self.pending, self.pending_size, self.pending_span = {}, {}, {}
-        for times, where in self.dirty:
-            times[where] = 0
+        for events, where in self.dirty:
+            events[where] = 0
         for fld in self.dirty_fields:
-            self.fields[fld].time.fill(0)
+            self.fields[fld].event.fill(0)
         self.dirty, self.dirty_fields = [], set()
+        del self.events.rows[3:]
 
     def columns(self, fld, create=True) -> Columns | None:
         if fld in self.pending:
@@ -120,37 +185,76 @@ class ElementLog:
     def _columns(self, fld, create=True) -> Columns | None:
         cols = self.fields.get(fld)
         if cols is None and create:
-            cols = self.fields[fld] = Columns(fld.host_array)
+            cols = self.fields[fld] = Columns(fld.host_array, self)
         return cols
+
+    def _event(self, kind, loc_code, kernel, launch, time) -> int:
+        """A new row of the event table (compacting the table first when it has grown)."""
+        rows = self.events.rows       # (inline: the lanes commit many events per launch)
+        if len(rows) >= 3 * self.compact_at:
+            self._compact_events()
+            rows = self.events.rows
+        site = SITE_OF.get((kind, loc_code, kernel))
+        if site is None:
+            site = SITE_OF[(kind, loc_code, kernel)] = SITES.code(
+                (KIND_CODE[kind], loc_code, KERNELS.code(kernel) if kernel is not None else 0))
+        rows.extend((site, launch or 0, time))
+        row = len(rows) // 3 - 1
+        if row > INT16_MAX and self.event_dtype == np.int16:
+            self._widen_events()
+        return row
+
+    def _widen_events(self) -> None:
+        """Event columns as int32 from now on (a `dirty` entry follows its column)."""
+        self.event_dtype = np.int32
+        wider = {}
+        for cols in self.fields.values():
+            old = cols.flat_event
+            cols.event = cols.event.astype(np.int32)
+            cols.flat_event = wider[id(old)] = cols.event.reshape(-1)
+        if self.dirty:
+            self.dirty = [(wider[id(column)], where) for column, where in self.dirty]
+
+    def _compact_events(self) -> None:
+        """Keep only the event rows some element refers to, renumbered in order."""
+        for fld in list(self.pending):
+            self._fold(fld)
+        used = [np.unique(cols.event) for cols in self.fields.values()]
+        rows = np.unique(np.concatenate([np.zeros(1, np.int32), *used]))
+        self.events = self.events.kept(rows)
+        for cols in self.fields.values():     # (in place: `dirty` holds these columns)
+            cols.event[...] = np.searchsorted(rows, cols.event)
+        self.compact_at = max(COMPACT_EVENTS_AT, 2 * len(rows))
 
     # ---- one element (the scalar log) -----------------------------------------------------
     def has(self, fld, index) -> bool:
         cols = self.columns(fld, create=False)
-        return cols is not None and cols.time[index] != 0
+        return cols is not None and cols.event[index] != 0
 
     def get(self, fld, index) -> Access | None:
         cols = self.columns(fld, create=False)
-        if cols is None or cols.time[index] == 0:
+        if cols is None or cols.event[index] == 0:
             return None
-        return _access(cols, index)
+        value = None if cols.value is None else cols.value[index][()]
+        return self.events.access(int(cols.event[index]), int(cols.iteration[index]), value)
 
     def put(self, fld, index, kind, loc, kernel, launch, iteration, value, time) -> None:
         """Record the event at `index`, replacing any earlier one."""
+        row = self._event(kind, LOCS.code(loc), kernel, launch, time)
         cols = self.columns(fld)
-        cols.time[index] = time
+        cols.event[index] = row
         if self.dirty is not None:      # element by element: empty the whole column
             self.dirty_fields.add(fld)
-        cols.value[index] = value
-        cols.kind[index] = KIND_CODE[kind]
-        cols.loc[index] = LOCS.code(loc)
-        cols.kernel[index] = KERNELS.code(kernel) if kernel is not None else 0
-        cols.launch[index] = launch or 0
+        if cols.value is not None:
+            cols.value[index] = value
+        if iteration is not None:
+            cols.widen(iteration + 1)
         cols.iteration[index] = 0 if iteration is None else iteration + 1
 
     def put_first(self, fld, index, *event) -> bool:
         """Record the event unless the element has one; -> whether it was recorded."""
         cols = self.columns(fld)
-        if cols.time[index] != 0:
+        if cols.event[index] != 0:
             return False
         self.put(fld, index, *event)
         return True
@@ -158,14 +262,14 @@ class ElementLog:
     def clear(self, fld, index) -> None:
         cols = self.columns(fld, create=False)
         if cols is not None:
-            cols.time[index] = 0
+            cols.event[index] = 0
 
     def elements(self, fld) -> list:
         """The indices of the elements of `fld` that have an event, in index order."""
         cols = self.columns(fld, create=False)
         if cols is None:
             return []
-        return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.time))]
+        return [tuple(int(i) for i in where) for where in zip(*np.nonzero(cols.event))]
 
     # ---- index arrays (the lanes' log) -----------------------------------------------------
     def put_many(self, fld, flat, kind, loc, kernel, launch, lanes, values, time,
@@ -175,12 +279,16 @@ class ElementLog:
         statement of lanes, `kind` its name, `loc` its LOCS code, `time` its tick, `lanes`
         and `values` one per index. The events wait until the log is next read (see the
         class)."""
-        self.pending.setdefault(fld, []).append(
-            (first_only, flat, time, values, KIND_CODE[kind], loc, KERNELS.code(kernel),
-             launch, lanes))
+        row = self._event(kind, loc, kernel, launch, time)
+        if fld.host_array.ndim == 0 and len(flat) > 1:   # one element: its one event
+            keep = [0] if first_only else [-1]        # (copies: no view keeps the rest)
+            flat, lanes = flat[keep], lanes[keep]
+            values = values[keep] if np.ndim(values) else values
+        parts = self.pending.setdefault(fld, [])
+        parts.append((first_only, flat, row, values if self.keeps_values else None, lanes))
         size = self.pending_size[fld] = self.pending_size.get(fld, 0) + len(flat)
-        if size >= FOLD_AT and size >= fld.host_array.size:
-            self._fold(fld)
+        if size >= FOLD_AT and 4 * size >= fld.host_array.size or len(parts) >= FOLD_PARTS:
+            self._fold(fld)     # (a small field: at FOLD_AT elements, or FOLD_PARTS parts)
 
     def _fold(self, fld) -> None:
         """Write the field's pending events into its columns, in the order they came."""
@@ -188,45 +296,52 @@ class ElementLog:
         del self.pending_size[fld]
         self.pending_span.pop(fld, None)
         start = 0
-        while start < len(parts):      # runs of parts alike in first_only (in practice: all)
-            stop = start + 1
-            while stop < len(parts) and parts[stop][0] == parts[start][0]:
+        while start < len(parts):
+            # runs of parts alike in first_only (in practice: all), of at most FOLD_CHUNK
+            # elements: the temporaries of one update stay small
+            stop, size = start + 1, len(parts[start][1])
+            while stop < len(parts) and parts[stop][0] == parts[start][0] and \
+                    size < FOLD_CHUNK:
+                size += len(parts[stop][1])
                 stop += 1
             run = parts[start:stop]
             if len(run) == 1:
                 self._write(fld, *run[0])
             else:
-                lengths = [len(p[1]) for p in run]
-                self._write(fld, run[0][0], *(
-                    np.concatenate([p[k] for p in run]) if k in (1, 3, 8)   # per element
-                    else np.repeat([p[k] for p in run], lengths)           # per statement
-                    for k in range(1, 9)))
+                rows = np.array([p[2] for p in run], self.event_dtype)
+                self._write(fld, run[0][0], np.concatenate([p[1] for p in run]),
+                            np.repeat(rows, [len(p[1]) for p in run]),
+                            None if run[0][3] is None else np.concatenate([p[3] for p in run]),
+                            np.concatenate([p[4] for p in run]))
             start = stop
 
-    def _write(self, fld, first_only, flat, time, values, kind, loc, kernel, launch, lanes):
+    def _write(self, fld, first_only, flat, rows, values, lanes):
         cols = self._columns(fld)
-        time_c, value_c, kind_c, loc_c, kernel_c, launch_c, iteration_c = cols.flats
         if first_only:
             # Keep elements with no event yet; assigned back to front, so that of duplicate
             # indices the first one's event is the one left (numpy's last write wins).
-            keep = np.flatnonzero(time_c[flat] == 0)[::-1]
+            keep = np.flatnonzero(cols.flat_event[flat] == 0)[::-1]
             flat = flat[keep]
-            time, values, kind, loc, kernel, launch, lanes = (
-                x[keep] if np.ndim(x) else x
-                for x in (time, values, kind, loc, kernel, launch, lanes))
-        time_c[flat] = time
+            rows, values, lanes = (x[keep] if np.ndim(x) else x for x in (rows, values, lanes))
+        cols.flat_event[flat] = rows
         if self.dirty is not None:
-            self.dirty.append((time_c, flat))
-        value_c[flat] = values
-        kind_c[flat] = kind
-        loc_c[flat] = loc
-        kernel_c[flat] = kernel
-        launch_c[flat] = launch
-        iteration_c[flat] = lanes + 1
+            self.dirty.append((cols.flat_event, flat))
+        if len(flat):
+            cols.widen(int(np.max(lanes)) + 1)
+        cols.flat_iteration[flat] = lanes + 1
+        if cols.flat_value is not None:
+            cols.flat_value[flat] = values
 
 
-def _access(cols: Columns, index) -> Access:
-    def at(column):     # a witness keeps a column the same for every element as a scalar
+class ReadColumns:
+    """A witness's first reads of one field, a column per fact: each a scalar where it is the
+    same for every read (no memory per element), else an array with an entry per read."""
+    __slots__ = ("time", "value", "kind", "loc", "kernel", "launch", "iteration")
+    NAMES = __slots__
+
+
+def _access(cols: ReadColumns, index) -> Access:
+    def at(column):     # a column the same for every element is kept as a scalar
         return column[index] if np.ndim(column) else column
     iteration, kernel = int(at(cols.iteration)), int(at(cols.kernel))
     return Access(KINDS[at(cols.kind)], LOCS.items[at(cols.loc)],
@@ -244,27 +359,47 @@ class Witness:
     whether any changed: a part whose values are all still there answers no without sorting
     anything, and only a change seals the field (each element's first read, for the report).
     A launch whose waiting reads outgrow its fields' size (many reads of few elements) is
-    sealed when it ends, so the witness stays the size of what it read."""
+    sealed when it ends, so the witness stays the size of what it read.
 
-    def __init__(self):
-        self.pending: dict = {}   # field -> list of event columns (flat, time, value, ...)
+    A load whose lanes all read one row (a time step's x[t, i]) keeps no values of its own:
+    the launch keeps one copy of each such row when it ends (`finish`), which is what the
+    loads read (a write that changed a value after its read is a violation, reported
+    already), and several loads of one row (x[t, a], x[t, b], each component) share it."""
+
+    __slots__ = ("kernel", "launch", "pending", "pending_size", "ones", "fields", "rows")
+
+    def __init__(self, kernel=None, launch=None):
+        self.kernel, self.launch = KERNELS.code(kernel), launch     # (KERNELS code, number)
+        # field -> [(flat, time, values, loc, lanes, base)]: a load's reads of the lanes
+        self.pending: dict = {}
         self.pending_size = 0
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
+        self.rows: dict = {}      # (field, row start) -> that row's values when it ended
 
     def add_one(self, fld, index, event) -> None:
         self.ones.setdefault((fld, index), event)
 
-    def add_many(self, fld, flat, loc, kernel, launch, lanes, values, time) -> None:
-        """Reads of the lanes: `loc` (LOCS codes) and `time` a scalar or one per index."""
-        self.pending.setdefault(fld, []).append((
-            flat, time, values, KIND_CODE["read"], loc, KERNELS.code(kernel), launch, lanes))
+    def add_many(self, fld, flat, loc, lanes, values, time, base=None) -> None:
+        """Reads of the lanes of the witness's launch: `loc` a LOCS code, `time` a tick. With
+        a `base`, the reads lie in one row: `flat` are their offsets in the row (the same
+        array at every time step), `base` where the row starts, and `values` None (the row's
+        values are kept when the launch ends); base WHOLE_FIELD: the same, for the whole
+        field (and `flat` its flat indices)."""
+        self.pending.setdefault(fld, []).append((flat, time, values, loc, lanes, base))
         self.pending_size += len(flat)
+        if values is None:
+            self.rows[(fld, base)] = None
 
     def finish(self) -> "Witness":
-        """The launch has ended: seal now only what would otherwise take too much room."""
+        """The launch has ended: keep the rows its one-row loads read, and seal now only what
+        would otherwise take too much room."""
+        for fld, base in self.rows:
+            data = fld.host_array.reshape(-1)
+            self.rows[(fld, base)] = data.copy() if base is WHOLE_FIELD else \
+                data[base:base + data.size // len(fld.host_array)].copy()
         if self.ones or self.pending_size > max(
-                FOLD_AT, sum(fld.host_array.size for fld in self.pending)):
+                SEAL_AT, sum(fld.host_array.size for fld in self.pending)):
             self.seal()
         return self
 
@@ -272,18 +407,27 @@ class Witness:
         for (fld, index), (kind, loc, kernel, launch, it, value, time) in self.ones.items():
             flat = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
             self.pending.setdefault(fld, []).append((
-                np.array([flat]), time, np.array([value]), KIND_CODE[kind], LOCS.code(loc),
-                KERNELS.code(kernel), launch, -1 if it is None else it))
+                np.array([flat]), time, np.array([value]), LOCS.code(loc),
+                -1 if it is None else it, None))
         self.ones = {}
+        read = KIND_CODE["read"]
         for fld in list(self.pending) if only is None else [only]:
-            parts = self.pending.pop(fld)
+            # in ReadColumns.NAMES order after the flat indices
+            parts = [(_flat(part), part[1], self._values(fld, part), read, part[3],
+                      self.kernel, self.launch, part[4]) for part in self.pending.pop(fld)]
             if fld in self.fields:      # sealed before: its first reads come first
                 flat, cols = self.fields[fld]
-                parts.insert(0, (flat, *(getattr(cols, n) for n in Columns.NAMES[:-1]),
+                parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
                                  cols.iteration - 1))
             self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
         self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
         return self
+
+    def _values(self, fld, part) -> np.ndarray:
+        """The values a waiting part read: its own, or from the row it read."""
+        if part[2] is not None:
+            return part[2]
+        return self.rows[(fld, part[5])][part[0]]
 
     def changed_fields(self) -> list:
         """The fields some of whose reads no longer hold the value read (sealing those)."""
@@ -291,7 +435,7 @@ class Witness:
         for fld in set(self.pending) | set(self.fields):
             data = fld.host_array.reshape(-1)
             parts = self.pending.get(fld, ())
-            if any(not _unchanged(data[p[0]], p[2]) for p in parts):
+            if any(not _unchanged(data[_flat(p)], self._values(fld, p)) for p in parts):
                 self.seal(only=fld)
             entry = self.fields.get(fld)
             if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
@@ -312,9 +456,14 @@ class Witness:
                 for k in differ}
 
 
+def _flat(part) -> np.ndarray:
+    """A waiting witness part's flat indices."""
+    return part[0] if part[5] is None or part[5] is WHOLE_FIELD else part[0] + part[5]
+
+
 def _first_reads(parts, dtype):
     """(flat indices, Columns) of each element's first read among the parts, each part a
-    tuple of columns in Columns.NAMES order after its flat indices, a column a scalar (the
+    tuple of columns in ReadColumns.NAMES order after its flat indices, a column a scalar (the
     same for the part's every read) or one entry per read. A column the same for every read
     stays a scalar (no memory per element; _access reads either)."""
     if len(parts) == 1:       # one part (the common case): its reads are in time order
@@ -330,8 +479,8 @@ def _first_reads(parts, dtype):
         order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
         flat, first = np.unique(columns[0][order], return_index=True)
         columns = [c[order][first] for c in columns[1:]]
-    picked = Columns.__new__(Columns)
-    for name, column in zip(Columns.NAMES, columns):
+    picked = ReadColumns()
+    for name, column in zip(ReadColumns.NAMES, columns):
         setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
     picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
     return flat, picked

@@ -129,3 +129,34 @@ def test_a_value_changed_behind_the_checker_is_caught_at_the_replay():
             total()
             x.host_array[0, 3] += 1.0     # under the checker's eyes: no Python-scope write
     assert caught.value.report.element_text == "x[0, 3]"
+
+
+
+def test_the_event_table_keeps_only_rows_in_use(monkeypatch):
+    """A row per access statement, compacted when most rows are no longer referenced
+    (interp/elementlog.py): the events left are the same."""
+    monkeypatch.setattr(elementlog, "FOLD_AT", 1)
+    monkeypatch.setattr(elementlog, "COMPACT_EVENTS_AT", 64)
+    fld = _Field(8)
+    log = ElementLog()
+    log.put(fld, (7,), "read", "line 3", "k", 2, 4, 5.0, 3)     # element by element
+    for time in range(10, 1010):       # each statement replaces one of three elements' events
+        _put(log, fld, [time % 3], float(time), time, first_only=False)
+    assert len(log.events) <= 2 * 64
+    assert [(e.value, e.time) for e in map(lambda i: log.get(fld, (i,)), range(3))] == \
+        [(1008.0, 1008), (1009.0, 1009), (1007.0, 1007)]
+    kept = log.get(fld, (7,))
+    assert (kept.kind, kept.loc, kept.kernel, kept.launch, kept.iteration, kept.value,
+            kept.time) == ("read", "line 3", "k", 2, 4, 5.0, 3)
+
+
+def test_event_columns_widen_past_int16_rows(monkeypatch):
+    monkeypatch.setattr(elementlog, "FOLD_AT", 1)
+    fld = _Field(40000)
+    log = ElementLog(reusable=True)
+    for time in range(1, 33001):       # 33000 statements, each on its own element
+        _put(log, fld, [time], 1.0, time, first_only=True)
+    assert log.fields[fld].event.dtype == np.int32
+    assert [log.get(fld, (i,)).time for i in (1, 32767, 33000)] == [1, 32767, 33000]
+    log.empty()                        # the reusable log's record follows the wider column
+    assert log.elements(fld) == []
