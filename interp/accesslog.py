@@ -62,6 +62,9 @@ class Scope:
         return self
 
 
+DEFERRED_KEPT = 16     # violations a launch outside a Tape keeps for its adjoint
+
+
 class Checker(LaunchChecker):
     """The launch checks' memory plus interp mode's per-element log (one per ti.init)."""
 
@@ -183,11 +186,15 @@ class LoggedMemory(Memory):
         return Access(kind, site.loc, self._kernel, self._number, self.iteration, value,
                       self._tick())
 
-    def _raise(self, error):
-        if self.scope.deferred:
-            self.launch.problems.append(error)
-        else:
-            self.checker.report(error)
+    def _raise(self, make_error):
+        """Report the violation `make_error()` builds: now (in a Tape), or, outside one, when
+        the launch is differentiated. A launch keeps its first few: a loop that breaks a rule
+        at every iteration would otherwise keep one report per iteration (a runaway `while`
+        grew by 45 MB a second), and the adjoint raises the first."""
+        if not self.scope.deferred:
+            self.checker.report(make_error())
+        elif len(self.launch.problems) < DEFERRED_KEPT:
+            self.launch.problems.append(make_error())
 
     # ---- the three kinds of access -------------------------------------------------------
     def load(self, fld, index, site):
@@ -247,7 +254,7 @@ class LoggedMemory(Memory):
             # one report per read: not again at the replay
             self.checker.reported_reads.add((fld, index, read.launch))
             scope.reads.clear(fld, index)
-            self._raise(_overwrite_error(fld, index, read, Access(*event), scope))
+            self._raise(lambda: _overwrite_error(fld, index, read, Access(*event), scope))
         scope.first_write.put_first(fld, index, *event)
         if kind in ACCUMULATE:
             scope.accumulated.put_first(fld, index, *event)
@@ -269,7 +276,7 @@ class LoggedMemory(Memory):
                 if earlier is not None and earlier[3] != it:
                     if slot == other == SLOTS["store"] and same_value(earlier[4], value):
                         continue   # the same value stored twice: no race in the result
-                    self._raise(rules.parallel_conflict(
+                    self._raise(lambda: rules.parallel_conflict(
                         kernel=self.launch.kernel, field=key[0].name, element=key[1],
                         earlier=as_access(earlier), later=self._access(kind, site, value)))
                     seen[other + 1] = None

@@ -203,10 +203,13 @@ def test_ctrl_c_stops_a_runaway_interp_loop_cleanly(tmp_path):
     proc = subprocess.Popen([sys.executable, str(program)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert proc.stdout.readline().strip() == "launching"
-    time.sleep(1.5)                                    # well inside the loop by now
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    try:
+        assert proc.stdout.readline().strip() == "launching"
+        time.sleep(1.5)                                    # well inside the loop by now
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()          # never leave a runaway behind (one that ignored Ctrl-C grew to GBs)
     assert proc.returncode != 0
     assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
     assert "interp" + os.sep not in stderr and "evaluator.py" not in stderr, stderr   # no noise

@@ -1062,3 +1062,24 @@ def test_a_shift_in_place_is_a_conflict_at_any_size(mode, n):
         with ti.ad.Tape(loss):
             shift()
             total()
+
+
+def test_a_loop_breaking_a_rule_every_iteration_keeps_a_few_reports(mode):
+    """Outside a Tape a violation waits for the launch's adjoint. A serial loop that reads x[0]
+    and then adds to it breaks Rule 1 at every iteration: the launch kept one report per
+    iteration (a runaway `while` grew by 45 MB a second, and Ctrl-C then took minutes). It
+    keeps the first few, and the adjoint raises the first."""
+    x = ti.field(ti.f64, shape=2, needs_grad=True)
+
+    @ti.kernel
+    def accumulate():
+        while x[0] < 3000.0:          # a condition read, then an add to what it read
+            x[0] += 1.0
+            x[1] = x[0] * 0.5
+
+    accumulate()
+    from tinyad.runtime import runtime   # noqa: PLC0415
+    launch = runtime.backend.checker.history[-1]
+    assert 1 <= len(launch.problems) <= 16
+    with pytest.raises(ti.AutodiffRuleError, match=r"x\[0\]"):
+        accumulate.grad()
