@@ -148,13 +148,25 @@ def test_ctrl_c_in_a_runaway_loop_leaves_the_fields_intact():
                 x[i] += 1.0
 
     x.from_numpy(np.array([1.0, 2.0, 3.0]))
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    # Ctrl-C as in a plain Python process: an xdist worker may ignore SIGINT, and then
+    # interrupt_main does nothing and the loop never ends
+    # interrupt; a Ctrl-C that lands in a finalizer is swallowed by Python ("Exception ignored"),
+    # so press it again every half second, as a user would, until the launch stops
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    stopped = threading.Event()
+
+    def press_ctrl_c():
+        while not stopped.wait(0.5):
+            _thread.interrupt_main()
+    presser = threading.Thread(target=press_ctrl_c, daemon=True)
+    presser.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             runaway()
     finally:
-        timer.cancel()
+        stopped.set()
+        presser.join()
+        signal.signal(signal.SIGINT, previous)
     assert x.to_numpy().tolist() == [1.0, 2.0, 3.0]
 
 
