@@ -200,9 +200,12 @@ forever()
 def test_ctrl_c_stops_a_runaway_interp_loop_cleanly(tmp_path):
     program = tmp_path / "runaway.py"
     program.write_text(RUNAWAY)
+    # the child must take SIGINT as a terminal would: a test worker may ignore it, and a
+    # child that inherits that ignores Ctrl-C (Python installs its handler only if not ignored)
     proc = subprocess.Popen([sys.executable, str(program)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().strip() == "launching"
         time.sleep(1.5)                                    # well inside the loop by now
