@@ -22,6 +22,17 @@ from benchmarks.harness import Workload, measure  # noqa: F401  (Workload: for t
 SYSTEMS = ("warp", "jax")
 
 
+def warp_taped(wp, arrays, record, loss) -> None:
+    """Warp's forward and backward pass, as `with ti.ad.Tape(loss): record()` is: the arrays'
+    gradients from zero (Warp's accumulate), `record()` on a tape, then its backward."""
+    for a in arrays:
+        a.grad.zero_()
+    tape = wp.Tape()
+    with tape:
+        record()
+    tape.backward(loss=loss)
+
+
 def start(system):
     """Import and initialise Warp (CPU) or JAX (CPU): -> (module, seconds)."""
     t0 = time.perf_counter()

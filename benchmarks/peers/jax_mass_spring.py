@@ -4,8 +4,19 @@
 """
 import numpy as np
 
-from benchmarks.mass_spring import (DAMPING, DT, GROUND_Y, K, K_FRICTION, K_GROUND, OMEGA, TARGET,
-                                    G, M, lattice)
+from benchmarks.mass_spring import (
+    DAMPING,
+    DT,
+    GROUND_Y,
+    K_FRICTION,
+    K_GROUND,
+    OMEGA,
+    TARGET,
+    G,
+    K,
+    M,
+    lattice,
+)
 from benchmarks.peers import Workload, run
 
 

@@ -5,9 +5,20 @@ wp.Tape over the trajectory, d loss / d amp from amp.grad.
 """
 import numpy as np
 
-from benchmarks.mass_spring import (DAMPING, DT, GROUND_Y, K, K_FRICTION, K_GROUND, OMEGA, TARGET,
-                                    G, M, lattice)
-from benchmarks.peers import Workload, run
+from benchmarks.mass_spring import (
+    DAMPING,
+    DT,
+    GROUND_Y,
+    K_FRICTION,
+    K_GROUND,
+    OMEGA,
+    TARGET,
+    G,
+    K,
+    M,
+    lattice,
+)
+from benchmarks.peers import Workload, run, warp_taped
 
 
 def build(wp, nx, ny, steps):
@@ -76,12 +87,7 @@ def build(wp, nx, ny, steps):
         wp.launch(final_loss, dim=1, inputs=[com, loss])
 
     def fwd_bwd():
-        for a in (x, v, force, amp, com, loss):   # from zero, as ti.ad.Tape clears the gradients
-            a.grad.zero_()
-        tape = wp.Tape()
-        with tape:
-            forward()
-        tape.backward(loss=loss)
+        warp_taped(wp, (x, v, force, amp, com, loss), forward, loss)
 
     def result():
         g = amp.grad.numpy()

@@ -6,7 +6,7 @@ see an array overwritten; the tinyad module reuses one grid and recomputes it in
 """
 import numpy as np
 
-from benchmarks.peers import Workload, run
+from benchmarks.peers import Workload, run, warp_taped
 
 
 def build(wp, n, grid, steps, dt=4e-4, nu=0.2, gravity=9.8, bound=3):
@@ -135,12 +135,7 @@ def build(wp, n, grid, steps, dt=4e-4, nu=0.2, gravity=9.8, bound=3):
         wp.launch(final_loss, dim=1, inputs=[xm, loss])
 
     def fwd_bwd():
-        for a in arrays:               # from zero: gradients accumulate
-            a.grad.zero_()
-        tape = wp.Tape()
-        with tape:
-            forward()
-        tape.backward(loss=loss)
+        warp_taped(wp, arrays, forward, loss)
 
     def result():
         gv = init_v.grad.numpy()[0]

@@ -2,7 +2,7 @@
 
 `python -m benchmarks.peers.warp_wave --n 128 --steps 256` prints one JSON line.
 """
-from benchmarks.peers import Workload, run
+from benchmarks.peers import Workload, run, warp_taped
 from benchmarks.wave import C2, inputs
 
 
@@ -48,13 +48,8 @@ def build(wp, n, steps):
         run_steps()
 
     def fwd_bwd():
-        for a in (p, init, loss):      # from zero, as ti.ad.Tape clears the gradients
-            a.grad.zero_()
         loss.zero_()
-        tape = wp.Tape()
-        with tape:
-            run_steps()
-        tape.backward(loss=loss)
+        warp_taped(wp, (p, init, loss), run_steps, loss)
 
     def result():
         c = n // 2
