@@ -72,10 +72,12 @@ def select(cond, a, b):
 
 def push(stack, top, value):
     """stack[top] = value, in a stack array that doubles when full; -> the (new) array.
-    A call, so that a kernel saving thousands of locals stays one basic block for numba."""
+    A call, so that a kernel saving thousands of locals stays one basic block for numba. The
+    copy is a loop: numba compiles a slice assignment in ~2 s, once per process."""
     if top == stack.shape[0]:
         bigger = np.empty(2 * stack.shape[0], stack.dtype)
-        bigger[:top] = stack
+        for k in range(top):
+            bigger[k] = stack[k]
         stack = bigger
     stack[top] = value
     return stack
