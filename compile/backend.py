@@ -2,9 +2,10 @@
 
 Besides compiling and launching, it owns two things a fast-mode program needs across kernels:
 
-  * compiling ahead: it remembers the order kernels were launched in, and when the first
-    adjoint is needed (a backward pass has begun) it queues the adjoints of the kernels launched
-    so far, latest first, for a helper process (compile/ahead.py);
+  * compiling ahead (compile/ahead.py): a kernel's adjoint is queued for a helper process at
+    the kernel's first launch on a Tape (before the launch compiles the kernel itself), so it compiles while this process compiles and runs
+    the forward pass; when the first adjoint is needed (a backward pass has begun), the
+    adjoints of the other kernels launched so far are queued too, latest first;
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
@@ -51,6 +52,7 @@ class FastBackend(Backend):
         self.launched: dict = {}         # traced kernel -> number of its latest primal launch
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
+        self.asked_ahead: set = set()    # traced kernels whose adjoints were queued ahead
         self.checker = (FastChecker(config.check, self.storage.to_host)
                         if config.check != "off" else None)
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
@@ -167,22 +169,35 @@ class FastBackend(Backend):
         program(scalars, self.rng)
         adjointchecks.after_adjoint(checker, traced, record)
 
+    def taped(self, traced) -> None:
+        """`traced` is about to be launched under a Tape: its adjoint will likely run when the
+        Tape ends (or a custom gradient calls it), so the helper process starts compiling it
+        now, while this one compiles and runs the forward pass (cold, each of mpm's two large
+        adjoints takes seconds)."""
+        if traced not in self.asked_ahead:
+            self._compile_adjoints_ahead([traced])
+
     def backward_starts(self, first) -> None:
         """Start compiling the adjoints of the kernels launched so far, latest first, in a
         helper process while this one compiles `first`'s."""
         if self.adjoints_queued:
             return
         self.adjoints_queued = True
-        kernels = sorted((k for k in self.launched if k is not first
-                          and not k.has_program("adjoint")),
-                         key=self.launched.get, reverse=True)
+        self._compile_adjoints_ahead(sorted((k for k in self.launched if k is not first),
+                                            key=self.launched.get, reverse=True))
+
+    def _compile_adjoints_ahead(self, kernels) -> None:
         adjoints = []
         for k in kernels:
+            if k in self.asked_ahead or k.has_program("adjoint"):
+                continue
+            self.asked_ahead.add(k)
             try:
                 adjoint = k.program_ir("adjoint")
             except Exception:     # noqa: BLE001  speculative: raised again if .grad() runs
                 continue
             if adjoint.body:
                 adjoints.append(adjoint)
-        compile_ahead(adjoints, self.target, self.config.debug, self.config.fast_math)
+        if adjoints:
+            compile_ahead(adjoints, self.target, self.config.debug, self.config.fast_math)
 
