@@ -3,9 +3,10 @@
 Besides compiling and launching, it owns two things a fast-mode program needs across kernels:
 
   * compiling ahead (compile/ahead.py): a kernel's adjoint is queued for a helper process at
-    the kernel's first launch on a Tape (before the launch compiles the kernel itself), so it compiles while this process compiles and runs
-    the forward pass; when the first adjoint is needed (a backward pass has begun), the
-    adjoints of the other kernels launched so far are queued too, latest first;
+    the kernel's first launch under a Tape (before that launch compiles the kernel itself), so
+    it compiles while this process compiles and runs the forward pass; when the first adjoint
+    is needed (a backward pass has begun), the adjoints of the other kernels launched so far
+    are queued too, latest first;
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
