@@ -2,12 +2,13 @@
 (compile/pooledsource.py, compile/pool.py): locals that cross segments, sums after a loop, and
 the pool itself."""
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import tinyad as ti
-from tinyad.compile.pool import ChunkPool
+from tinyad.compile.pool import ChunkPool, ThreadChoice
 
 
 def test_locals_cross_segments_and_loops_see_them(mode, monkeypatch):
@@ -82,3 +83,32 @@ def test_the_pool_runs_every_chunk_once_and_raises_a_chunks_error():
     with pytest.raises(IndexError, match="chunk 1"):
         pool.run(failing, 2, (), nthreads=2)
     pool.run(chunk, 5, (out,), nthreads=2)        # still usable afterwards
+
+
+@pytest.mark.parametrize("threads_cost_s, expect_threaded", [(0.004, False), (0.0, True)])
+def test_a_segment_runs_on_threads_only_where_they_measure_faster(threads_cost_s,
+                                                                  expect_threaded):
+    """ThreadChoice times its segment's first launches both ways and keeps the faster; every
+    launch runs the same chunks, whoever runs them."""
+    class TimedPool:     # a threaded launch takes threads_cost_s, one alone 4 ms less that
+        def __init__(self):
+            self.used = []
+
+        def run(self, fn, chunks, args, nthreads):
+            self.used.append(nthreads)
+            time.sleep(threads_cost_s if nthreads > 1 else 0.004 - threads_cost_s)
+            for c in range(chunks):
+                fn(c, chunks, *args)
+
+    pool, choice = TimedPool(), ThreadChoice()
+    out = np.zeros(4)
+
+    def chunk(c, chunks, out):
+        out[c] += c
+
+    probes = 2 * ThreadChoice.PROBES
+    for _ in range(probes + 5):
+        choice.run(pool, chunk, 4, (out,), 2)
+    assert pool.used[:probes] == [1, 2] * ThreadChoice.PROBES       # alternating probes
+    assert pool.used[probes:] == [2 if expect_threaded else 1] * 5
+    np.testing.assert_array_equal(out, np.arange(4) * (probes + 5))
