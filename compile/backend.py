@@ -101,31 +101,15 @@ class FastBackend(Backend):
         launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
                                     plan.rows)
         record = checker.new_launch(name, traced, scalars)
-        own = None
-        if plan.hazards:
-            regions = regions_of(traced)
-            own, rest = [], []
-            for fld in plan.hazards:
-                scatter = regions.scatter_check(traced.ir, fld)
-                verdict = UNDECIDED if scatter is None else scatter.verdict(
-                    scalars, record, fld, checker.host)
-                if verdict is CLEAN:
-                    continue
-                if verdict is not UNDECIDED:
-                    self._launch_problem(record, verdict)
-                elif fld in regions.own_overwrites:
-                    own.append((fld, checker.host(fld).copy()))
-                else:
-                    rest.append(fld)
-            if rest:
-                self._check_within_launch(traced, scalars, record, rest)
+        own = self._decide_hazards(traced, scalars, record, plan.hazards) if plan.hazards \
+            else ()
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
         result = program(scalars, self.rng)
-        for fld, before in own or ():
+        for fld, before in own:
             error = checker.own_overwrite(regions_of(traced), fld, before, record)
             if error is not None:
                 self._launch_problem(record, error)
@@ -134,6 +118,29 @@ class FastBackend(Backend):
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
         return result, record
+
+    def _decide_hazards(self, traced, scalars, record, hazards) -> list:
+        """The fields this launch may read and write in a way its IR does not settle: a
+        scatter's indices decide it now (compile/scattercheck.py); an iteration overwriting its
+        own element is compared after the launch (-> [(field, its values before)]); the rest
+        go to the interpreter (`_check_within_launch`)."""
+        regions, host = regions_of(traced), self.checker.host
+        own, rest = [], []
+        for fld in hazards:
+            scatter = regions.scatter_check(traced.ir, fld)
+            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, record, fld,
+                                                                        host)
+            if verdict is CLEAN:
+                continue
+            if verdict is not UNDECIDED:
+                self._launch_problem(record, verdict)
+            elif fld in regions.own_overwrites:
+                own.append((fld, host(fld).copy()))
+            else:
+                rest.append(fld)
+        if rest:
+            self._check_within_launch(traced, scalars, record, rest)
+        return own
 
     def _check_within_launch(self, traced, scalars, record, hazards):
         """What one launch may do to an element it also reads, or two of its parallel
