@@ -264,3 +264,34 @@ def test_bench_passes_its_arguments_to_the_benchmarks_from_any_directory(tmp_pat
     assert "usage: python -m benchmarks" in done.stdout and "--peers" in done.stdout
     done = tinyad("bench", "--only", "nonesuch", cwd=tmp_path)
     assert done.returncode != 0 and "nonesuch" in done.stdout + done.stderr
+
+
+def test_an_error_in_a_terminal_wraps_between_words_and_keeps_its_source_lines(tmp_path,
+                                                                              monkeypatch):
+    """In a terminal (here 40 columns) the message and hint wrap at word boundaries, as the
+    terminal would otherwise cut words in two; the source line and carets stay whole."""
+    import io
+
+    from tinyad.cli import _print_error
+    from tinyad.core.errors import TinyadRuntimeError
+    from tinyad.core.srcloc import SrcLoc
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    message = "the value returned by an atomic operation cannot be replayed by the adjoint"
+    hint = "record the returned values in a field in a separate kernel"
+    path = program(tmp_path, "prog.py", "\n" * 9 + "        old = ti.atomic_add(loss[None], "
+                   "x[i])  # a line wider than the terminal\n")
+    loc = SrcLoc(str(path), 10, 14, end_col=45, function="k")
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    _print_error(TinyadRuntimeError(message, loc, hint=hint))
+    lines = sys.stderr.getvalue().splitlines()
+    source = loc.snippet().splitlines()
+    assert [line for line in lines if line in source] == source
+    prose = [line for line in lines if line not in source]
+    assert all(len(line) <= 40 for line in prose)
+    words = " ".join(prose).split()
+    assert words == f"TinyadRuntimeError: {message} hint: {hint}".split()

@@ -36,7 +36,7 @@ from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
-from tinyad.runtime import MODES, note, runtime
+from tinyad.runtime import MODES, note, runtime, wrapped_for_stderr
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
 _ROOT = Path(tinyad.__file__).resolve().parent.parent
@@ -107,7 +107,7 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
              "violation and goes on; --no-check runs without the checks.")
         return 1
     except TinyadError as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_error(exc)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -120,6 +120,15 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     return 0
+
+
+def _print_error(exc: TinyadError) -> None:
+    """`Name: message`, the user's source line with its carets, and the hint. In a terminal the
+    message and hint wrap between words; the source lines stay as they are."""
+    source = set(exc.loc.snippet().splitlines()) if exc.loc is not None else set()
+    lines = f"{type(exc).__name__}: {exc}".splitlines()
+    print("\n".join(line if line in source else wrapped_for_stderr(line) for line in lines),
+          file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -347,7 +356,7 @@ def _lesson_command(options) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TinyadError as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_error(exc)
         return 1
     return 0
 
@@ -374,7 +383,7 @@ def _explain_command(options) -> int:
     try:
         print("\n\n".join(explain(kernel) for kernel in kernels.values()))
     except TinyadError as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        _print_error(exc)
         return 1
     return 0
 

@@ -93,11 +93,16 @@ active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_for
 def note(message: str) -> None:
     """A notice to the user (Taichi prints these as [Taichi] lines): one line in a pipe, and in
     a terminal wrapped at its width between words."""
-    text = f"[tinyad] {message}"
-    if sys.stderr.isatty():
-        text = textwrap.fill(text, shutil.get_terminal_size().columns, subsequent_indent="  ",
-                             break_long_words=False, break_on_hyphens=False)
-    print(text, file=sys.stderr)
+    print(wrapped_for_stderr(f"[tinyad] {message}"), file=sys.stderr)
+
+
+def wrapped_for_stderr(line: str) -> str:
+    """`line` as is in a pipe; in a terminal wrapped at its width between words (the terminal
+    itself would cut words in two), later lines indented."""
+    if not sys.stderr.isatty():
+        return line
+    return textwrap.fill(line, shutil.get_terminal_size().columns, subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
 
 
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.
