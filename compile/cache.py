@@ -27,7 +27,7 @@ import tempfile
 import threading
 import warnings
 
-from tinyad.compile import atomics, rt
+from tinyad.compile import atomics, rt, typingmemo
 
 _lock = threading.Lock()
 _fallback_dir: str | None = None
@@ -149,6 +149,7 @@ def load(stem: str, source: str):
 def _import(stem: str, path: str, source: str):
     if not _is_current(path, source):
         _publish(path, source)
+    typingmemo.install()      # before numba types the module's kernels
     # numba's cache records the module name and imports it when loading: keep it stable
     name = f"tinyad_k_{stem}"
     spec = importlib.util.spec_from_file_location(name, path)

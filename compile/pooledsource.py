@@ -21,6 +21,7 @@ from __future__ import annotations
 from tinyad.compile.gather import split_gathers
 from tinyad.compile.nesting import carried_locals, nest_loops, segments
 from tinyad.compile.pysource import (
+    NO_CFUNC,
     NP_TYPE,
     NUMBA_TYPE,
     Ctx,
@@ -78,7 +79,7 @@ class PooledModule:
     def function(self, name, leading, trailing, doc, lines) -> list[str]:
         """One segment: `def name(*leading, *kernel params, *trailing)` over `lines`."""
         gen = self.gen
-        options = ["nogil=True", "error_model=\"numpy\"", f"cache={not gen.uses_print}"]
+        options = ["nogil=True", "error_model=\"numpy\"", f"cache={not gen.uses_print}", NO_CFUNC]
         if gen.fast_math:
             options.append(f"fastmath={_FAST_MATH}")
         sig = self.signature([t for _, t in leading], [t for _, t in trailing])
@@ -161,7 +162,7 @@ class PooledModule:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(gen.atomics_used))}")
         if gen.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
-        out += gen.shared_globals("@njit(error_model=\"numpy\")")
+        out += gen.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")
         out += functions
         out += ["", "", f"def {name}({', '.join(args)}):",
                 '    """Run the segments in order, the parallel ones in chunks on tinyad\'s '

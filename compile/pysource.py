@@ -63,6 +63,9 @@ PARALLEL_MIN = 256
 # assuming no NaN or inf lets a NaN check or an overflow go silently wrong (Taichi assumes
 # them). Not `afn`: it turns `x ** float(n)` into llvm.powi, whose runtime numba's JIT lacks.
 FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
+# numba gives every function a C-callable twin (for first-class function values) unless told
+# not to; nothing takes a kernel's address, and the twin cost ~20 ms of compile a function.
+NO_CFUNC = "no_cfunc_wrapper=True"
 
 
 def needs_exact_floats(kernel: ir.Kernel) -> bool:
@@ -546,7 +549,7 @@ class Generator(ExprWriter, Planner):
         parallel = bool(self.loops)
         # numba cannot reload an object-mode block (print) in a parallel loop from its cache
         # ("missing Environment"): such kernels compile in each process.
-        options = ["error_model=\"numpy\"", f"cache={not self.uses_print}"]
+        options = ["error_model=\"numpy\"", f"cache={not self.uses_print}", NO_CFUNC]
         if parallel:
             options.insert(0, "parallel=True")
         if self.debug:
@@ -563,7 +566,7 @@ class Generator(ExprWriter, Planner):
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
         if self.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
-        out += self.shared_globals("@njit(error_model=\"numpy\")")
+        out += self.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")
         name = self.entry
         out += ["", "", f"@njit({self.signature()}, {', '.join(options)})",
                 f"def {name}({', '.join(self.params())}):"]
