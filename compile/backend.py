@@ -2,11 +2,12 @@
 
 Besides compiling and launching, it owns two things a fast-mode program needs across kernels:
 
-  * compiling ahead (compile/ahead.py): a kernel's adjoint is queued for a helper process at
-    the kernel's first launch under a Tape (before that launch compiles the kernel itself), so
-    it compiles while this process compiles and runs the forward pass; when the first adjoint
-    is needed (a backward pass has begun), the adjoints of the other kernels launched so far
-    are queued too, latest first;
+  * compiling ahead (compile/ahead.py): the adjoint of a kernel that touches a field with a
+    gradient is queued for a helper process at the kernel's first launch (before that launch
+    compiles the kernel itself), so it compiles while this process compiles and runs the
+    forward pass, inside a Tape or not (Warp, too, builds every kernel's adjoint with it); when
+    the first adjoint is needed (a backward pass has begun), the adjoints of any other kernels
+    launched so far are queued too, latest first;
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
@@ -26,6 +27,7 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.compile import backend_for, compile_ahead, compile_kernel
+from tinyad.compile.ahead import enabled as ahead_enabled
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
@@ -69,6 +71,8 @@ class FastBackend(Backend):
                               mirror=mirror)
 
     def launch(self, traced, variant, scalars, record=None, manual=True):
+        if variant == "primal" and traced not in self.launched:
+            self._first_launch(traced)
         program = traced.program(variant)
         if variant == "primal":
             self.launches += 1
@@ -177,12 +181,16 @@ class FastBackend(Backend):
         program(scalars, self.rng)
         adjointchecks.after_adjoint(checker, traced, record)
 
-    def taped(self, traced) -> None:
-        """`traced` is about to be launched under a Tape: its adjoint will likely run when the
-        Tape ends (or a custom gradient calls it), so the helper process starts compiling it
+    def _first_launch(self, traced) -> None:
+        """Before `traced`'s first launch compiles it: if it touches a field with a gradient, it
+        will likely be differentiated, so its adjoint starts compiling in the helper process
         now, while this one compiles and runs the forward pass (cold, each of mpm's two large
-        adjoints takes seconds)."""
-        if traced not in self.asked_ahead:
+        adjoints takes seconds). A program that never differentiates it spends a helper's
+        time, not this process's."""
+        if self.target != "cpu" or traced in self.asked_ahead or not ahead_enabled():
+            return
+        if any(f.role == "primal" and f.grad is not None and f.grad.requested
+               for f in ir.fields_of(traced.ir.body)):
             self._compile_adjoints_ahead([traced])
 
     def backward_starts(self, first) -> None:

@@ -611,6 +611,58 @@ def test_disk_cache_is_hit_by_a_second_process_and_survives_corruption(tmp_path)
     assert fourth["hits"] >= 2 and fourth["misses"] == 0
 
 
+MEMO_SCRIPT = textwrap.dedent('''
+    import hashlib, json, re
+    import numpy as np
+    import tinyad as ti
+    from tinyad.compile import typingmemo
+    ti.init(mode="fast", default_fp=ti.f32)
+    n = 300
+    x = ti.field(ti.f32, shape=n, needs_grad=True)
+    w = ti.field(ti.f64, shape=n, needs_grad=True)
+    k = ti.field(ti.i32, shape=n)
+    loss = ti.field(ti.f32, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def mixed():
+        for i in x:
+            j = (k[i] * 7 + i // 3) % n
+            a = ti.sin(x[i]) * ti.cast(w[j], ti.f32) + ti.sqrt(ti.abs(x[j]) + 1)
+            b = ti.select(a > 0.5, ti.exp(-a), a ** 2) + ti.atan2(x[i], 1.5)
+            loss[None] += ti.max(a, b) * ti.cast(j % 5, ti.f32) + w[i] ** 2.5
+
+    x.from_numpy(np.linspace(-1, 1, n).astype(np.float32))
+    w.from_numpy(np.linspace(0, 2, n))
+    k.from_numpy(np.arange(n, dtype=np.int32)[::-1].copy())
+    with ti.ad.Tape(loss=loss):
+        mixed()
+    llvm = {}
+    for variant, program in sorted(mixed._traced_for_inspection()._programs.items()):
+        for fn in program.dispatchers:
+            for text in fn.inspect_llvm().values():
+                # (mangled names carry a tag of numba's flags that differs between processes)
+                text = re.sub(r"_ZN\\w+", "_ZN", text)
+                llvm[f"{variant}:{fn.__name__}"] = hashlib.sha256(text.encode()).hexdigest()
+    print(json.dumps({"llvm": llvm, "hits": typingmemo.stats["hits"],
+                      "loss": float(loss[None]), "grad": x.grad.to_numpy().tolist()}))
+''')
+
+
+def test_remembered_typing_compiles_the_same_machine_code(tmp_path):
+    """compile/typingmemo.py only saves numba's search: with it, every kernel function
+    (forward and adjoint) lowers to the same LLVM IR as without it, and gives the same loss and
+    gradient; and it does hit."""
+    runs = {}
+    for memo in ("0", "1"):
+        runs[memo] = run_script(MEMO_SCRIPT, tmp_path, TINYAD_NUMBA_MEMO=memo,
+                                TINYAD_CACHE_DIR=str(tmp_path / f"cache{memo}"),
+                                TINYAD_COMPILE_AHEAD="0")
+    without, with_memo = runs["0"], runs["1"]
+    assert without["hits"] == 0 and with_memo["hits"] > 50
+    assert len(without["llvm"]) >= 2 and with_memo["llvm"] == without["llvm"]
+    assert with_memo["loss"] == without["loss"] and with_memo["grad"] == without["grad"]
+
+
 def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
     """The backward pass's first adjoint queues the others for a helper process
     (compile/ahead.py); the gradients are the same as without it."""
@@ -659,10 +711,11 @@ def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
     np.testing.assert_allclose(fast["grad"], expect, rtol=1e-6, atol=1e-8)
 
 
-def test_an_adjoint_is_queued_at_its_kernels_first_launch_under_a_tape(monkeypatch):
-    """The helper process gets a kernel's adjoint when the kernel is first launched under a
-    Tape, inside a grad_replaced function too, not only once the backward pass begins: it
-    compiles while the forward pass compiles and runs. The gradients stay right."""
+def test_an_adjoint_is_queued_at_its_kernels_first_launch(monkeypatch):
+    """The helper process gets a kernel's adjoint when the kernel, touching a field with a
+    gradient, is first launched (outside a Tape, or under one inside a grad_replaced function),
+    not only once the backward pass begins: it compiles while the forward pass compiles and
+    runs. A kernel without gradients is not queued. The gradients stay right."""
     from tinyad.compile import backend as fast_backend
     queued = []
     monkeypatch.setattr(fast_backend, "compile_ahead",
@@ -692,9 +745,17 @@ def test_an_adjoint_is_queued_at_its_kernels_first_launch_under_a_tape(monkeypat
         total.grad()
         square.grad()
 
+    counts = ti.field(ti.i32, shape=50)
+
+    @ti.kernel
+    def count():
+        for i in counts:
+            counts[i] += 1
+
     x.from_numpy(np.linspace(-1, 1, 50))
-    square()                                  # outside a Tape: nothing queued
-    assert queued == []
+    count()                                   # no gradient anywhere: nothing queued
+    square()                                  # outside a Tape: queued all the same
+    assert queued == ["square_grad"]
     with ti.ad.Tape(loss=loss):
         total_of_squares()
         assert queued == ["square_grad", "total_grad"]

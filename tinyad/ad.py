@@ -20,7 +20,7 @@ from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
-from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime, under_tape
+from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
@@ -117,7 +117,6 @@ class Tape(Recorder):
         self._checks = runtime.backend.checks
         self._checks.begin_tape()
         self._token = active_recorder.set(self)
-        self._under_token = under_tape.set(True)
         return self
 
     def record(self, kernel, args, kwargs, launch=None):
@@ -140,7 +139,6 @@ class Tape(Recorder):
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
-        under_tape.reset(self._under_token)
         for primal, _ in self.calls:
             if hasattr(primal, "autodiff_mode"):
                 primal.autodiff_mode = AutodiffMode.NONE

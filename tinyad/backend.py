@@ -12,9 +12,8 @@ tinyad/kernel.py keeps one `TracedKernel` per traced kernel: its IR variants ("p
   * `prepare(kernel_ir)` turns one variant into a program (an interpreter closure tree, a numba
     kernel), once; `launch(traced, variant, scalars, ...)` runs it, asking `traced.program()`
     for the program, and returns the kernel's value and the checker's record of the launch;
-  * `taped(traced)` is called before each launch under a Tape (its adjoint will likely be
-    needed when the Tape ends), and `backward_starts(first)` before the first adjoint is
-    prepared (a backward pass has begun). Fast mode starts compiling adjoints ahead at both;
+  * `backward_starts(first)` is called before the first adjoint is prepared (a backward pass
+    has begun): fast mode starts compiling the other adjoints ahead then;
   * `storage` says where a field's array lives (`FieldStorage`): host numpy by default, a device
     mirror for CUDA. `tinyad/field.py` reads and writes its values only through it;
   * `checks` are the autodiff rule checker's hooks that tinyad/ad.py (the Tape) and field.py
@@ -184,11 +183,6 @@ class Backend(ABC):
         checker's record of this launch or None). For an adjoint, `record` is the record of the
         primal launch it undoes (None: found by its arguments), and `manual` says the user
         called kernel.grad() rather than the Tape."""
-
-    def taped(self, traced) -> None:
-        """`traced` (a TracedKernel) is about to be launched under a Tape, which records it or
-        the grad_replaced function launching it: its adjoint will likely run when the Tape
-        ends."""
 
     def backward_starts(self, first) -> None:
         """The adjoint of `first` (a TracedKernel) is about to be prepared for the first time.

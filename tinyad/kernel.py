@@ -30,7 +30,7 @@ from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
-from tinyad.runtime import active_forward_mode, active_recorder, note, runtime, under_tape
+from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
 from tinyad.taichi_internals import AutodiffMode
 
 
@@ -187,8 +187,6 @@ class Kernel:
         settle_layout()
         templates, scalars = self.bind(args, kwargs)
         traced = self.ir_for(templates)
-        if under_tape.get():
-            runtime.backend.taped(traced)    # before the launch, which may compile it first
         if active_forward_mode.get() is not None:   # inside ti.ad.FwdMode: values and tangents
             result, launch = traced.run_tangent(scalars)
         else:

@@ -80,11 +80,6 @@ class Recorder:
 active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorder", default=None)
 
 
-# True while a Tape records, inside a grad_replaced function it records as one call too: the
-# kernels launched then will likely be differentiated (fast mode compiles their adjoints ahead).
-under_tape: contextvars.ContextVar = contextvars.ContextVar("tinyad_under_tape", default=False)
-
-
 # The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
 active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_forward_mode",
                                                                     default=None)
