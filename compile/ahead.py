@@ -2,9 +2,10 @@
 process while this one compiles the others.
 
 A cold start of a differentiable program is mostly numba compiling adjoint kernels (mpm: 11 of
-17 s, one kernel at a time). When the first adjoint is needed, the adjoints of the kernels
-launched so far are queued, latest launch first: the order a backward pass asks for them
-(compile/backend.py). One helper process takes jobs from the front; this process, needing an
+17 s, one kernel at a time). A kernel's adjoint is queued at the kernel's first launch when it
+touches a field with a gradient, and when the first adjoint is needed, those of any other
+kernels launched so far, latest launch first (compile/backend.py). One helper process takes the largest job queued (the longest compile
+first, so that the small ones left can be shared out at the end); this process, needing an
 adjoint, takes its job if the helper has not started it, and otherwise compiles queued jobs
 itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
 then loads the machine code from there. If the helper fails, this process compiles everything,
@@ -26,6 +27,7 @@ from tinyad.compile import cache
 _cond = threading.Condition()
 _queue: deque = deque()          # stems waiting, front first
 _running: set = set()            # stems the helper is compiling
+_sizes: dict = {}                # stem -> length of its source (what its compile will take)
 _helper = None                   # the subprocess.Popen, started on first use
 _broken = False
 stats = {"by_helper": 0}
@@ -47,6 +49,7 @@ def submit(jobs) -> None:
                 continue
             cache.publish(stem, source)
             _queue.append((directory, stem))
+            _sizes[stem] = len(source)
         if _queue:
             _start_helper()
             _cond.notify_all()
@@ -107,7 +110,8 @@ def _feed():
     while True:
         with _cond:
             _cond.wait_for(lambda: _queue)
-            directory, stem = _queue.popleft()
+            directory, stem = job = max(_queue, key=lambda j: _sizes.get(j[1], 0))
+            _queue.remove(job)
             _running.add(stem)
         try:
             _helper.stdin.write(f"{directory}\t{stem}\n")
