@@ -22,7 +22,7 @@ import sys
 import threading
 from collections import deque
 
-from tinyad.compile import cache
+from tinyad.compile import cache, typingmemo
 
 _cond = threading.Condition()
 _queue: deque = deque()          # stems waiting, front first
@@ -75,6 +75,15 @@ def need(stem: str) -> None:
         _compile(*other)
 
 
+def start() -> None:
+    """Start the helper now, before any job (fast mode's ti.init): numba's import and first
+    compile then happen on the other core while this process traces the first kernels (they
+    delayed mpm's first adjoint by ~0.5 s). An idle helper only waits on its input."""
+    if enabled():
+        with _cond:
+            _start_helper()
+
+
 def _start_helper():
     global _helper
     if _helper is not None:
@@ -91,14 +100,15 @@ def _start_helper():
 
 def _close():
     """At exit: end of input tells the helper to stop after its current module. Exit does not
-    wait long for it: what it compiles only warms the cache, which is safe to interrupt."""
+    wait long for it (an idle one, not at all): what it compiles only warms the cache, which is
+    safe to interrupt (the cache publishes each file whole)."""
     for pipe in (_helper.stdin, _helper.stdout):
         try:
             pipe.close()
         except OSError:
             pass
     try:
-        _helper.wait(timeout=1.0)
+        _helper.wait(timeout=1.0 if _running else 0.0)
     except subprocess.TimeoutExpired:
         _helper.kill()
         _helper.wait()
@@ -138,6 +148,7 @@ def _compile(directory: str, stem: str) -> None:
 
 def _serve():
     """The helper process: compile each module named on stdin into the disk cache."""
+    _warm_up()
     for line in sys.stdin:
         directory, stem = line.rstrip("\n").split("\t")
         os.environ["TINYAD_CACHE_DIR"] = directory
@@ -146,6 +157,13 @@ def _serve():
             print(f"done {stem}", flush=True)
         except Exception as exc:                      # noqa: BLE001 (reported, not raised)
             print(f"failed {stem}: {type(exc).__name__}", flush=True)
+
+
+def _warm_up() -> None:
+    """Pay numba's one-time costs (its compiler's set-up, the first compile) before any job."""
+    from numba import njit, types  # noqa: PLC0415  (the helper's own import, not the user's)
+    typingmemo.install()
+    njit(types.float32(types.float32, types.int32), cache=False)(lambda x, i: x * i + 1.0)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,7 @@ import sys
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
-from tinyad.compile import backend_for, compile_ahead, compile_kernel
-from tinyad.compile.ahead import enabled as ahead_enabled
+from tinyad.compile import ahead, backend_for, compile_ahead, compile_kernel
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
@@ -63,6 +62,8 @@ class FastBackend(Backend):
         # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
         self.unchecked_noted: set = set()   # kernels said to be too large for the interpreter
+        if self.target == "cpu":
+            ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
     def prepare(self, kernel_ir):
         config = self.config
@@ -187,7 +188,7 @@ class FastBackend(Backend):
         now, while this one compiles and runs the forward pass (cold, each of mpm's two large
         adjoints takes seconds). A program that never differentiates it spends a helper's
         time, not this process's."""
-        if self.target != "cpu" or traced in self.asked_ahead or not ahead_enabled():
+        if self.target != "cpu" or traced in self.asked_ahead or not ahead.enabled():
             return
         if any(f.role == "primal" and f.grad is not None and f.grad.requested
                for f in ir.fields_of(traced.ir.body)):

@@ -640,8 +640,9 @@ MEMO_SCRIPT = textwrap.dedent('''
     for variant, program in sorted(mixed._traced_for_inspection()._programs.items()):
         for fn in program.dispatchers:
             for text in fn.inspect_llvm().values():
-                # (mangled names carry a tag of numba's flags that differs between processes)
-                text = re.sub(r"_ZN\\w+", "_ZN", text)
+                # (mangled names carry a tag of numba's flags that differs between processes,
+                # and so do the lengths of the constants that spell them)
+                text = re.sub(r"\\[\\d+ x i8\\]", "[i8]", re.sub(r"_ZN\\w+", "_ZN", text))
                 llvm[f"{variant}:{fn.__name__}"] = hashlib.sha256(text.encode()).hexdigest()
     print(json.dumps({"llvm": llvm, "hits": typingmemo.stats["hits"],
                       "loss": float(loss[None]), "grad": x.grad.to_numpy().tolist()}))
