@@ -127,12 +127,12 @@ def _feed():
             _helper.stdin.write(f"{directory}\t{stem}\n")
             _helper.stdin.flush()
             ok = _helper.stdout.readline().strip() == f"done {stem}"
-        except OSError:
+        except (OSError, ValueError):  # ValueError: exit closed the pipes (_close) meanwhile
             ok = False
         with _cond:
             _running.discard(stem)
             stats["by_helper"] += ok
-            if not ok:                 # the helper died: this process compiles from now on
+            if not ok:      # the helper died (or exit closed its pipes): compile here from now on
                 _broken = True
                 _queue.clear()
             _cond.notify_all()

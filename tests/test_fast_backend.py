@@ -712,6 +712,46 @@ def test_adjoints_compile_ahead_in_a_helper_process(tmp_path, monkeypatch):
     np.testing.assert_allclose(fast["grad"], expect, rtol=1e-6, atol=1e-8)
 
 
+EXIT_SCRIPT = textwrap.dedent('''
+    import tinyad as ti
+    ti.init(mode="fast")
+    x = ti.field(ti.f64, shape=64, needs_grad=True)
+    y = ti.field(ti.f64, shape=64, needs_grad=True)
+
+    @ti.kernel
+    def a():
+        for i in x:
+            y[i] = ti.sin(x[i]) * ti.exp(x[i]) + ti.sqrt(x[i] * x[i] + 1)
+
+    @ti.kernel
+    def b():
+        for i in x:
+            y[i] += ti.cos(x[i]) * ti.tanh(y[i]) + ti.atan2(x[i], 2.0)
+
+    a()
+    b()
+    print(float(y[3]))
+''')
+
+
+def test_exit_with_adjoints_still_queued_is_quiet(tmp_path):
+    """A program that ends while the helper still has adjoints to compile (queued at the
+    kernels' first launches, never needed) exits at once and prints nothing of tinyad's: the
+    thread feeding the helper found its pipe closed by exit and raised, printing a traceback."""
+    from tinyad.compile import ahead
+    if not ahead.enabled():
+        pytest.skip("compiling ahead is off (TINYAD_COMPILE_AHEAD=0 or a single core)")
+    script = tmp_path / "program.py"
+    script.write_text(EXIT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=ROOT, TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # x is 0: y = sin(0) e^0 + sqrt(1) = 1, then y += cos(0) tanh(1) + atan2(0, 2)
+    assert abs(float(proc.stdout) - (1 + np.tanh(1.0))) < 1e-12
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr, proc.stderr
+
+
 def test_an_adjoint_is_queued_at_its_kernels_first_launch(monkeypatch):
     """The helper process gets a kernel's adjoint when the kernel, touching a field with a
     gradient, is first launched (outside a Tape, or under one inside a grad_replaced function),
