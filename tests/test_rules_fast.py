@@ -153,6 +153,45 @@ def test_a_hazard_too_large_for_the_interpreter_is_named_unchecked(fast, capsys,
     assert "recurrence may read and write f in one launch" in err and "unchecked" in err
 
 
+def test_a_scatter_through_float_indices_is_checked_at_mid_size(mode, capsys):
+    """Two iterations storing one element through indices computed from a float field (no IR
+    proof, no index-only check): at 30,000 elements fast mode checks the launch in the
+    interpreter (once past 20,000 it said "unchecked"), says once that it does, and raises what
+    interp mode raises. Without the collision the gradient is the analytic one."""
+    n = 10_000
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    y = ti.field(ti.f64, shape=n)
+    z = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            j = ti.cast(y[i] * n, ti.i32)
+            if x[i] > 0.0:
+                z[j] = x[i] * 3.0
+
+    @ti.kernel
+    def total():
+        for i in z:
+            loss[None] += z[i] * z[i]
+
+    x.from_numpy(np.linspace(0.5, 1.5, n))
+    y.from_numpy((np.arange(n) + 0.5) / n)    # j = i: every iteration its own element
+    with ti.ad.Tape(loss):
+        scatter()
+        total()
+    np.testing.assert_allclose(x.grad.to_numpy(), 18.0 * x.to_numpy(), rtol=1e-12)
+    if mode == "fast":
+        assert "checked in the interpreter first (30000 elements" in capsys.readouterr().err
+    y[7] = 6.5 / n                            # iterations 6 and 7 both store z[6]
+    with pytest.raises(ti.ParallelConflictRuleError) as info:
+        with ti.ad.Tape(loss):
+            scatter()
+            total()
+    assert info.value.report.element == (6,)
+
+
 def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, monkeypatch):
     monkeypatch.setattr(type(fast.checker), "MEMORY_BUDGET", 3 * 8 * 100)
     x = ti.field(ti.f64, shape=100, needs_grad=True)
