@@ -26,7 +26,9 @@ import sys
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
+from tinyad.check.facts import kernel_facts
 from tinyad.compile import ahead, backend_for, compile_ahead, compile_kernel
+from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
@@ -65,6 +67,7 @@ class FastBackend(Backend):
         # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
+        self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
@@ -109,14 +112,21 @@ class FastBackend(Backend):
         launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
                                     plan.rows)
         record = checker.new_launch(name, traced, scalars)
-        own = self._decide_hazards(traced, scalars, record, plan.hazards) if plan.hazards \
-            else ()
+        own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
+            if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
-        result = program(scalars, self.rng)
+        if recorded is None:
+            result = program(scalars, self.rng)
+        else:                   # the variant that records its accesses (compile/accessrecord.py)
+            recorded.before()
+            result = recorded.program(scalars, self.rng)
+            error = recorded.verdict(record, checker.host)
+            if error is not None:
+                self._launch_problem(record, error)
         for fld, before in own:
             error = checker.own_overwrite(regions_of(traced), fld, before, record)
             if error is not None:
@@ -146,15 +156,19 @@ class FastBackend(Backend):
                 own.append((fld, host(fld).copy()))
             else:
                 rest.append(fld)
-        if rest:
-            self._check_within_launch(traced, scalars, record, rest)
-        return own
+        recorded = self._check_within_launch(traced, scalars, record, rest) if rest else None
+        return own, recorded
 
     def _check_within_launch(self, traced, scalars, record, hazards):
         """What one launch may do to an element it also reads, or two of its parallel
         iterations to one element: the IR and this launch's boxes settle most kernels; the rest
-        run once checked in the interpreter first, if small enough."""
+        run once checked in the interpreter first, if small enough; larger ones run a variant
+        recording their accesses (-> its AccessRecorder), where the records can decide."""
         size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
+        if size > INTERPRETER_CHECK_LIMIT or self.element_checker is None:
+            recorder = self._recorder(traced, hazards)
+            if recorder is not None:
+                return recorder
         if self.element_checker is not None and PER_LAUNCH_NOTE < size <= \
                 INTERPRETER_CHECK_LIMIT and traced not in self.unchecked_noted:
             self.unchecked_noted.add(traced)
@@ -163,17 +177,34 @@ class FastBackend(Backend):
                   f"the interpreter first ({size} elements, several times the launch's own "
                   "time; check=\"off\" skips the checks)", file=sys.stderr)
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
-            if traced not in self.unchecked_noted:
-                self.unchecked_noted.add(traced)
-                print(f"[tinyad] fast mode: {traced.ir.name} may read and write "
-                      f"{hazards[0].name} in one launch in a way its IR does not settle, and "
-                      f"it is too large to check in the interpreter ({size} elements): that "
-                      "part is unchecked here (tinyad check --mode interp checks it)",
-                      file=sys.stderr)
-            return
+            self._say_unchecked(traced, hazards[0], size)
+            return None
         error = self.element_checker(traced, scalars, self.rng, record.number)
         if error is not None:
             self._launch_problem(record, error)
+        return None
+
+    def _recorder(self, traced, hazards):
+        """The recording variant of `traced` for these fields, compiled once (or None)."""
+        key = (traced, tuple(id(f) for f in hazards))
+        if key not in self.recorders:
+            recorder = None
+            if self.target == "cpu":
+                recorder = AccessRecorder.of(traced.ir, hazards, kernel_facts(traced).replayed)
+            if recorder is not None:
+                recorder.program = self.prepare(recorder.ir)
+            self.recorders[key] = recorder
+        return self.recorders[key]
+
+    def _say_unchecked(self, traced, fld, size) -> None:
+        if traced in self.unchecked_noted:
+            return
+        self.unchecked_noted.add(traced)
+        print(f"[tinyad] fast mode: {traced.ir.name} may read and write {fld.name} in one "
+              "launch in a way its IR does not settle, it is too large to check in the "
+              f"interpreter ({size} elements), and its accesses cannot be recorded (one is in "
+              "an inner loop, or outside its parallel loop): that part is unchecked here "
+              "(tinyad check --mode interp checks it)", file=sys.stderr)
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if

@@ -1,0 +1,159 @@
+"""Fast mode's recorded accesses (compile/accessrecord.py) decide what the interpreter decides.
+
+Each program breaks a rule within one launch in a way neither the IR nor the indices alone
+settle (or is a clean twin of one). Interp mode checks it element by element; fast mode, with
+the interpreter's size limit forced to 0, runs the kernel's recording variant instead. Both
+must raise the same rule at the same element, or say nothing, and the clean twins' gradients
+are the analytic ones.
+"""
+import numpy as np
+import pytest
+
+import tinyad as ti
+from tinyad.compile import backend as fast_backend
+from tinyad.runtime import runtime
+
+N = 16
+
+
+@pytest.fixture
+def recorded(mode, monkeypatch):
+    """`mode`, with fast mode's in-launch hazards past the interpreter at any size."""
+    monkeypatch.setattr(fast_backend, "INTERPRETER_CHECK_LIMIT", 0)
+    return mode
+
+
+def fields():
+    x = ti.field(ti.f64, shape=N, needs_grad=True)
+    y = ti.field(ti.f64, shape=N, needs_grad=True)
+    pos = ti.field(ti.f64, shape=N)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.linspace(0.5, 1.5, N))
+    pos.from_numpy((np.arange(N) + 0.5) / N)       # (int)(pos[i] * N) == i
+    return x, y, pos, loss
+
+
+def used_records(mode, kernel) -> None:
+    """In fast mode the kernel's launch ran its recording variant."""
+    if mode == "fast":
+        traced = kernel.ir_for({})
+        assert any(key[0] is traced and r is not None
+                   for key, r in runtime.backend.recorders.items())
+
+
+def test_a_scatter_through_float_indices_in_a_branch(recorded):
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            j = ti.cast(pos[i] * N, ti.i32)
+            if x[i] > 0.0:
+                y[j] = x[i] * 3.0
+        for i in y:
+            loss[None] += y[i] * y[i]
+
+    with ti.ad.Tape(loss):
+        scatter()
+    np.testing.assert_allclose(x.grad.to_numpy(), 18.0 * x.to_numpy(), rtol=1e-12)
+    used_records(recorded, scatter)
+    pos[5] = 4.5 / N                              # iterations 4 and 5 both store y[4]
+    with pytest.raises(ti.ParallelConflictRuleError) as info:
+        with ti.ad.Tape(loss):
+            scatter()
+    report = info.value.report
+    assert report.element == (4,) and "both store" in report.summary
+    assert {a.iteration for a in (*report.earlier, report.write)} == {4, 5}
+
+
+def test_a_recurrence_in_a_branch_reads_another_iterations_element(recorded):
+    x, _, _, loss = fields()
+    th = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def recurrence():
+        for i in range(N - 1):
+            if th[None] >= 0:                     # (a branch: no index-only check)
+                x[i + 1] = x[i] * 0.5 + th[None]
+
+    with pytest.raises(ti.ParallelConflictRuleError) as info:
+        with ti.ad.Tape(loss):
+            recurrence()
+    report = info.value.report
+    assert report.element == (1,)
+    assert (report.write.iteration, report.read.iteration) == (0, 1)
+    used_records(recorded, recurrence)
+
+
+def test_store_read_store_in_one_iteration_through_float_indices(recorded):
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def twice():
+        for i in x:
+            j = ti.cast(pos[i] * N, ti.i32)
+            y[j] = x[i]
+            y[j] = y[j] * x[i]          # the read of y[j] is replayed, then y[j] changes
+        for i in y:
+            loss[None] += y[i]
+
+    with pytest.raises(ti.SecondWriteRuleError) as info:
+        with ti.ad.Tape(loss):
+            twice()
+    assert info.value.report.element == (0,)
+    used_records(recorded, twice)
+
+
+def test_read_then_accumulate_into_one_element_in_one_iteration(recorded):
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def grow():
+        for i in x:
+            j = ti.cast(pos[i] * N, ti.i32)
+            loss[None] += y[j] * y[j]
+            y[j] += x[i]                # after the replayed read of y[j]
+    y.from_numpy(np.ones(N))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss):
+            grow()
+    assert info.value.report.element == (0,)
+    used_records(recorded, grow)
+
+
+def test_clean_twins_store_then_read_and_shared_reads(recorded, capsys):
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def clean():
+        for i in x:
+            j = ti.cast(pos[i] * N, ti.i32)
+            y[j] = x[i] * x[i]          # stored, then read in the same iteration: harmless
+            loss[None] += y[j] * pos[0] + x[(i + 1) % N]   # x read by two iterations
+
+    with ti.ad.Tape(loss):
+        clean()
+    xs = x.to_numpy()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * xs * pos[0] + 1, rtol=1e-12)
+    assert "Rule" not in capsys.readouterr().err
+    used_records(recorded, clean)
+
+
+def test_an_access_in_an_inner_loop_is_said_unchecked(recorded, capsys):
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def inner():
+        for i in x:
+            for k in range(1):
+                j = ti.cast(pos[i] * N, ti.i32)
+                y[j] = x[i] * 2.0
+        for i in y:
+            loss[None] += y[i]
+
+    with ti.ad.Tape(loss):
+        inner()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 2.0), rtol=1e-12)
+    if recorded == "fast":
+        err = capsys.readouterr().err
+        assert "inner may read and write" in err and "unchecked" in err
