@@ -108,7 +108,8 @@ class LoopRecords:
         if columns is None:
             return None
         index = self.index.host_array
-        element = _first_clash(index, columns, self.slots, SLOT["store"])
+        element = _first_clash(index, columns, self.slots, SLOT["store"],
+                               ir.array_size(fld))
         if element < 0:
             return None
         iteration, column = np.nonzero(index[:, columns] == element)   # in iteration order
@@ -125,7 +126,7 @@ class LoopRecords:
             if self.sites[k].field is not fld:
                 continue
             elements = self.index.host_array[:, k]
-            ran = np.flatnonzero(elements >= 0)
+            ran = np.flatnonzero((elements >= 0) & (elements < now.size))   # (in bounds)
             read = self.value.host_array[ran, r]
             final = now[elements[ran]].astype(np.float64)
             differs = ~((read == final) | (np.isnan(read) & np.isnan(final)))
@@ -227,16 +228,20 @@ class AccessRecorder:
 
 
 @njit(cache=True, nogil=True)
-def _first_clash(index, columns, slots, store):
+def _first_clash(index, columns, slots, store, size):
     """The flat index of the first element (in iteration order) that two iterations touch in
     ways that do not commute (through the sites `columns`), or -1. One pass finds the span of
     elements touched; the next marks each with its first iteration, whether another touched
-    it, and the least and greatest slot its touches took; a last one finds the first clash."""
+    it, and the least and greatest slot its touches took; a last one finds the first clash.
+    An index out of the field's bounds (`size` elements) is the launch's own error, not
+    recorded: -1 from the start."""
     trip = index.shape[0]
     low, high = np.int64(1) << 62, np.int64(-1)
     for it in range(trip):
         for c in columns:
             f = index[it, c]
+            if f >= size:
+                index[it, c] = f = -1
             if f >= 0:
                 low, high = min(low, f), max(high, f)
     if high < 0:
