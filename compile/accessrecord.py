@@ -2,11 +2,12 @@
 for kernels too large for the interpreter whose hazards neither the IR nor the indices alone
 settle (a scatter through indices computed from floats, an access in a branch).
 
-The launch runs a variant of the kernel that also records, for every access to the field in its
-parallel loop, which element it touched: `index[iteration, site]` = the element's flat index
-(-1 where the site did not run: a branch not taken), and for each read the adjoint replays, the
-value it read (`value[iteration, read]`). A compiled scan then reads the records as the
-interpreter reads its access log (interp/lanelog.py):
+The launch runs a variant of the kernel that also records, for every access to the field in a
+parallel loop, which element it touched: `index[iteration, column]` = the element's flat index
+(-1 where the site did not run: a branch not taken; a column per site, or per site and inner
+iteration), and for each read the adjoint replays, the value it read (`value[iteration,
+column]`). A compiled scan then reads the records as the interpreter reads its access log
+(interp/lanelog.py):
 
   * an element two iterations touch, one of them storing, or in two different ways (a read and
     an atomic add, an add and a min): the iterations' order decides the result, the
@@ -16,9 +17,10 @@ interpreter reads its access log (interp/lanelog.py):
     or Rule 2 where a store came before the read, or a read during accumulation where adds came
     before it and after it, as the interpreter names them.
 
-Only accesses in the kernel's one top-level parallel loop with constant bounds, outside inner
-loops, can be recorded (a site then runs at most once an iteration); other kernels stay
-unchecked within the launch, and are said to be.
+Only accesses in the kernel's top-level parallel loops, and in inner loops with constant
+bounds (a site's column block has one column per inner iteration), can be recorded, up to
+MAX_ENTRIES records a launch; other kernels stay unchecked within the launch, and are said to
+be.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from tinyad.core import types as T
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
 ACCUMULATE = ("atomic_add", "atomic_sub")
+MAX_ENTRIES = 1 << 24       # records a launch may take (128 MiB of indices); past it, unchecked
 
 
 @dataclass(eq=False)
@@ -54,19 +57,29 @@ class RecordArray:
 
 
 class LoopRecords:
-    """The records of one top-level parallel loop's accesses to the recorded fields."""
+    """The records of one top-level parallel loop's accesses to the recorded fields. A site in
+    inner loops (constant bounds) gets a block of columns, one per inner iteration."""
 
     def __init__(self, name: str, loop: ir.For, sites: list, replayed: frozenset):
         self.loop, self.sites, self.start = loop, sites, loop.start.value
         trip = max(loop.stop.value - self.start, 0)
         self.kinds = [_kind(s.node, replayed) for s in sites]
         self.reads = [k for k, (_, again) in enumerate(self.kinds) if again]
-        self.index = RecordArray(f"_touched_{name}", (trip, len(sites)), T.i64)
-        self.value = RecordArray(f"_read_{name}", (trip, max(len(self.reads), 1)), T.f64)
-        self.slots = np.array([SLOT[kind] for kind, _ in self.kinds], np.int8)
-        self.columns: dict = {}          # field -> its sites' columns
+        self.width = [_trip(s.loops[1:]) for s in sites]      # columns per site
+        self.base = np.r_[0, np.cumsum(self.width)].astype(np.int64)
+        self.value_base = {}
+        for k in self.reads:
+            self.value_base[k] = sum(self.width[j] for j in self.value_base)
+        width = int(self.base[-1])
+        self.index = RecordArray(f"_touched_{name}", (trip, width), T.i64)
+        self.value = RecordArray(f"_read_{name}", (trip, max(sum(
+            self.width[k] for k in self.reads), 1)), T.f64)
+        self.site_of = np.repeat(np.arange(len(sites)), self.width)   # column -> site
+        self.slots = np.array([SLOT[self.kinds[k][0]] for k in self.site_of], np.int8)
+        self.columns = {}                # field -> its sites' columns
         for k, site in enumerate(sites):
-            self.columns.setdefault(site.field, []).append(k)
+            self.columns.setdefault(site.field, []).extend(
+                range(self.base[k], self.base[k + 1]))
         self.columns = {f: np.array(c, np.int64) for f, c in self.columns.items()}
 
     def recorded_loop(self) -> ir.For:
@@ -85,19 +98,25 @@ class LoopRecords:
         return tuple(out)
 
     def _record_stores(self, k: int, site) -> list:
-        """index[iteration, k] = the flat index of the element `site` touches (and, for a
-        replayed read, value[iteration, r] = what it reads)."""
+        """index[iteration, column] = the flat index of the element `site` touches (and, for a
+        replayed read, value[iteration, column] = what it reads); the column is the site's,
+        offset by the inner loops' iteration."""
         node, loc = site.node, site.node.loc
         dims = tuple(site.field.shape) + tuple(site.field.element_shape)
-        flat: ir.Expr = ir.Const(0, T.i64, loc)
+        flat = ir.Const(0, T.i64, loc)
         for index, extent in zip(node.indices, dims):
             flat = _op("add", _op("mul", flat, ir.Const(extent, T.i64, loc)),
                        _op("cast", index, dtype=T.i64), loc=loc)
         iteration = _op("sub", ir.Var(self.loop.var, T.i32, loc),
                         ir.Const(self.start, T.i32, loc), loc=loc)
-        stores = [ir.Store(self.index, (iteration, ir.Const(k, T.i32, loc)), flat, loc)]
+        inner = ir.Const(0, T.i32, loc)
+        for loop in site.loops[1:]:
+            inner = _op("add", _op("mul", inner, ir.Const(_trip((loop,)), T.i32, loc)),
+                        _op("sub", ir.Var(loop.var, T.i32, loc), loop.start, loc=loc), loc=loc)
+        column = _op("add", ir.Const(int(self.base[k]), T.i32, loc), inner, loc=loc)
+        stores = [ir.Store(self.index, (iteration, column), flat, loc)]
         if k in self.reads:
-            column = ir.Const(self.reads.index(k), T.i32, loc)
+            column = _op("add", ir.Const(self.value_base[k], T.i32, loc), inner, loc=loc)
             stores.append(ir.Store(self.value, (iteration, column),
                                    _op("cast", node, dtype=T.f64), loc))
         return stores
@@ -114,37 +133,40 @@ class LoopRecords:
             return None
         iteration, column = np.nonzero(index[:, columns] == element)   # in iteration order
         other = int(np.argmax(iteration != iteration[0]))
+        site = self.site_of[columns]
         return rules.parallel_conflict(
             kernel=launch.kernel, field=fld.name, element=_element(fld, element),
-            earlier=self.access(launch, int(columns[column[0]]), int(iteration[0])),
-            later=self.access(launch, int(columns[column[other]]), int(iteration[other])))
+            earlier=self.access(launch, int(site[column[0]]), int(iteration[0])),
+            later=self.access(launch, int(site[column[other]]), int(iteration[other])))
 
     def changed_reads(self, fld, now: np.ndarray):
         """(site, iteration, element, value read) of the first replayed read of `fld` whose
         element holds another value now, or None."""
-        for r, k in enumerate(self.reads):
+        for k in self.reads:
             if self.sites[k].field is not fld:
                 continue
-            elements = self.index.host_array[:, k]
+            width, v = self.width[k], self.value_base[k]
+            elements = self.index.host_array[:, self.base[k]:self.base[k] + width].reshape(-1)
+            read = self.value.host_array[:, v:v + width].reshape(-1)
             ran = np.flatnonzero((elements >= 0) & (elements < now.size))   # (in bounds)
-            read = self.value.host_array[ran, r]
             final = now[elements[ran]].astype(np.float64)
-            differs = ~((read == final) | (np.isnan(read) & np.isnan(final)))
+            differs = ~((read[ran] == final) | (np.isnan(read[ran]) & np.isnan(final)))
             if differs.any():
-                it = int(ran[np.argmax(differs)])
-                return k, it, int(elements[it]), float(self.value.host_array[it, r])
+                at = int(ran[np.argmax(differs)])
+                return k, at // width, int(elements[at]), float(read[at])
         return None
 
     def writes_of(self, fld, element: int, iteration: int | None = None) -> list:
         """(site, iteration) of this loop's writes of `element` (in `iteration` only, if
-        given), in iteration and then program order."""
+        given), in iteration and then site order (program order, but for inner loops)."""
         index = self.index.host_array
-        found = []
-        for k in self.columns.get(fld, ()):
+        found = set()
+        for c in self.columns.get(fld, ()):
+            k = int(self.site_of[c])
             if self.kinds[k][0] == "read":
                 continue
-            rows = np.flatnonzero(index[:, k] == element)
-            found += [(int(k), int(it)) for it in rows if iteration in (None, it)]
+            rows = np.flatnonzero(index[:, c] == element)
+            found.update((k, int(it)) for it in rows if iteration in (None, it))
         return sorted(found, key=lambda w: (w[1], w[0]))
 
     def access(self, launch, k: int, iteration: int, value=None) -> Access:
@@ -162,7 +184,6 @@ class AccessRecorder:
         recorded = {id(r.loop): r.recorded_loop() for r in self.loops}
         self.ir = replace(kernel, body=tuple(recorded.get(id(s), s) for s in kernel.body))
         self.fields = list({id(s.field): s.field for r in self.loops for s in r.sites}.values())
-        self.sites = [s for r in self.loops for s in r.sites]
         self.program = None         # compiled by the backend on first use
 
     @classmethod
@@ -173,13 +194,18 @@ class AccessRecorder:
         for site in analysis.access_sites(kernel):
             if id(site.field) not in wanted:
                 continue
-            loop = site.loops[0] if len(site.loops) == 1 else None
+            loop = site.loops[0] if site.loops else None
             if not (isinstance(loop, ir.For) and loop.parallel
                     and any(s is loop for s in kernel.body)
-                    and isinstance(loop.start, ir.Const) and isinstance(loop.stop, ir.Const)):
+                    and all(isinstance(x, ir.For) and isinstance(x.start, ir.Const)
+                            and isinstance(x.stop, ir.Const) for x in site.loops)):
                 return None
             loops.setdefault(id(loop), (loop, []))[1].append(site)
-        return cls(kernel, list(loops.values()), replayed) if loops else None
+        entries = sum(_trip((loop,)) * sum(_trip(s.loops[1:]) for s in sites)
+                      for loop, sites in loops.values())
+        if not loops or entries > MAX_ENTRIES:
+            return None
+        return cls(kernel, list(loops.values()), replayed)
 
     # ---- one launch ----------------------------------------------------------------------------
     def before(self) -> None:
@@ -268,6 +294,14 @@ def _first_clash(index, columns, slots, store, size):
             if f >= 0 and shared[f] and (least[f] != most[f] or least[f] == store):
                 return f + low
     return -1
+
+
+def _trip(loops) -> int:
+    """How many times the innermost of these constant-bound loops runs its body."""
+    count = 1
+    for loop in loops:
+        count *= max(loop.stop.value - loop.start.value, 0)
+    return count
 
 
 def _kind(node, replayed) -> tuple:

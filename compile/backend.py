@@ -34,10 +34,12 @@ from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 
-# An in-launch hazard the IR cannot settle is checked in the interpreter only when the fields
-# the kernel touches hold at most this many elements. Its numpy lanes take ~0.1 us an element
-# (a scatter through float-computed indices: 1.7 ms a launch at 30,000 elements, 16 ms at
-# 300,000, against 0.3 and 1.3 ms compiled); past PER_LAUNCH_NOTE the user is told once.
+# An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
+# the fields the kernel touches hold at most PER_LAUNCH_NOTE elements. Past that, the launch
+# records its accesses instead where it can (compile/accessrecord.py: a float-indexed scatter
+# over 600,000 elements, 3.7-4.1 ms a Tape against 0.8 unchecked and 32-33 ms interpreted),
+# else the interpreter checks it up to INTERPRETER_CHECK_LIMIT elements (its numpy lanes take
+# ~0.1 us an element), saying so once; beyond, it is said unchecked.
 INTERPRETER_CHECK_LIMIT = 400_000
 PER_LAUNCH_NOTE = 20_000
 
@@ -165,7 +167,7 @@ class FastBackend(Backend):
         run once checked in the interpreter first, if small enough; larger ones run a variant
         recording their accesses (-> its AccessRecorder), where the records can decide."""
         size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
-        if size > INTERPRETER_CHECK_LIMIT or self.element_checker is None:
+        if size > min(PER_LAUNCH_NOTE, INTERPRETER_CHECK_LIMIT) or self.element_checker is None:
             recorder = self._recorder(traced, hazards)
             if recorder is not None:
                 return recorder

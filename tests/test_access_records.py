@@ -139,13 +139,39 @@ def test_clean_twins_store_then_read_and_shared_reads(recorded, capsys):
     used_records(recorded, clean)
 
 
-def test_an_access_in_an_inner_loop_is_said_unchecked(recorded, capsys):
+def test_a_nested_range_loop_is_recorded_per_inner_iteration(recorded):
+    """`for i in range(n): for j in range(m)`, Taichi's usual 2-D loop (the inner one serial):
+    a site in the inner loop has a column per inner iteration."""
+    grid = ti.field(ti.f64, shape=(N, 4), needs_grad=True)
+    x, _, pos, loss = fields()
+
+    @ti.kernel
+    def smear():
+        for i in range(N):
+            for j in range(4):
+                row = ti.cast(pos[i] * N, ti.i32)
+                grid[row, j] = x[i] * (j + 1)
+        for i, j in grid:
+            loss[None] += grid[i, j]
+
+    with ti.ad.Tape(loss):
+        smear()
+    np.testing.assert_allclose(x.grad.to_numpy(), np.full(N, 10.0), rtol=1e-12)
+    used_records(recorded, smear)
+    pos[9] = 8.5 / N                              # iterations 8 and 9 both store row 8
+    with pytest.raises(ti.ParallelConflictRuleError) as info:
+        with ti.ad.Tape(loss):
+            smear()
+    assert info.value.report.element == (8, 0)
+
+
+def test_an_access_in_a_loop_of_unknown_length_is_said_unchecked(recorded, capsys):
     x, y, pos, loss = fields()
 
     @ti.kernel
     def inner():
         for i in x:
-            for k in range(1):
+            for k in range(ti.cast(pos[0] + 1.0, ti.i32)):   # one pass, not a constant
                 j = ti.cast(pos[i] * N, ti.i32)
                 y[j] = x[i] * 2.0
         for i in y:
