@@ -35,13 +35,13 @@ from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 
 # An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
-# the fields the kernel touches hold at most PER_LAUNCH_NOTE elements. Past that, the launch
+# the fields the kernel touches hold at most RECORD_PAST elements. Past that, the launch
 # records its accesses instead where it can (compile/accessrecord.py: a float-indexed scatter
 # over 600,000 elements, 3.7-4.1 ms a Tape against 0.8 unchecked and 32-33 ms interpreted),
 # else the interpreter checks it up to INTERPRETER_CHECK_LIMIT elements (its numpy lanes take
 # ~0.1 us an element), saying so once; beyond, it is said unchecked.
 INTERPRETER_CHECK_LIMIT = 400_000
-PER_LAUNCH_NOTE = 20_000
+RECORD_PAST = 20_000
 
 
 class FastBackend(Backend):
@@ -167,11 +167,11 @@ class FastBackend(Backend):
         run once checked in the interpreter first, if small enough; larger ones run a variant
         recording their accesses (-> its AccessRecorder), where the records can decide."""
         size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
-        if size > min(PER_LAUNCH_NOTE, INTERPRETER_CHECK_LIMIT) or self.element_checker is None:
+        if size > min(RECORD_PAST, INTERPRETER_CHECK_LIMIT) or self.element_checker is None:
             recorder = self._recorder(traced, hazards)
             if recorder is not None:
                 return recorder
-        if self.element_checker is not None and PER_LAUNCH_NOTE < size <= \
+        if self.element_checker is not None and RECORD_PAST < size <= \
                 INTERPRETER_CHECK_LIMIT and traced not in self.unchecked_noted:
             self.unchecked_noted.add(traced)
             print(f"[tinyad] fast mode: {traced.ir.name} may read and write {hazards[0].name} "
@@ -205,8 +205,8 @@ class FastBackend(Backend):
         print(f"[tinyad] fast mode: {traced.ir.name} may read and write {fld.name} in one "
               "launch in a way its IR does not settle, it is too large to check in the "
               f"interpreter ({size} elements), and its accesses cannot be recorded (one is in "
-              "an inner loop, or outside its parallel loop): that part is unchecked here "
-              "(tinyad check --mode interp checks it)", file=sys.stderr)
+              "a loop of unknown length, or outside the kernel's parallel loops): that part is "
+              "unchecked here (tinyad check --mode interp checks it)", file=sys.stderr)
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if
