@@ -21,8 +21,6 @@ not import interp/) when the program is small enough.
 """
 from __future__ import annotations
 
-import sys
-
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
@@ -33,6 +31,7 @@ from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
+from tinyad.core.notices import note
 
 # An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
 # the fields the kernel touches hold at most RECORD_PAST elements. Past that, the launch
@@ -174,10 +173,10 @@ class FastBackend(Backend):
         if self.element_checker is not None and RECORD_PAST < size <= \
                 INTERPRETER_CHECK_LIMIT and traced not in self.unchecked_noted:
             self.unchecked_noted.add(traced)
-            print(f"[tinyad] fast mode: {traced.ir.name} may read and write {hazards[0].name} "
+            note(f"fast mode: {traced.ir.name} may read and write {hazards[0].name} "
                   "in one launch in a way its IR does not settle: each launch is checked in "
                   f"the interpreter first ({size} elements, several times the launch's own "
-                  "time; check=\"off\" skips the checks)", file=sys.stderr)
+                  "time; check=\"off\" skips the checks)")
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             self._say_unchecked(traced, hazards[0], size)
             return None
@@ -202,11 +201,11 @@ class FastBackend(Backend):
         if traced in self.unchecked_noted:
             return
         self.unchecked_noted.add(traced)
-        print(f"[tinyad] fast mode: {traced.ir.name} may read and write {fld.name} in one "
+        note(f"fast mode: {traced.ir.name} may read and write {fld.name} in one "
               "launch in a way its IR does not settle, it is too large to check in the "
               f"interpreter ({size} elements), and its accesses cannot be recorded (one is in "
               "a loop of unknown length, or outside the kernel's parallel loops): that part is "
-              "unchecked here (tinyad check --mode interp checks it)", file=sys.stderr)
+              "unchecked here (tinyad check --mode interp checks it)")
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if

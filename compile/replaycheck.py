@@ -21,7 +21,6 @@ says once that it stays unchecked when it is not.
 """
 from __future__ import annotations
 
-import sys
 from collections import deque
 
 import numpy as np
@@ -33,6 +32,7 @@ from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, box_slices, regions_of
 from tinyad.core import ir
+from tinyad.core.notices import note
 
 ACCUMULATE = ("atomic_add", "atomic_sub")
 
@@ -322,10 +322,10 @@ class FastChecker(PointCopies, LaunchChecker):
                     read.nbytes, read.values, read.reported = 0, None, True
             if oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
-                print(f"[tinyad] fast mode: the copies of what adjoints replay passed "
+                note(f"fast mode: the copies of what adjoints replay passed "
                       f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
                       f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
-                      "replays go unchecked", file=sys.stderr)
+                      "replays go unchecked")
             oldest.snapshots = []
 
     def own_overwrite(self, regions: KernelRegions, fld, before: np.ndarray, launch: Launch):

@@ -7,9 +7,6 @@ from __future__ import annotations
 import contextvars
 import difflib
 import os
-import shutil
-import sys
-import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +14,7 @@ import numpy as np
 from tinyad import backend as backends
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError, TinyadValueError
+from tinyad.core.notices import note, wrapped_for_stderr  # noqa: F401  (tinyad's API for both)
 from tinyad.frontend import lang
 
 MODES = tuple(backends.BACKENDS)
@@ -85,19 +83,6 @@ active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_for
                                                                     default=None)
 
 
-def note(message: str) -> None:
-    """A notice to the user (Taichi prints these as [Taichi] lines): one line in a pipe, and in
-    a terminal wrapped at its width between words."""
-    print(wrapped_for_stderr(f"[tinyad] {message}"), file=sys.stderr)
-
-
-def wrapped_for_stderr(line: str) -> str:
-    """`line` as is in a pipe; in a terminal wrapped at its width between words (the terminal
-    itself would cut words in two), later lines indented."""
-    if not sys.stderr.isatty():
-        return line
-    return textwrap.fill(line, shutil.get_terminal_size().columns, subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
 
 
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import sys
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
+from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
 
 
@@ -279,10 +279,10 @@ class LaunchChecker:
         self.forgotten_noted.add(compiled)
         name = compiled.ir.name
         args = ", ".join(map(repr, scalars))
-        print(f"[tinyad] check: {name}.grad({args}) belongs to forward launch "
+        note(f"check: {name}.grad({args}) belongs to forward launch "
               f"#{number}, {self.launches - number} launches ago; the checker remembers the "
               f"last {HISTORY} outside a Tape, so this adjoint's replay is not checked (record "
-              "the launches in a ti.ad.Tape, or differentiate sooner)", file=sys.stderr)
+              "the launches in a ti.ad.Tape, or differentiate sooner)")
 
     def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
