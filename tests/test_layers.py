@@ -3,7 +3,8 @@
 Every module of tinyad belongs to one layer; a layer may import only the layers listed for it.
 Imports inside functions count too: hiding an upward import in a function is still a cycle.
 
-    core      tinyad/core/       the IR: types, errors, nodes, op table, builder, printer, analyses
+    core      tinyad/core/       the IR: types, errors, nodes, op table, builder, printer, analyses,
+                                 notices
     check     tinyad/check/      the rule catalogue (every rule's error, report and rendering) and
                                  the launch checks both backends run
     autodiff  tinyad/autodiff/   IR -> IR transforms (reverse mode)
