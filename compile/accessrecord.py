@@ -38,7 +38,7 @@ from tinyad.core import types as T
 SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
         "atomic_max": 4}
 ACCUMULATE = ("atomic_add", "atomic_sub")
-MAX_ENTRIES = 1 << 24       # records a launch may take (128 MiB of indices); past it, unchecked
+MAX_ENTRIES = 1 << 22       # records a launch may take (32 MiB of indices); past it, unchecked
 
 
 @dataclass(eq=False)
