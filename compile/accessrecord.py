@@ -30,14 +30,10 @@ import numpy as np
 from numba import njit
 
 from tinyad.check import rules
-from tinyad.check.report import Access
+from tinyad.check.report import ACCUMULATE, SLOTS, Access
 from tinyad.core import analysis, ir
 from tinyad.core import types as T
 
-# Which accesses commute when two iterations touch one element (the interpreter's SLOT)
-SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
-        "atomic_max": 4}
-ACCUMULATE = ("atomic_add", "atomic_sub")
 MAX_ENTRIES = 1 << 22       # records a launch may take (32 MiB of indices); past it, unchecked
 
 
@@ -75,7 +71,7 @@ class LoopRecords:
         self.value = RecordArray(f"_read_{name}", (trip, max(sum(
             self.width[k] for k in self.reads), 1)), T.f64)
         self.site_of = np.repeat(np.arange(len(sites)), self.width)   # column -> site
-        self.slots = np.array([SLOT[self.kinds[k][0]] for k in self.site_of], np.int8)
+        self.slots = np.array([SLOTS[self.kinds[k][0]] for k in self.site_of], np.int8)
         self.columns = {}                # field -> its sites' columns
         for k, site in enumerate(sites):
             self.columns.setdefault(site.field, []).extend(
@@ -127,7 +123,7 @@ class LoopRecords:
         if columns is None:
             return None
         index = self.index.host_array
-        element = _first_clash(index, columns, self.slots, SLOT["store"],
+        element = _first_clash(index, columns, self.slots, SLOTS["store"],
                                ir.array_size(fld))
         if element < 0:
             return None
@@ -231,8 +227,7 @@ class AccessRecorder:
     def _changed_after_read(self, launch, fld, n: int, k: int, it: int, element: int,
                             value: float, now):
         """The rule a replayed read (site k of loop n, iteration `it`) breaks, its element
-        changed later in the launch: named as the interpreter names it (compile/replaycheck.py
-        `_overwrite_error`)."""
+        changed later in the launch (check/rules.py `overwrite_after_read` names it)."""
         records = self.loops[n]
         mine = records.writes_of(fld, element, it)
         earlier = [w for w in mine if w[0] < k]
@@ -243,14 +238,10 @@ class AccessRecorder:
         read = records.access(launch, k, it, value)
         name = _element(fld, element)
         accumulated = [w for w in earlier if records.kinds[w[0]][0] in ACCUMULATE]
-        if write.kind in ACCUMULATE and accumulated:
-            return rules.read_during_accumulation(
-                field=fld.name, element=name, read=read, write=write,
-                first_accumulation=records.access(launch, *accumulated[0]))
-        if earlier and write.kind not in ACCUMULATE:
-            return rules.second_write(field=fld.name, element=name, read=read, write=write,
-                                      first_write=records.access(launch, *earlier[0]))
-        return rules.read_then_overwrite(field=fld.name, element=name, read=read, write=write)
+        return rules.overwrite_after_read(
+            field=fld.name, element=name, read=read, write=write,
+            first_write=records.access(launch, *earlier[0]) if earlier else None,
+            first_accumulation=records.access(launch, *accumulated[0]) if accumulated else None)
 
 
 @njit(cache=True, nogil=True)

@@ -27,14 +27,12 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
-from tinyad.check.report import Access
+from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import ReadIndex, ReplayedRead
 from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, box_slices, regions_of
 from tinyad.core import ir
 from tinyad.core.notices import note
-
-ACCUMULATE = ("atomic_add", "atomic_sub")
 
 
 class TapeLog:
@@ -279,14 +277,10 @@ class FastChecker(PointCopies, LaunchChecker):
         earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
                    if launch.time <= read.time and w.covers(element)]
         accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
-        if write.kind in ACCUMULATE and accumulated:
-            return rules.read_during_accumulation(field=fld.name, element=element, read=read,
-                                                  write=write,
-                                                  first_accumulation=_access(*accumulated[0]))
-        if earlier and write.kind not in ACCUMULATE:
-            return rules.second_write(field=fld.name, element=element, read=read, write=write,
-                                      first_write=_access(*earlier[0]))
-        return rules.read_then_overwrite(field=fld.name, element=element, read=read, write=write)
+        return rules.overwrite_after_read(
+            field=fld.name, element=element, read=read, write=write,
+            first_write=_access(*earlier[0]) if earlier else None,
+            first_accumulation=_access(*accumulated[0]) if accumulated else None)
 
     # ---- Python scope ----------------------------------------------------------------------------
     def python_write(self, fld, index) -> Access | None:
@@ -323,9 +317,9 @@ class FastChecker(PointCopies, LaunchChecker):
             if oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
                 note(f"fast mode: the copies of what adjoints replay passed "
-                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
-                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
-                      "replays go unchecked")
+                     f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
+                     f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
+                     "replays go unchecked")
             oldest.snapshots = []
 
     def own_overwrite(self, regions: KernelRegions, fld, before: np.ndarray, launch: Launch):

@@ -24,11 +24,9 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
-from tinyad.check.rules import Access
+from tinyad.check.report import ACCUMULATE, SLOTS, Access
 from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
-
-ACCUMULATE = ("atomic_add", "atomic_sub")
 
 
 def as_access(event):
@@ -289,9 +287,7 @@ class LoggedMemory(Memory):
 SHARED = object()   # an element touched by several iterations of the loop
 
 
-# Access kinds for the cross-iteration check, and which kinds conflict with each.
-SLOTS = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
-         "atomic_max": 4}
+# Which slots (check/report.py SLOTS) conflict with each.
 CONFLICTS = {0: (1, 2, 3, 4), 1: (0, 1, 2, 3, 4), 2: (0, 1, 3, 4), 3: (0, 1, 2, 4),
              4: (0, 1, 2, 3)}
 
@@ -328,10 +324,8 @@ def _overwrite_error(fld, index, read: Access, write: Access, scope: Scope):
     """`write` changed an element after `read`, whose value the adjoint replays."""
     first = scope.first_write.get(fld, index)
     accumulated = scope.accumulated.get(fld, index)
-    if write.kind in ACCUMULATE and accumulated is not None and accumulated.time < read.time:
-        return rules.read_during_accumulation(field=fld.name, element=index, read=read,
-                                              write=write, first_accumulation=accumulated)
-    if first is not None and first.time < read.time and write.kind not in ACCUMULATE:
-        return rules.second_write(field=fld.name, element=index, read=read, write=write,
-                                  first_write=first)
-    return rules.read_then_overwrite(field=fld.name, element=index, read=read, write=write)
+    return rules.overwrite_after_read(
+        field=fld.name, element=index, read=read, write=write,
+        first_write=first if first is not None and first.time < read.time else None,
+        first_accumulation=accumulated if accumulated is not None
+        and accumulated.time < read.time else None)

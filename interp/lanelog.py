@@ -29,17 +29,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.check.report import ACCUMULATE, SLOTS
 from tinyad.core import analysis, ir
 from tinyad.interp import lanes
-from tinyad.interp.accesslog import ACCUMULATE, LoggedMemory, ReplayMemory
+from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
 from tinyad.interp.elementlog import LOCS, WHOLE_FIELD, same_values
 
 # Arrays of more elements than this are shared with the previous launch's where equal, and
 # kept as int32; smaller ones weigh less than the test.
 SHARE_AT = 8
-
-SLOT = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
-        "atomic_max": 4}
 
 
 class _Event:
@@ -265,8 +263,8 @@ class LoggedLanes(lanes.PlainLanes):
     def _conflicting(self, fld, events) -> bool:
         if fld not in self.unproven:
             return False
-        slots = {SLOT[e.kind] for e in events}
-        if len(slots) == 1 and SLOT["store"] not in slots:
+        slots = {SLOTS[e.kind] for e in events}
+        if len(slots) == 1 and SLOTS["store"] not in slots:
             return False    # only reads, or only one commutative atomic: nothing conflicts
         flat = np.concatenate([e.flat for e in events])
         lane = np.concatenate([e.lanes for e in events])
@@ -276,7 +274,7 @@ class LoggedLanes(lanes.PlainLanes):
         owner[flat] = lane
         if np.array_equal(owner[flat], lane):
             return False
-        slot = np.concatenate([np.full(len(e.flat), SLOT[e.kind], np.int8) for e in events])
+        slot = np.concatenate([np.full(len(e.flat), SLOTS[e.kind], np.int8) for e in events])
         order = np.lexsort((lane, flat))
         flat, lane, slot = flat[order], lane[order], slot[order]
         starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
@@ -286,7 +284,7 @@ class LoggedLanes(lanes.PlainLanes):
             return False
         low = np.minimum.reduceat(slot, starts)
         high = np.maximum.reduceat(slot, starts)
-        return bool(np.any(shared & ((low != high) | (low == SLOT["store"]))))
+        return bool(np.any(shared & ((low != high) | (low == SLOTS["store"]))))
 
     def _overwrites_a_replayed_read(self, fld, events) -> bool:
         writes = [e for e in events if e.kind != "read"]

@@ -20,6 +20,12 @@ from typing import Any
 
 from tinyad.core.srcloc import SrcLoc
 
+ACCUMULATE = ("atomic_add", "atomic_sub")      # the write kinds that add up
+# Which accesses commute when two iterations of a parallel loop touch one element: the same
+# slot (reads, or one kind of atomic) does; two different slots, or a store, do not.
+SLOTS = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
+         "atomic_max": 4}
+
 
 @dataclass(slots=True)
 class Access:

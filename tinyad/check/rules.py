@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tinyad.check.report import Access, Report, element_name, format_value
+from tinyad.check.report import ACCUMULATE, Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.core.srcloc import SrcLoc, user_loc
 
@@ -156,6 +156,21 @@ def parallel_conflict(*, kernel: str, field: str, element: tuple, earlier: Acces
         fix="make the iterations independent: write results to a separate field (y[i] = "
             "f(x[i - 1]) instead of x[i] = f(x[i - 1])), accumulate with +=, or run the loop "
             "in order with ti.loop_config(serialize=True)"))
+
+
+def overwrite_after_read(*, field: str, element: tuple, read: Access, write: Access,
+                         first_write: Access | None, first_accumulation: Access | None):
+    """The rule `write` breaks by changing an element after `read`, whose value the adjoint
+    replays, given the element's first write and first accumulation before that read (None if
+    none): a read between two accumulations, a plain write after an earlier write, or Rule 1.
+    Every checker names an overwrite with this one choice."""
+    if write.kind in ACCUMULATE and first_accumulation is not None:
+        return read_during_accumulation(field=field, element=element, read=read, write=write,
+                                        first_accumulation=first_accumulation)
+    if first_write is not None and write.kind not in ACCUMULATE:
+        return second_write(field=field, element=element, read=read, write=write,
+                            first_write=first_write)
+    return read_then_overwrite(field=field, element=element, read=read, write=write)
 
 
 def replay_divergence(*, kernel: str, field: str, element: tuple, read: Access, now,
