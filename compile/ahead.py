@@ -4,10 +4,10 @@ process while this one compiles the others.
 A cold start of a differentiable program is mostly numba compiling adjoint kernels (mpm: 11 of
 17 s, one kernel at a time). A kernel's adjoint is queued at the kernel's first launch when it
 touches a field with a gradient, and when the first adjoint is needed, those of any other
-kernels launched so far, latest launch first (compile/backend.py). One helper process takes the largest job queued (the longest compile
-first, so that the small ones left can be shared out at the end); this process, needing an
-adjoint, takes its job if the helper has not started it, and otherwise compiles queued jobs
-itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
+kernels launched so far, latest launch first (compile/backend.py). One helper process takes
+the largest job queued (the longest compile first, so that the small ones left can be shared
+out at the end); this process, needing an adjoint, takes its job if the helper has not started
+it, and otherwise compiles queued jobs itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
 then loads the machine code from there. If the helper fails, this process compiles everything,
 as without it. TINYAD_COMPILE_AHEAD=0 turns it off (it is off on a single core).
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tinyad.compile.gather import split_gathers
 from tinyad.compile.nesting import carried_locals, nest_loops, segments
+from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import (
     NO_CFUNC,
     NP_TYPE,
@@ -31,7 +32,6 @@ from tinyad.compile.pysource import (
     generate_cpu,
     parallel_min_default,
 )
-from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, referenced

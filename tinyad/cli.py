@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.abc
-import importlib.util
 import importlib.resources
+import importlib.util
 import io
 import os
 import runpy
@@ -34,9 +34,10 @@ import tinyad
 from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
+from tinyad.core.notices import note, wrapped_for_stderr
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
-from tinyad.runtime import MODES, note, runtime, wrapped_for_stderr
+from tinyad.runtime import MODES, runtime
 
 # tinyad's own source folders: frames in them are hidden from the user's tracebacks.
 _ROOT = Path(tinyad.__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ import numpy as np
 from tinyad import undo
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError, index_range
+from tinyad.core.notices import note as runtime_note
 from tinyad.core.srcloc import user_frame
 from tinyad.frontend.matrix import Matrix, Vector
-from tinyad.runtime import note as runtime_note
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
 

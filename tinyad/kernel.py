@@ -22,6 +22,7 @@ from tinyad.core.errors import (
     internal_error,
     without_internal_frames,
 )
+from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.field import settle_layout
@@ -30,7 +31,7 @@ from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
-from tinyad.runtime import active_forward_mode, active_recorder, note, runtime
+from tinyad.runtime import active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
 
@@ -100,7 +101,8 @@ class Kernel:
         self._kinds = None
         self._traces: dict = {}
         self._last_key = None
-        self._last_plain = None
+        self._last_plain = None   # (key, trace) of the last launch without template arguments
+        self._scalar_params = None   # set by kinds(): ((name, dtype), ...) if all are scalars
         self.grad = AdjointKernel(self)
         self.fwd = TangentKernel(self)
         self.is_no_grad = False
@@ -161,17 +163,16 @@ class Kernel:
         """The trace for these template values, bound to these ndarray arguments if any (a
         trace is shared by all arrays of one dtype, shape and gradient: tinyad/ndarray.py)."""
         if not templates:     # no template or ndarray arguments: the common launch, kept short
-            config = runtime.config
-            last = self._last_plain    # (generation, default types, key, trace) of the last one
-            if last is not None and last[0] == runtime.generation and \
-                    last[1] is config.default_fp and last[2] is config.default_ip:
-                self._last_key = last[3]
-                return last[4]
+            config, last = runtime.config, self._last_plain
+            if last is not None and last[0][0] == runtime.generation and \
+                    last[0][1] is config.default_fp and last[0][2] is config.default_ip:
+                self._last_key, traced = last
+                return traced
             key = (runtime.generation, config.default_fp, config.default_ip, ())
             traced = self._traces.get(key)
             if traced is not None:
                 self._last_key = key
-                self._last_plain = (*key[:3], key, traced)
+                self._last_plain = (key, traced)
                 return traced
         kinds = self.kinds()
         arrays = {n: v for n, v in templates.items() if _is_ndarray(kinds[n])}

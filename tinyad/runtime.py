@@ -14,7 +14,7 @@ import numpy as np
 from tinyad import backend as backends
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError, TinyadValueError
-from tinyad.core.notices import note, wrapped_for_stderr  # noqa: F401  (tinyad's API for both)
+from tinyad.core.notices import note
 from tinyad.frontend import lang
 
 MODES = tuple(backends.BACKENDS)
@@ -81,8 +81,6 @@ active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorde
 # The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
 active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_forward_mode",
                                                                     default=None)
-
-
 
 
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.

@@ -280,9 +280,9 @@ class LaunchChecker:
         name = compiled.ir.name
         args = ", ".join(map(repr, scalars))
         note(f"check: {name}.grad({args}) belongs to forward launch "
-              f"#{number}, {self.launches - number} launches ago; the checker remembers the "
-              f"last {HISTORY} outside a Tape, so this adjoint's replay is not checked (record "
-              "the launches in a ti.ad.Tape, or differentiate sooner)")
+             f"#{number}, {self.launches - number} launches ago; the checker remembers the "
+             f"last {HISTORY} outside a Tape, so this adjoint's replay is not checked (record "
+             "the launches in a ti.ad.Tape, or differentiate sooner)")
 
     def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
