@@ -75,6 +75,7 @@ class InterpBackend(Backend):
         memory = LoggedMemory(checker, record, replayed, resets)
         result = program.run(scalars, memory, self.rng)
         memory.finish()
+        launchchecks.after_forward(checker, traced, lambda f: f.data)
         return result, record
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):

@@ -71,6 +71,37 @@ def test_clearing_between_sweeps_is_clean_and_right(fields, capsys):
     assert "Rule" not in capsys.readouterr().err
 
 
+def test_a_kernel_that_zeroes_the_gradient_clears_it_as_fill_does(fields, capsys):
+    x, _, loss, cube, step = fields
+
+    @ti.kernel
+    def clear_grad():                                  # DiffTaichi's clear_grid, in small
+        x.grad[None] = 0.0
+
+    x[None] = 1.0
+    for _ in range(3):
+        clear_grad()
+        sweep(loss, cube)
+        assert x.grad[None] == pytest.approx(3 * x[None] ** 2)
+        step()
+    assert "Rule" not in capsys.readouterr().err
+
+
+def test_a_kernel_that_stores_a_nonzero_gradient_does_not_clear_it(fields):
+    x, _, loss, cube, _ = fields
+
+    @ti.kernel
+    def set_grad():
+        x.grad[None] = 0.5
+
+    x[None] = 1.0
+    sweep(loss, cube)
+    set_grad()
+    x[None] = 2.0
+    with pytest.raises(ti.StaleGradientRuleError):
+        sweep(loss, cube)
+
+
 def test_summing_sweeps_at_the_same_value_is_only_a_warning(fields, capsys):
     x, _, loss, cube, _ = fields
     x[None] = 1.0

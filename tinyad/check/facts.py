@@ -18,6 +18,7 @@ class KernelFacts:
     first_store: dict       # field -> loc of its first store
     first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
+    grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -29,8 +30,10 @@ def kernel_facts(compiled) -> KernelFacts:
 
 def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
-    written, loaded, first_store, first_load = {}, {}, {}, {}
+    written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
     for stmt in ir.walk_stmts(body):
+        if isinstance(stmt, ir.Store) and stmt.field.role == "grad":
+            grads_stored.setdefault(id(stmt.field), stmt.field)
         if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
             written.setdefault(id(stmt.field), stmt.field)
             first_store.setdefault(stmt.field, stmt.loc)
@@ -47,7 +50,8 @@ def _analyse(compiled) -> KernelFacts:
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
         replayed, targets = frozenset(), {}
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
-                       _dependencies(body), first_store, first_load, tuple(targets.values()))
+                       _dependencies(body), first_store, first_load, tuple(targets.values()),
+                       tuple(grads_stored.values()))
 
 
 def _dependencies(body) -> tuple:

@@ -452,6 +452,16 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
 ALL_ROWS = ((0, 1 << 62),)
 
 
+def after_forward(checker: LaunchChecker, compiled, host) -> None:
+    """A kernel that stores into a gradient and leaves all of it zero has cleared it, as a
+    Python-scope fill(0) does (DiffTaichi's clear_grid zeroes the grid's gradients before each
+    recomputed step): what it held before is gone, so no later check need look at it. `host`:
+    a field -> its array as it is now."""
+    for grad in kernel_facts(compiled).grads_stored:
+        if not host(grad).any():
+            checker.grad_cleared_at[grad] = checker.tick()
+
+
 def span_union(spans, more) -> tuple:
     if not spans:
         return tuple(more)
