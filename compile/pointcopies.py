@@ -20,16 +20,20 @@ class PartialPoint:
     """One primal's values at a gradient point: valid on `saved` boxes, and on every element
     not written since (those hold them still), until `complete`."""
 
-    __slots__ = ("values", "saved", "complete")
+    __slots__ = ("values", "saved", "complete", "verified")
 
     def __init__(self, current: np.ndarray):
         self.values = np.empty_like(current)    # (pages never written cost nothing)
         self.saved: set = set()
         self.complete = False
+        # saved boxes found unchanged and not written since: a recomputing backward pass
+        # rewrites one row per step, and each compare looks at that row, not at all so far
+        self.verified: set = set()
 
     def save(self, box: tuple, current: np.ndarray) -> None:
         """`box` of the primal is about to be written: keep what it holds now."""
         if box in self.saved:
+            self.verified.discard(box)
             return
         part = tuple(slice(lo, hi) for lo, hi in box)
         self.values[part] = current[part]
@@ -46,10 +50,13 @@ class PartialPoint:
 
     def unchanged(self, current: np.ndarray) -> bool:
         """Does the primal hold the point's values still? Only the saved boxes can differ."""
-        for box in self.saved:
+        for box in self.saved - self.verified:
             part = tuple(slice(lo, hi) for lo, hi in box)
-            if not np.array_equal(current[part], self.values[part], equal_nan=True):
+            now, then = current[part], self.values[part]
+            # (equal bytes first: a memcmp, where equal_nan's compare takes 5-10x longer)
+            if now.tobytes() != then.tobytes() and not np.array_equal(now, then, equal_nan=True):
                 return False
+            self.verified.add(box)
         return True
 
 

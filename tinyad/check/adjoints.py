@@ -88,15 +88,16 @@ def _rows(launch):
 
 
 def _check_order(checker, launch, facts, kernel_name):
+    """A manual sweep out of order: a later launch read what this one produced, its outputs
+    are seeded, and its adjoint has not run yet (it would add to this one's seed later)."""
     produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
     if not produced:
         return
     later_ones = []
-    for later in reversed(checker.history):     # (in launch order: only the end is later)
+    for later in reversed(checker.awaiting_adjoint.values()):   # (in launch order)
         if later.time <= launch.time:
             break
-        if not later.adjoint_runs:
-            later_ones.append(later)
+        later_ones.append(later)
     for later in reversed(later_ones):
         later_facts = kernel_facts(later.compiled)
         if not any(f in produced for f in later_facts.loaded):

@@ -19,6 +19,7 @@ class KernelFacts:
     first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
     grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
+    loads_differentiable: bool   # loads a field with a gradient
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -51,7 +52,8 @@ def _analyse(compiled) -> KernelFacts:
         replayed, targets = frozenset(), {}
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
                        _dependencies(body), first_store, first_load, tuple(targets.values()),
-                       tuple(grads_stored.values()))
+                       tuple(grads_stored.values()),
+                       any(f.grad is not None for f in loaded.values()))
 
 
 def _dependencies(body) -> tuple:

@@ -102,6 +102,10 @@ class LaunchChecker:
         self.launches = 0
         self.tapes = 0                 # Tapes begun so far (the latest one's number)
         self.history: deque = deque(maxlen=HISTORY)
+        # launch number -> the launches in the history not yet differentiated that load a
+        # field with a gradient, in launch order: what the order check of a manual sweep
+        # looks at (tinyad/check/adjoints.py), without walking the whole history each time
+        self.awaiting_adjoint: dict = {}
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         # (kernel, scalars) of launches that left the history not yet differentiated (the
         # oldest forgotten first past FORGOTTEN_KEPT), and the kernels told about it
@@ -169,11 +173,14 @@ class LaunchChecker:
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
         self.history.append(launch)
+        if kernel_facts(compiled).loads_differentiable:
+            self.awaiting_adjoint[launch.number] = launch
         self.latest[(compiled, scalars)] = launch
         return launch
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
+        self.awaiting_adjoint.pop(oldest.number, None)
         key = (oldest.compiled, oldest.scalars)
         if self.latest.get(key) is not oldest:
             return
@@ -190,6 +197,7 @@ class LaunchChecker:
     def adjoint_ran(self, launch: Launch | None):
         self.last_adjoint_at = self.tick()
         while launch is not None:
+            self.awaiting_adjoint.pop(launch.number, None)
             launch.adjoint_runs += 1
             launch.adjoint_at = self.last_adjoint_at
             launch = launch.repeats
