@@ -4,7 +4,8 @@ on which one launch may break a rule within itself (compile/replaycheck.py check
 from __future__ import annotations
 
 from tinyad.check.facts import kernel_facts
-from tinyad.check.launches import RowSpans, span_union
+from tinyad.check.launches import RowSpans
+from tinyad.check.rows import KernelRows
 from tinyad.compile.scattercheck import ScatterCheck
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
@@ -38,9 +39,8 @@ class LaunchPlan:
     def __init__(self, reads, writes, loads, hazards, written_fields):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, written_fields
-        # ({field: leading-index spans loaded}, {field: spans written}): launches.before_forward
-        self.rows = (_spans((s.field, b) for s, b in loads),
-                     _spans((w.site.field, w.box) for w in writes))
+        # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
+        self.rows = None
         self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
 
 
@@ -74,7 +74,7 @@ class KernelRegions:
                        and id(s.node) in replayed),
                   next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
             for fld in analysis.own_element_overwrites(kernel, replayed)}
-        self.own_loads = _loads_of_own_stores(sites)
+        self.kernel_rows = KernelRows(kernel)
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
@@ -132,33 +132,8 @@ class KernelRegions:
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
         reads = [(s, b, box_slices(b)) for s, b in _without_contained(boxed(self.reads))]
         plan = LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
-        # what the launch reads from before it (a load of an element its iteration has just
-        # stored reads this launch's value): launches.before_forward's rows
-        plan.rows = (_spans((s.field, b) for s, b in plan.loads if id(s) not in self.own_loads),
-                     plan.rows[1])
+        plan.rows = self.kernel_rows.of_values(values)
         return plan
-
-
-def _loads_of_own_stores(sites) -> set:
-    """id() of the load sites that follow, in program order, a store to the same element (the
-    same index expressions, inside the same loops): they read what their iteration stored."""
-    stored, own = set(), set()
-    for site in sites:
-        key = (id(site.field), tuple(format_expr(e) for e in site.indices),
-               tuple(map(id, site.loops)))
-        if isinstance(site.node, ir.Store):
-            stored.add(key)
-        elif isinstance(site.node, ir.Load) and key in stored:
-            own.add(id(site))
-    return own
-
-
-def _spans(boxes) -> dict:
-    """{field: spans of leading indices} of boxes given with their sites' fields."""
-    out: dict = {}
-    for fld, box in boxes:
-        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
-    return out
 
 
 def _distinct(sites, by_kind=False):

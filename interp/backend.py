@@ -14,6 +14,7 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check.facts import kernel_facts
+from tinyad.check.rows import launch_rows
 from tinyad.core import analysis, ir
 from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
@@ -54,6 +55,7 @@ class InterpBackend(Backend):
             # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one
             # way to lose a tangent is a store into a field without .dual.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            self._before_writes(traced)
             return program.run(scalars, None, self.rng), None
         if variant == "adjoint_tangent":
             # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
@@ -68,8 +70,9 @@ class InterpBackend(Backend):
         name = traced.ir.name
         checker = self.checker
         launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars)
+                                    scalars, launch_rows(traced, scalars))
         record = checker.new_launch(name, traced, scalars)
+        self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
         memory = LoggedMemory(checker, record, replayed, resets)
@@ -77,6 +80,12 @@ class InterpBackend(Backend):
         memory.finish()
         launchchecks.after_forward(checker, traced, lambda f: f.data)
         return result, record
+
+    def _before_writes(self, traced) -> None:
+        """The primal fields the launch may write: the values a gradient was taken at are
+        copied now, if not yet (check/launches.py before_write)."""
+        for fld in kernel_facts(traced).written:
+            self.checker.before_write(fld)
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name = traced.ir.name

@@ -158,6 +158,35 @@ def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys
     assert np.isclose(y.grad[None], 8.0)
 
 
+def test_a_tape_recomputing_every_step_reads_nothing_from_before_it(mode, capsys):
+    """A forward pass before the Tape computed rows 1..3 of x from p; the Tape computes them
+    again before it reads them: nothing reaches the Tape from before it (interp mode once
+    warned here, as it did not know which rows a launch reads)."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)          # x[t]: one row per step
+    p = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        x[t + 1] = x[t] * p[None]
+
+    @ti.kernel
+    def final():
+        loss[None] = x[3]
+
+    def run():
+        for t in range(3):
+            step(t)
+        final()
+
+    x[0], p[None] = 1.0, 2.0
+    run()                                                    # outside the Tape first
+    with ti.ad.Tape(loss=loss):
+        run()
+    assert p.grad[None] == pytest.approx(3 * 2.0 ** 2)      # d(p^3 x0)/dp
+    assert "Computed before the Tape" not in capsys.readouterr().err
+
+
 def test_a_second_grad_of_one_launch_is_said_and_a_cleared_one_is_not(mode, capsys):
     x = ti.field(ti.f64, shape=3, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)

@@ -1,0 +1,72 @@
+"""Which rows (leading indices) of each field one launch may read and write, from the kernel's IR
+and the launch's integer arguments: what the check "computed before the Tape" compares
+(tinyad/check/launches.py). A time-stepped kernel at step t reads row t and writes row t + 1;
+without its rows, a Tape that recomputes every step would look as if it read the rows a forward
+pass before the Tape had computed. Both backends ask here (fast mode through its LaunchPlan)."""
+from __future__ import annotations
+
+from tinyad.check.launches import span_union
+from tinyad.core import analysis, ir
+from tinyad.core.printer import format_expr
+
+
+class KernelRows:
+    """One kernel's primal loads and writes, and their rows per launch. Not cached here: fast
+    mode keeps them in its per-arguments LaunchPlan, and an interpreted launch costs far more
+    than the few box functions."""
+
+    def __init__(self, kernel: ir.Kernel):
+        sites = analysis.access_sites(kernel)
+        self.args = analysis.fixed_int_args(kernel)
+        names = [a.name for a in kernel.args]
+        self.positions = tuple(names.index(n) for n in self.args)
+        own = loads_of_own_stores(sites)
+        primal = [s for s in sites if s.field.role == "primal"]
+        # a load of an element its iteration has just stored reads this launch's value: not a
+        # read of what came before the launch
+        self.loads = [s for s in primal if isinstance(s.node, ir.Load) and id(s) not in own]
+        self.writes = [s for s in primal if not isinstance(s.node, ir.Load)]
+        self._functions = [analysis.box_function(s, s.field.shape, self.args)
+                           for s in (*self.loads, *self.writes)]
+
+    def of(self, scalars: tuple) -> tuple:
+        """({field: spans read}, {field: spans written}) of a launch with these arguments."""
+        return self.of_values(tuple(int(scalars[i]) for i in self.positions))
+
+    def of_values(self, values: tuple) -> tuple:
+        """The same, given the values of the integer arguments `self.args`."""
+        boxes = [f(*values) for f in self._functions]
+        n = len(self.loads)
+        return (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
+                spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None))
+
+
+def launch_rows(compiled, scalars: tuple) -> tuple:
+    """The rows a launch of `compiled` (a traced kernel) with these arguments may read and
+    write (see KernelRows.of)."""
+    rows = getattr(compiled, "kernel_rows", None)
+    if rows is None:
+        rows = compiled.kernel_rows = KernelRows(compiled.ir)
+    return rows.of(scalars)
+
+
+def spans_of(boxes) -> dict:
+    """{field: spans of leading indices} of (field, box) pairs."""
+    out: dict = {}
+    for fld, box in boxes:
+        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
+    return out
+
+
+def loads_of_own_stores(sites) -> set:
+    """id() of the load sites that follow, in program order, a store to the same element (the
+    same index expressions, inside the same loops): they read what their iteration stored."""
+    stored, own = set(), set()
+    for site in sites:
+        key = (id(site.field), tuple(format_expr(e) for e in site.indices),
+               tuple(map(id, site.loops)))
+        if isinstance(site.node, ir.Store):
+            stored.add(key)
+        elif isinstance(site.node, ir.Load) and key in stored:
+            own.add(id(site))
+    return own
