@@ -286,7 +286,7 @@ class FastChecker(PointCopies, LaunchChecker):
     def python_write(self, fld, index) -> Access | None:
         if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
             if fld.role == "grad":
-                self.grad_cleared_at[fld] = self.tick()
+                self.gradient_cleared(fld, self.tick())
             return None
         access = super().python_write(fld, index)
         self.wrote((fld,))

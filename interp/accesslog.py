@@ -68,6 +68,9 @@ class Checker(LaunchChecker):
 
     def __init__(self, mode: str):
         super().__init__(mode)
+        # a gradient's point (its primal's values) is copied only when the primal is next
+        # written: the backend says so before each launch that may write it
+        self.copies_before_writes = True
         # each element's latest write, for attribution (its value: the element's now)
         self.last_write = ElementLog(values=False)
         self.bulk_write: dict = {}       # field -> last whole-field Python write Access

@@ -322,6 +322,15 @@ class LaunchChecker:
                 return False
         return True
 
+    def gradient_cleared(self, grad, time: int) -> None:
+        """Python scope (or a kernel zeroing it) set `grad` at `time`: what it held is gone, and
+        with it the point it was taken at (its primal's values need no copy any more)."""
+        self.grad_cleared_at[grad] = time
+        if self.grad_point.pop(grad, None) is not None:
+            waiting = self.uncopied_points.get(grad.primal)
+            if waiting and grad in waiting:
+                waiting.remove(grad)
+
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
         the gradients taken at them and not yet copied."""
@@ -343,7 +352,7 @@ class LaunchChecker:
         -> the Access it is (a backend's checker adds its own checks)."""
         access = Access("python write", user_loc(), None, None, None, None, self.tick())
         if fld.role == "grad":
-            self.grad_cleared_at[fld] = access.time
+            self.gradient_cleared(fld, access.time)
         elif fld.role == "primal":
             self.primal_changed[fld] = access
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
@@ -467,7 +476,7 @@ def after_forward(checker: LaunchChecker, compiled, host) -> None:
     a field -> its array as it is now."""
     for grad in kernel_facts(compiled).grads_stored:
         if not host(grad).any():
-            checker.grad_cleared_at[grad] = checker.tick()
+            checker.gradient_cleared(grad, checker.tick())
 
 
 def span_union(spans, more) -> tuple:
