@@ -444,3 +444,10 @@ def test_a_field_made_by_a_lambda_is_named_by_the_callers_variable(mode):
             self.output = vec()
 
     assert Layer().output.name == "self.output"
+
+
+def test_fields_made_in_one_tuple_assignment_are_named_each_by_its_target(mode):
+    spring_a, spring_b = ti.field(ti.i32, shape=3), ti.Vector.field(2, ti.f32, shape=3)
+    assert (spring_a.name, spring_b.name) == ("spring_a", "spring_b")
+    q, r = (ti.field(ti.f32, shape=2) for _ in range(2))     # no call per target: numbered
+    assert q.name.startswith("field") and r.name.startswith("field")

@@ -5,6 +5,7 @@ is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 import re
@@ -41,7 +42,28 @@ def _assigned_name(frame) -> str | None:
     info = inspect.getframeinfo(frame, context=1)
     line = info.code_context[0] if info.code_context else ""
     match = _ASSIGNED_NAME.match(line)
-    return match.group(1) if match else None
+    if match is not None:
+        return match.group(1)
+    return _tuple_target(frame, line) if "," in line.split("=", 1)[0] else None
+
+
+def _tuple_target(frame, line: str) -> str | None:
+    """`b` in `a, b = ti.field(...), ti.field(...)`: the target whose value holds the call the
+    frame is making, told apart by the call's column (the code's positions, Python 3.11+)."""
+    try:
+        statement = ast.parse(line.strip()).body[0]
+        _, _, column, _ = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (SyntaxError, IndexError, AttributeError):
+        return None
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Tuple)
+            and isinstance(statement.value, ast.Tuple) and column is not None):
+        return None
+    column -= len(line) - len(line.lstrip())     # (the statement was parsed without its indent)
+    for target, value in zip(statement.targets[0].elts, statement.value.elts):
+        if isinstance(target, ast.Name) and value.col_offset <= column < value.end_col_offset:
+            return target.id
+    return None
 
 
 def normalize_shape(shape) -> tuple[int, ...] | None:
