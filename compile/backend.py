@@ -214,7 +214,7 @@ class FastBackend(Backend):
         if self.checker.tape is not None:
             self.checker.report(error)
         else:
-            record.problems.append(error)
+            record.add_problem(error)
 
     def _checked_adjoint(self, traced, program, scalars, record, manual):
         name, checker = traced.ir.name, self.checker

@@ -204,7 +204,8 @@ class FastChecker(PointCopies, LaunchChecker):
             tape.launches.append(launch)
 
     def _file_reads(self, launch: Launch, plan: LaunchPlan, tape) -> None:
-        reads, shared, versions, index = launch.snapshots, self.shared, self.versions, self.reads
+        reads = launch.snapshots = []
+        shared, versions, index = self.shared, self.versions, self.reads
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
         custom = self.in_custom_primal
@@ -320,7 +321,7 @@ class FastChecker(PointCopies, LaunchChecker):
                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
                      "replays go unchecked")
-            oldest.snapshots = []
+            oldest.snapshots = ()
 
     def own_overwrite(self, regions: KernelRegions, fld, before: np.ndarray, launch: Launch):
         """After a launch whose iterations each may overwrite their own element of `fld` after

@@ -195,7 +195,7 @@ class LoggedMemory(Memory):
         if not self.scope.deferred:
             self.checker.report(make_error())
         elif len(self.launch.problems) < DEFERRED_KEPT:
-            self.launch.problems.append(make_error())
+            self.launch.add_problem(make_error())
 
     # ---- the three kinds of access -------------------------------------------------------
     def load(self, fld, index, site):

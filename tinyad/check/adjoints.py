@@ -18,8 +18,8 @@ from tinyad.core.srcloc import user_loc
 def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual: bool) -> None:
     if launch is not None:
         for problem in launch.problems:
-            checker.report(problem)
-        launch.problems.clear()
+            checker.report(problem)      # (raises in error mode: kept for the next try)
+        launch.problems = ()
     if not manual:
         return
     facts = kernel_facts(compiled)

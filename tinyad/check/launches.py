@@ -37,10 +37,12 @@ class Launch:
     compiled: object
     scalars: tuple
     time: int
-    reads: object = field(default_factory=dict)   # interp: the values replayed (a Witness)
-    snapshots: list = field(default_factory=list) # fast mode: values of the regions replayed
-    writes: list = field(default_factory=list)    # fast mode: the regions this launch may write
-    problems: list = field(default_factory=list)  # violations to raise if it is differentiated
+    # (Empty tuples until set: a launch's own containers would be thousands of objects a Tape
+    # for Python's cyclic collector to go through again and again, 70 ms a full collection.)
+    reads: object = None     # interp: the values replayed (a Witness)
+    snapshots: list | tuple = ()   # fast mode: values of the regions replayed
+    writes: list | tuple = ()      # fast mode: the regions this launch may write
+    problems: list | tuple = ()    # violations to raise if it is differentiated (add_problem)
     adjoint_runs: int = 0
     adjoint_at: int = 0    # when its adjoint last ran (the checker's tick)
     tape: int = 0          # the number of the Tape that recorded it (0: none)
@@ -54,6 +56,11 @@ class Launch:
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
     repeats: "Launch | None" = None
+
+    def add_problem(self, error) -> None:
+        if not self.problems:
+            self.problems = []
+        self.problems.append(error)
 
     @property
     def origin(self) -> "Launch":
