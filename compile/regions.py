@@ -36,11 +36,11 @@ class LaunchPlan:
 
     __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
 
-    def __init__(self, reads, writes, loads, hazards, written_fields):
+    def __init__(self, reads, writes, loads, hazards, written_fields, rows):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, written_fields
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
-        self.rows = None
+        self.rows = rows
         self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
 
 
@@ -131,9 +131,8 @@ class KernelRegions:
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
         reads = [(s, b, box_slices(b)) for s, b in _without_contained(boxed(self.reads))]
-        plan = LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields)
-        plan.rows = self.kernel_rows.of_values(values)
-        return plan
+        return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields,
+                          self.kernel_rows.of_values(values))
 
 
 def _distinct(sites, by_kind=False):
