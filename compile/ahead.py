@@ -7,9 +7,10 @@ touches a field with a gradient, and when the first adjoint is needed, those of 
 kernels launched so far, latest launch first (compile/backend.py). One helper process takes
 the largest job queued (the longest compile first, so that the small ones left can be shared
 out at the end); this process, needing an adjoint, takes its job if the helper has not started
-it, and otherwise compiles queued jobs itself while it waits. The helper only fills the disk cache (compile/cache.py); this process
-then loads the machine code from there. If the helper fails, this process compiles everything,
-as without it. TINYAD_COMPILE_AHEAD=0 turns it off (it is off on a single core).
+it, and otherwise compiles queued jobs itself while it waits. The helper only fills the disk
+cache (compile/cache.py); this process then loads the machine code from there. If the helper
+fails, this process compiles everything, as without it. TINYAD_COMPILE_AHEAD=0 turns it off (it
+is off on a single core).
 
     python -m compile.ahead      the helper: reads "<cache dir>\\t<stem>" lines, answers each
 """

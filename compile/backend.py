@@ -136,7 +136,7 @@ class FastBackend(Backend):
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
-        launchchecks.after_forward(checker, traced, checker.host)
+        launchchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:

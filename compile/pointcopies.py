@@ -20,20 +20,16 @@ class PartialPoint:
     """One primal's values at a gradient point: valid on `saved` boxes, and on every element
     not written since (those hold them still), until `complete`."""
 
-    __slots__ = ("values", "saved", "complete", "verified")
+    __slots__ = ("values", "saved", "complete")
 
     def __init__(self, current: np.ndarray):
         self.values = np.empty_like(current)    # (pages never written cost nothing)
         self.saved: set = set()
         self.complete = False
-        # saved boxes found unchanged and not written since: a recomputing backward pass
-        # rewrites one row per step, and each compare looks at that row, not at all so far
-        self.verified: set = set()
 
     def save(self, box: tuple, current: np.ndarray) -> None:
         """`box` of the primal is about to be written: keep what it holds now."""
         if box in self.saved:
-            self.verified.discard(box)
             return
         part = tuple(slice(lo, hi) for lo, hi in box)
         self.values[part] = current[part]
@@ -50,13 +46,12 @@ class PartialPoint:
 
     def unchanged(self, current: np.ndarray) -> bool:
         """Does the primal hold the point's values still? Only the saved boxes can differ."""
-        for box in self.saved - self.verified:
+        for box in self.saved:
             part = tuple(slice(lo, hi) for lo, hi in box)
             now, then = current[part], self.values[part]
             # (equal bytes first: a memcmp, where equal_nan's compare takes 5-10x longer)
             if now.tobytes() != then.tobytes() and not np.array_equal(now, then, equal_nan=True):
                 return False
-            self.verified.add(box)
         return True
 
 

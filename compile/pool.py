@@ -13,8 +13,9 @@ cores busy). Whether a loop uses the threads at all is measured per segment (`Th
 handing chunks to the workers costs tens of microseconds a launch (waking a thread, taking the
 GIL to call the segment), more than a small loop saves. Chunks are claimed, not assigned: a
 worker that the OS wakes late (another program has the core) finds them taken by the launching
-thread, so a launch never waits for a descheduled thread that has not started. Results do not depend on who runs a chunk: its
-iterations, its per-chunk sums and the order they are added up are fixed by its number.
+thread, so a launch never waits for a descheduled thread that has not started. Results do not
+depend on who runs a chunk: its iterations, its per-chunk sums and the order they are added up
+are fixed by its number.
 """
 from __future__ import annotations
 

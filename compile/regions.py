@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans
-from tinyad.check.rows import KernelRows
+from tinyad.check.rows import rows_of
 from tinyad.compile.scattercheck import ScatterCheck
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
@@ -74,7 +74,7 @@ class KernelRegions:
                        and id(s.node) in replayed),
                   next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
             for fld in analysis.own_element_overwrites(kernel, replayed)}
-        self.kernel_rows = KernelRows(kernel)
+        self.kernel_rows = rows_of(traced)
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}

@@ -41,6 +41,16 @@ def used_records(mode, kernel) -> None:
                    for key, r in runtime.backend.recorders.items())
 
 
+def raised_in_tape(mode, error, kernel, loss):
+    """Run `kernel` in a Tape: it must raise `error` (in fast mode, from its recorded
+    accesses); -> the error's report."""
+    with pytest.raises(error) as info:
+        with ti.ad.Tape(loss):
+            kernel()
+    used_records(mode, kernel)
+    return info.value.report
+
+
 def test_a_scatter_through_float_indices_in_a_branch(recorded):
     x, y, pos, loss = fields()
 
@@ -76,13 +86,9 @@ def test_a_recurrence_in_a_branch_reads_another_iterations_element(recorded):
             if th[None] >= 0:                     # (a branch: no index-only check)
                 x[i + 1] = x[i] * 0.5 + th[None]
 
-    with pytest.raises(ti.ParallelConflictRuleError) as info:
-        with ti.ad.Tape(loss):
-            recurrence()
-    report = info.value.report
+    report = raised_in_tape(recorded, ti.ParallelConflictRuleError, recurrence, loss)
     assert report.element == (1,)
     assert (report.write.iteration, report.read.iteration) == (0, 1)
-    used_records(recorded, recurrence)
 
 
 def test_store_read_store_in_one_iteration_through_float_indices(recorded):
@@ -97,11 +103,8 @@ def test_store_read_store_in_one_iteration_through_float_indices(recorded):
         for i in y:
             loss[None] += y[i]
 
-    with pytest.raises(ti.SecondWriteRuleError) as info:
-        with ti.ad.Tape(loss):
-            twice()
-    assert info.value.report.element == (0,)
-    used_records(recorded, twice)
+    report = raised_in_tape(recorded, ti.SecondWriteRuleError, twice, loss)
+    assert report.element == (0,)
 
 
 def test_read_then_accumulate_into_one_element_in_one_iteration(recorded):
@@ -114,11 +117,8 @@ def test_read_then_accumulate_into_one_element_in_one_iteration(recorded):
             loss[None] += y[j] * y[j]
             y[j] += x[i]                # after the replayed read of y[j]
     y.from_numpy(np.ones(N))
-    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
-        with ti.ad.Tape(loss):
-            grow()
-    assert info.value.report.element == (0,)
-    used_records(recorded, grow)
+    report = raised_in_tape(recorded, ti.ReadThenOverwriteRuleError, grow, loss)
+    assert report.element == (0,)
 
 
 def test_clean_twins_store_then_read_and_shared_reads(recorded, capsys):

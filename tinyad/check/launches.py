@@ -476,7 +476,7 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
 ALL_ROWS = ((0, 1 << 62),)
 
 
-def after_forward(checker: LaunchChecker, compiled, host) -> None:
+def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
     """A kernel that stores into a gradient and leaves all of it zero has cleared it, as a
     Python-scope fill(0) does (DiffTaichi's clear_grid zeroes the grid's gradients before each
     recomputed step): what it held before is gone, so no later check need look at it. `host`:

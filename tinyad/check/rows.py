@@ -41,13 +41,17 @@ class KernelRows:
                 spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None))
 
 
-def launch_rows(compiled, scalars: tuple) -> tuple:
-    """The rows a launch of `compiled` (a traced kernel) with these arguments may read and
-    write (see KernelRows.of)."""
+def rows_of(compiled) -> KernelRows:
+    """The KernelRows of `compiled` (a traced kernel), made once."""
     rows = getattr(compiled, "kernel_rows", None)
     if rows is None:
         rows = compiled.kernel_rows = KernelRows(compiled.ir)
-    return rows.of(scalars)
+    return rows
+
+
+def launch_rows(compiled, scalars: tuple) -> tuple:
+    """The rows a launch of `compiled` with these arguments may read and write (KernelRows.of)."""
+    return rows_of(compiled).of(scalars)
 
 
 def spans_of(boxes) -> dict:
