@@ -3,6 +3,7 @@ panel is the plain-text report: every word of it must be on screen, in order, at
 import ast
 import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,19 @@ def test_print_report_in_a_terminal_wraps_too(locs, monkeypatch):
     screen = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue())
     assert "\u256d" in screen and max(len(line) for line in screen.splitlines()) <= 60, screen
     assert report.fix.split()[-1] in screen
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_an_errors_message_in_a_terminal_wraps_between_words(locs, monkeypatch, width):
+    """What Python prints after `tinyad.Name: ` for an uncaught rule error: in a terminal each
+    line wrapped at its width, the source lines whole, every word kept in order."""
+    error = representative_reports(locs)[0]
+    plain = str(error)                                  # (stderr is no terminal here)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", str(width))
+    prefix = f"{type(error).__module__}.{type(error).__qualname__}: "
+    screen = (prefix + str(error)).splitlines()
+    code = {line for line in plain.splitlines() if line.startswith(("    ", 'File "'))}
+    assert all(len(line) <= width for line in screen if line not in code), screen
+    assert code <= set(screen)
+    assert " ".join((prefix + plain).split()) == " ".join(" ".join(screen).split())

@@ -126,10 +126,7 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
 def _print_error(exc: TinyadError) -> None:
     """`Name: message`, the user's source line with its carets, and the hint. In a terminal the
     message and hint wrap between words; the source lines stay as they are."""
-    source = set(exc.loc.snippet().splitlines()) if exc.loc is not None else set()
-    lines = f"{type(exc).__name__}: {exc}".splitlines()
-    print("\n".join(line if line in source else wrapped_for_stderr(line) for line in lines),
-          file=sys.stderr)
+    print(wrapped_for_stderr(f"{type(exc).__name__}: {exc.text()}"), file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
 from __future__ import annotations
 
+from tinyad.core.notices import wrapped_for_stderr
 from tinyad.core.srcloc import SrcLoc, user_loc
 
 
@@ -13,6 +14,16 @@ class TinyadError(Exception):
         self.loc = loc if loc is not None else user_loc()
         self.hint = hint
         super().__init__(self._render())
+
+    def __str__(self) -> str:
+        """The message, wrapped between words where stderr is a terminal (Python prints it
+        after `tinyad.Name: `; the terminal itself would cut words in two)."""
+        cls = type(self)
+        return wrapped_for_stderr(self.text(), len(f"{cls.__module__}.{cls.__qualname__}: "))
+
+    def text(self) -> str:
+        """The message as one line per part, unwrapped."""
+        return super().__str__()
 
     def _render(self) -> str:
         parts = [self.message]
@@ -40,7 +51,7 @@ class TinyadSyntaxError(TinyadError, SyntaxError):
         SyntaxError.__init__(self, full, (loc.file, loc.line, loc.col + 1, loc.text + "\n",
                                           loc.line, end))
 
-    def __str__(self) -> str:
+    def text(self) -> str:
         return f"{self.msg}\n{self.loc.snippet()}"
 
 

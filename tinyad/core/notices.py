@@ -13,10 +13,21 @@ def note(message: str) -> None:
     print(wrapped_for_stderr(f"[tinyad] {message}"), file=sys.stderr)
 
 
-def wrapped_for_stderr(line: str) -> str:
-    """`line` as is in a pipe; in a terminal wrapped at its width between words, later lines
-    indented."""
+def wrapped_for_stderr(text: str, taken: int = 0) -> str:
+    """`text` as is in a pipe; in a terminal each of its lines wrapped at the terminal's width
+    between words, continuations indented two more than their line. A source location stays
+    whole: its `File "..."` line, and lines indented four or more (code, carets). `taken`: the columns already used before the first line
+    (an exception's `tinyad.Name: `)."""
     if not sys.stderr.isatty():
-        return line
-    return textwrap.fill(line, shutil.get_terminal_size().columns, subsequent_indent="  ",
-                         break_long_words=False, break_on_hyphens=False)
+        return text
+    width, out = shutil.get_terminal_size().columns, []
+    for n, line in enumerate(text.splitlines()):
+        if line.startswith(("    ", 'File "')):
+            out.append(line)
+            continue
+        lead = " " * taken if n == 0 else ""
+        indent = line[:len(line) - len(line.lstrip())]
+        out.append(textwrap.fill(line, width, initial_indent=lead,
+                                 subsequent_indent=indent + "  ", break_long_words=False,
+                                 break_on_hyphens=False)[len(lead):])
+    return "\n".join(out)
