@@ -108,10 +108,9 @@ class FastBackend(Backend):
         return program(scalars, self.rng), None
 
     def _checked_primal(self, traced, program, scalars):
-        name, checker = traced.ir.name, self.checker
-        plan = regions_of(traced).plan(scalars)
-        launchchecks.before_forward(checker, traced, name, regions_of(traced).names, scalars,
-                                    plan.rows)
+        name, checker, regions = traced.ir.name, self.checker, regions_of(traced)
+        plan = regions.plan(scalars)
+        launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
             if plan.hazards else ((), None)
@@ -129,7 +128,7 @@ class FastBackend(Backend):
             if error is not None:
                 self._launch_problem(record, error)
         for fld, before in own:
-            error = checker.own_overwrite(regions_of(traced), fld, before, record)
+            error = checker.own_overwrite(regions, fld, before, record)
             if error is not None:
                 self._launch_problem(record, error)
                 break

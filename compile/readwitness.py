@@ -16,17 +16,21 @@ look at all of them (that would grow as T^2).
 """
 from __future__ import annotations
 
+from tinyad.compile.regions import NARROW_ROWS
 from tinyad.core import analysis
 
 
 class ReplayedRead:
     """A box one launch's adjoint replays, and what the checker knows of it."""
 
-    __slots__ = ("launch", "site", "box", "slices", "values", "nbytes", "dirty", "reported",
-                 "tape", "owner", "live")
+    __slots__ = ("launch", "site", "field", "box", "slices", "rows", "values", "nbytes", "dirty",
+                 "reported", "tape", "owner", "live")
 
-    def __init__(self, launch, site, box: tuple, slices: tuple, tape):
-        self.launch, self.site, self.box, self.slices = launch, site, box, slices
+    def __init__(self, launch, planned, tape):
+        self.launch = launch
+        # what compile/regions.py's PlannedRead says of the box (copied: read on every write)
+        self.site, self.field, self.box = planned.site, planned.field, planned.box
+        self.slices, self.rows = planned.slices, planned.rows
         self.values = None     # None: no write that may overlap the box since: unchanged
         self.nbytes = 0        # bytes of `values` this read holds (0: shared with another's)
         self.dirty = False     # a write may have changed the box since the copy: compare it
@@ -35,16 +39,11 @@ class ReplayedRead:
         self.owner = launch    # the latest launch standing on this read (one with equal values)
         self.live = True       # still filed in the index
 
-    @property
-    def field(self):
-        return self.site.field
-
 
 class FieldReads:
     """The reads of one field that writes must still look at."""
 
-    # A read spanning at most this many leading indices (and not all of them) is filed by row
-    NARROW = 16
+    NARROW = NARROW_ROWS
 
     __slots__ = ("rows", "wide", "count", "dead")
 
@@ -55,18 +54,17 @@ class FieldReads:
         self.dead = 0             # filed but no longer live (dropped lazily)
 
     def add(self, read: ReplayedRead) -> None:
-        box = read.box
         self.count += 1
-        if box and box[0][1] - box[0][0] <= self.NARROW and box[0] != (0, read.field.shape[0]):
-            rows = self.rows
-            for row in range(*box[0]):
-                held = rows.get(row)
-                if held is None:
-                    rows[row] = [read]
-                else:
-                    held.append(read)
-        else:
+        if read.rows is None:
             self.wide.append(read)
+            return
+        rows = self.rows
+        for row in read.rows:
+            held = rows.get(row)
+            if held is None:
+                rows[row] = [read]
+            else:
+                held.append(read)
 
     def overlapping(self, box) -> list:
         """The live reads a write of `box` (None: the whole field) may overlap."""
@@ -87,8 +85,11 @@ class FieldReads:
                     self.wide = found[:]
             else:
                 found = []
-            rows, seen, several = self.rows, set(), box[0][1] - box[0][0] > 1
-            for row in range(*box[0]):
+            rows, (lo, hi) = self.rows, box[0]
+            if hi - lo == 1 and lo not in rows:   # the common case: a write of an unread row
+                return [r for r in found if analysis.boxes_overlap(box, r.box)] if found else found
+            seen, several = set(), hi - lo > 1
+            for row in range(lo, hi):
                 held = rows.get(row)
                 if not held:
                     continue

@@ -24,12 +24,31 @@ class Written:
         return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
 
 
+class PlannedRead:
+    """A box a replayed load reads in launches with given arguments: made once per kernel,
+    site and box, so that launches share it (and the checker's lookups hash it by identity).
+    `rows`: the leading indices it spans when few enough to file it by row (FieldReads), else
+    None."""
+
+    __slots__ = ("site", "field", "box", "slices", "rows")
+
+    def __init__(self, site, box: tuple):
+        self.site, self.field, self.box, self.slices = site, site.field, box, box_slices(box)
+        lo, hi = box[0] if box else (0, 0)
+        narrow = box and hi - lo <= NARROW_ROWS and (lo, hi) != (0, self.field.shape[0])
+        self.rows = tuple(range(lo, hi)) if narrow else None
+
+
+# A replayed read spanning at most this many leading indices (and not all) is filed by row
+NARROW_ROWS = 16
+
+
 class LaunchPlan:
     """What the checker needs of one launch, given its integer arguments: computed once per
     kernel and argument values (a time-stepped program launches each step's kernels with the
     same few values again and again), so that a checked launch does no IR work.
 
-    reads: the replayed loads' boxes as [(site, box, slices)], those another box of the same
+    reads: the replayed loads' boxes as [PlannedRead], those another box of the same
     field contains left out (one copy covers them); writes: [Written]; loads: every load's box
     [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
     only an element-by-element check can clear."""
@@ -79,6 +98,7 @@ class KernelRegions:
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
+        self._planned: dict = {}       # (id(site), box) -> its PlannedRead
 
     def scatter_check(self, kernel: ir.Kernel, fld):
         """The index-only check of `fld`'s stores (compile/scattercheck.py), or None."""
@@ -100,7 +120,7 @@ class KernelRegions:
     def plan(self, scalars: tuple) -> LaunchPlan:
         """The launch's plan (see LaunchPlan), computed on the first launch with these integer
         arguments."""
-        values = tuple(int(scalars[i]) for i in self.positions)
+        values = tuple([int(scalars[i]) for i in self.positions])
         found = self._cache.get(values)
         if found is None:
             if len(self._cache) >= self.PLANS_KEPT:
@@ -111,7 +131,7 @@ class KernelRegions:
     def boxes(self, scalars: tuple):
         """-> (replayed read boxes, write boxes, every load's box, in-launch hazards)."""
         plan = self.plan(scalars)
-        return [(s, b) for s, b, _ in plan.reads], plan.writes, plan.loads, plan.hazards
+        return [(r.site, r.box) for r in plan.reads], plan.writes, plan.loads, plan.hazards
 
     def _make_plan(self, values: tuple) -> LaunchPlan:
         memo: dict = {}
@@ -130,9 +150,17 @@ class KernelRegions:
                 hazards.append(fld)
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-        reads = [(s, b, box_slices(b)) for s, b in _without_contained(boxed(self.reads))]
+        reads = [self._planned_read(s, b) for s, b in _without_contained(boxed(self.reads))]
         return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields,
                           self.kernel_rows.of_values(values))
+
+
+    def _planned_read(self, site, box) -> PlannedRead:
+        key = (id(site), box)
+        found = self._planned.get(key)
+        if found is None:
+            found = self._planned[key] = PlannedRead(site, box)
+        return found
 
 
 def _distinct(sites, by_kind=False):

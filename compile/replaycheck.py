@@ -103,7 +103,7 @@ class FastChecker(PointCopies, LaunchChecker):
         # element's first read).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
-        self.shared: dict = {}           # (site, box, version) -> ReplayedRead
+        self.shared: dict = {}           # (PlannedRead, version) -> ReplayedRead
 
     def wrote(self, fields) -> None:
         for fld in fields:
@@ -209,11 +209,11 @@ class FastChecker(PointCopies, LaunchChecker):
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
         custom = self.in_custom_primal
-        for site, box, slices in plan.reads:
-            key = (site, box, versions.get(site.field, 0))
+        for planned in plan.reads:
+            key = (planned, versions.get(planned.field, 0))
             read = None if custom else shared.get(key)
             if read is None or read.reported or not read.live:
-                read = ReplayedRead(launch, site, box, slices, None if custom else tape)
+                read = ReplayedRead(launch, planned, None if custom else tape)
                 index.add(read)
                 if not custom:
                     if len(shared) > 4096:
