@@ -3,6 +3,7 @@
 Every offending line below carries the marker comment `# <- error`; the tests check that the
 error points at exactly that line of this file."""
 import inspect
+import traceback
 
 import numpy as np
 import pytest
@@ -140,6 +141,10 @@ def test_unsupported_syntax_names_the_line(fields, make, fragments):
         kernel()
     assert isinstance(info.value, SyntaxError)
     assert_points_at(info, make, *fragments)
+    # Python's own printing of an uncaught one (and pytest's) reads SyntaxError's fields:
+    # `text` must be the source line, as SyntaxError has it
+    printed = "".join(traceback.format_exception_only(info.value))
+    assert info.value.text.strip() in printed and fragments[0] in printed
 
 
 # ---- type and shape errors: TinyadTypeError -------------------------------------------------

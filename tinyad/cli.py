@@ -126,7 +126,7 @@ def run_program(path: Path, args: list[str], *, mode: str | None, check: str | N
 def _print_error(exc: TinyadError) -> None:
     """`Name: message`, the user's source line with its carets, and the hint. In a terminal the
     message and hint wrap between words; the source lines stay as they are."""
-    print(wrapped_for_stderr(f"{type(exc).__name__}: {exc.text()}"), file=sys.stderr)
+    print(wrapped_for_stderr(f"{type(exc).__name__}: {exc.unwrapped()}"), file=sys.stderr)
 
 
 @contextlib.contextmanager

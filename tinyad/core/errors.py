@@ -19,9 +19,9 @@ class TinyadError(Exception):
         """The message, wrapped between words where stderr is a terminal (Python prints it
         after `tinyad.Name: `; the terminal itself would cut words in two)."""
         cls = type(self)
-        return wrapped_for_stderr(self.text(), len(f"{cls.__module__}.{cls.__qualname__}: "))
+        return wrapped_for_stderr(self.unwrapped(), len(f"{cls.__module__}.{cls.__qualname__}: "))
 
-    def text(self) -> str:
+    def unwrapped(self) -> str:
         """The message as one line per part, unwrapped."""
         return super().__str__()
 
@@ -51,7 +51,7 @@ class TinyadSyntaxError(TinyadError, SyntaxError):
         SyntaxError.__init__(self, full, (loc.file, loc.line, loc.col + 1, loc.text + "\n",
                                           loc.line, end))
 
-    def text(self) -> str:
+    def unwrapped(self) -> str:
         return f"{self.msg}\n{self.loc.snippet()}"
 
 
