@@ -24,6 +24,10 @@ class Written:
         return self.box is None or all(lo <= i < hi for i, (lo, hi) in zip(element, self.box))
 
 
+# A replayed read spanning at most this many leading indices (and not all) is filed by row
+NARROW_ROWS = 16
+
+
 class PlannedRead:
     """A box a replayed load reads in launches with given arguments: made once per kernel,
     site and box, so that launches share it (and the checker's lookups hash it by identity).
@@ -35,12 +39,8 @@ class PlannedRead:
     def __init__(self, site, box: tuple):
         self.site, self.field, self.box, self.slices = site, site.field, box, box_slices(box)
         lo, hi = box[0] if box else (0, 0)
-        narrow = box and hi - lo <= NARROW_ROWS and (lo, hi) != (0, self.field.shape[0])
+        narrow = bool(box) and hi - lo <= NARROW_ROWS and (lo, hi) != (0, self.field.shape[0])
         self.rows = tuple(range(lo, hi)) if narrow else None
-
-
-# A replayed read spanning at most this many leading indices (and not all) is filed by row
-NARROW_ROWS = 16
 
 
 class LaunchPlan:
@@ -159,6 +159,8 @@ class KernelRegions:
         key = (id(site), box)
         found = self._planned.get(key)
         if found is None:
+            if len(self._planned) >= 4 * self.PLANS_KEPT:     # (a read made anew shares less)
+                self._planned.clear()
             found = self._planned[key] = PlannedRead(site, box)
         return found
 
