@@ -174,7 +174,7 @@ class _LaneCompiler:
         return active
 
     def load(self, e: ir.Load):
-        fld, index, dtype = e.field, self.indices(e.indices), e.dtype.np
+        fld, index = e.field, self.indices(e.indices)
 
         def load(run, mask):
             idx, lanes = index(run, mask)

@@ -11,7 +11,6 @@ progress lines during long runs, so the screen never stays blank for minutes.
 from __future__ import annotations
 
 import sys
-import time
 
 from tinyad.core import ir
 

@@ -1,6 +1,4 @@
 """compile/threads.py: parallel launches give up the cores other programs keep busy."""
-import pytest
-
 from tinyad.compile import threads
 
 
