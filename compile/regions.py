@@ -72,9 +72,10 @@ class KernelRegions:
         kernel = traced.ir
         replayed = kernel_facts(traced).replayed
         sites = analysis.access_sites(kernel)
-        self.args = analysis.fixed_int_args(kernel)
+        self.kernel_rows = rows_of(traced)
+        # the integer arguments the boxes depend on, and their positions (as the rows have them)
+        self.args, self.positions = self.kernel_rows.args, self.kernel_rows.positions
         self.names = [a.name for a in kernel.args]
-        self.positions = tuple(self.names.index(n) for n in self.args)
         self.loads = _distinct([s for s in sites
                                 if isinstance(s.node, ir.Load) and s.field.role == "primal"])
         self.reads = _distinct([s for s in sites
@@ -93,7 +94,6 @@ class KernelRegions:
                        and id(s.node) in replayed),
                   next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
             for fld in analysis.own_element_overwrites(kernel, replayed)}
-        self.kernel_rows = rows_of(traced)
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
@@ -108,7 +108,7 @@ class KernelRegions:
 
     def arg_values(self, scalars: tuple) -> tuple:
         """The integer arguments the boxes depend on, in `box_function`'s order."""
-        return tuple(int(scalars[i]) for i in self.positions)
+        return tuple([int(scalars[i]) for i in self.positions])
 
     def box(self, site, values: tuple):
         function = self._functions.get(id(site))
@@ -120,7 +120,7 @@ class KernelRegions:
     def plan(self, scalars: tuple) -> LaunchPlan:
         """The launch's plan (see LaunchPlan), computed on the first launch with these integer
         arguments."""
-        values = tuple([int(scalars[i]) for i in self.positions])
+        values = self.arg_values(scalars)
         found = self._cache.get(values)
         if found is None:
             if len(self._cache) >= self.PLANS_KEPT:

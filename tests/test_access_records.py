@@ -68,10 +68,7 @@ def test_a_scatter_through_float_indices_in_a_branch(recorded):
     np.testing.assert_allclose(x.grad.to_numpy(), 18.0 * x.to_numpy(), rtol=1e-12)
     used_records(recorded, scatter)
     pos[5] = 4.5 / N                              # iterations 4 and 5 both store y[4]
-    with pytest.raises(ti.ParallelConflictRuleError) as info:
-        with ti.ad.Tape(loss):
-            scatter()
-    report = info.value.report
+    report = raised_in_tape(recorded, ti.ParallelConflictRuleError, scatter, loss)
     assert report.element == (4,) and "both store" in report.summary
     assert {a.iteration for a in (*report.earlier, report.write)} == {4, 5}
 

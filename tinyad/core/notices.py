@@ -16,8 +16,8 @@ def note(message: str) -> None:
 def wrapped_for_stderr(text: str, taken: int = 0) -> str:
     """`text` as is in a pipe; in a terminal each of its lines wrapped at the terminal's width
     between words, continuations indented two more than their line. A source location stays
-    whole: its `File "..."` line, and lines indented four or more (code, carets). `taken`: the columns already used before the first line
-    (an exception's `tinyad.Name: `)."""
+    whole: its `File "..."` line, and lines indented four or more (code, carets). `taken`: the
+    columns already used before the first line (an exception's `tinyad.Name: `)."""
     if not sys.stderr.isatty():
         return text
     width, out = shutil.get_terminal_size().columns, []
