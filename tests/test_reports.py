@@ -171,3 +171,20 @@ def test_an_errors_message_in_a_terminal_wraps_between_words(locs, monkeypatch, 
     assert all(len(line) <= width for line in screen if line not in code), screen
     assert code <= set(screen)
     assert " ".join((prefix + plain).split()) == " ".join(" ".join(screen).split())
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_syntax_errors_message_in_a_terminal_wraps_between_words(monkeypatch, width):
+    """Python prints a SyntaxError as `tinyad.TinyadSyntaxError: ` + its msg (not through
+    __str__): in a terminal that msg is wrapped too, every word kept in order."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", str(width))
+    message = "`Lambda` expressions are not supported in tinyad kernels, in any of their forms"
+    error = ti.TinyadSyntaxError(message, SrcLoc(__file__, 1, 0, 3, "k"),
+                                 hint="define a @ti.func instead")
+    prefix = "tinyad.TinyadSyntaxError: "
+    screen = (prefix + error.msg).splitlines()
+    assert all(len(line) <= width for line in screen), screen
+    assert " ".join(screen).split() == (prefix + message + " hint: define a @ti.func "
+                                        "instead").split()
+    assert error.unwrapped().splitlines()[0] == message       # (tinyad run wraps its own)

@@ -46,13 +46,20 @@ class TinyadSyntaxError(TinyadError, SyntaxError):
 
     def __init__(self, message: str, loc: SrcLoc, hint: str = ""):
         self.message, self.loc, self.hint = message, loc, hint
-        full = message + (f"\nhint: {hint}" if hint else "")
         end = (loc.end_col + 1) if loc.end_col is not None else None
-        SyntaxError.__init__(self, full, (loc.file, loc.line, loc.col + 1, loc.text + "\n",
-                                          loc.line, end))
+        # Python prints a SyntaxError as `tinyad.TinyadSyntaxError: <msg>`, not through
+        # __str__: its msg is wrapped here, as __str__ wraps the other errors' messages
+        cls = type(self)
+        msg = wrapped_for_stderr(self._message_and_hint(),
+                                 len(f"{cls.__module__}.{cls.__qualname__}: "))
+        SyntaxError.__init__(self, msg, (loc.file, loc.line, loc.col + 1, loc.text + "\n",
+                                         loc.line, end))
+
+    def _message_and_hint(self) -> str:
+        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
     def unwrapped(self) -> str:
-        return f"{self.msg}\n{self.loc.snippet()}"
+        return f"{self._message_and_hint()}\n{self.loc.snippet()}"
 
 
 class TinyadTypeError(TinyadError, TypeError):
