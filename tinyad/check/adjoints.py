@@ -93,15 +93,15 @@ def _check_order(checker, launch, facts, kernel_name):
     produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
     if not produced:
         return
-    later_ones = []
-    for later in reversed(checker.awaiting_adjoint.values()):   # (in launch order)
-        if later.time <= launch.time:
-            break
-        later_ones.append(later)
-    for later in reversed(later_ones):
+    later_ones = {}      # the launches after this one, awaiting their adjoint, that load them
+    for fld in produced:
+        for later in reversed(checker.awaiting_adjoint.get(fld, {}).values()):
+            if later.time <= launch.time:
+                break
+            later_ones[later.number] = later
+    for number in sorted(later_ones):          # in launch order: the first one is reported
+        later = later_ones[number]
         later_facts = kernel_facts(later.compiled)
-        if not any(f in produced for f in later_facts.loaded):
-            continue
         shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
         if not shared:
             continue

@@ -19,7 +19,7 @@ class KernelFacts:
     first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
     grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
-    loads_differentiable: bool   # loads a field with a gradient
+    loads_differentiable: tuple  # the primal fields with a gradient it loads
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -53,7 +53,7 @@ def _analyse(compiled) -> KernelFacts:
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
                        _dependencies(body), first_store, first_load, tuple(targets.values()),
                        tuple(grads_stored.values()),
-                       any(f.grad is not None for f in loaded.values()))
+                       tuple(f for f in loaded.values() if f.grad is not None))
 
 
 def _dependencies(body) -> tuple:

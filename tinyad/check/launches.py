@@ -109,9 +109,9 @@ class LaunchChecker:
         self.launches = 0
         self.tapes = 0                 # Tapes begun so far (the latest one's number)
         self.history: deque = deque(maxlen=HISTORY)
-        # launch number -> the launches in the history not yet differentiated that load a
-        # field with a gradient, in launch order: what the order check of a manual sweep
-        # looks at (tinyad/check/adjoints.py), without walking the whole history each time
+        # field with a gradient -> {launch number: launch} of the launches in the history not
+        # yet differentiated that load it, in launch order: what the order check of a manual
+        # sweep looks at (tinyad/check/adjoints.py), without walking the whole history
         self.awaiting_adjoint: dict = {}
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         # (kernel, scalars) of launches that left the history not yet differentiated (the
@@ -180,14 +180,17 @@ class LaunchChecker:
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
         self.history.append(launch)
-        if kernel_facts(compiled).loads_differentiable:
-            self.awaiting_adjoint[launch.number] = launch
+        for fld in kernel_facts(compiled).loads_differentiable:
+            awaiting = self.awaiting_adjoint.get(fld)
+            if awaiting is None:
+                awaiting = self.awaiting_adjoint[fld] = {}
+            awaiting[launch.number] = launch
         self.latest[(compiled, scalars)] = launch
         return launch
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
-        self.awaiting_adjoint.pop(oldest.number, None)
+        self._no_longer_awaiting(oldest)
         key = (oldest.compiled, oldest.scalars)
         if self.latest.get(key) is not oldest:
             return
@@ -197,6 +200,10 @@ class LaunchChecker:
                 del self.forgotten[next(iter(self.forgotten))]
             self.forgotten[key] = oldest.number
 
+    def _no_longer_awaiting(self, launch: Launch) -> None:
+        for fld in kernel_facts(launch.compiled).loads_differentiable:
+            self.awaiting_adjoint[fld].pop(launch.number, None)
+
     def pinned(self, launch: Launch) -> bool:
         """Is `launch` in the latest Tape and not yet differentiated? Its Tape will replay it."""
         return launch.tape == self.tapes and launch.tape and not launch.adjoint_runs
@@ -204,7 +211,7 @@ class LaunchChecker:
     def adjoint_ran(self, launch: Launch | None):
         self.last_adjoint_at = self.tick()
         while launch is not None:
-            self.awaiting_adjoint.pop(launch.number, None)
+            self._no_longer_awaiting(launch)
             launch.adjoint_runs += 1
             launch.adjoint_at = self.last_adjoint_at
             launch = launch.repeats
