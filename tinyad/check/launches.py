@@ -172,9 +172,12 @@ class LaunchChecker:
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
         earlier = self._latest_alike(compiled, scalars)
+        if earlier is None and self.forgotten:
+            earlier = self._forgotten_alike(kernel, compiled, scalars)
         if (earlier is not None and not earlier.adjoint_runs
                 and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
             launch.repeats = earlier
+            self.forgotten.pop((compiled, scalars), None)
         if len(self.history) == self.history.maxlen:
             self._forget(self.history[0])
         if self.custom_recording is not None:
@@ -198,7 +201,20 @@ class LaunchChecker:
         if not oldest.adjoint_runs and not oldest.tape:
             if len(self.forgotten) >= FORGOTTEN_KEPT:
                 del self.forgotten[next(iter(self.forgotten))]
-            self.forgotten[key] = oldest.number
+            self.forgotten[key] = (oldest.number, oldest.time)
+
+    def _forgotten_alike(self, kernel, compiled, scalars) -> Launch | None:
+        """A stand-in for the launch alike this one that left the history not yet
+        differentiated: a recompute in a long manual sweep repeats it (its round is the
+        forward's, not this launch's), though its values are no longer known."""
+        try:
+            found = self.forgotten.get((compiled, scalars))
+        except TypeError:
+            return None
+        if found is None:
+            return None
+        number, time = found
+        return Launch(number, kernel, compiled, scalars, time)
 
     def _no_longer_awaiting(self, launch: Launch) -> None:
         for fld in kernel_facts(launch.compiled).loads_differentiable:
@@ -293,11 +309,12 @@ class LaunchChecker:
     def _note_forgotten(self, compiled, scalars) -> None:
         """A manual adjoint whose forward launch left the history runs unchecked: say so."""
         try:
-            number = self.forgotten.get((compiled, scalars))
+            found = self.forgotten.get((compiled, scalars))
         except TypeError:
-            number = None
-        if number is None or compiled in self.forgotten_noted:
+            found = None
+        if found is None or compiled in self.forgotten_noted:
             return
+        number = found[0]
         self.forgotten_noted.add(compiled)
         name = compiled.ir.name
         args = ", ".join(map(repr, scalars))
