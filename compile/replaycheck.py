@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from tinyad.check import rules
+from tinyad.check import launches, rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
@@ -88,7 +88,7 @@ class FastChecker(PointCopies, LaunchChecker):
     MEMORY_BUDGET = 1 << 30
 
     def __init__(self, mode: str, host):
-        super().__init__(mode)
+        super().__init__(mode, launches.FAST_HISTORY)
         self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
@@ -302,7 +302,7 @@ class FastChecker(PointCopies, LaunchChecker):
 
     # ---- before an adjoint ---------------------------------------------------------------------
     def _keep_within_budget(self) -> None:
-        """Launches are let go when they leave the history (launches.HISTORY), but not those
+        """Launches are let go when they leave the history (launches.FAST_HISTORY), but not those
         of the latest Tape before its backward ran (it replays them however long it is);
         before that, if their copies pass the budget (a kernel gathering from a huge field),
         the oldest are let go, and said so."""

@@ -894,9 +894,11 @@ def _stepper(steps):
 
 @pytest.fixture
 def short_history(mode, monkeypatch):
-    """The checker remembers 8 launches outside a Tape (launches.HISTORY in real runs)."""
+    """The checker remembers 8 launches outside a Tape (launches.HISTORY, FAST_HISTORY in real
+    runs)."""
     from tinyad.check import launches
     monkeypatch.setattr(launches, "HISTORY", 8)
+    monkeypatch.setattr(launches, "FAST_HISTORY", 8)
     ti.init(mode=mode, default_fp=ti.f64)
     return mode
 
@@ -915,8 +917,8 @@ def test_a_tape_longer_than_the_history_still_checks_its_first_launch(short_hist
 
 def test_a_manual_sweep_past_the_history_says_its_replay_is_unchecked(short_history, capsys):
     """A manual kernel.grad() finds its forward launch in the checker's history; one that left
-    it (launches.HISTORY outside any Tape) runs unchecked, and says so instead of staying quiet
-    as it did."""
+    it (launches.HISTORY or FAST_HISTORY outside any Tape) runs unchecked, and says so instead
+    of staying quiet as it did."""
     for steps, within in ((4, True), (30, False)):
         _, loss, step, clobber, total = _stepper(steps)
         for t in range(steps):

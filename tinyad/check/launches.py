@@ -93,9 +93,11 @@ class Problem:
 
 # The launches remembered for a manual kernel.grad() to find its forward launch by (a Tape keeps
 # its own launches until its backward ran). A bound, so that a long run never differentiated
-# does not grow without end (interp keeps what each launch read, fast mode its copies); an
-# adjoint whose launch left it says it is unchecked.
+# does not grow without end (interp keeps what each launch read; fast mode, whose launches hold
+# copies only under its memory budget, keeps FAST_HISTORY); an adjoint whose launch left it
+# says it is unchecked. mpm's manual sweep (4 launches a step) fits 128 steps in 512.
 HISTORY = 512
+FAST_HISTORY = 4096
 FORGOTTEN_KEPT = 1 << 16
 
 
@@ -103,12 +105,12 @@ class LaunchChecker:
     """What the launch checks remember across launches (one per ti.init); a backend's checker
     subclasses it."""
 
-    def __init__(self, mode: str):
+    def __init__(self, mode: str, history: int | None = None):
         self.mode = mode               # ti.init's check: "error" raises, "warn" shows and goes on
         self.tick = itertools.count(1).__next__   # a global order of events
         self.launches = 0
         self.tapes = 0                 # Tapes begun so far (the latest one's number)
-        self.history: deque = deque(maxlen=HISTORY)
+        self.history: deque = deque(maxlen=history or HISTORY)
         # field with a gradient -> {launch number: launch} of the launches in the history not
         # yet differentiated that load it, in launch order: what the order check of a manual
         # sweep looks at (tinyad/check/adjoints.py), without walking the whole history
@@ -320,7 +322,7 @@ class LaunchChecker:
         args = ", ".join(map(repr, scalars))
         note(f"check: {name}.grad({args}) belongs to forward launch "
              f"#{number}, {self.launches - number} launches ago; the checker remembers the "
-             f"last {HISTORY} outside a Tape, so this adjoint's replay is not checked (record "
+             f"last {self.history.maxlen} outside a Tape, so this adjoint's replay is not checked (record "
              "the launches in a ti.ad.Tape, or differentiate sooner)")
 
     def _latest_alike(self, compiled, scalars) -> Launch | None:
