@@ -322,8 +322,8 @@ class LaunchChecker:
         args = ", ".join(map(repr, scalars))
         note(f"check: {name}.grad({args}) belongs to forward launch "
              f"#{number}, {self.launches - number} launches ago; the checker remembers the "
-             f"last {self.history.maxlen} outside a Tape, so this adjoint's replay is not checked (record "
-             "the launches in a ti.ad.Tape, or differentiate sooner)")
+             f"last {self.history.maxlen} outside a Tape, so this adjoint's replay is not "
+             "checked (record the launches in a ti.ad.Tape, or differentiate sooner)")
 
     def _latest_alike(self, compiled, scalars) -> Launch | None:
         try:
