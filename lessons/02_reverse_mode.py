@@ -65,7 +65,9 @@ for i in range(3):
 # When a local is overwritten inside a serial loop, its old values are gone by the time the
 # adjoint runs backwards. The adjoint therefore `save`s each old value on a stack during the
 # replay and `restore`s it just before the statement's adjoint (Taichi's "adstack"; here it
-# grows as needed and never overflows).
+# grows as needed and never overflows). Only a local carried from one iteration to the next
+# needs that: a loop whose body uses only locals it assigns itself (Taichi scopes them to the
+# body) replays each iteration just before that iteration's adjoint, with no stack.
 
 # %%
 y = ti.field(ti.f64, shape=(), needs_grad=True)

@@ -8,6 +8,7 @@ import numpy as np
 
 import tinyad as ti
 from tests.taichi_like import assert_fwd_matches_fd, assert_tape_matches_fd, fresh_loss
+from tinyad.core import ir
 
 N = 4
 
@@ -221,3 +222,48 @@ def test_two_top_level_loops_in_one_kernel_run_in_order(mode):
 
     (grad,) = assert_tape_matches_fd(run, z, [x])
     np.testing.assert_allclose(grad, 6.0 * x.to_numpy(), rtol=1e-12)
+
+
+def test_an_inner_loop_of_its_own_locals_is_differentiated_per_iteration(mode):
+    """DiffTaichi's wave: an inner serial loop whose body only uses locals it assigns itself
+    (a bounds-guarded stencil through a ti.func). Its adjoint replays each iteration just
+    before that iteration's adjoint, with no stack: saving 20 locals at each of 256 inner steps
+    made the adjoint 50x its forward. A loop that carries a local still saves it."""
+    n = 6
+    p = _field(shape=(3, n, n), values=np.random.default_rng(1).random((3, n, n)))
+    loss = _field(shape=())
+
+    @ti.func
+    def get_p(t, i, j):
+        return p[t, i, j] if 0 <= i < n and 0 <= j < n else 0.0
+
+    @ti.kernel
+    def step():
+        for i in range(n):
+            for j in range(n):
+                lap = get_p(0, i + 1, j) + get_p(0, i, j - 1) - 2 * get_p(0, i, j)
+                value = ti.sin(lap) * p[1, i, j]
+                p[2, i, j] = value
+
+    @ti.kernel
+    def total():
+        for i, j in ti.ndrange(n, n):
+            loss[None] += p[2, i, j] ** 2
+
+    def run():
+        step()
+        total()
+
+    assert_tape_matches_fd(run, loss, [p])
+    assert not [s for s in ir.walk_stmts(step.grad.ir.body) if isinstance(s, ir.Save)]
+
+    @ti.kernel
+    def carried():
+        for i in range(n):
+            v = p[0, i, 0]
+            for k in range(3):
+                v = ti.sin(v) + p[1, i, k]
+            loss[None] += v
+
+    assert [s for s in ir.walk_stmts(carried.grad.ir.body) if isinstance(s, ir.Save)]
+    assert_tape_matches_fd(carried, loss, [p])
