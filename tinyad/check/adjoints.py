@@ -67,14 +67,15 @@ def _check_gradient_point(checker, facts, kernel_name):
 
 
 def _seeded(grad, launch) -> bool:
-    """Does `grad` hold a nonzero anywhere? The boxes `launch` wrote of its primal are looked at
-    first (fast mode knows them: a row of a time-indexed field, where the seed of this launch's
-    adjoint lies), then, if they hold none, the whole field."""
+    """Does `grad` hold a nonzero where `launch`'s adjoint reads it? That is where the launch
+    wrote its primal: fast mode knows boxes holding every element each of its stores may write
+    (an adjoint reads a store's gradient at the store's index), so only those are looked at, not
+    a time-indexed field's every step. Otherwise (interp mode, no launch) the whole field."""
     data = grad.data
-    for written in launch.writes if launch is not None else ():
-        if written.site is not None and written.site.field is grad.primal and written.box:
-            if data[tuple(slice(lo, hi) for lo, hi in written.box)].any():
-                return True
+    boxes = [w.box for w in launch.writes if w.site is not None and w.site.field is grad.primal] \
+        if launch is not None else None
+    if boxes and None not in boxes:
+        return any(data[tuple(slice(lo, hi) for lo, hi in box)].any() for box in boxes)
     return bool(data.any())
 
 
