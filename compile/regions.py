@@ -71,8 +71,8 @@ class KernelRegions:
     def __init__(self, traced):
         kernel = traced.ir
         replayed = kernel_facts(traced).replayed
-        sites = analysis.access_sites(kernel)
         self.kernel_rows = rows_of(traced)
+        sites = self.kernel_rows.sites     # (the same Site objects: a plan's boxes serve both)
         # the integer arguments the boxes depend on, and their positions (as the rows have them)
         self.args, self.positions = self.kernel_rows.args, self.kernel_rows.positions
         self.names = [a.name for a in kernel.args]
@@ -150,9 +150,9 @@ class KernelRegions:
                 hazards.append(fld)
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-        reads = [self._planned_read(s, b) for s, b in _without_contained(boxed(self.reads))]
+        reads = [self._planned_read(s, b) for s, b in _covering(boxed(self.reads))]
         return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields,
-                          self.kernel_rows.of_values(values))
+                          self.kernel_rows.of_boxes(box_of))
 
 
     def _planned_read(self, site, box) -> PlannedRead:
@@ -179,16 +179,52 @@ def _distinct(sites, by_kind=False):
     return out
 
 
-def _without_contained(pairs):
-    kept = []
+def _covering(pairs):
+    """Fewer (site, box) pairs covering the same elements, in their order. Boxes of one field
+    and line that meet along one dimension are joined (a ti.static loop reading a weight
+    matrix column by column: 30 boxes, one box), then a box another box of its field contains
+    is left out (one copy of the larger covers both). Each replayed read costs a launch of a
+    time-stepped kernel its filing, and DiffTaichi's rigid_body has 44 and 65 of them."""
+    lines: dict = {}           # (field, line) -> [first site, [boxes]]
     for site, box in pairs:
-        if any(s.field is site.field and analysis.box_contains(b, box)
-                              for s, b in kept):
+        entry = lines.setdefault((id(site.field), site.node.loc), [site, []])
+        entry[1].append(box)
+    joined = [(site, box) for site, boxes in lines.values()
+              for box in (boxes if len(boxes) == 1 else _joined(boxes))]
+    fields: dict = {}          # field -> [(site, box)] not contained in another
+    for pair in joined:
+        kept = fields.setdefault(id(pair[0].field), [])
+        if any(analysis.box_contains(b, pair[1]) for _, b in kept):
             continue
-        kept = [(s, b) for s, b in kept
-                if not (s.field is site.field and analysis.box_contains(box, b))]
-        kept.append((site, box))
-    return kept
+        kept[:] = [p for p in kept if not analysis.box_contains(pair[1], p[1])]
+        kept.append(pair)
+    survivors = {id(p) for kept in fields.values() for p in kept}
+    return [p for p in joined if id(p) in survivors]
+
+
+def _joined(boxes: list) -> list:
+    """The boxes, with any two that differ in one dimension only and meet or overlap there
+    replaced by their union (which is a box), until none are left to join."""
+    boxes = list(dict.fromkeys(boxes))
+    while len(boxes) > 1:
+        before = len(boxes)
+        for d in range(len(boxes[0])):
+            rest: dict = {}          # the other dimensions -> this dimension's spans
+            for box in boxes:
+                rest.setdefault(box[:d] + box[d + 1:], []).append(box[d])
+            boxes = []
+            for other, spans in rest.items():
+                spans.sort()
+                lo, hi = spans[0]
+                for start, stop in spans[1:]:
+                    if start > hi:
+                        boxes.append(other[:d] + ((lo, hi),) + other[d:])
+                        lo = start
+                    hi = max(hi, stop)
+                boxes.append(other[:d] + ((lo, hi),) + other[d:])
+        if len(boxes) == before:
+            break
+    return boxes
 
 
 def regions_of(traced) -> KernelRegions:

@@ -16,7 +16,7 @@ class KernelRows:
     than the few box functions."""
 
     def __init__(self, kernel: ir.Kernel):
-        sites = analysis.access_sites(kernel)
+        sites = self.sites = analysis.access_sites(kernel)
         self.args = analysis.fixed_int_args(kernel)
         names = [a.name for a in kernel.args]
         self.positions = tuple(names.index(n) for n in self.args)
@@ -40,6 +40,12 @@ class KernelRows:
         return (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
                 spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None))
 
+    def of_boxes(self, box_of) -> tuple:
+        """The same, given `box_of(site)` for the sites in `self.sites` (fast mode's plan
+        has worked them out already)."""
+        return (spans_of((s.field, b) for s in self.loads if (b := box_of(s)) is not None),
+                spans_of((s.field, b) for s in self.writes if (b := box_of(s)) is not None))
+
 
 def rows_of(compiled) -> KernelRows:
     """The KernelRows of `compiled` (a traced kernel), made once."""
@@ -56,9 +62,13 @@ def launch_rows(compiled, scalars: tuple) -> tuple:
 
 def spans_of(boxes) -> dict:
     """{field: spans of leading indices} of (field, box) pairs."""
-    out: dict = {}
+    rows: dict = {}
     for fld, box in boxes:
-        out[fld] = span_union(out.get(fld, ()), (box[0] if box else (0, 1),))
+        rows.setdefault(fld, {})[box[0] if box else (0, 1)] = None    # (each span once)
+    out = {}
+    for fld, spans in rows.items():
+        first, *rest = spans
+        out[fld] = span_union((first,), rest) if rest else (first,)
     return out
 
 
