@@ -98,6 +98,13 @@ class KernelRegions:
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
+        self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
+        self._moving: list | None = None    # [(id(site), box function)] of the others
+        # The fields whose replayed reads' boxes no argument moves (a time-stepped kernel's
+        # weights), their reads planned once, and the reads of the other fields.
+        self._fixed_fields: set = set()
+        self._fixed_reads: list | None = None
+        self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
 
     def scatter_check(self, kernel: ir.Kernel, fld):
@@ -111,11 +118,21 @@ class KernelRegions:
         return tuple([int(scalars[i]) for i in self.positions])
 
     def box(self, site, values: tuple):
+        key = id(site)
+        if key in self._fixed:
+            return self._fixed[key]
+        function = self._function(site)
+        box = function(*values)
+        if function.fixed:
+            self._fixed[key] = box
+        return box
+
+    def _function(self, site):
         function = self._functions.get(id(site))
         if function is None:
             function = self._functions[id(site)] = analysis.box_function(
                 site, site.field.shape, self.args)
-        return function(*values)
+        return function
 
     def plan(self, scalars: tuple) -> LaunchPlan:
         """The launch's plan (see LaunchPlan), computed on the first launch with these integer
@@ -134,12 +151,13 @@ class KernelRegions:
         return [(r.site, r.box) for r in plan.reads], plan.writes, plan.loads, plan.hazards
 
     def _make_plan(self, values: tuple) -> LaunchPlan:
-        memo: dict = {}
+        boxes = self._site_boxes(values)
 
         def box_of(site):
-            if id(site) not in memo:
-                memo[id(site)] = self.box(site, values)
-            return memo[id(site)]
+            key = id(site)
+            if key not in boxes:
+                boxes[key] = self.box(site, values)
+            return boxes[key]
 
         def boxed(sites):
             return [(s, b) for s in sites if (b := box_of(s)) is not None]
@@ -150,10 +168,32 @@ class KernelRegions:
                 hazards.append(fld)
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-        reads = [self._planned_read(s, b) for s, b in _covering(boxed(self.reads))]
+        if self._fixed_reads is None:
+            self._fixed_reads = [self._planned_read(s, b) for s, b in _covering(
+                boxed([s for s in self.reads if id(s.field) in self._fixed_fields]))]
+        reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
+        reads += self._fixed_reads
         return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields,
-                          self.kernel_rows.of_boxes(box_of))
+                          _LazyRows(lambda: self.kernel_rows.of_boxes(box_of)))
 
+    def _site_boxes(self, values: tuple) -> dict:
+        """id(site) -> the box it may touch in a launch with these arguments (None: it cannot
+        run), for every site: those no argument moves are worked out once."""
+        if self._moving is None:
+            self._moving = []
+            for site in self.kernel_rows.sites:
+                function = self._function(site)
+                if function.fixed:
+                    self._fixed[id(site)] = function(*values)
+                else:
+                    self._moving.append((id(site), function))
+            moved = {id(s.field) for s in self.reads if not self._function(s).fixed}
+            self._fixed_fields = {id(s.field) for s in self.reads} - moved
+            self._moving_reads = [s for s in self.reads if id(s.field) in moved]
+        boxes = dict(self._fixed)
+        for key, function in self._moving:
+            boxes[key] = function(*values)
+        return boxes
 
     def _planned_read(self, site, box) -> PlannedRead:
         key = (id(site), box)
@@ -225,6 +265,21 @@ def _joined(boxes: list) -> list:
         if len(boxes) == before:
             break
     return boxes
+
+
+class _LazyRows:
+    """A plan's ({field: leading-index spans read}, {field: spans written}), worked out when
+    first indexed: the checks ask for them only outside a Tape or after a derivation there."""
+
+    __slots__ = ("make", "value")
+
+    def __init__(self, make):
+        self.make, self.value = make, None
+
+    def __getitem__(self, i):
+        if self.value is None:
+            self.value, self.make = self.make(), None
+        return self.value[i]
 
 
 def regions_of(traced) -> KernelRegions:

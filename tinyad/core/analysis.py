@@ -266,7 +266,10 @@ def box_function(site: Site, shape: tuple, args: tuple):
     lines.append(f"    return ({''.join(d + ', ' for d in dims)})")
     namespace: dict = {}
     exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
-    return namespace["box"]
+    function = namespace["box"]
+    # no argument moves it (a weight matrix read in every launch): the same box in every launch
+    function.fixed = not any(f"a_{n}" in line for line in lines[1:] for n in args)
+    return function
 
 
 def _interval_src(expr, env, bind):
