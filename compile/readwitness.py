@@ -35,7 +35,9 @@ class ReplayedRead:
         self.nbytes = 0        # bytes of `values` this read holds (0: shared with another's)
         self.dirty = False     # a write may have changed the box since the copy: compare it
         self.reported = False  # blamed in a report already: not reported again
-        self.tape = tape       # the Tape (its TapeLog) the launch was recorded in, or None
+        # the number of the Tape the launch was recorded in (0: none); not the Tape's log,
+        # which would keep every launch of that Tape alive as long as one read of it is filed
+        self.tape = tape
         self.owner = launch    # the latest launch standing on this read (one with equal values)
         self.live = True       # still filed in the index
 

@@ -49,18 +49,20 @@ class LaunchPlan:
     same few values again and again), so that a checked launch does no IR work.
 
     reads: the replayed loads' boxes as [PlannedRead], those another box of the same
-    field contains left out (one copy covers them); writes: [Written]; loads: every load's box
-    [(site, box)]; hazards: the fields on which the launch may break a rule within itself that
-    only an element-by-element check can clear."""
+    field contains left out (one copy covers them); writes: [Written]; loads: the box of each
+    of the kernel's loads (KernelRegions.loads), None where it cannot run, as one tuple (a
+    Python list of pairs per plan made thousands of objects the cyclic collector went through
+    again and again); hazards: the fields on which the launch may break a rule within itself
+    that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
 
-    def __init__(self, reads, writes, loads, hazards, written_fields, rows):
+    def __init__(self, reads, writes, loads, hazards, written_fields, rows, load_sites):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, written_fields
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
-        self.row_source = (loads, writes, _rows)     # a launch's Launch.row_source
+        self.row_source = ((load_sites, loads), writes, _rows)   # a launch's Launch.row_source
 
 
 class KernelRegions:
@@ -148,7 +150,8 @@ class KernelRegions:
     def boxes(self, scalars: tuple):
         """-> (replayed read boxes, write boxes, every load's box, in-launch hazards)."""
         plan = self.plan(scalars)
-        return [(r.site, r.box) for r in plan.reads], plan.writes, plan.loads, plan.hazards
+        loads = [(s, b) for s, b in zip(self.loads, plan.loads) if b is not None]
+        return [(r.site, r.box) for r in plan.reads], plan.writes, loads, plan.hazards
 
     def _make_plan(self, values: tuple) -> LaunchPlan:
         boxes = self._site_boxes(values)
@@ -173,8 +176,8 @@ class KernelRegions:
                 boxed([s for s in self.reads if id(s.field) in self._fixed_fields]))]
         reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
         reads += self._fixed_reads
-        return LaunchPlan(reads, writes, boxed(self.loads), hazards, self.written_fields,
-                          _LazyRows(lambda: self.kernel_rows.of_boxes(box_of)))
+        return LaunchPlan(reads, writes, tuple(box_of(s) for s in self.loads), hazards,
+                          self.written_fields, self.kernel_rows.of_boxes(box_of), self.loads)
 
     def _site_boxes(self, values: tuple) -> dict:
         """id(site) -> the box it may touch in a launch with these arguments (None: it cannot
@@ -267,21 +270,6 @@ def _joined(boxes: list) -> list:
     return boxes
 
 
-class _LazyRows:
-    """A plan's ({field: leading-index spans read}, {field: spans written}), worked out when
-    first indexed: the checks ask for them only outside a Tape or after a derivation there."""
-
-    __slots__ = ("make", "value")
-
-    def __init__(self, make):
-        self.make, self.value = make, None
-
-    def __getitem__(self, i):
-        if self.value is None:
-            self.value, self.make = self.make(), None
-        return self.value[i]
-
-
 def regions_of(traced) -> KernelRegions:
     found = getattr(traced, "replay_regions", None)
     if found is None:
@@ -296,8 +284,9 @@ def box_slices(box: tuple) -> tuple:
 def _rows(loads, writes) -> tuple:
     """(rows read, rows written) per field, for the order check (check/launches.py)."""
     read, wrote = {}, {}
-    for site, box in loads:
-        read.setdefault(site.field, RowSpans()).add(box)
+    for site, box in zip(*loads):
+        if box is not None:
+            read.setdefault(site.field, RowSpans()).add(box)
     for w in writes:
         wrote.setdefault(w.site.field, RowSpans()).add(w.box)
     return read, wrote

@@ -213,7 +213,8 @@ class FastChecker(PointCopies, LaunchChecker):
             key = (planned, versions.get(planned.field, 0))
             read = None if custom else shared.get(key)
             if read is None or read.reported or not read.live:
-                read = ReplayedRead(launch, planned, None if custom else tape)
+                read = ReplayedRead(launch, planned,
+                                    0 if custom or tape is None else self.tapes)
                 index.add(read)
                 if not custom:
                     if len(shared) > 4096:
@@ -232,7 +233,7 @@ class FastChecker(PointCopies, LaunchChecker):
         for read in found:
             if read.reported or read.values is None:   # (None: no before-write call copied it)
                 continue
-            if tape is None or read.tape is not tape:
+            if tape is None or read.tape != self.tapes:
                 self._may_have_changed(read)
                 continue
             if read.launch is writer:
