@@ -129,8 +129,21 @@ def test_in_launch_hazards_the_ir_settles(fast):
         for i in range(n):
             f[i + 1] = f[i] * f[i]
 
+    @ti.func
+    def get_p(t, i, j):            # DiffTaichi's wave: a guarded read through locals t - 2, j - 1
+        return p[t, i, j] if 0 <= i < n and 0 <= j < n else 0.0
+
+    @ti.kernel
+    def guarded(t: ti.i32):
+        for i in range(n):
+            for j in range(n):
+                p[t, i, j] = get_p(t - 1, i, j - 1) * get_p(t - 2, i + 1, j)
+
     assert regions_of(stencil.ir_for({})).boxes((1,))[3] == []
     assert regions_of(stencil.ir_for({})).boxes((1,))[1][0].box == ((2, 3), (1, n - 1), (1, n - 1))
+    assert regions_of(guarded.ir_for({})).boxes((3,))[3] == []       # its locals have bounds
+    assert sorted(r[1] for r in regions_of(guarded.ir_for({})).boxes((3,))[0]) == [
+        ((1, 2), (1, n), (0, n)), ((2, 3), (0, n), (0, n - 1))]
     assert list(regions_of(store_then_read.ir_for({})).unproven) == [y]   # a read, then a store
     assert regions_of(recurrence.ir_for({})).boxes(())[3] == [f]
 

@@ -177,8 +177,8 @@ def gradient_resets(kernel: ir.Kernel) -> frozenset:
 
 class Site:
     """One global access (a Load, Store or AtomicOp node) with the loops around it, outer first,
-    and for each loop the locals its body starts by computing from the loop variable (the
-    indices of a flattened ndrange), which `box` follows."""
+    and for each loop the integer locals its body assigns once (the indices of a flattened
+    ndrange, a neighbour's index), which `box` follows."""
 
     def __init__(self, node, loops: tuple, preludes: dict):
         self.node, self.loops, self.preludes = node, loops, preludes
@@ -205,16 +205,25 @@ def access_sites(kernel: ir.Kernel) -> list:
                              if isinstance(x, ir.Load))
             inner = loops + (s,) if isinstance(s, (ir.For, ir.While)) else loops
             if isinstance(s, ir.For):
-                lead = []
-                for first in s.body:
-                    if not isinstance(first, ir.Assign) or counts.get(first.name) != 1:
-                        break
-                    lead.append((first.name, first.value))
-                preludes[id(s)] = tuple(lead)
+                preludes[id(s)] = tuple(_single_int_assigns(s.body, counts))
             for block_ in ir.child_blocks(s):
                 visit(block_, inner)
     visit(kernel.body, ())
     return sites
+
+
+def _single_int_assigns(block, counts: dict):
+    """(name, value) of the integer locals a loop body assigns exactly once in the kernel, in
+    program order, branches included, inner loops not (theirs are the inner loop's). Taichi
+    scopes a local to its block, so wherever one is read its value is that expression, of
+    its operands then (a local assigned more than once has no interval: unbounded). A
+    bounds-guarded stencil computes its neighbours' indices (j - 1, t - 2) so."""
+    for s in block:
+        if isinstance(s, ir.Assign) and counts.get(s.name) == 1 and s.value.dtype.is_int:
+            yield s.name, s.value
+        elif isinstance(s, ir.If):
+            for inner in ir.child_blocks(s):
+                yield from _single_int_assigns(inner, counts)
 
 
 def fixed_int_args(kernel: ir.Kernel) -> tuple:
