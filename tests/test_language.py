@@ -192,6 +192,28 @@ def test_funcs_inline_with_vectors_and_early_returns(mode):
     assert out.to_numpy() == pytest.approx([0.0, 0.25, 0.0, 2.0], abs=1e-12)
 
 
+def test_normalized_with_eps_is_taichis(mode):
+    """Taichi's v.normalized(eps) is v / (|v| + eps); tinyad computed v / sqrt(|v|^2 + eps),
+    which moved DiffTaichi's billiards by 2e-8 at each collision. Value and gradient."""
+    v = ti.Vector.field(2, ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        d = v[None].normalized(1e-3)
+        loss[None] = d[0] + 3.0 * d[1]
+
+    u = np.array([0.02, 0.035])
+    v[None] = u
+    with ti.ad.Tape(loss):
+        k()
+    n = np.linalg.norm(u)
+    assert loss[None] == pytest.approx((u[0] + 3.0 * u[1]) / (n + 1e-3), rel=1e-12)
+    w = np.array([1.0, 3.0])     # d/du of w.u / (|u| + eps)
+    want = w / (n + 1e-3) - (w @ u) * u / (n * (n + 1e-3) ** 2)
+    assert v.grad[None].to_numpy() == pytest.approx(want, rel=1e-10)
+
+
 def test_vectors_and_matrices_in_python_scope_and_kernels(mode):
     m = ti.Matrix.field(2, 2, ti.f64, shape=())
     v = ti.Vector.field(3, ti.f64, shape=2)

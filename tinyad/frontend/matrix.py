@@ -205,7 +205,11 @@ class Matrix:
         return B.unary("rsqrt", B.binary("add", self.norm_sqr(), eps) if eps else self.norm_sqr())
 
     def normalized(self, eps=0):
-        return self * self.norm_inv(eps)
+        if not eps:
+            return self * self.norm_inv()
+        # Taichi's: v / (|v| + eps). (v * norm_inv(eps) is v / sqrt(|v|^2 + eps): DiffTaichi's
+        # billiards normalizes with eps 1e-6, and its collisions moved by 2e-8 a step.)
+        return self * B.binary("truediv", 1, B.binary("add", self.norm(), eps))
 
     def sum(self):
         return _sum(self.entries)
