@@ -214,6 +214,55 @@ def test_normalized_with_eps_is_taichis(mode):
     assert v.grad[None].to_numpy() == pytest.approx(want, rel=1e-10)
 
 
+def test_glsl_style_math_as_taichis(mode):
+    """ti.math's GLSL-style helpers (Taichi's definitions), in a kernel, against numpy; and a
+    gradient through smoothstep and refract against its formula."""
+    out = ti.field(ti.f64, shape=12)
+    v = ti.Vector.field(3, ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        x, n = v[None], ti.Vector([0.0, 1.0, 0.0])
+        out[0] = ti.math.smoothstep(0.0, 2.0, x[0])
+        out[1] = ti.math.fract(-x[1])
+        out[2] = ti.math.step(0.5, x[2]) + ti.math.step(x[2], 0.5)
+        out[3] = ti.math.mod(-x[1], 1.5)
+        out[4] = ti.math.degrees(x[0]) + ti.math.radians(x[1])
+        out[5] = ti.math.distance(x, n)
+        out[6] = ti.math.reflect(x, n)[1]
+        out[7] = ti.math.refract(x.normalized(), n, 0.5)[1]
+        out[8] = ti.math.refract(ti.Vector([1.0, 0.01, 0.0]), n, 2.0)[0]   # totally reflected
+        out[9] = ti.math.rotation2d(x[0])[0, 1] + ti.math.vdir(x[1])[1]
+        out[10] = ti.math.isnan(ti.sqrt(-x[0])) + 2 * ti.math.isinf(1.0 / (x[0] - x[0]))
+        out[11] = ti.math.eye(3)[1, 1] + ti.math.translate(1.0, 2.0, 3.0)[1, 3]
+        loss[None] = ti.math.smoothstep(0.0, 2.0, x[0]) + ti.math.refract(
+            x.normalized(), n, 0.5)[1]
+
+    x = np.array([0.7, 1.3, 0.2])
+    v[None] = x
+    with ti.ad.Tape(loss):
+        k()
+    t = np.clip(x[0] / 2.0, 0, 1)
+    u = x / np.linalg.norm(x)
+    c = u[1]
+    kk = 1 - 0.25 * (1 - c * c)
+    want = [t * t * (3 - 2 * t), -x[1] - np.floor(-x[1]), 0.0 + 1.0,
+            -x[1] - 1.5 * np.floor(-x[1] / 1.5),
+            np.degrees(x[0]) + np.radians(x[1]), np.linalg.norm(x - [0, 1, 0]), -x[1],
+            0.5 * u[1] - (0.5 * c + np.sqrt(kk)), 0.0, -np.sin(x[0]) + np.sin(x[1]), 1 + 2, 1 + 2]
+    assert out.to_numpy() == pytest.approx(want, rel=1e-12)
+    h, grad = 1e-6, np.zeros(3)      # d loss / d x by central differences of the formula
+    for i in range(3):
+        def f(y):
+            t, w = np.clip(y[0] / 2.0, 0, 1), y / np.linalg.norm(y)
+            return t * t * (3 - 2 * t) + 0.5 * w[1] - (0.5 * w[1] + np.sqrt(
+                1 - 0.25 * (1 - w[1] ** 2)))
+        e = np.eye(3)[i] * h
+        grad[i] = (f(x + e) - f(x - e)) / (2 * h)
+    assert v.grad[None].to_numpy() == pytest.approx(grad, rel=1e-6)
+
+
 def test_vectors_and_matrices_in_python_scope_and_kernels(mode):
     m = ti.Matrix.field(2, 2, ti.f64, shape=())
     v = ti.Vector.field(3, ti.f64, shape=2)

@@ -125,6 +125,119 @@ def inverse(m):
     return m.inverse()
 
 
+# ---- GLSL-style helpers, as Taichi's ti.math defines them ------------------------------------
+_ge, _ne, _eq = _elementwise2("ge"), _elementwise2("ne"), _elementwise2("eq")
+
+
+def step(edge, x):
+    """1.0 where x >= edge, else 0.0, element-wise."""
+    return lang.cast(_ge(x, edge), float)
+
+
+def fract(x):
+    """x - floor(x), element-wise."""
+    return x - floor(x)
+
+
+def smoothstep(edge0, edge1, x):
+    """Hermite interpolation from 0 at edge0 to 1 at edge1, clamped, element-wise."""
+    t = clamp((x - edge0) / (edge1 - edge0), 0.0, 1.0)
+    return t * t * (3.0 - 2.0 * t)
+
+
+def mod(x, y):
+    """x - y * floor(x / y), element-wise (the sign of y, as GLSL's)."""
+    return x - y * floor(x / y)
+
+
+def degrees(x):
+    return x * (180.0 / pi)
+
+
+def radians(x):
+    return x * (pi / 180.0)
+
+
+def distance(x, y):
+    difference = x - y
+    return difference.norm() if isinstance(difference, Matrix) else abs(difference)
+
+
+def reflect(x, n):
+    """x reflected about the plane of normal n (n of length 1): x - 2 (x . n) n."""
+    return x - 2.0 * x.dot(n) * n
+
+
+def refract(x, n, eta):
+    """The refraction of x through the surface of normal n for the ratio of indices eta, or the
+    zero vector where it is totally reflected. (The root is taken of 1 there, not of a negative
+    number, so that its zero gradient stays zero, not NaN.)"""
+    dxn = x.dot(n)
+    k = 1.0 - eta * eta * (1.0 - dxn * dxn)
+    refracts = _ge(k, 0.0)
+    root = sqrt(lang.select(refracts, k, 1.0))
+    return lang.select(refracts, eta * x - (eta * dxn + root) * n, 0.0)
+
+
+def isnan(x):
+    """1 where x is NaN, else 0, element-wise."""
+    return _ne(x, x)
+
+
+def isinf(x):
+    """1 where x is +inf or -inf, else 0, element-wise."""
+    return _eq(abs(x), inf)
+
+
+def eye(n):
+    """The n x n identity matrix (float)."""
+    return Matrix.identity(float, n)
+
+
+def vdir(angle):
+    """The 2-D unit vector at this angle."""
+    return Matrix([cos(angle), sin(angle)])
+
+
+def rotation2d(angle):
+    """The 2 x 2 counter-clockwise rotation by `angle` (radians)."""
+    return Matrix.rotation2d(angle)
+
+
+def rot_yaw_pitch_roll(yaw, pitch, roll):
+    """The 4 x 4 homogeneous rotation by Euler angles (about Y, then X, then Z), as Taichi's."""
+    ch, sh, cp, sp, cb, sb = cos(yaw), sin(yaw), cos(pitch), sin(pitch), cos(roll), sin(roll)
+    return Matrix([[ch * cb + sh * sp * sb, sb * cp, -sh * cb + ch * sp * sb, 0.0],
+                   [-ch * sb + sh * sp * cb, cb * cp, sb * sh + ch * sp * cb, 0.0],
+                   [sh * cp, -sp, ch * cp, 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+def rotation3d(ang_x, ang_y, ang_z):
+    return rot_yaw_pitch_roll(ang_z, ang_x, ang_y)
+
+
+def rot_by_axis(axis, angle):
+    """The 4 x 4 homogeneous rotation by `angle` about `axis`, as Taichi's."""
+    c, s = cos(angle), sin(angle)
+    a = axis.normalized()
+    t = (1 - c) * a
+    return Matrix([[c + t[0] * a[0], t[0] * a[1] + s * a[2], t[0] * a[2] - s * a[1], 0.0],
+                   [t[1] * a[0] - s * a[2], c + t[1] * a[1], t[1] * a[2] + s * a[0], 0.0],
+                   [t[2] * a[0] + s * a[1], t[2] * a[1] - s * a[0], c + t[2] * a[2], 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+def translate(dx, dy, dz):
+    return Matrix([[1.0, 0.0, 0.0, dx], [0.0, 1.0, 0.0, dy], [0.0, 0.0, 1.0, dz],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+def scale(sx, sy, sz):
+    return Matrix([[sx, 0.0, 0.0, 0.0], [0.0, sy, 0.0, 0.0], [0.0, 0.0, sz, 0.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
 def _vector_type(n):
     # a type, as in Taichi: callable to make a vector, and usable as an ndarray's or a kernel
     # argument's type
@@ -142,4 +255,7 @@ ivec2, ivec3, ivec4 = vec2, vec3, vec4
 __all__ = ["pi", "e", "inf", "nan", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "exp",
            "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "floor", "ceil", "round", "abs", "min",
            "max", "clamp", "mix", "sign", "dot", "cross", "length", "normalize", "determinant",
-           "inverse", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4", "ivec2", "ivec3", "ivec4"]
+           "inverse", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4", "ivec2", "ivec3", "ivec4",
+           "step", "fract", "smoothstep", "mod", "degrees", "radians", "distance", "reflect",
+           "refract", "isnan", "isinf", "eye", "vdir", "rotation2d", "rotation3d",
+           "rot_yaw_pitch_roll", "rot_by_axis", "translate", "scale"]

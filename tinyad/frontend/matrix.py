@@ -265,6 +265,12 @@ class Matrix:
 
     # ---- constructors (ti.Matrix.identity, ti.Vector.zero, ...) -----------------------
     @staticmethod
+    def rotation2d(alpha):
+        """The 2 x 2 counter-clockwise rotation by `alpha` (radians)."""
+        c, s = B.unary("cos", alpha), B.unary("sin", alpha)
+        return Matrix([[c, -s], [s, c]])
+
+    @staticmethod
     def identity(dt, n):
         return Matrix([[_cast_entry(1 if i == j else 0, dt) for j in range(n)] for i in range(n)])
 
