@@ -192,6 +192,39 @@ def test_funcs_inline_with_vectors_and_early_returns(mode):
     assert out.to_numpy() == pytest.approx([0.0, 0.25, 0.0, 2.0], abs=1e-12)
 
 
+def test_assigning_a_vector_an_expression_of_itself_reads_it_first(mode):
+    """`v = R @ v`, `d = d.normalized()`, `g[i] -= g[i].dot(n) * n`: the right-hand side reads
+    the whole old value. tinyad wrote the target entry by entry, so later entries read earlier
+    new ones (Taichi's mpm_lagrangian_forces example drifted from Taichi's once the body hit
+    the circle). Values in both modes, and a gradient through `v = R @ v`."""
+    out = ti.field(ti.f64, shape=8)
+    g = ti.Vector.field(2, ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        R = ti.Matrix([[0.0, -1.0], [1.0, 0.0]])
+        d = ti.Vector([-0.4, 0.1])
+        if out[7] == 0.0:
+            d = d.normalized()
+        f = ti.Vector([1.0, 2.0])
+        f = R @ f
+        h = ti.Vector([1.0, 2.0])
+        h -= h.dot(ti.Vector([1.0, 1.0])) * ti.Vector([1.0, 1.0])
+        out[0], out[1], out[2], out[3], out[4], out[5] = d[0], d[1], f[0], f[1], h[0], h[1]
+        g[None] = R @ g[None]
+        loss[None] = g[None][0] * 3.0 + g[None][1] ** 2
+
+    g[None] = [1.0, 2.0]
+    with ti.ad.Tape(loss):
+        k()
+    d = np.array([-0.4, 0.1]) / np.hypot(-0.4, 0.1)
+    assert out.to_numpy()[:6] == pytest.approx([*d, -2.0, 1.0, -2.0, -1.0], rel=1e-12)
+    assert g[None].to_numpy() == pytest.approx([-2.0, 1.0])
+    # loss = 3 (R g)_0 + (R g)_1^2 = -3 g_1 + g_0^2: the gradient at g = (1, 2) is (2, -3)
+    assert g.grad[None].to_numpy() == pytest.approx([2.0, -3.0], rel=1e-12)
+
+
 def test_normalized_with_eps_is_taichis(mode):
     """Taichi's v.normalized(eps) is v / (|v| + eps); tinyad computed v / sqrt(|v|^2 + eps),
     which moved DiffTaichi's billiards by 2e-8 at each collision. Value and gradient."""

@@ -260,9 +260,18 @@ class Tracer(ExprVisitor):
     def assign(self, lv: LValue, value, node):
         if isinstance(lv, StructLValue):
             return self.assign_struct(lv, value, node)
-        values = self.spread(value, lv, node)
+        values = self.evaluated_first(self.spread(value, lv, node), lv, node)
         for slot, v in zip(lv.slots, values):
             self.write_slot(slot, v, node)
+
+    def evaluated_first(self, values, lv: LValue, node):
+        """Python evaluates a right-hand side before it assigns. Where an entry of it reads the
+        target (`v = R @ v`, `g[i] -= g[i].dot(n) * n`), writing the target entry by entry let
+        the later entries see the earlier new ones: those values go to fresh locals first."""
+        if len(lv.slots) < 2 or not _reads_any(values, lv.slots):
+            return values
+        with B.at(self.loc(node)):
+            return [self.snapshot(v) for v in values]
 
     def spread(self, value, lv: LValue, node):
         """The scalars to write into each slot of `lv` (a matrix must match its shape)."""
@@ -344,7 +353,7 @@ class Tracer(ExprVisitor):
     def visit_AugAssign(self, node):
         name, _ = _binop_name(node)
         lv = self.lvalue(node.target)
-        values = self.spread(self.visit(node.value), lv, node)
+        values = self.evaluated_first(self.spread(self.visit(node.value), lv, node), lv, node)
         for slot, v in zip(lv.slots, values):
             if isinstance(slot, FieldRef) and name in ("add", "sub"):
                 value = B.cast(v, slot.field.dtype)
@@ -359,7 +368,7 @@ class Tracer(ExprVisitor):
             raise TinyadSyntaxError(f"ti.atomic_{op}(target, value) takes two arguments",
                                     self.loc(node), hint=f"e.g. ti.atomic_{op}(total[None], x[i])")
         lv = self.lvalue(node.args[0])
-        values = self.spread(self.visit(node.args[1]), lv, node)
+        values = self.evaluated_first(self.spread(self.visit(node.args[1]), lv, node), lv, node)
         olds = []
         for slot, v in zip(lv.slots, values):
             if isinstance(slot, FieldRef):
@@ -530,6 +539,26 @@ def _shape_hint(fld) -> str:
 def _all_leaves(value):
     entries = value.entries if isinstance(value, Matrix) else [value]
     return all(is_leaf(e) or not B.is_expr(e) for e in entries)
+
+
+def _reads_any(values, slots) -> bool:
+    """Does any of `values` read one of the target `slots` (a local, or the field of an
+    element; a slot picked at run time counts as read)?"""
+    names, fields = set(), set()
+    for slot in slots:
+        if isinstance(slot, LocalRef):
+            names.add(slot.var.name)
+        elif isinstance(slot, FieldRef):
+            fields.add(id(slot.field))
+        else:
+            return True
+    for value in values:
+        if B.is_expr(value):
+            for sub in ir.walk_expr(value):
+                if (isinstance(sub, ir.Var) and sub.name in names) or (
+                        isinstance(sub, ir.Load) and id(sub.field) in fields):
+                    return True
+    return False
 
 
 def _binop_name(node):
