@@ -1140,3 +1140,35 @@ def test_a_loop_breaking_a_rule_every_iteration_keeps_a_few_reports(mode):
     assert 1 <= len(launch.problems) <= 16
     with pytest.raises(ti.AutodiffRuleError, match=r"x\[0\]"):
         accumulate.grad()
+
+
+def test_a_field_without_gradient_read_through_stop_grad_is_no_missing_gradient(mode, capsys):
+    """Taichi's fem99 example reads a face's area, computed from the positions in a field
+    without a gradient: tinyad stops it (the gradient through the area is silently lost). Read
+    through ti.stop_grad, the cut is the user's choice, and nothing is reported."""
+    w = ti.field(ti.f64, shape=4, needs_grad=True)
+    y = ti.field(ti.f64, shape=4)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def stopped():
+        for i in w:
+            y[i] = w[i] * 2
+        for i in w:
+            loss[None] += ti.stop_grad(y[i]) * w[i]
+
+    @ti.kernel
+    def plain():
+        for i in w:
+            y[i] = w[i] * 2
+        for i in w:
+            loss[None] += y[i] * w[i]
+
+    w.from_numpy(np.arange(1.0, 5.0))
+    with ti.ad.Tape(loss):
+        stopped()
+    assert_no_report(capsys)
+    assert w.grad.to_numpy() == pytest.approx(2 * np.arange(1.0, 5.0))   # d(stop(2w) w)/dw = 2w
+    with pytest.raises(ti.SilentZeroRuleError, match="ti.stop_grad"):
+        with ti.ad.Tape(loss):
+            plain()

@@ -62,7 +62,7 @@ def _dependencies(body) -> tuple:
 
     def sources(expr) -> set:
         out = set()
-        for sub in ir.walk_expr(expr):
+        for sub in _differentiated(expr):
             if isinstance(sub, ir.Load) and sub.field.dtype.is_float:
                 out.add(sub.field)
             elif isinstance(sub, ir.Var):
@@ -79,3 +79,17 @@ def _dependencies(body) -> tuple:
                     changed = True
     return tuple((s.field, frozenset(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
                  if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
+
+
+def _differentiated(expr):
+    """The sub-expressions a gradient would flow through: all but those inside ti.stop_grad(...)
+    (where the user says the gradient stops, it is not missing)."""
+    if isinstance(expr, ir.Op) and expr.op == "stop_grad":
+        return
+    yield expr
+    if isinstance(expr, ir.Load):
+        for index in expr.indices:
+            yield from _differentiated(index)
+    elif isinstance(expr, ir.Op):
+        for arg in expr.args:
+            yield from _differentiated(arg)
