@@ -67,3 +67,11 @@ def test_python_float_and_int_name_the_default_types_in_kernels(mode):
     build()
     assert m.to_numpy().tolist() == [[3.0, 0.0], [0.0, 3.0]]
     assert n[None] == 7
+
+
+def test_gui_colour_helpers_are_taichis():
+    """ti.rgb_to_hex / ti.hex_to_rgb, which Taichi's examples call to colour what they draw
+    (fem128): the values Taichi 1.7.4 gives for the same input."""
+    assert ti.rgb_to_hex([0.5, np.array([0.1, 1.2]), 0.0]).tolist() == [8329472, 8388352]
+    assert ti.rgb_to_hex((1.0, 0.0, 0.2)) == 0xFF0033
+    assert ti.hex_to_rgb(0x336699) == pytest.approx((0.2, 0.4, 0.6))

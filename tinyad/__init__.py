@@ -13,6 +13,7 @@ from tinyad.check.rules import (
     SilentZeroRuleError,
     StaleGradientRuleError,
 )
+from tinyad.colors import hex_to_rgb, rgb_to_hex
 from tinyad.core.errors import (
     AutodiffRuleError,
     GradientMismatchError,
