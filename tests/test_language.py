@@ -225,6 +225,29 @@ def test_assigning_a_vector_an_expression_of_itself_reads_it_first(mode):
     assert g.grad[None].to_numpy() == pytest.approx([2.0, -3.0], rel=1e-12)
 
 
+def test_a_func_may_change_an_entry_of_its_vector_argument(mode):
+    """Taichi passes a ti.func's arguments by value: its pbf2d example clamps `p[i]` of its
+    vector parameter and returns p. tinyad refused the store ("a trace-time value"); now the
+    func works on its own copy, and the caller's vector is unchanged."""
+    out = ti.Vector.field(2, ti.f64, shape=2)
+
+    @ti.func
+    def clamp_first(p):
+        if p[0] > 1.0:
+            p[0] = 1.0
+        p.y += 10.0
+        return p
+
+    @ti.kernel
+    def k():
+        q = ti.Vector([3.0, 4.0])
+        out[1] = clamp_first(q)
+        out[0] = q
+
+    k()
+    assert out.to_numpy().tolist() == [[3.0, 4.0], [1.0, 14.0]]
+
+
 def test_normalized_with_eps_is_taichis(mode):
     """Taichi's v.normalized(eps) is v / (|v| + eps); tinyad computed v / sqrt(|v|^2 + eps),
     which moved DiffTaichi's billiards by 2e-8 at each collision. Value and gradient."""

@@ -98,10 +98,15 @@ class FunctionFrame:
 
 
 def assigned_names(body: list[ast.stmt]) -> set[str]:
-    """Names a function body assigns to (so its parameters that need their own local copy)."""
+    """Names a function body assigns to, or to an entry or member of (`p[i] = ...`, `p.x += 1`):
+    its parameters that need their own local copy, as Taichi passes them by value."""
     names = set()
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        if not isinstance(getattr(node, "ctx", None), ast.Store):
+            continue
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            node = node.value
+        if isinstance(node, ast.Name):
             names.add(node.id)
     return names
 
