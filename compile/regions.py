@@ -223,11 +223,12 @@ def _distinct(sites, by_kind=False):
 
 
 def _covering(pairs):
-    """Fewer (site, box) pairs covering the same elements, in their order. Boxes of one field
-    and line that meet along one dimension are joined (a ti.static loop reading a weight
-    matrix column by column: 30 boxes, one box), then a box another box of its field contains
-    is left out (one copy of the larger covers both). Each replayed read costs a launch of a
-    time-stepped kernel its filing, and DiffTaichi's rigid_body has 44 and 65 of them."""
+    """Fewer (site, box) pairs covering the same elements, grouped by field and line in the
+    order each group first appears. Boxes of one field and line that meet along one dimension
+    are joined (a ti.static loop reading a weight matrix column by column: 30 boxes, one box),
+    then a box another box of its field contains is left out (one copy of the larger covers
+    both). Each replayed read costs a launch of a time-stepped kernel its filing, and
+    DiffTaichi's rigid_body has 44 and 65 of them."""
     lines: dict = {}           # (field, line) -> [first site, [boxes]]
     for site, box in pairs:
         entry = lines.setdefault((id(site.field), site.node.loc), [site, []])
