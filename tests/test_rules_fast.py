@@ -276,3 +276,25 @@ def test_a_gradient_point_is_copied_row_by_row_and_still_sees_a_changed_row(fast
     total()
     with pytest.raises(ti.StaleGradientRuleError):
         total.grad()
+
+
+def test_a_static_loop_reading_columns_files_one_read(fast):
+    """DiffTaichi's rigid_body reads a weight matrix column by column in a ti.static loop: 30
+    replayed reads a launch, compared pairwise and planned again at every step. Boxes of one
+    field and line that meet are joined into one; a box no argument moves is planned once."""
+    n, m = 4, 6
+    w = ti.field(ti.f64, shape=(n, m), needs_grad=True)
+    x = ti.field(ti.f64, shape=(8, n), needs_grad=True)
+    h = ti.field(ti.f64, shape=(8, m), needs_grad=True)
+
+    @ti.kernel
+    def layer(t: ti.i32):
+        for i in range(n):
+            for j in ti.static(range(m)):
+                h[t, j] += ti.tanh(w[i, j] * x[t, i])
+
+    regions = regions_of(layer.ir_for({}))
+    reads = {r[0].field.name: r[1] for r in regions.boxes((2,))[0]}
+    assert reads == {"w": ((0, n), (0, m)), "x": ((2, 3), (0, n))}
+    fixed = [r for r in regions.plan((2,)).reads if r.field is w]
+    assert fixed == [r for r in regions.plan((5,)).reads if r.field is w]   # the same object
