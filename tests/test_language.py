@@ -248,6 +248,23 @@ def test_a_func_may_change_an_entry_of_its_vector_argument(mode):
     assert out.to_numpy().tolist() == [[3.0, 4.0], [1.0, 14.0]]
 
 
+def test_integer_vector_types_make_integer_vectors(mode):
+    """ti.math.ivec2 is Taichi's i32 vector: ivec2(3.7, 2) is [3, 2] and indexes a field. It
+    was the float vec2, so indexing with it was refused."""
+    f = ti.field(ti.f32, shape=(4, 4))
+    out = ti.field(ti.f64, shape=2)
+
+    @ti.kernel
+    def k():
+        p = ti.math.ivec2(3.7, 2)
+        f[p] = 5.0
+        q = ti.math.ivec3(7, 8, 9) // 2
+        out[0], out[1] = p[0], q[2]
+
+    k()
+    assert (f[3, 2], out[0], out[1]) == (5.0, 3.0, 4.0)
+
+
 def test_normalized_with_eps_is_taichis(mode):
     """Taichi's v.normalized(eps) is v / (|v| + eps); tinyad computed v / sqrt(|v|^2 + eps),
     which moved DiffTaichi's billiards by 2e-8 at each collision. Value and gradient."""

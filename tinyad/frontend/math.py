@@ -5,6 +5,7 @@ from __future__ import annotations
 import math as _pymath
 
 from tinyad.core import builder as B
+from tinyad.core import types as T
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 
@@ -238,10 +239,10 @@ def scale(sx, sy, sz):
                    [0.0, 0.0, 0.0, 1.0]])
 
 
-def _vector_type(n):
+def _vector_type(n, dtype=None):
     # a type, as in Taichi: callable to make a vector, and usable as an ndarray's or a kernel
     # argument's type
-    return lang.VectorType(n, None)
+    return lang.VectorType(n, dtype)
 
 
 def _matrix_type(n):
@@ -250,12 +251,15 @@ def _matrix_type(n):
 
 vec2, vec3, vec4 = _vector_type(2), _vector_type(3), _vector_type(4)
 mat2, mat3, mat4 = _matrix_type(2), _matrix_type(3), _matrix_type(4)
-ivec2, ivec3, ivec4 = vec2, vec3, vec4
+# Taichi's integer vectors: i32 and u32 entries (ivec2(3.7, 2) is [3, 2], an index)
+ivec2, ivec3, ivec4 = (_vector_type(n, T.i32) for n in (2, 3, 4))
+uvec2, uvec3, uvec4 = (_vector_type(n, T.u32) for n in (2, 3, 4))
 
 __all__ = ["pi", "e", "inf", "nan", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "exp",
            "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "floor", "ceil", "round", "abs", "min",
            "max", "clamp", "mix", "sign", "dot", "cross", "length", "normalize", "determinant",
            "inverse", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4", "ivec2", "ivec3", "ivec4",
+           "uvec2", "uvec3", "uvec4",
            "step", "fract", "smoothstep", "mod", "degrees", "radians", "distance", "reflect",
            "refract", "isnan", "isinf", "eye", "vdir", "rotation2d", "rotation3d",
            "rot_yaw_pitch_roll", "rot_by_axis", "translate", "scale"]
