@@ -102,10 +102,9 @@ class KernelRegions:
         self._functions: dict = {}     # id(site) -> its box function
         self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
         self._moving: list | None = None    # [(id(site), box function)] of the others
-        # The fields whose replayed reads' boxes no argument moves (a time-stepped kernel's
-        # weights), their reads planned once, and the reads of the other fields.
-        self._fixed_fields: set = set()
-        self._fixed_reads: list | None = None
+        # The replayed reads of the fields whose read boxes no argument moves (a time-stepped
+        # kernel's weights), planned once; the replayed read sites of the other fields.
+        self._fixed_reads: list = []
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
 
@@ -120,14 +119,7 @@ class KernelRegions:
         return tuple([int(scalars[i]) for i in self.positions])
 
     def box(self, site, values: tuple):
-        key = id(site)
-        if key in self._fixed:
-            return self._fixed[key]
-        function = self._function(site)
-        box = function(*values)
-        if function.fixed:
-            self._fixed[key] = box
-        return box
+        return self._function(site)(*values)
 
     def _function(self, site):
         function = self._functions.get(id(site))
@@ -171,9 +163,6 @@ class KernelRegions:
                 hazards.append(fld)
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
-        if self._fixed_reads is None:
-            self._fixed_reads = [self._planned_read(s, b) for s, b in _covering(
-                boxed([s for s in self.reads if id(s.field) in self._fixed_fields]))]
         reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
         reads += self._fixed_reads
         return LaunchPlan(reads, writes, tuple(box_of(s) for s in self.loads), hazards,
@@ -181,7 +170,8 @@ class KernelRegions:
 
     def _site_boxes(self, values: tuple) -> dict:
         """id(site) -> the box it may touch in a launch with these arguments (None: it cannot
-        run), for every site: those no argument moves are worked out once."""
+        run), for every site. Those no argument moves are worked out at the first plan, and so
+        are the replayed reads of the fields only such sites read."""
         if self._moving is None:
             self._moving = []
             for site in self.kernel_rows.sites:
@@ -191,8 +181,10 @@ class KernelRegions:
                 else:
                     self._moving.append((id(site), function))
             moved = {id(s.field) for s in self.reads if not self._function(s).fixed}
-            self._fixed_fields = {id(s.field) for s in self.reads} - moved
             self._moving_reads = [s for s in self.reads if id(s.field) in moved]
+            fixed = [(s, self._fixed[id(s)]) for s in self.reads if id(s.field) not in moved]
+            self._fixed_reads = [self._planned_read(s, b)
+                                 for s, b in _covering([p for p in fixed if p[1] is not None])]
         boxes = dict(self._fixed)
         for key, function in self._moving:
             boxes[key] = function(*values)

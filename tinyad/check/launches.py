@@ -209,14 +209,15 @@ class LaunchChecker:
         """A stand-in for the launch alike this one that left the history not yet
         differentiated: a recompute in a long manual sweep repeats it (its round is the
         forward's, not this launch's), though its values are no longer known."""
+        found = self._forgotten(compiled, scalars)
+        return None if found is None else Launch(found[0], kernel, compiled, scalars, found[1])
+
+    def _forgotten(self, compiled, scalars) -> tuple | None:
+        """(number, time) of the launch alike that left the history undifferentiated, or None."""
         try:
-            found = self.forgotten.get((compiled, scalars))
-        except TypeError:
+            return self.forgotten.get((compiled, scalars))
+        except TypeError:    # an unhashable argument
             return None
-        if found is None:
-            return None
-        number, time = found
-        return Launch(number, kernel, compiled, scalars, time)
 
     def _no_longer_awaiting(self, launch: Launch) -> None:
         for fld in kernel_facts(launch.compiled).loads_differentiable:
@@ -310,10 +311,7 @@ class LaunchChecker:
 
     def _note_forgotten(self, compiled, scalars) -> None:
         """A manual adjoint whose forward launch left the history runs unchecked: say so."""
-        try:
-            found = self.forgotten.get((compiled, scalars))
-        except TypeError:
-            found = None
+        found = self._forgotten(compiled, scalars)
         if found is None or compiled in self.forgotten_noted:
             return
         number = found[0]
