@@ -14,7 +14,7 @@ from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadError, TinyadRuntimeError, TinyadSyntaxError, TinyadTypeError
-from tinyad.core.ops import PYTHON_OPERATORS
+from tinyad.core.ops import PYTHON_OPERATORS, TABLE
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.printing import trace_print
@@ -140,7 +140,7 @@ class ExprVisitor:
                     return result
                 result = self.visit(value_node)
                 continue
-            result = B.binary(name, result, self.visit(value_node))
+            result = _logic(name, result, self.visit(value_node))
         return result
 
     def visit_Compare(self, node):
@@ -354,6 +354,27 @@ class ExprVisitor:
             raise call_failure(fn, args, exc, self.loc(node), traced_args=traced) from exc
 
 
+def _logic(name, a, b):
+    """`a and b` / `a or b` on kernel scalars, as in Python and Taichi: the value of the operand
+    that decides (`2 and 3` is 3, `0 or 5` is 5), both evaluated. On truth values (comparisons,
+    logic) that is the plain logic op, which prints as such; a matrix operand makes it
+    element-wise 1 / 0, as Taichi's vectors do."""
+    if isinstance(a, Matrix) or isinstance(b, Matrix) or (_is_truth(a) and _is_truth(b)):
+        return B.binary(name, a, b)
+    a = B.as_expr(a)
+    decides = B.binary("ne", a, 0)
+    return B.select(decides, b, a) if name == "and" else B.select(decides, a, b)
+
+
+def _is_truth(value) -> bool:
+    """Is this scalar 0 or 1 whatever it is at run time (a comparison's or a logic op's)?"""
+    if isinstance(value, ir.Op):
+        return TABLE[value.op].kind in ("compare", "logic")
+    if isinstance(value, ir.Const):
+        value = value.value
+    return isinstance(value, (bool, int)) and value in (0, 1)
+
+
 def _component_indices(element_shape):
     if len(element_shape) == 1:
         return [(i,) for i in range(element_shape[0])]
@@ -378,6 +399,16 @@ def _builtin_min(*args):
     return math.min(*args)
 
 
+def _matrix_truth(value, name):
+    if not isinstance(value, Matrix):
+        raise TinyadTypeError(f"{name}() in a kernel takes a vector or matrix, got a scalar",
+                              B.current_loc(), hint="compare the scalar with 0 instead")
+    return value.any() if name == "any" else value.all()
+
+
 BUILTIN_OVERRIDES = {builtins.float: _to_float, builtins.int: _to_int,
                      builtins.abs: lambda x: abs(x), builtins.max: _builtin_max,
-                     builtins.min: _builtin_min}
+                     builtins.min: _builtin_min,
+                     # iterating a matrix would ask each row for a truth value it does not have
+                     builtins.any: lambda m: _matrix_truth(m, "any"),
+                     builtins.all: lambda m: _matrix_truth(m, "all")}

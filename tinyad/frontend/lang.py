@@ -89,7 +89,9 @@ def random(dtype=float):
     if B.current_loc().line == 0:  # Python scope
         rng = _python_scope_rng
         return float(rng.random()) if dtype.is_float else int(rng.integers(2**31))
-    return B.random(dtype)
+    # one draw, in a local: an expression that uses it twice (v.normalized() of a vector
+    # holding it) must see the same number, not draw again
+    return B.local(B.random(dtype), "r")
 
 
 def stop_grad(value):

@@ -19,7 +19,7 @@ def visit_For(self, node):
     if node.orelse:
         self.unsupported(node, "for ... else")
     iter_node = node.iter
-    if isinstance(iter_node, ast.Call) and self.visit(iter_node.func) is builtins.range:
+    if self.named_callee(iter_node) is builtins.range:
         bounds = [_range_bounds(self, iter_node)]
         return _emit_loop(self, node, bounds, grouped=False)
     iterable = self.visit(iter_node)
@@ -52,7 +52,7 @@ def _offset_of(source):
 
 
 def _is_static_iter(self, iter_node) -> bool:
-    return isinstance(iter_node, ast.Call) and self.visit(iter_node.func) is lang.static
+    return self.named_callee(iter_node) is lang.static
 
 
 def _range_bounds(self, call):
@@ -125,7 +125,8 @@ def _flatten(self, bounds, loop_var, loc):
     0-D field under ti.grouped) is one iteration with an empty index."""
     if not bounds:
         return 0, 1, [], []
-    extents = [B.binary("sub", stop, start) for start, stop in bounds]
+    # an empty axis (stop <= start) empties the box, however many other axes are empty too
+    extents = [B.binary("max", B.binary("sub", stop, start), 0) for start, stop in bounds]
     total = extents[0]
     for e in extents[1:]:
         total = B.binary("mul", total, e)

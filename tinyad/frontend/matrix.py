@@ -79,14 +79,38 @@ class Matrix:
 
     def __getattr__(self, name):
         """Swizzles: v.xy, v.zyx, c.rgb, t.st (up to 4 letters of one set)."""
+        picks = self._swizzle(name)
+        if picks is None:
+            raise AttributeError(f"Matrix has no attribute '{name}'")
+        if len(picks) == 1:
+            return self.entries[picks[0]]
+        return Matrix([self.entries[k] for k in picks])
+
+    def __setattr__(self, name, value):
+        """Python scope: `v.y = 3`, `v.xy = 1, 2` set those entries (through __setitem__, so a
+        field element's view writes through); kernels assign swizzles in the frontend."""
+        picks = self._swizzle(name)
+        if picks is None:
+            object.__setattr__(self, name, value)
+            return
+        values = [value] if len(picks) == 1 else list(
+            value.entries if isinstance(value, Matrix) else value)
+        if len(values) != len(picks):
+            raise TinyadTypeError(f"v.{name} takes {len(picks)} values, got {len(values)}",
+                                  B.current_loc())
+        for k, v in zip(picks, values):
+            self[k] = v
+
+    def _swizzle(self, name):
+        """The entries a swizzle name picks ([1] for y, [0, 1] for xy), or None."""
+        known = self.__dict__        # (not its attributes: __getattr__ would ask again)
+        if known.get("ndim") != 1 or not 1 <= len(name) <= 4:
+            return None
         for letters in SWIZZLE_SETS:
-            if 1 <= len(name) <= 4 and all(c in letters for c in name):
+            if all(c in letters for c in name):
                 picks = [letters.index(c) for c in name]
-                if self.ndim == 1 and max(picks) < self.n:
-                    if len(picks) == 1:
-                        return self.entries[picks[0]]
-                    return Matrix([self.entries[k] for k in picks])
-        raise AttributeError(f"Matrix has no attribute '{name}'")
+                return picks if max(picks) < known["n"] else None
+        return None
 
     def _sliced(self, key):
         """Constant slices: v[:2], m[1, :], m[0:2, 1]."""
@@ -220,6 +244,16 @@ class Matrix:
     def min(self):
         return _reduce(lambda a, b: B.binary("min", a, b), self.entries)
 
+    def any(self):
+        """1 if some entry is nonzero, else 0 (Taichi's; Python's any() on a matrix is this)."""
+        return _reduce(lambda a, b: B.binary("or", a, b),
+                       [B.binary("ne", e, 0) for e in self.entries])
+
+    def all(self):
+        """1 if every entry is nonzero, else 0 (Python's all() on a matrix is this)."""
+        return _reduce(lambda a, b: B.binary("and", a, b),
+                       [B.binary("ne", e, 0) for e in self.entries])
+
     def transpose(self):
         if self.ndim == 1:
             return Matrix([self.entries])
@@ -257,9 +291,16 @@ class Matrix:
         return repr(self.to_numpy())
 
     def __eq__(self, other):
-        if any(B.is_expr(e) for e in self.entries):
+        """In a kernel, entry by entry (1 / 0); in Python scope, whether all entries are equal."""
+        if _traced(self) or _traced(other):
             return self._zip(other, lambda a, b: B.binary("eq", a, b))
         return np.array_equal(self.to_numpy(), np.asarray(other))
+
+    def __ne__(self, other):
+        # (Python's default negates __eq__'s result, and a traced matrix is no truth value)
+        if _traced(self) or _traced(other):
+            return self._zip(other, lambda a, b: B.binary("ne", a, b))
+        return not self.__eq__(other)
 
     __hash__ = object.__hash__
 
@@ -332,6 +373,13 @@ def _cast_entry(value, dt):
 
 def _sum(values):
     return _reduce(lambda a, b: B.binary("add", a, b), list(values))
+
+
+def _traced(value) -> bool:
+    """Is `value` a kernel value: an IR expression, or a matrix holding one?"""
+    if isinstance(value, Matrix):
+        return any(B.is_expr(e) for e in value.entries)
+    return B.is_expr(value)
 
 
 def _reduce(fn, values):

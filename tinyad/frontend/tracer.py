@@ -286,13 +286,24 @@ class Tracer(ExprVisitor):
             return value.entries
         return [value] * len(lv.slots)
 
+    def named_callee(self, node):
+        """What `node` calls, where that is a dotted name (`ti.static`, `range`, `f`), else
+        None: looking a name up twice is harmless, but a callee computed by a call
+        (`f(x).sum()`) would trace that call, and its stores, a second time."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = node.func
+        while isinstance(name, ast.Attribute):
+            name = name.value
+        return self.visit(node.func) if isinstance(name, ast.Name) else None
+
     # ---- statements -------------------------------------------------------------------------
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
         call = node.value
         if isinstance(call, ast.Call):
-            fn = self.visit(call.func)
+            fn = self.named_callee(call)
             if fn in lang.ATOMICS:  # a statement: the old value is not needed
                 with B.at(self.loc(call)):
                     self.atomic_call(lang.ATOMICS[fn], call, want_result=False)
@@ -527,8 +538,25 @@ class Tracer(ExprVisitor):
             self.frames.pop()
         binding = frame.ret_binding
         if isinstance(binding, LocalMatrix):
-            return Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
-        return binding
+            binding = Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
+        return _as_declared_return(binding, func.fn)
+
+
+def _as_declared_return(value, fn):
+    """A func's result in the type its `-> ti.i32` (or vector / matrix type) declares, as
+    Taichi converts it: `-> ti.i32` returning 1.5 gives 1."""
+    declared = fn.__annotations__.get("return")
+    if declared is None:
+        return value
+    try:
+        kind = resolve_annotation(eval_annotation(declared, fn))
+    except (TinyadError, NameError):   # a type tinyad does not convert to: the value as it is
+        return value
+    if isinstance(kind, (lang.VectorType, lang.MatrixType)) and isinstance(value, Matrix):
+        return value.map(lambda e: B.cast(e, kind.dtype)) if kind.dtype is not None else value
+    if isinstance(kind, T.DType) and (B.is_expr(value) or isinstance(value, numbers.Number)):
+        return B.cast(value, kind)
+    return value
 
 
 def _shape_hint(fld) -> str:
@@ -568,10 +596,8 @@ def _binop_name(node):
 
 
 def _is_static_call(node, tracer) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
     try:
-        return tracer.visit(node.func) is lang.static
+        return tracer.named_callee(node) is lang.static
     except TinyadError:
         return False
 
