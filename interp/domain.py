@@ -11,7 +11,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import division_by_zero
+from tinyad.core.errors import division_by_zero, negative_int_power
 from tinyad.core.ops import TABLE
 from tinyad.interp import random_stream
 
@@ -55,6 +55,13 @@ class NumericDomain:
                     raise division_by_zero(e.loc)
                 return fix(fn(left, right))
             return divide
+        if e.op == "pow" and e.dtype.is_int:    # numpy raises a ValueError of its own
+            def power(fr):
+                base, exponent = a(fr), b(fr)
+                if exponent < 0:
+                    raise negative_int_power(e.loc)
+                return fix(fn(base, exponent))
+            return power
         return lambda fr: fix(fn(a(fr), b(fr)))
 
     def branch(self, cond, then, orelse):

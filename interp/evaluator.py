@@ -171,7 +171,7 @@ class _Compiler:
         if not parallel:   # a reduction over a long range, as lanes (interp/serial_lanes.py)
             return serial_lanes.compile_loop(s, self.kernel, run) or run
         # the iterations together, as numpy lanes (None: a loop lanes do not run)
-        laned = lanes.compile_loop(s, run, self.outer_locals)
+        laned = lanes.compile_loop(s, run, (start, stop), self.outer_locals)
         inner = laned and serial_lanes.serial_work(s, self.kernel, self.outer_locals)
         if inner:   # the longer lanes win: the parallel loop's, or a serial loop's inside it
             return lambda fr: (run if inner(fr) > int(stop(fr)) - int(start(fr)) else laned)(fr)

@@ -30,7 +30,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import division_by_zero, out_of_bounds
+from tinyad.core.errors import division_by_zero, negative_int_power, out_of_bounds
 from tinyad.core.ops import TABLE
 from tinyad.interp.lanestack import LaneStack
 from tinyad.interp.memory import Memory
@@ -219,6 +219,14 @@ class _LaneCompiler:
                 with np.errstate(divide="ignore"):         # (lanes masked off: any value)
                     return typed(fn(left, right))
             return divide
+        if e.op == "pow" and e.dtype.is_int:
+            def power(run, mask):
+                base, exponent = a(run, mask), b(run, mask)
+                negative = np.asarray(exponent) < 0
+                if (negative if mask is None else negative & mask).any():
+                    raise negative_int_power(e.loc)
+                return typed(fn(base, np.maximum(exponent, 0)))   # (masked-off lanes: any)
+            return power
         return lambda run, mask: typed(fn(a(run, mask), b(run, mask)))
 
     def select(self, args, result_type):
@@ -366,26 +374,27 @@ def outer_locals(kernel: ir.Kernel) -> frozenset:
     return frozenset(names)
 
 
-def compile_loop(s: ir.For, scalar_run, outer: frozenset = frozenset()):
+def compile_loop(s: ir.For, scalar_run, bounds, outer: frozenset = frozenset()):
     """The parallel loop `s` as lanes: run(frame) runs its iterations in chunks of lanes, or
     `scalar_run` (the evaluator's closure for the loop) where lanes cannot: a memory that has
-    no lane form. -> None if the loop's body uses what lanes do not run, or assigns a local of
-    `outer` (the kernel's locals outside the loop: see outer_locals)."""
+    no lane form. `bounds`: the evaluator's closures for its start and stop (once per launch,
+    a field read among them logged as the scalar path logs it). -> None if the loop's body
+    uses what lanes do not run, or assigns a local of `outer` (the kernel's locals outside the
+    loop: see outer_locals)."""
     if any(isinstance(b, ir.Assign) and b.name in outer for b in ir.walk_stmts(s.body)):
         return None
     try:
         body = _LaneCompiler().block(s.body)
-        start, stop = _LaneCompiler().expr(s.start), _LaneCompiler().expr(s.stop)
     except Unsupported:
         return None
     var, reverse = s.var, s.reverse
+    start, stop = bounds
 
     def run(fr):
         lanes_memory = lane_memory(fr.mem)
         if lanes_memory is None:
             return scalar_run(fr)
-        outer = LaneRun(dict(fr.env), np.zeros(0, np.int32), lanes_memory)
-        lo, hi = int(start(outer, None)), int(stop(outer, None))
+        lo, hi = int(start(fr)), int(stop(fr))
         order = np.arange(lo, hi, dtype=np.int32)
         if reverse:
             order = order[::-1]

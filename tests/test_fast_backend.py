@@ -94,7 +94,7 @@ def test_integer_semantics_match_the_interpreter():
                 out[i, 9] = ti.abs(x) % 5
                 out[i, 10] = x // (k - 9) + x % (k - 2)  # // 0: tests/mistakes
                 out[i, 11] = ti.cast(ti.cast(x, ti.f32) * 0.75, ti.i32)
-                big[i] = ti.cast(x, ti.i64) * 3000000000 // 7
+                big[i] = ti.cast(x, ti.i64) * ti.i64(3000000000) // 7
 
         a.from_numpy(np.array([-40, -7, -6, -1, 0, 1, 3, 5, 6, 2**31 - 1, -2**31, 77],
                               np.int32))

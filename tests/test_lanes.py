@@ -104,7 +104,7 @@ def test_integer_division_by_zero_raises_on_both_paths(use_lanes, monkeypatch):
 def test_random_stays_on_the_scalar_path():
     loop = ir.For("i", ir.Const(0, T.i32), ir.Const(4, T.i32),
                   (ir.Assign("r", ir.Op("random", (), T.f32)),), parallel=True)
-    assert lanes.compile_loop(loop, lambda fr: None) is None
+    assert lanes.compile_loop(loop, lambda fr: None, (None, None)) is None
 
 
 # ---- programs, with and without the checker, values and gradients ------------------------------

@@ -17,6 +17,7 @@ from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError, index_range
 from tinyad.core.notices import note as runtime_note
 from tinyad.core.srcloc import user_frame
+from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
@@ -381,8 +382,19 @@ def _as_element(value, element_shape, name):
 
 def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
           layout=None) -> Field:
+    if isinstance(dtype, (VectorType, MatrixType)):   # ti.field(ti.math.vec3, n), as Taichi
+        return _typed_field(dtype, shape, name or _caller_variable_name(), offset, needs_grad,
+                            needs_dual)
     return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual,
                  offset=offset)
+
+
+def _typed_field(kind, shape=None, name=None, offset=None, needs_grad=False,
+                 needs_dual=False, layout=None) -> Field:
+    """A field of a vector or matrix type: `vec3.field(shape=n)`, `ti.field(vec3, n)`."""
+    dtype = kind.dtype if kind.dtype is not None else float    # ti.math.vec3: default_fp
+    return Field(dtype, shape, kind.shape, name or _caller_variable_name(), needs_grad,
+                 needs_dual, offset=offset)
 
 
 def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
@@ -422,6 +434,7 @@ def _vector_var(n, dt, shape=None, offset=None, needs_grad=False) -> Field:
 
 Matrix.field, Matrix.var = staticmethod(matrix_field), staticmethod(_matrix_var)
 Vector.field, Vector.var = staticmethod(vector_field), staticmethod(_vector_var)
+VectorType.field = MatrixType.field = _typed_field      # ti.math.vec3.field(shape=n)
 
 
 # ---- ti.root: the dense layouts Taichi programs use to place fields ---------------------------

@@ -75,9 +75,21 @@ def python_dtype(value) -> T.DType:
 
 
 def const(value, dtype: T.DType | None = None) -> ir.Const:
+    """A constant of `dtype` (by default the type a Python number gets in a kernel); an integer
+    the type cannot hold is refused, as Taichi refuses it (`0x80000000` under i32, u16(-1))."""
+    defaulted = dtype is None
     dtype = dtype or python_dtype(value)
-    return ir.Const(dtype.np(value).item() if dtype.is_float else int(value), dtype,
-                    current_loc())
+    if dtype.is_float:
+        return ir.Const(dtype.np(value).item(), dtype, current_loc())
+    value = int(value)
+    low, high = T.int_range(dtype)
+    if not low <= value <= high:
+        raise TinyadTypeError(
+            f"integer literal {value} is outside the range of default_ip {dtype}" if defaulted
+            else f"{value} is outside the range of {dtype}", current_loc(),
+            hint=f"give it a wider type, e.g. ti.i64({value}), or ti.init(default_ip=ti.i64)"
+            if defaulted else f"{dtype} holds {low} to {high}")
+    return ir.Const(value, dtype, current_loc())
 
 
 def as_expr(value) -> ir.Expr:
@@ -90,9 +102,9 @@ def cast(value, dtype: T.DType):
         return const(value, dtype)
     if value.dtype == dtype:
         return value
-    if isinstance(value, ir.Const):
-        return ir.Const(dtype.np(value.value).item() if dtype.is_float else int(value.value),
-                        dtype, value.loc)
+    if isinstance(value, ir.Const):   # converted now, as the run-time cast would (ints wrap)
+        converted = np.array(value.value).astype(dtype.np).item()
+        return ir.Const(converted, dtype, value.loc)
     return ir.Op("cast", (value,), dtype, current_loc())
 
 
@@ -125,10 +137,20 @@ def apply(name: str, *args):
         return _fold(spec, args)
     exprs = [as_expr(a) for a in args]
     operand_dtype, result = _result_dtype(spec, [e.dtype for e in exprs])
+    if name == "pow" and not result.is_float and isinstance(exprs[1], ir.Const) and \
+            exprs[1].value < 0:
+        raise TinyadTypeError(f"an integer to the power {exprs[1].value} is not an integer "
+                              "(Taichi refuses a negative exponent in pow(int, int))",
+                              current_loc(), hint="make the base a float: float(x) ** y")
     if operand_dtype is not None:
         exprs = [cast(e, operand_dtype) for e in exprs]
     if all(isinstance(e, ir.Const) for e in exprs):
-        folded = _fold(spec, [result.np(e.value) if result.is_float else e.value for e in exprs])
+        # in the operands' own type, so ints wrap as the run-time operation would wrap them
+        typed = [np.array(e.value, dtype=e.dtype.np)[()] for e in exprs]
+        with np.errstate(over="ignore"):
+            folded = _fold(spec, typed)
+        if not result.is_float:
+            folded = np.array(folded).astype(result.np).item()
         return const(folded, result)
     simplified = _simplify(name, exprs)
     if simplified is not None:

@@ -112,6 +112,12 @@ def division_by_zero(loc: SrcLoc | None) -> TinyadRuntimeError:
                                         "division by zero gives inf or nan, as in Taichi)")
 
 
+def negative_int_power(loc: SrcLoc | None) -> TinyadRuntimeError:
+    """An integer `**` a negative integer at the user's line (interp mode checks it always)."""
+    return TinyadRuntimeError("an integer to a negative integer power (`**`) is not an integer",
+                              loc, hint="check the exponent first, or make the base a float")
+
+
 class TinyadAttributeError(TinyadError, AttributeError):
     """`ti.<name>` for a name tinyad does not have (a typo, or a Taichi feature left out)."""
 

@@ -42,6 +42,8 @@ class DType:
             return value.cast(self)
         if builder.is_expr(value):
             return builder.cast(value, self)
+        if builder.current_loc().line:     # in a kernel: a constant of this type (ti.u64(2**63)
+            return builder.const(value, self)   # holds it, ti.u16(-1) is refused, as in Taichi)
         return float(value) if self.is_float else int(value)
 
 
@@ -90,7 +92,7 @@ def resolve_dtype(dtype) -> DType:
         return BY_NAME[dtype]
     try:
         return from_numpy(dtype)
-    except TypeError:
+    except (TypeError, ValueError):   # (numpy says ValueError of some objects: vector types)
         close = difflib.get_close_matches(dtype, [*BY_NAME, *(f"float{b}" for b in (32, 64))],
                                           n=1) if isinstance(dtype, str) else []
         raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
@@ -103,6 +105,12 @@ _NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "
           "i8": np.int8, "i16": np.int16, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
 ALL = (i32, i64, u8, f32, f64, i8, i16, u16, u32, u64)
 BY_NAME = {t.name: t for t in ALL}
+
+
+def int_range(dtype: DType) -> tuple[int, int]:
+    """The smallest and largest values an integer type holds."""
+    info = np.iinfo(dtype.np)
+    return int(info.min), int(info.max)
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -323,6 +323,9 @@ class ExprVisitor:
         if getattr(fn, "is_tinyad_kernel", False):
             raise TinyadSyntaxError("a kernel cannot call another kernel", self.loc(node),
                                     hint="make the callee a @ti.func")
+        owner = getattr(fn, "__self__", None)
+        if ir.is_field(owner) and fn.__name__ == "fill" and len(args) == 1 and not kwargs:
+            return self.fill_loop(owner, args[0], node)       # x.fill(v) in a kernel
         if fn in BUILTIN_OVERRIDES and any(is_traced(a) for a in args):
             return BUILTIN_OVERRIDES[fn](*args, **kwargs)
         # Anything else runs now, at trace time, as Taichi does: a plain Python function or a

@@ -153,6 +153,9 @@ class VectorType:
                                   B.current_loc())
         return Matrix(flat, dt=T.resolve_dtype(self.dtype) if self.dtype else None)
 
+    def __repr__(self):
+        return f"ti.types.vector({self.n}, {self.dtype or 'default_fp'})"
+
 
 class MatrixType:
     def __init__(self, n, m, dtype):
@@ -168,6 +171,9 @@ class MatrixType:
                                   B.current_loc())
         rows = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         return Matrix(rows, dt=T.resolve_dtype(self.dtype) if self.dtype else None)
+
+    def __repr__(self):
+        return f"ti.types.matrix({self.n}, {self.m}, {self.dtype or 'default_fp'})"
 
 
 class NdarrayType:

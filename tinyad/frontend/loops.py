@@ -120,6 +120,27 @@ def _emit_loop(self, node, bounds, grouped):
                      tuple(body), parallel, False, loc))
 
 
+def fill_loop(self, fld, value, node):
+    """`x.fill(v)` in a kernel, as Taichi allows: a loop storing v into every element of x,
+    parallel where a loop written there would be; v is computed once, before it."""
+    loc = self.loc(node)
+    with B.at(loc):
+        value = self.snapshot(value)
+    first = _offset_of(fld) or (0,) * len(fld.shape)
+    bounds = [(o, o + extent) for o, extent in zip(first, fld.shape)]
+    parallel = self.frame.is_kernel and self.dynamic_depth == 0
+    loop_var = self.namer.fresh("I")
+    if len(bounds) == 1:
+        (start, stop), index, prelude = bounds[0], [ir.Var(loop_var, T.i32, loc)], []
+    else:
+        start, stop, index, prelude = _flatten(self, bounds, loop_var, loc)
+    with self.block() as body:
+        body.extend(prelude)
+        self.assign(self.field_lvalue(fld, tuple(index)), value, node)
+    self.emit(ir.For(loop_var, B.cast(B.as_expr(start), T.i32), B.cast(B.as_expr(stop), T.i32),
+                     tuple(body), parallel, False, loc))
+
+
 def _flatten(self, bounds, loop_var, loc):
     """One flat loop over an n-d box; the indices are recovered with // and %. A 0-d box (a
     0-D field under ti.grouped) is one iteration with an empty index."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core.errors import TinyadTypeError
+from tinyad.frontend.matrix import index_tuple
 
 
 @dataclass
@@ -28,7 +29,7 @@ class LValue:
     shape: tuple
 
     def pick(self, key, loc):
-        key = key if isinstance(key, tuple) else (key,)
+        key = index_tuple(key)
         if len(self.shape) == 1 and len(key) == 1:
             flat = key[0]
             width = self.shape[0]

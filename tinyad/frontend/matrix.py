@@ -63,7 +63,7 @@ class Matrix:
         return Matrix._make(self.entries[i * self.m:(i + 1) * self.m], self.m, 1, 1)
 
     def _flat_index(self, key):
-        key = key if isinstance(key, tuple) else (key,)
+        key = index_tuple(key)
         if any(B.is_expr(k) for k in key):
             return None
         if self.ndim == 1 and len(key) == 1:
@@ -128,6 +128,8 @@ class Matrix:
         return Matrix(picked)
 
     def __getitem__(self, key):
+        if isinstance(key, Matrix):      # an index vector: ti.grouped's, or ti.Vector([i, j])
+            key = index_tuple(key)
         if any(isinstance(k, slice) for k in (key if isinstance(key, tuple) else (key,))):
             return self._sliced(key)
         if self.ndim == 2 and not isinstance(key, tuple):
@@ -375,6 +377,13 @@ def _sum(values):
     return _reduce(lambda a, b: B.binary("add", a, b), list(values))
 
 
+def index_tuple(key) -> tuple:
+    """An index as a tuple: `m[i, j]`'s, `v[i]`'s (one entry), or an index vector's entries."""
+    if isinstance(key, Matrix):
+        return tuple(key.entries)
+    return key if isinstance(key, tuple) else (key,)
+
+
 def _traced(value) -> bool:
     """Is `value` a kernel value: an IR expression, or a matrix holding one?"""
     if isinstance(value, Matrix):
@@ -390,11 +399,18 @@ def _reduce(fn, values):
     return acc
 
 
-def _dynamic_pick(index, entries):
-    """entries[index] for an index known only at run time: a chain of selects."""
+def _dynamic_pick(index, entries, first=0):
+    """entries[index] for an index known only at run time: a chain of selects, or for a long
+    vector, a tree of them halving the range (a chain 1024 deep is deeper than Python
+    recursion goes)."""
+    if len(entries) > 8:
+        half = len(entries) // 2
+        return B.select(B.binary("lt", index, first + half),
+                        _dynamic_pick(index, entries[:half], first),
+                        _dynamic_pick(index, entries[half:], first + half))
     out = entries[-1]
     for k in range(len(entries) - 2, -1, -1):
-        out = B.select(B.binary("eq", index, k), entries[k], out)
+        out = B.select(B.binary("eq", index, first + k), entries[k], out)
     return out
 
 

@@ -83,7 +83,9 @@ def convert(kind, value):
         raise TinyadTypeError(f"a {kind} struct member cannot hold a {type(value).__name__}")
     if B.is_expr(value):
         return B.cast(value, kind)
-    return kind.np(value) if isinstance(value, (numbers.Number, np.generic)) else value
+    if isinstance(value, (numbers.Number, np.generic)):   # converted as a cast (ints wrap: an
+        return np.array(value).astype(kind.np)[()]          # i16 member given 65537 holds 1)
+    return value
 
 
 class Struct:

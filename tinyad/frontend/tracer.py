@@ -495,7 +495,8 @@ class Tracer(ExprVisitor):
         self.unsupported(node, "`assert` statements",
                          "check values in Python scope, or rely on tinyad's bounds checks")
 
-    from tinyad.frontend.loops import bind_static_target, loop_body, visit_For  # noqa: E402
+    from tinyad.frontend.loops import (  # noqa: E402, I001
+        bind_static_target, fill_loop, loop_body, visit_For)
 
     # ---- ti.func inlining ----------------------------------------------------------------------
     def inline(self, func, args, kwargs, node):
@@ -627,8 +628,12 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
             args.append(arg)
             frame.scopes[-1][pname] = ir.Var(arg.name, kind, loc)
     ret = inspect.signature(fn).return_annotation
-    tracer.kernel_ret = None if ret in (inspect.Signature.empty, None) else \
-        T.resolve_dtype(eval_annotation(ret, fn))
+    ret = None if ret in (inspect.Signature.empty, None) else eval_annotation(ret, fn)
+    if isinstance(ret, (lang.VectorType, lang.MatrixType, tuple, StructType)):
+        raise TinyadTypeError(f"kernel {name} returns {ret!r}: tinyad kernels return one "
+                              "scalar", source.loc(source.tree), hint="store the result in a "
+                              "field and read it after the launch (a ti.func may return vectors)")
+    tracer.kernel_ret = None if ret is None else T.resolve_dtype(ret)
     body = source.tree.body
     returns = check_tail_returns(body, source)
     if returns and not isinstance(body[-1], ast.Return):
