@@ -24,7 +24,7 @@ from tinyad.compile import ahead, cache, threads
 from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
-from tinyad.core.errors import division_by_zero, out_of_bounds
+from tinyad.core.errors import assertion_failed, division_by_zero, out_of_bounds
 
 
 def _seed(rng) -> np.int64:
@@ -48,6 +48,15 @@ def zero_division_error(gen: Generated, exc: ZeroDivisionError):
         return None
     site = gen.sites[args[0]]
     return division_by_zero(site.loc)
+
+
+def assert_error(gen: Generated, exc: AssertionError):
+    """The TinyadAssertionError for a debug-mode assert that failed, or None."""
+    args = exc.args
+    if len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
+        return None
+    site = gen.sites[args[0]]
+    return assertion_failed(site.template, args[1], site.loc)
 
 
 def _governed(launch):
@@ -102,6 +111,11 @@ class CpuKernel:
                 raise error from None
             except ZeroDivisionError as exc:
                 error = zero_division_error(gen, exc)
+                if error is None:
+                    raise
+                raise error from None
+            except AssertionError as exc:
+                error = assert_error(gen, exc)
                 if error is None:
                     raise
                 raise error from None

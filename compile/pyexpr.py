@@ -39,9 +39,11 @@ class CodegenError(Exception):
 
 @dataclass
 class Site:
-    """A field access that debug mode checks: which field, where in the user's code."""
+    """What debug mode checks, and where in the user's code: a field access (its field), a
+    divisor (None), or an assert (its message template)."""
     field: object
     loc: object
+    template: str | None = None
 
 
 def sanitize(name: str) -> str:

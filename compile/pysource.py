@@ -223,6 +223,8 @@ class Generator(ExprWriter, Planner):
                 self.line(depth, f"{self.define(s.name)} = {stack}[{top}]", s.loc)
         elif kind is ir.Print:
             self.print_stmt(s, depth)
+        elif kind is ir.Assert:
+            self.assert_stmt(s, depth)
         else:  # pragma: no cover  (the IR is a closed set)
             raise CodegenError(f"unknown statement {s!r}")
 
@@ -245,6 +247,18 @@ class Generator(ExprWriter, Planner):
         values = "".join(f"{n}, " for n in names)
         self.line(depth, "with objmode():", s.loc)
         self.line(depth + 1, f"print(print_text({s.template!r}, ({values})), end='')", s.loc)
+
+    def assert_stmt(self, s: ir.Assert, depth):
+        """Checked in debug mode on the CPU (compile/rt.py's check_assert); elsewhere an assert
+        costs nothing, as in Taichi."""
+        if not (self.debug and self.target == "cpu"):
+            self.line(depth, "pass", s.loc)      # (a block may hold nothing else)
+            return
+        site = len(self.sites)
+        self.sites.append(Site(None, s.loc, s.template))
+        self.helpers.add("check_assert")
+        values = "".join(f"{self.typed(v)}, " for v in s.values)
+        self.line(depth, f"check_assert({site}, {self.typed(s.cond)}, ({values}))", s.loc)
 
     def store_value(self, e: ir.Expr) -> str:
         """Stores convert to the element type, so an int right modulo 2**bits is enough."""

@@ -13,6 +13,7 @@ import gc
 import numpy as np
 
 from tinyad.core import ir
+from tinyad.core.errors import assertion_failed
 from tinyad.interp import lanes, random_stream, serial_lanes
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.memory import Memory
@@ -116,6 +117,8 @@ class _Compiler:
             return restore
         if kind is ir.Print:
             return self.print_stmt(s)
+        if kind is ir.Assert:
+            return self.assert_stmt(s)
         raise TypeError(f"interp: unknown statement {s!r}")  # pragma: no cover  (closed IR)
 
     def print_stmt(self, s: ir.Print):
@@ -125,6 +128,16 @@ class _Compiler:
             if fr.echo:
                 print(ir.print_text(template, [v(fr) for v in values]), end="")
         return show
+
+    def assert_stmt(self, s: ir.Assert):
+        if self.domain is not NUMERIC:     # a symbolic condition has no truth to check
+            return lambda fr: None
+        cond, values = self.expr(s.cond), tuple(self.expr(v) for v in s.values)
+
+        def check(fr):
+            if not cond(fr):
+                raise assertion_failed(s.template, [v(fr) for v in values], s.loc)
+        return check
 
     def atomic(self, s: ir.AtomicOp):
         op, field, result = s.op, s.field, s.result

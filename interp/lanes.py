@@ -30,7 +30,8 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import division_by_zero, negative_int_power, out_of_bounds
+from tinyad.core.errors import (
+    assertion_failed, division_by_zero, negative_int_power, out_of_bounds)
 from tinyad.core.ops import TABLE
 from tinyad.interp.lanestack import LaneStack
 from tinyad.interp.memory import Memory
@@ -281,6 +282,8 @@ class _LaneCompiler:
             return self.branch(s)
         if kind is ir.For:
             return self.loop(s)
+        if kind is ir.Assert:
+            return self.check(s)
         if kind is ir.Save:     # one stack per lane: interp/lanestack.py says why
             name = s.name
             return lambda run, mask: _stack(run, name).push(run.env.get(name), mask)
@@ -291,6 +294,20 @@ class _LaneCompiler:
                 run.env[name] = _stack(run, name).pop(run.env.get(name), mask)
             return restore
         raise Unsupported(type(s).__name__)
+
+    def check(self, s: ir.Assert):
+        """An assert over the active lanes; the first lane (iteration) failing it is reported,
+        with its values, as the scalar path would report it."""
+        cond, values = self.expr(s.cond), tuple(self.expr(v) for v in s.values)
+
+        def check(run, mask):
+            held = _full(np.asarray(cond(run, mask)) != 0, run.n)
+            failing = ~held if mask is None else ~held & mask
+            if failing.any():
+                lane = int(np.flatnonzero(failing)[0])
+                shown = [_full(np.asarray(v(run, mask)), run.n)[lane] for v in values]
+                raise assertion_failed(s.template, shown, s.loc)
+        return check
 
     def assign(self, s: ir.Assign):
         name, value = s.name, self.expr(s.value)

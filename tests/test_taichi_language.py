@@ -283,3 +283,72 @@ def test_a_long_vector_indexed_at_run_time(mode):
         return s
 
     assert total(vec1024(list(range(1024)))) == sum(i * (i % 3) for i in range(1024))
+
+
+# ---- assert in kernels: Taichi's tests check their values with it (test_assert.py's cases) ----
+
+def test_assert_in_a_kernel(mode):
+    ti.init(mode=mode, debug=True, default_fp=ti.f64)    # fast mode checks asserts with debug
+    x = ti.field(dtype=int, shape=16)
+    x[10] = 42
+
+    @ti.kernel
+    def all_zero():
+        for i in x:
+            assert x[i] == 0, "x[%d] expect=%d got=%d" % (i, 0, x[i])
+
+    @ti.kernel
+    def negative():
+        y = 0.5
+        assert y < 0, f"y = {y}"
+
+    @ti.kernel
+    def in_range(v: ti.i32):
+        assert 10 <= v < 20
+
+    with pytest.raises(ti.TaichiAssertionError, match=r"x\[10\] expect=0 got=42"):
+        all_zero()
+    with pytest.raises(AssertionError, match=r"y = 0\.5"):
+        negative()
+    with pytest.raises(AssertionError, match=r"assert 10 <= v < 20"):
+        in_range(5)
+    in_range(15)
+    x[10] = 0
+    all_zero()
+
+
+def test_an_assert_in_fast_mode_costs_nothing_without_debug():
+    ti.init(mode="fast")
+    x = ti.field(ti.f32, shape=4)
+
+    @ti.kernel
+    def positive():
+        for i in x:
+            assert x[i] > 0
+            x[i] += 1
+
+    positive()                      # as in Taichi: asserts are checked with debug=True
+    assert x.to_numpy().tolist() == [1, 1, 1, 1]
+
+
+def test_an_assert_stays_out_of_the_adjoint(mode):
+    x = ti.field(ti.f64, shape=8, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def energy(bad: ti.i32):
+        for i in x:
+            v = x[i] * 2
+            assert i != bad, "bad at %d: v=%f" % (i, v)
+            loss[None] += v * v
+
+    values = np.linspace(0.5, 2.0, 8)
+    x.from_numpy(values)
+    with ti.ad.Tape(loss):
+        energy(-1)
+    assert np.allclose(x.grad.to_numpy(), 8 * values)        # d(2x)^2/dx = 8x
+    assert "assert" in str(energy.ir) and "assert" not in str(energy.grad.ir)
+    if mode == "interp":
+        with pytest.raises(ti.TaichiAssertionError, match="bad at 3: v=2.285714"):
+            with ti.ad.Tape(loss):
+                energy(3)

@@ -1,7 +1,7 @@
-# expect: TinyadSyntaxError: assert
+# expect: TinyadTypeError: assert needs one truth value
 import tinyad as ti
 
-x = ti.field(ti.f32, shape=4)
+x = ti.Vector.field(2, ti.f32, shape=4)
 
 @ti.kernel
 def k():

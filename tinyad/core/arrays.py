@@ -121,6 +121,10 @@ def bind_arrays(kernel: ir.Kernel, mapping: dict, memo: dict) -> ir.Kernel:
             new = replace(s, cond=expr(s.cond))
         elif isinstance(s, ir.For):
             new = replace(s, start=expr(s.start), stop=expr(s.stop))
+        elif isinstance(s, ir.Print):
+            new = replace(s, values=tuple(expr(v) for v in s.values))
+        elif isinstance(s, ir.Assert):
+            new = replace(s, cond=expr(s.cond), values=tuple(expr(v) for v in s.values))
         new = ir.with_blocks(new, [tuple(stmt(x) for x in block)
                                    for block in ir.child_blocks(s)])
         memo[id(s)] = new

@@ -126,6 +126,13 @@ class TinyadAssertionError(TinyadRuntimeError, AssertionError):
     """A failed assertion in a program tinyad runs (Taichi's TaichiAssertionError)."""
 
 
+def assertion_failed(template: str, values, loc) -> TinyadAssertionError:
+    """An `assert` in a kernel that failed, with its message (every backend words it so)."""
+    from tinyad.core.ir import print_text  # noqa: PLC0415  (the IR's types import this module)
+    return TinyadAssertionError(print_text(template, values), loc,
+                                hint="the assert's condition was false for these values")
+
+
 class AutodiffRuleError(TinyadError):
     """A program whose gradient would be wrong. Subclasses name the rule."""
 

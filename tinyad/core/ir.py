@@ -6,6 +6,7 @@ Every node carries the user's source location, so any consumer can point at the 
 
     expressions: Const  Var  Load  Op
     statements:  Assign  Store  AtomicOp  If  For  While  Break  Return  Save  Restore  Print
+                 Assert
     top level:   Kernel
 
 A field referenced by Load/Store/AtomicOp is the runtime Field object itself (x, x.grad, x.dual).
@@ -198,6 +199,17 @@ class Print(Stmt):
     loc: SrcLoc = LOC
 
 
+@dataclass(frozen=True)
+class Assert(Stmt):
+    """`assert cond, message` in a kernel, checked where bounds are: always in interp mode,
+    with debug=True in fast mode (Taichi checks asserts only with debug=True). The message is
+    print_text(template, values), formatted as a Print's. Adjoint kernels leave it out."""
+    cond: Expr
+    template: str
+    values: tuple[Expr, ...]
+    loc: SrcLoc = LOC
+
+
 def print_text(template: str, values) -> str:
     """The text a Print shows: every backend formats with this one function."""
     try:
@@ -234,7 +246,8 @@ class Kernel:
         return format_kernel(self)
 
 
-STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore, Print)
+STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore, Print,
+              Assert)
 
 
 def child_blocks(stmt: Stmt) -> tuple[tuple[Stmt, ...], ...]:
@@ -275,6 +288,8 @@ def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
         return (stmt.start, stmt.stop)
     if isinstance(stmt, Print):
         return stmt.values
+    if isinstance(stmt, Assert):
+        return (stmt.cond, *stmt.values)
     return ()
 
 

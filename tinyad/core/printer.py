@@ -109,6 +109,9 @@ class _Printer:
         elif isinstance(s, ir.Print):
             values = "".join(f", {format_expr(v)}" for v in s.values)
             self.line(depth, f"print({s.template!r}{values})", s.loc)
+        elif isinstance(s, ir.Assert):
+            values = "".join(f", {format_expr(v)}" for v in s.values)
+            self.line(depth, f"assert {format_expr(s.cond)}, ({s.template!r}{values})", s.loc)
         else:  # pragma: no cover  (the IR is a closed set)
             raise TypeError(f"unknown statement {s!r}")
 

@@ -1,4 +1,4 @@
-"""`print(...)` in a kernel -> one ir.Print statement.
+"""`print(...)` in a kernel -> one ir.Print statement (and an assert's message, ir.Assert).
 
 Taichi's print: arguments joined by `sep` (" "), then `end` ("\\n"); vectors and matrices as
 `[a, b]` and `[[a, b], [c, d]]`; f-strings with optional format specs. A value without a spec
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import numbers
+import re
 
 import numpy as np
 
@@ -94,3 +95,54 @@ def _fstring(tracer, node: ast.JoinedStr, template: _Template):
         if part.conversion not in (-1, None) and not B.is_expr(value):
             value = {ord("r"): repr, ord("s"): str, ord("a"): ascii}[part.conversion](value)
         template.value(value, spec, tracer.loc(part))
+
+
+# printf conversions in an assert's message (`"x[%d] = %f" % (i, x[i])`, Taichi's form)
+_PRINTF = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)([diouxXeEfFgGcs%])")
+
+
+def trace_assert(tracer, node: ast.Assert):
+    """Emit the Assert statement for `assert test, message` at `node` (a test known true at
+    trace time emits nothing)."""
+    loc = tracer.loc(node)
+    cond = tracer.visit(node.test)
+    if isinstance(cond, Matrix):
+        raise TinyadTypeError("assert needs one truth value, got a vector or matrix", loc,
+                              hint="assert all(v == w), or any(...)")
+    if not B.is_expr(cond):
+        if cond:
+            return
+        cond = B.const(0, T.i32)
+    template = _Template()
+    message = node.msg
+    if message is None:
+        template.literal(f"assert {ast.unparse(node.test)}")
+    elif isinstance(message, ast.JoinedStr):
+        _fstring(tracer, message, template)
+    elif isinstance(message, ast.BinOp) and isinstance(message.op, ast.Mod) and \
+            isinstance(message.left, ast.Constant) and isinstance(message.left.value, str):
+        args = message.right.elts if isinstance(message.right, ast.Tuple) else [message.right]
+        _printf(tracer, message.left.value, [tracer.visit(a) for a in args], template, loc)
+    else:
+        template.value(tracer.visit(message), None, loc)
+    tracer.emit(ir.Assert(cond, "".join(template.text), tuple(template.values), loc))
+
+
+def _printf(tracer, text: str, args: list, template: _Template, loc):
+    """`text % args` as template slots: %d, %f, %.3f, %s ... one argument each."""
+    args = iter(args)
+    end = 0
+    for conversion in _PRINTF.finditer(text):
+        template.literal(text[end:conversion.start()])
+        end = conversion.end()
+        flags, kind = conversion.groups()
+        if kind == "%":
+            template.literal("%")
+            continue
+        spec = None if kind == "s" else flags + ("d" if kind in "iu" else kind)
+        try:
+            template.value(next(args), spec, loc)
+        except StopIteration:
+            raise TinyadTypeError(f"the assert message {text!r} has more % conversions than "
+                                  "values", loc) from None
+    template.literal(text[end:])

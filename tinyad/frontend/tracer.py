@@ -29,6 +29,7 @@ from tinyad.frontend import lang
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.lvalues import FieldRef, LocalRef, LValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
+from tinyad.frontend.printing import trace_assert
 from tinyad.frontend.pycalls import trace_failure
 from tinyad.frontend.scope import (
     FunctionFrame,
@@ -492,8 +493,7 @@ class Tracer(ExprVisitor):
         self.unsupported(node, "nested function definitions", "define a @ti.func at module level")
 
     def visit_Assert(self, node):
-        self.unsupported(node, "`assert` statements",
-                         "check values in Python scope, or rely on tinyad's bounds checks")
+        trace_assert(self, node)
 
     from tinyad.frontend.loops import (  # noqa: E402, I001
         bind_static_target, fill_loop, loop_body, visit_For)
