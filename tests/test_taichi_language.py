@@ -139,6 +139,33 @@ def test_a_funcs_declared_return_type_converts_its_result(mode):
     assert total(-2.7) == -1.0       # toward zero, as a cast
 
 
+
+def test_math_vector_types_hold_floats(mode):
+    out = ti.Vector.field(3, ti.f64, shape=2)
+
+    @ti.kernel
+    def halves():
+        a = ti.math.vec3(1, 2, 3)      # Taichi's vec3 is a float vector: its halves are kept
+        a /= 2
+        out[0] = a
+        b = ti.math.ivec3(1.5, 2.5, 3.5)
+        out[1] = b
+
+    halves()
+    assert out.to_numpy().tolist() == [[0.5, 1.0, 1.5], [1, 2, 3]]
+
+
+def test_a_chained_assignment_gives_every_target_the_same_value(mode):
+    @ti.kernel
+    def chained() -> ti.i32:
+        a = 1
+        b = 1
+        a = b = a + b                  # b was given a + b again, after a changed: 3
+        return a * 10 + b
+
+    assert chained() == 22
+
+
 # ---- errors where there were internal errors, and what Taichi's tests use that was missing ----
 
 def test_loop_bounds_read_from_fields(mode):

@@ -239,14 +239,15 @@ def scale(sx, sy, sz):
                    [0.0, 0.0, 0.0, 1.0]])
 
 
-def _vector_type(n, dtype=None):
+def _vector_type(n, dtype=float):
     # a type, as in Taichi: callable to make a vector, and usable as an ndarray's or a kernel
-    # argument's type
+    # argument's type. `float` is default_fp, whatever ti.init set: vec3(1, 2, 3) is a float
+    # vector, so a /= 2 keeps its halves
     return lang.VectorType(n, dtype)
 
 
 def _matrix_type(n):
-    return lang.MatrixType(n, n, None)
+    return lang.MatrixType(n, n, float)
 
 
 vec2, vec3, vec4 = _vector_type(2), _vector_type(3), _vector_type(4)

@@ -317,6 +317,9 @@ class Tracer(ExprVisitor):
     def visit_Assign(self, node):
         value = self.visit(node.value)
         static = _is_static_call(node.value, self)
+        if len(node.targets) > 1 and is_traced(value):
+            with B.at(self.loc(node)):     # `a = b = a + b`: b gets the value a got, not
+                value = self.snapshot(value)   # one computed again from the new a
         for target in node.targets:
             self.assign_to(target, value, node, static)
 
@@ -554,7 +557,7 @@ def _as_declared_return(value, fn):
     except (TinyadError, NameError):   # a type tinyad does not convert to: the value as it is
         return value
     if isinstance(kind, (lang.VectorType, lang.MatrixType)) and isinstance(value, Matrix):
-        return value.map(lambda e: B.cast(e, kind.dtype)) if kind.dtype is not None else value
+        return value.map(lambda e: B.cast(e, T.resolve_dtype(kind.dtype))) if kind.dtype else value
     if isinstance(kind, T.DType) and (B.is_expr(value) or isinstance(value, numbers.Number)):
         return B.cast(value, kind)
     return value
