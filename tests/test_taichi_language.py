@@ -379,3 +379,34 @@ def test_an_assert_stays_out_of_the_adjoint(mode):
         with pytest.raises(ti.TaichiAssertionError, match="bad at 3: v=2.285714"):
             with ti.ad.Tape(loss):
                 energy(3)
+
+
+# ---- Python scope ------------------------------------------------------------------------------
+
+def test_python_scope_comparisons_are_entry_by_entry_and_true_when_all_hold(mode):
+    a, b = ti.Vector([1, 2, 3]), ti.Vector([1, 2, 4])
+    assert a == a and not (a == b) and a != b
+    assert list(a == b) == [1, 1, 0] and (a == b).any() and not (a == b).all()
+    assert not (a < 3) and a < 4            # every entry, not "a non-empty matrix"
+    assert (a == [1, 2]) is False           # another shape
+    x = ti.Vector.field(2, ti.f32, shape=3)
+    x[1] = [6, 7]
+    assert x[1] == [6, 7] and not (x[1] == [6, 8])
+
+
+def test_vector_and_matrix_ndarrays_and_type_predicates(mode):
+    a = ti.Vector.ndarray(3, ti.f64, shape=4)
+    b = ti.Matrix.ndarray(2, 2, ti.i32, shape=2)
+
+    @ti.kernel
+    def fill(x: ti.types.ndarray(), y: ti.types.ndarray()):
+        for i in x:
+            x[i] = ti.Vector([i, 2.0, 3.0])
+        y[1] += ti.Matrix([[1, 2], [3, 4]])
+
+    fill(a, b)
+    assert a.to_numpy()[3].tolist() == [3, 2, 3]
+    assert b.to_numpy()[1].tolist() == [[1, 2], [3, 4]]
+    assert ti.types.is_integral(ti.i32) and not ti.types.is_integral(ti.f32)
+    assert ti.types.is_signed(ti.i8) and not ti.types.is_signed(ti.u16)
+    assert ti.types.is_real(float)

@@ -21,6 +21,7 @@ from tinyad.core.arrays import ArrayParam
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field, _caller_variable_name, normalize_shape
 from tinyad.frontend import lang
+from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 
 
@@ -72,6 +73,19 @@ def ndarray(dtype, shape, needs_grad=False, name=None) -> Ndarray:
     ti.types.matrix (ti.math.vec3, ...)."""
     scalar, element_shape = _element_type(dtype)
     return Ndarray(scalar, shape, element_shape, name or _caller_variable_name(), needs_grad)
+
+
+def vector_ndarray(n, dtype, shape, needs_grad=False) -> Ndarray:
+    """`ti.Vector.ndarray(3, ti.f32, shape)`: an ndarray of n-vectors."""
+    return ndarray(lang.VectorType(n, dtype), shape, needs_grad, _caller_variable_name())
+
+
+def matrix_ndarray(n, m, dtype, shape, needs_grad=False) -> Ndarray:
+    """`ti.Matrix.ndarray(2, 3, ti.f32, shape)`: an ndarray of n x m matrices."""
+    return ndarray(lang.MatrixType(n, m, dtype), shape, needs_grad, _caller_variable_name())
+
+
+Matrix.ndarray, Vector.ndarray = staticmethod(matrix_ndarray), staticmethod(vector_ndarray)
 
 
 def _element_type(dtype):

@@ -217,6 +217,18 @@ class types:  # noqa: N801  (the `ti.types` namespace)
 
     ndarray = None   # NdarrayType, set below
 
+    @staticmethod
+    def is_integral(dtype) -> bool:
+        return T.resolve_dtype(dtype).is_int
+
+    @staticmethod
+    def is_signed(dtype) -> bool:
+        return not T.resolve_dtype(dtype).name.startswith("u")
+
+    @staticmethod
+    def is_real(dtype) -> bool:
+        return T.resolve_dtype(dtype).is_float
+
 
 def static_assert(cond, msg=None):
     """`ti.static_assert(cond, msg)`: a condition checked while the kernel is traced."""

@@ -13,7 +13,7 @@ import numpy as np
 from tinyad.core import builder as B
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadIndexError, TinyadTypeError
-from tinyad.core.ops import dunder_operators
+from tinyad.core.ops import TABLE, dunder_operators
 
 SWIZZLE_SETS = ("xyzw", "rgba", "stpq")
 
@@ -293,10 +293,14 @@ class Matrix:
         return repr(self.to_numpy())
 
     def __eq__(self, other):
-        """In a kernel, entry by entry (1 / 0); in Python scope, whether all entries are equal."""
+        """Entry by entry (1 / 0), as Taichi's; in Python scope a Comparison, which is true
+        when every entry is (`assert a == b` means it), or False for another shape."""
         if _traced(self) or _traced(other):
             return self._zip(other, lambda a, b: B.binary("eq", a, b))
-        return np.array_equal(self.to_numpy(), np.asarray(other))
+        theirs = np.asarray(other.to_numpy() if isinstance(other, Matrix) else other)
+        if theirs.shape not in ((), self.shape):
+            return False
+        return Comparison.of(self.to_numpy() == theirs)
 
     def __ne__(self, other):
         # (Python's default negates __eq__'s result, and a traced matrix is no truth value)
@@ -446,7 +450,29 @@ def entry_dtype(entries) -> T.DType | None:
 def _entrywise(name: str, reflected: bool):
     def method(self, other):
         return self._zip(other, lambda a, b: B.binary(name, a, b), reflected)
-    return method
+
+    def compare(self, other):
+        result = method(self, other)
+        return result if _traced(result) else Comparison.of(result.to_numpy())
+    return compare if TABLE[name].kind == "compare" else method
+
+
+class Comparison(Matrix):
+    """A Python-scope comparison of matrices, entry by entry as Taichi's (`(a == b).all()`),
+    whose truth is that every entry holds: `assert v < 3` checks each entry (a plain Matrix
+    is true whenever it has entries, so Taichi's passes whatever the values)."""
+
+    @classmethod
+    def of(cls, truths: np.ndarray) -> "Comparison":
+        out = cls.__new__(cls)
+        out.entries = [int(t) for t in truths.ravel()]
+        out.n = truths.shape[0]
+        out.m = truths.shape[1] if truths.ndim == 2 else 1
+        out.ndim = truths.ndim
+        return out
+
+    def __bool__(self):
+        return all(self.entries)
 
 
 def _install_operators():
