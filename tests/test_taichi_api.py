@@ -43,6 +43,13 @@ def test_static_assert_is_checked_while_tracing(mode):
         sized(4)
     assert "test_taichi_api.py" in str(info.value)     # names the user's line
 
+    @ti.kernel
+    def run_time(n: ti.i32):
+        ti.static_assert(n == 3)
+
+    with pytest.raises(ti.TinyadTypeError, match="Static assert with non-static condition"):
+        run_time(3)                                      # (an internal error before)
+
 
 def test_taichi_exception_names_catch_tinyad_errors(mode):
     x = ti.field(ti.f32, shape=2)

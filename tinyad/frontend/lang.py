@@ -9,7 +9,7 @@ import numpy as np
 
 from tinyad.core import builder as B
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadTypeError
+from tinyad.core.errors import TinyadAssertionError, TinyadTypeError
 from tinyad.frontend.matrix import Matrix
 
 
@@ -232,11 +232,12 @@ class types:  # noqa: N801  (the `ti.types` namespace)
 
 def static_assert(cond, msg=None):
     """`ti.static_assert(cond, msg)`: a condition checked while the kernel is traced."""
-    if B.is_expr(cond):
-        raise TypeError("ti.static_assert needs a condition known at trace time, not a kernel "
-                        "value")
+    if B.is_expr(cond) or isinstance(cond, Matrix):
+        raise TinyadTypeError("Static assert with non-static condition: ti.static_assert needs "
+                              "a condition known at trace time, not a kernel value",
+                              B.current_loc(), hint="use `assert` for a run-time condition")
     if not cond:
-        raise AssertionError(msg or "ti.static_assert failed")
+        raise TinyadAssertionError(msg or "ti.static_assert failed", B.current_loc())
 
 
 types.ndarray = NdarrayType
