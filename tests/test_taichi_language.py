@@ -410,3 +410,22 @@ def test_vector_and_matrix_ndarrays_and_type_predicates(mode):
     assert ti.types.is_integral(ti.i32) and not ti.types.is_integral(ti.f32)
     assert ti.types.is_signed(ti.i8) and not ti.types.is_signed(ti.u16)
     assert ti.types.is_real(float)
+
+
+def test_an_ndrange_with_float_bounds_is_refused(mode):
+    x = ti.field(ti.f32, shape=12)
+
+    @ti.kernel
+    def fractional():
+        for i in ti.ndrange((1.1, 10.5)):    # was cast quietly to (1, 10)
+            x[i] = 1.0
+
+    @ti.kernel
+    def float_argument(stop: ti.f32):
+        for i in ti.ndrange(stop):
+            x[i] = 1.0
+
+    with pytest.raises(ti.TinyadTypeError, match="integer scalar or a tuple"):
+        fractional()
+    with pytest.raises(ti.TinyadTypeError, match="integer scalar or a tuple"):
+        float_argument(3.0)

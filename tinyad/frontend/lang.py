@@ -31,6 +31,14 @@ class ndrange:  # noqa: N801  (Taichi's name)
                 self.bounds.append((e[0], e[1]))
             else:
                 self.bounds.append((0, e))
+        for bound in (v for pair in self.bounds for v in pair):
+            is_float = bound.dtype.is_float if B.is_expr(bound) else isinstance(
+                bound, (float, np.floating))
+            if is_float:        # (a cast would have quietly dropped the fractions)
+                raise TinyadTypeError(
+                    "Every argument of ndrange should be an integer scalar or a tuple/list of "
+                    f"(int, int), got {bound!r}", B.current_loc(),
+                    hint="convert with int(...) or ti.cast(..., ti.i32)")
 
     def __iter__(self):  # static iteration: ti.static(ti.ndrange(3, 3))
         if any(B.is_expr(v) for b in self.bounds for v in b):
