@@ -429,3 +429,27 @@ def test_an_ndrange_with_float_bounds_is_refused(mode):
         fractional()
     with pytest.raises(ti.TinyadTypeError, match="integer scalar or a tuple"):
         float_argument(3.0)
+
+
+def test_raw_div_and_raw_mod_are_cs_division(mode):
+    pairs = [(-10, -3), (-10, 3), (10, -3), (10, 3), (7, 7), (-7, 2), (0, 5)]
+    out = ti.field(ti.i32, shape=(len(pairs), 2))
+    real = ti.field(ti.f64, shape=2)
+
+    @ti.kernel
+    def c_style(a: ti.i32, b: ti.i32, row: ti.i32):
+        out[row, 0] = ti.raw_div(a, b)
+        out[row, 1] = ti.raw_mod(a, b)
+
+    @ti.kernel
+    def c_style_float(a: ti.f64, b: ti.f64):
+        real[0] = ti.raw_div(a, b)
+        real[1] = ti.raw_mod(a, b)
+
+    for row, (a, b) in enumerate(pairs):
+        c_style(a, b, row)
+    assert out.to_numpy().tolist() == [[int(np.trunc(a / b)), int(np.fmod(a, b))]
+                                       for a, b in pairs]
+    c_style_float(-7.5, 2.0)
+    assert real.to_numpy().tolist() == [-3.75, np.fmod(-7.5, 2.0)]
+    assert (ti.raw_div(-7, 2), ti.raw_mod(-7, 2)) == (-3, -1)      # Python scope too

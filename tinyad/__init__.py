@@ -43,6 +43,8 @@ from tinyad.frontend.lang import (
     loop_config,
     ndrange,
     random,
+    raw_div,
+    raw_mod,
     select,
     static,
     static_assert,

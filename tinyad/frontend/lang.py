@@ -67,6 +67,55 @@ def select(cond, a, b):
     return shaped._like([B.select(*triple) for triple in zip(c.entries, x.entries, y.entries)])
 
 
+def raw_div(a, b):
+    """C's division: integers truncate toward zero (-7 // 2 is -4, raw_div(-7, 2) is -3);
+    floats divide."""
+    return _entrywise(_raw_div, a, b)
+
+
+def raw_mod(a, b):
+    """C's remainder: the sign of the dividend (raw_mod(-7, 2) is -1, -7 % 2 is 1); for floats
+    C's fmod."""
+    return _entrywise(_raw_mod, a, b)
+
+
+def _raw_div(a, b):
+    if not _is_int(a, b):
+        return B.binary("truediv", a, b)
+    floor, rest = B.binary("floordiv", a, b), B.binary("mod", a, b)
+    return B.select(_rounded_down(a, b, rest), B.binary("add", floor, 1), floor)
+
+
+def _raw_mod(a, b):
+    if not _is_int(a, b):
+        quotient = B.binary("truediv", a, b)
+        toward_zero = B.select(B.binary("lt", quotient, 0), B.unary("ceil", quotient),
+                               B.unary("floor", quotient))
+        return B.binary("sub", a, B.binary("mul", b, toward_zero))
+    rest = B.binary("mod", a, b)
+    return B.select(_rounded_down(a, b, rest), B.binary("sub", rest, b), rest)
+
+
+def _rounded_down(a, b, rest):
+    """Did floor division round a negative quotient down (the operands' signs differ and it
+    has a remainder), where C truncates it up?"""
+    return B.binary("and", B.binary("ne", rest, 0),
+                    B.binary("ne", B.binary("lt", a, 0), B.binary("lt", b, 0)))
+
+
+def _is_int(*values) -> bool:
+    return all((v.dtype.is_int if B.is_expr(v) else isinstance(v, (int, np.integer)))
+               for v in values)
+
+
+def _entrywise(fn, a, b):
+    shaped = next((v for v in (a, b) if isinstance(v, Matrix)), None)
+    if shaped is None:
+        return fn(a, b)
+    x, y = _as_matrix(a, shaped), _as_matrix(b, shaped)
+    return shaped._like([fn(p, q) for p, q in zip(x.entries, y.entries)])
+
+
 def _as_matrix(value, like: Matrix) -> Matrix:
     if isinstance(value, Matrix):
         return value
