@@ -100,9 +100,6 @@ def check_divisor(site, value):
     return value
 
 
-CONSTANTS = ("_GOLDEN", "_M1", "_M2", "_S11", "_S27", "_S30", "_S31", "_S32", "_S40", "_F24",
-             "_F53", "_I31", "_MASK63")
-RANDOM = ("mix", "rng_init", "rng_next", "rng_f32", "rng_f64", "rng_int", "rng_i32")
 def check_assert(site, held, values):
     """Debug mode: an assert whose condition `held` is false raises AssertionError(site,
     values), which the launcher words as interp mode does (its message, the user's line)."""
@@ -111,6 +108,9 @@ def check_assert(site, held, values):
     return 0
 
 
+CONSTANTS = ("_GOLDEN", "_M1", "_M2", "_S11", "_S27", "_S30", "_S31", "_S32", "_S40", "_F24",
+             "_F53", "_I31", "_MASK63")
+RANDOM = ("mix", "rng_init", "rng_next", "rng_f32", "rng_f64", "rng_int", "rng_i32")
 HELPERS = RANDOM + ("select", "push", "check_index", "check_divisor", "check_assert")
 
 
