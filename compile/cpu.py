@@ -24,7 +24,8 @@ from tinyad.compile import ahead, cache, threads
 from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
-from tinyad.core.errors import assertion_failed, division_by_zero, out_of_bounds
+from tinyad.core.errors import (
+    assertion_failed, division_by_zero, negative_int_power, out_of_bounds)
 
 
 def _seed(rng) -> np.int64:
@@ -48,6 +49,19 @@ def zero_division_error(gen: Generated, exc: ZeroDivisionError):
         return None
     site = gen.sites[args[0]]
     return division_by_zero(site.loc)
+
+
+def negative_power_error(gen: Generated, exc: ArithmeticError):
+    """The TinyadRuntimeError for a debug-mode exponent check that failed, or None."""
+    site = _site_of(gen, exc)
+    return None if site is None else negative_int_power(site.loc)
+
+
+def _site_of(gen: Generated, exc: Exception):
+    args = exc.args
+    if len(args) != 1 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
+        return None
+    return gen.sites[args[0]]
 
 
 def assert_error(gen: Generated, exc: AssertionError):
@@ -111,6 +125,11 @@ class CpuKernel:
                 raise error from None
             except ZeroDivisionError as exc:
                 error = zero_division_error(gen, exc)
+                if error is None:
+                    raise
+                raise error from None
+            except ArithmeticError as exc:      # (after ZeroDivisionError, one of its kind)
+                error = negative_power_error(gen, exc)
                 if error is None:
                     raise
                 raise error from None

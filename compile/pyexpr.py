@@ -24,7 +24,7 @@ NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"
 NP_TYPE = {name: f"np.{numba_name}" for name, numba_name in NUMBA_TYPE.items()}
 
 # Python operator precedence (higher binds tighter), the op table's.
-ATOM, UNARY, COMPARE = ops.ATOM, ops.UNARY, ops.COMPARE
+ATOM, UNARY, COMPARE, POW = ops.ATOM, ops.UNARY, ops.COMPARE, ops.POW
 
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
             | {"np", "math", "numba", "njit", "prange", "cuda", "types", "float32", "float64",
@@ -170,6 +170,8 @@ class ExprWriter:
         """The op's spelling for this target (compile/op_spellings.py)."""
         if self.debug and self.target == "cpu" and e.op in ("floordiv", "mod") and e.dtype.is_int:
             return self.checked_division(e)
+        if self.debug and self.target == "cpu" and e.op == "pow" and e.dtype.is_int:
+            return self.checked_power(e)
         spelling = SPELLINGS[self.target].get(e.op)
         if spelling is None:
             raise CodegenError(f"no {self.target} code generation for op {e.op!r}: add it to "
@@ -186,6 +188,15 @@ class ExprWriter:
         right = self.value(e.args[1])
         text = f"({left}) {ops.TABLE[e.op].infix} check_divisor({site}, {right})"
         return self.wrap(text, e.dtype), ATOM, True
+
+    def checked_power(self, e: ir.Op):
+        """Debug mode: integer `**` whose exponent is checked first, so that a negative one
+        raises at the user's line as in interp mode (unchecked, numba gives some integer)."""
+        site = len(self.sites)
+        self.sites.append(Site(None, e.loc))
+        self.helpers.add("check_exponent")
+        base = self.operand(e.args[0], POW + 1)
+        return f"{base} ** check_exponent({site}, {self.value(e.args[1])})", POW, False
 
     def f32_constant(self, value) -> str:
         """A module-level np.float32 constant: numba types a global once, where a

@@ -100,6 +100,15 @@ def check_divisor(site, value):
     return value
 
 
+def check_exponent(site, value):
+    """Debug mode: an integer exponent `value` if it is not negative, else
+    ArithmeticError(site), which the launcher turns into a TinyadRuntimeError at the user's
+    line."""
+    if value < 0:
+        raise ArithmeticError(site)
+    return value
+
+
 def check_assert(site, held, values):
     """Debug mode: an assert whose condition `held` is false raises AssertionError(site,
     values), which the launcher words as interp mode does (its message, the user's line)."""
@@ -111,7 +120,8 @@ def check_assert(site, held, values):
 CONSTANTS = ("_GOLDEN", "_M1", "_M2", "_S11", "_S27", "_S30", "_S31", "_S32", "_S40", "_F24",
              "_F53", "_I31", "_MASK63")
 RANDOM = ("mix", "rng_init", "rng_next", "rng_f32", "rng_f64", "rng_int", "rng_i32")
-HELPERS = RANDOM + ("select", "push", "check_index", "check_divisor", "check_assert")
+HELPERS = RANDOM + ("select", "push", "check_index", "check_divisor", "check_exponent",
+                    "check_assert")
 
 
 def helper_source(names, decorator: str) -> str:
