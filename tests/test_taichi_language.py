@@ -453,3 +453,22 @@ def test_raw_div_and_raw_mod_are_cs_division(mode):
     c_style_float(-7.5, 2.0)
     assert real.to_numpy().tolist() == [-3.75, np.fmod(-7.5, 2.0)]
     assert (ti.raw_div(-7, 2), ti.raw_mod(-7, 2)) == (-3, -1)      # Python scope too
+
+
+def test_zero_one_and_a_logical_shift(mode):
+    x = ti.Matrix.field(2, 3, ti.f64, shape=())
+    y = ti.Matrix.field(2, 3, ti.f64, shape=())
+    s = ti.field(ti.i32, shape=4)
+
+    @ti.kernel
+    def meta(v: ti.i32):
+        y[None] = ti.one(x[None]) * 2 + ti.zero(x[None])
+        s[0] = ti.bit_shr(v, 3)                  # zeros come in from the left
+        s[1] = ti.bit_shr(ti.i32(-8), 28)
+        s[2] = ti.bit_shr(-8, 1)                 # two Python ints: Python's >>, as Taichi
+        s[3] = v >> 3                            # the arithmetic shift keeps the sign
+
+    x.fill(-2.3)
+    meta(-100)
+    assert (y.to_numpy() == 2).all()
+    assert s.to_numpy().tolist() == [((2 ** 32 - 100) >> 3), 15, -4, -100 >> 3]   # Taichi 1.7.4's

@@ -37,11 +37,13 @@ from tinyad.frontend.lang import (
     atomic_max,
     atomic_min,
     atomic_sub,
+    bit_shr,
     block_local,
     cast,
     grouped,
     loop_config,
     ndrange,
+    one,
     random,
     raw_div,
     raw_mod,
@@ -52,6 +54,7 @@ from tinyad.frontend.lang import (
     sync,
     template,
     types,
+    zero,
 )
 from tinyad.frontend.math import (
     abs,

@@ -79,6 +79,36 @@ def raw_mod(a, b):
     return _entrywise(_raw_mod, a, b)
 
 
+def zero(x):
+    """A zero of x's type and shape (`ti.zero(v)`), as Taichi's."""
+    return _like(x, 0)
+
+
+def one(x):
+    """A one of x's type and shape (`ti.one(v)`), as Taichi's."""
+    return _like(x, 1)
+
+
+def _like(x, value):
+    if isinstance(x, Matrix):
+        return x.map(lambda e: _like(e, value))
+    return B.cast(value, x.dtype) if B.is_expr(x) else type(x)(value)
+
+
+def bit_shr(x, n):
+    """Logical shift right: zeros come in from the left whatever x's sign (`>>` on a signed
+    integer copies the sign bit). Taichi's ti.bit_shr."""
+    if isinstance(x, Matrix):
+        return x.map(lambda e: bit_shr(e, n))
+    if not (B.is_expr(x) or B.is_expr(n)):   # Python numbers: Python's >>, as Taichi's
+        return x >> n                         # (ti.bit_shr(-8, 1) is -4 there too)
+    dtype = x.dtype if B.is_expr(x) else B.python_dtype(x)
+    if not dtype.is_int:
+        raise TinyadTypeError(f"ti.bit_shr needs an integer, got {dtype}", B.current_loc())
+    unsigned = T.BY_NAME["u" + dtype.name[1:]] if dtype.name.startswith("i") else dtype
+    return B.cast(B.binary("shr", B.cast(B.as_expr(x), unsigned), n), dtype)
+
+
 def _raw_div(a, b):
     if not _is_int(a, b):
         return B.binary("truediv", a, b)
