@@ -33,44 +33,23 @@ def _seed(rng) -> np.int64:
     return np.int64((rng or np.random.default_rng(0)).integers(0, 2**63 - 1))
 
 
-def index_error(gen: Generated, exc: IndexError):
-    """The TinyadIndexError for a debug-mode check that failed, or None if `exc` is another."""
+def debug_check_error(gen: Generated, exc: Exception):
+    """The TinyadError for a debug-mode check that failed (compile/rt.py's check_index,
+    check_divisor, check_exponent, check_assert raise these with the check's site first), or
+    None if `exc` is another."""
     args = exc.args
-    if len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
+    if not args or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
         return None
     site = gen.sites[args[0]]
-    return out_of_bounds(site.field, tuple(int(i) for i in args[1]), site.loc)
-
-
-def zero_division_error(gen: Generated, exc: ZeroDivisionError):
-    """The TinyadRuntimeError for a debug-mode divisor check that failed, or None."""
-    args = exc.args
-    if len(args) != 1 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
-        return None
-    site = gen.sites[args[0]]
-    return division_by_zero(site.loc)
-
-
-def negative_power_error(gen: Generated, exc: ArithmeticError):
-    """The TinyadRuntimeError for a debug-mode exponent check that failed, or None."""
-    site = _site_of(gen, exc)
-    return None if site is None else negative_int_power(site.loc)
-
-
-def _site_of(gen: Generated, exc: Exception):
-    args = exc.args
-    if len(args) != 1 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
-        return None
-    return gen.sites[args[0]]
-
-
-def assert_error(gen: Generated, exc: AssertionError):
-    """The TinyadAssertionError for a debug-mode assert that failed, or None."""
-    args = exc.args
-    if len(args) != 2 or not isinstance(args[0], int) or not 0 <= args[0] < len(gen.sites):
-        return None
-    site = gen.sites[args[0]]
-    return assertion_failed(site.template, args[1], site.loc)
+    if isinstance(exc, IndexError) and len(args) == 2:
+        return out_of_bounds(site.field, tuple(int(i) for i in args[1]), site.loc)
+    if isinstance(exc, ZeroDivisionError) and len(args) == 1:
+        return division_by_zero(site.loc)
+    if isinstance(exc, ArithmeticError) and len(args) == 1:
+        return negative_int_power(site.loc)
+    if isinstance(exc, AssertionError) and len(args) == 2:
+        return assertion_failed(site.template, args[1], site.loc)
+    return None
 
 
 def _governed(launch):
@@ -118,23 +97,8 @@ class CpuKernel:
         def checked(scalars, rng):
             try:
                 return launch(scalars, rng)
-            except IndexError as exc:
-                error = index_error(gen, exc)
-                if error is None:
-                    raise
-                raise error from None
-            except ZeroDivisionError as exc:
-                error = zero_division_error(gen, exc)
-                if error is None:
-                    raise
-                raise error from None
-            except ArithmeticError as exc:      # (after ZeroDivisionError, one of its kind)
-                error = negative_power_error(gen, exc)
-                if error is None:
-                    raise
-                raise error from None
-            except AssertionError as exc:
-                error = assert_error(gen, exc)
+            except (IndexError, ArithmeticError, AssertionError) as exc:
+                error = debug_check_error(gen, exc)
                 if error is None:
                     raise
                 raise error from None
