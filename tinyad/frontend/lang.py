@@ -10,7 +10,7 @@ import numpy as np
 from tinyad.core import builder as B
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadAssertionError, TinyadTypeError
-from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.matrix import Matrix, entrywise
 
 
 def static(value, *more):
@@ -70,13 +70,13 @@ def select(cond, a, b):
 def raw_div(a, b):
     """C's division: integers truncate toward zero (-7 // 2 is -4, raw_div(-7, 2) is -3);
     floats divide."""
-    return _entrywise(_raw_div, a, b)
+    return entrywise(_raw_div, a, b)
 
 
 def raw_mod(a, b):
     """C's remainder: the sign of the dividend (raw_mod(-7, 2) is -1, -7 % 2 is 1); for floats
     C's fmod."""
-    return _entrywise(_raw_mod, a, b)
+    return entrywise(_raw_mod, a, b)
 
 
 def zero(x):
@@ -136,14 +136,6 @@ def _rounded_down(a, b, rest):
 def _is_int(*values) -> bool:
     return all((v.dtype.is_int if B.is_expr(v) else isinstance(v, (int, np.integer)))
                for v in values)
-
-
-def _entrywise(fn, a, b):
-    shaped = next((v for v in (a, b) if isinstance(v, Matrix)), None)
-    if shaped is None:
-        return fn(a, b)
-    x, y = _as_matrix(a, shaped), _as_matrix(b, shaped)
-    return shaped._like([fn(p, q) for p, q in zip(x.entries, y.entries)])
 
 
 def _as_matrix(value, like: Matrix) -> Matrix:

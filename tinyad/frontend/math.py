@@ -7,7 +7,7 @@ import math as _pymath
 from tinyad.core import builder as B
 from tinyad.core import types as T
 from tinyad.frontend import lang
-from tinyad.frontend.matrix import Matrix
+from tinyad.frontend.matrix import Matrix, entrywise
 
 pi = _pymath.pi
 e = _pymath.e
@@ -27,11 +27,7 @@ def _elementwise(name):
 
 def _elementwise2(name):
     def op(a, b):
-        if isinstance(a, Matrix):
-            return a._zip(b, lambda u, v: B.binary(name, u, v))
-        if isinstance(b, Matrix):
-            return b._zip(a, lambda u, v: B.binary(name, u, v), reflected=True)
-        return B.binary(name, a, b)
+        return entrywise(lambda u, v: B.binary(name, u, v), a, b)
     op.__name__ = name
     return op
 

@@ -381,6 +381,16 @@ def _sum(values):
     return _reduce(lambda a, b: B.binary("add", a, b), list(values))
 
 
+def entrywise(fn, a, b):
+    """fn(a, b) on scalars; entry by entry where either is a matrix (a scalar on the other side
+    goes with every entry, a list or array is a matrix of its shape)."""
+    if isinstance(a, Matrix):
+        return a._zip(b, fn)
+    if isinstance(b, Matrix):
+        return b._zip(a, fn, reflected=True)
+    return fn(a, b)
+
+
 def index_tuple(key) -> tuple:
     """An index as a tuple: `m[i, j]`'s, `v[i]`'s (one entry), or an index vector's entries."""
     if isinstance(key, Matrix):
@@ -464,12 +474,8 @@ class Comparison(Matrix):
 
     @classmethod
     def of(cls, truths: np.ndarray) -> "Comparison":
-        out = cls.__new__(cls)
-        out.entries = [int(t) for t in truths.ravel()]
-        out.n = truths.shape[0]
-        out.m = truths.shape[1] if truths.ndim == 2 else 1
-        out.ndim = truths.ndim
-        return out
+        m = truths.shape[1] if truths.ndim == 2 else 1
+        return cls._make([int(t) for t in truths.ravel()], truths.shape[0], m, truths.ndim)
 
     def __bool__(self):
         return all(self.entries)
