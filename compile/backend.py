@@ -220,9 +220,11 @@ class FastBackend(Backend):
         if record is None:
             record = checker.find_launch(traced, scalars)
         adjointchecks.before_adjoint(checker, traced, name, record, manual)
+        if record is not None and record.released is not None:
+            checker.check_released_replay(record, name)
         checker.check_replay(record, name)
         program(scalars, self.rng)
-        adjointchecks.after_adjoint(checker, traced, record)
+        adjointchecks.after_adjoint(checker, traced, record, manual)
 
     def _first_launch(self, traced) -> None:
         """Before `traced`'s first launch compiles it: if it touches a field with a gradient, it

@@ -104,6 +104,8 @@ class FastChecker(PointCopies, LaunchChecker):
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         self.shared: dict = {}           # (PlannedRead, version) -> ReplayedRead
+        self.differentiating = None      # the TapeLog whose backward pass runs now
+        self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
 
     def wrote(self, fields) -> None:
         for fld in fields:
@@ -159,9 +161,36 @@ class FastChecker(PointCopies, LaunchChecker):
         self.shared = {}      # each Tape files its own reads
         return TapeLog()
 
-    def end_tape(self):
+    def end_tape(self, loc=None):
         self.shared = {}
-        super().end_tape()
+        self.differentiating = self.tape
+        super().end_tape(loc)
+
+    def tape_differentiated(self):
+        """The Tape's backward pass has run: the reads its launches filed need no more watching
+        (every later write would copy them for nothing). Its launches stay in the history for
+        a manual .grad() of one again (`check_released_replay`)."""
+        log, self.differentiating = self.differentiating, None
+        if log is not None and log.launches:
+            stamp = self.next_version()      # every later write has a later version
+            for launch in log.launches:
+                fields = {read.field for read in launch.snapshots}
+                self._release(launch)
+                launch.released = (stamp, tuple(fields))
+        super().tape_differentiated()
+
+    def check_released_replay(self, launch: Launch, kernel_name: str) -> None:
+        """A manual .grad() of a launch its Tape differentiated already: a field it replays
+        that nothing wrote since still holds what it read; one written since cannot be
+        compared any more (rare: interp mode compares it), and the user is told so."""
+        stamp, fields = launch.released
+        written = [f for f in fields if self.versions.get(f, 0) > stamp]
+        if written and launch.compiled not in self.released_noted:
+            self.released_noted.add(launch.compiled)
+            note(f"fast mode: {kernel_name}.grad() differentiates launch #{launch.number} "
+                 f"again, after its Tape's backward pass; {written[0].name} has been written "
+                 "since, and what that launch read of it is no longer kept, so this replay is "
+                 "not checked (tinyad check --mode interp checks it)")
 
     # ---- a forward launch ----------------------------------------------------------------------
     def before_launch(self, plan: LaunchPlan):
@@ -311,18 +340,22 @@ class FastChecker(PointCopies, LaunchChecker):
         while self.kept and (self.kept_bytes > self.MEMORY_BUDGET or (
                 self.kept[0].number < first_kept and not self.pinned(self.kept[0]))):
             oldest = self.kept.popleft()
-            for read in oldest.snapshots:
-                if read.owner is oldest:      # (a later launch standing on it keeps it)
-                    self.reads.retire(read)
-                    self.kept_bytes -= read.nbytes
-                    read.nbytes, read.values, read.reported = 0, None, True
-            if oldest.number >= first_kept and not self.dropped_noted:
+            if oldest.snapshots and oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
                 note(f"fast mode: the copies of what adjoints replay passed "
                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
                      "replays go unchecked")
-            oldest.snapshots = ()
+            self._release(oldest)
+
+    def _release(self, launch: Launch) -> None:
+        """Let go of the reads `launch` filed: no replay of it is checked from now on."""
+        for read in launch.snapshots:
+            if read.owner is launch:      # (a later launch standing on it keeps it)
+                self.reads.retire(read)
+                self.kept_bytes -= read.nbytes
+                read.nbytes, read.values, read.reported = 0, None, True
+        launch.snapshots = ()
 
     def own_overwrite(self, regions: KernelRegions, fld, before: np.ndarray, launch: Launch):
         """After a launch whose iterations each may overwrite their own element of `fld` after

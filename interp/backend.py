@@ -94,7 +94,7 @@ class InterpBackend(Backend):
             record = checker.find_launch(traced, scalars)
         adjointchecks.before_adjoint(checker, traced, name, record, manual)
         program.run(scalars, ReplayMemory(checker, record, name), self.rng)
-        adjointchecks.after_adjoint(checker, traced, record)
+        adjointchecks.after_adjoint(checker, traced, record, manual)
 
 
 def check_one_launch(traced, scalars, rng, number: int):

@@ -386,6 +386,27 @@ def test_divergence_kernel_outside_the_tape(cube):
     assert line_text(info.value.report.write) == "x[i] = x[i] + 1"
 
 
+def test_a_tapes_launch_differentiated_again_after_a_write(cube, mode, capsys):
+    """A manual .grad() of a launch its Tape already differentiated, after x changed: interp
+    mode compares what the launch read; fast mode no longer keeps it (every Tape would pay for
+    it), and says the replay is unchecked. Neither is silent."""
+    x, loss, k = cube
+    with ti.ad.Tape(loss=loss):
+        k()
+    assert x.grad.to_numpy() == pytest.approx(3 * x.to_numpy() ** 2)   # d(sum x^3)/dx
+    k.grad()                       # nothing written since: the replay holds, no word
+    assert "not checked" not in capsys.readouterr().err
+    x[2] = 7.0
+    x.grad.fill(0)
+    if mode == "interp":
+        with pytest.raises(ti.ReplayDivergenceRuleError, match=r"x\[2\]"):
+            k.grad()
+    else:
+        k.grad()
+        assert "after its Tape's backward pass; x has been written since" in \
+            capsys.readouterr().err
+
+
 def test_python_write_inside_the_tape(cube):
     x, loss, k = cube
     with pytest.raises(ti.ReadThenOverwriteRuleError) as info:

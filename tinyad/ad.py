@@ -177,6 +177,7 @@ class Tape(Recorder):
             with runtime.backend.checks.custom_gradient(getattr(adjoint, "__name__", "")):
                 adjoint(*args, **kwargs)
         self.gradient_evaluated = True
+        runtime.backend.checks.tape_differentiated()
         if self._grad_checker is not None:
             self._grad_checker.check([(primal, args, kwargs) for (primal, args), kwargs
                                       in zip(self.calls, self._call_kwargs)])

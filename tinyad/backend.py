@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tinyad.core.srcloc import user_loc
+
 BACKENDS = {
     "interp": ("tinyad.interp.backend", "InterpBackend"),
     "fast": ("tinyad.compile.backend", "FastBackend"),
@@ -92,6 +94,9 @@ class CheckHooks:
     def end_tape(self) -> None:
         """The Tape stops recording (its backward pass follows)."""
 
+    def tape_differentiated(self) -> None:
+        """The Tape's backward pass has run."""
+
     @contextlib.contextmanager
     def custom_gradient(self, name: str = ""):
         """Around a custom gradient function (ti.ad.grad_for, named `name`) the Tape runs."""
@@ -131,7 +136,10 @@ class CheckerHooks(CheckHooks):
         self.checker.begin_tape()
 
     def end_tape(self):
-        self.checker.end_tape()
+        self.checker.end_tape(user_loc())   # the Tape's `with` block: where its adjoints run
+
+    def tape_differentiated(self):
+        self.checker.tape_differentiated()
 
     def custom_gradient(self, name: str = ""):
         return self.checker.custom_gradient(name)

@@ -143,22 +143,25 @@ def _check_rounds(checker, launch, facts, kernel_name):
             checker.grad_cleared_at[grad] = checker.tick()   # say it once per round
 
 
-def after_adjoint(checker: LaunchChecker, compiled, launch) -> None:
+def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
     checker.adjoint_ran(launch)
     time = checker.tick()
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated_at[grad] = time
-        _remember_gradient_point(checker, grad)
+        _remember_gradient_point(checker, grad, manual)
 
 
-def _remember_gradient_point(checker: LaunchChecker, grad) -> None:
+def _remember_gradient_point(checker: LaunchChecker, grad, manual: bool) -> None:
     """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
     new copy only when the primal changed since the last one)."""
     held = checker.grad_point.get(grad)
     changed = checker.primal_changed.get(grad.primal)
     if held is not None and (changed is None or changed.time < held[2]):
         return
-    sweep = Access("gradient taken", user_loc())
+    # (a Tape's adjoints run from its `with` block, found once per Tape: a walk up the stack
+    # per adjoint costs more than a launch of a small kernel)
+    sweep = Access("gradient taken", user_loc() if manual or checker.backward_loc is None
+                   else checker.backward_loc)
     if checker.copies_before_writes:     # copied by the first write after this (before_write)
         checker.grad_point[grad] = (None, sweep, checker.tick())
         checker.uncopied_points.setdefault(grad.primal, []).append(grad)

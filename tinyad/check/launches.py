@@ -45,6 +45,9 @@ class Launch:
     problems: list | tuple = ()    # violations to raise if it is differentiated (add_problem)
     adjoint_runs: int = 0
     adjoint_at: int = 0    # when its adjoint last ran (the checker's tick)
+    # Fast mode, once its Tape's backward has run: (the write version then, the fields its
+    # adjoint replays), as what it read is no longer watched (replaycheck.py)
+    released: tuple | None = None
     tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
     # time steps of a time-indexed field apart (the order check), and small.
@@ -121,6 +124,7 @@ class LaunchChecker:
         self.forgotten: dict = {}
         self.forgotten_noted: set = set()
         self.tape = None               # while a Tape records: the backend's scope of it
+        self.backward_loc = None       # while a Tape's backward runs: the user's line of it
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
         self.in_custom_grad = 0
@@ -290,8 +294,14 @@ class LaunchChecker:
         self.paths_checked = {}
         self.written_in_tape, self.warned_in_tape = {}, set()
 
-    def end_tape(self):
+    def end_tape(self, loc=None):
+        """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
+        self.backward_loc = loc
+
+    def tape_differentiated(self):
+        """The latest Tape's backward pass has run."""
+        self.backward_loc = None
 
     def find_launch(self, compiled, scalars) -> Launch | None:
         """The forward launch a manual kernel.grad(*args) belongs to: the latest alike not yet
