@@ -50,6 +50,9 @@ class FieldReads:
     __slots__ = ("rows", "wide", "count", "dead")
 
     def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
         self.rows: dict = {}      # leading index -> [ReplayedRead]
         self.wide: list = []      # reads spanning more rows (or a 0-D field's)
         self.count = 0            # filed
@@ -148,5 +151,7 @@ class ReadIndex:
             held = self.fields.get(read.field)
             if held is not None:
                 held.dead += 1
-                if held.dead > 1024 and held.dead * 2 > held.count:
+                if held.dead == held.count:    # (a Tape's reads let go: a write finds none)
+                    held.clear()
+                elif held.dead > 1024 and held.dead * 2 > held.count:
                     held.compact()

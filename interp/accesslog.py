@@ -82,6 +82,11 @@ class Checker(LaunchChecker):
         # launch's witness shares where it reads the same (interp/lanelog.py _witness)
         self.read_parts: dict = {}
 
+    def new_launch(self, kernel, compiled, scalars) -> Launch:
+        launch = super().new_launch(kernel, compiled, scalars)
+        launch.read_rows, launch.wrote_rows = {}, {}    # (the log adds the rows it sees)
+        return launch
+
     def launch_scope(self) -> Scope:
         """The scope of one launch outside a Tape: emptied, not allocated again per launch."""
         if self._launch_scope is None:

@@ -85,7 +85,7 @@ def _rows(launch):
         loads, writes, make = launch.row_source
         launch.read_rows, launch.wrote_rows = make(loads, writes)
         launch.row_source = None
-    return launch.read_rows, launch.wrote_rows
+    return launch.read_rows or {}, launch.wrote_rows or {}
 
 
 def _check_order(checker, launch, facts, kernel_name):

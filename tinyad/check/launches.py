@@ -50,9 +50,10 @@ class Launch:
     released: tuple | None = None
     tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
-    # time steps of a time-indexed field apart (the order check), and small.
-    read_rows: dict = field(default_factory=dict)
-    wrote_rows: dict = field(default_factory=dict)
+    # time steps of a time-indexed field apart (the order check), and small. Interp mode's
+    # log fills dicts; None until then (two dicts a launch are a tenth of a launch's checks).
+    read_rows: dict | None = None
+    wrote_rows: dict | None = None
     # Fast mode: (loads, writes, f) where f(loads, writes) -> (read_rows, wrote_rows), made
     # only when the order check asks (most launches are never asked).
     row_source: tuple | None = None
