@@ -314,12 +314,12 @@ class FastChecker(PointCopies, LaunchChecker):
             first_accumulation=_access(*accumulated[0]) if accumulated else None)
 
     # ---- Python scope ----------------------------------------------------------------------------
-    def python_write(self, fld, index) -> Access | None:
+    def python_write(self, fld, index, loc=None) -> Access | None:
         if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
             if fld.role == "grad":
                 self.gradient_cleared(fld, self.tick())
             return None
-        access = super().python_write(fld, index)
+        access = super().python_write(fld, index, loc)
         self.wrote((fld,))
         box = None if index is None else tuple((i, i + 1) for i in index)
         log = self.python_writes.setdefault(fld, [])

@@ -129,10 +129,9 @@ class Checker(LaunchChecker):
         return None
 
     # ---- Python scope -----------------------------------------------------------------------
-    def python_write(self, fld, index, new_value=None) -> Access:
+    def python_write(self, fld, index, loc=None) -> Access:
         """A Python-scope write to one element (index) or to the whole field (index None)."""
-        access = super().python_write(fld, index)
-        access.value = new_value
+        access = super().python_write(fld, index, loc)
         if index is None:
             self.bulk_write[fld] = access
         else:

@@ -18,6 +18,7 @@ from tinyad import undo
 from tinyad.backend import NO_CHECKS
 from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
+from tinyad.core.srcloc import user_loc
 from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
@@ -107,14 +108,17 @@ class Tape(Recorder):
         # them all back (tinyad/undo.py), where launches are checked (interp, debug=True)
         self._undo = undo.UndoLog() if runtime.backend.launches_can_fail else None
         self._undo_token = undo.active_undo.set(self._undo)
+        self._checks = runtime.backend.checks
+        # the `with` line, for the checker's reports of the Tape's own writes and adjoints
+        # (found once here: a walk up the stack from each costs more than a small launch)
+        self._loc = user_loc() if self._checks is not NO_CHECKS else None
         if self.clear_gradients:
             clear_all_gradients()
         if loss is not None:
-            loss.fill(0)
+            loss._fill(0, self._loc)
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
-        self._checks = runtime.backend.checks
         self._checks.begin_tape()
         self._token = active_recorder.set(self)
         return self
@@ -143,7 +147,7 @@ class Tape(Recorder):
             if hasattr(primal, "autodiff_mode"):
                 primal.autodiff_mode = AutodiffMode.NONE
         try:
-            self._checks.end_tape()
+            self._checks.end_tape(self._loc)
             if exc_type is None:
                 self.grad()
         except BaseException as error:

@@ -31,8 +31,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tinyad.core.srcloc import user_loc
-
 BACKENDS = {
     "interp": ("tinyad.interp.backend", "InterpBackend"),
     "fast": ("tinyad.compile.backend", "FastBackend"),
@@ -91,8 +89,8 @@ class CheckHooks:
     def begin_tape(self) -> None:
         """A Tape starts recording."""
 
-    def end_tape(self) -> None:
-        """The Tape stops recording (its backward pass follows)."""
+    def end_tape(self, loc=None) -> None:
+        """The Tape stops recording; its backward pass follows, from the user's line `loc`."""
 
     def tape_differentiated(self) -> None:
         """The Tape's backward pass has run."""
@@ -114,8 +112,9 @@ class CheckHooks:
     def python_will_write(self, field) -> None:
         """Python scope is about to write some of the field's elements."""
 
-    def python_write(self, field, index) -> None:
-        """Python scope wrote one element (`index`) or the whole field (`index` None)."""
+    def python_write(self, field, index, loc=None) -> None:
+        """Python scope wrote one element (`index`) or the whole field (`index` None), at the
+        user's line `loc` (None: the checker finds it)."""
 
     def problems(self) -> list:
         """The violations found so far, one per bug (check="warn" collects them)."""
@@ -135,8 +134,8 @@ class CheckerHooks(CheckHooks):
     def begin_tape(self):
         self.checker.begin_tape()
 
-    def end_tape(self):
-        self.checker.end_tape(user_loc())   # the Tape's `with` block: where its adjoints run
+    def end_tape(self, loc=None):
+        self.checker.end_tape(loc)
 
     def tape_differentiated(self):
         self.checker.tape_differentiated()
@@ -153,8 +152,8 @@ class CheckerHooks(CheckHooks):
     def python_will_write(self, field):
         self.checker.before_write(field)
 
-    def python_write(self, field, index):
-        self.checker.python_write(field, index)
+    def python_write(self, field, index, loc=None):
+        self.checker.python_write(field, index, loc)
 
     def problems(self):
         return list(self.checker.problems.values())

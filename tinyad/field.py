@@ -308,9 +308,9 @@ class Field:
         undo.before_python_write(self)
         runtime.backend.checks.python_will_write(self)
 
-    def _python_wrote(self, index=None):
+    def _python_wrote(self, index=None, loc=None):
         """Tell the rule checker (where the backend has one) about a Python-scope write."""
-        runtime.backend.checks.python_write(self, index)
+        runtime.backend.checks.python_write(self, index, loc)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
@@ -339,10 +339,15 @@ class Field:
         self._python_wrote()
 
     def fill(self, value) -> None:
+        self._fill(value, None)
+
+    def _fill(self, value, loc) -> None:
+        """fill(value), which tinyad does for the user's line `loc` (a Tape clearing its loss;
+        None: a fill of the user's own)."""
         self._require_placed()
         self._python_will_write()
         _storage().fill(self, value)        # on the device, where the field lives there
-        self._python_wrote()
+        self._python_wrote(None, loc)
 
     def copy_from(self, other: "Field") -> None:
         self.from_numpy(_storage().to_host(other))

@@ -389,10 +389,11 @@ class LaunchChecker:
         if self.tape is not None and fld.grad is not None:
             self.python_reads[float(value)] = (fld, index, user_loc())
 
-    def python_write(self, fld, index) -> Access:
-        """A Python-scope write to one element (index) or to the whole field (index None);
-        -> the Access it is (a backend's checker adds its own checks)."""
-        access = Access("python write", user_loc(), None, None, None, None, self.tick())
+    def python_write(self, fld, index, loc=None) -> Access:
+        """A Python-scope write to one element (index) or to the whole field (index None), at
+        the user's line `loc` (None: found here); -> the Access it is (a backend's checker
+        adds its own checks)."""
+        access = Access("python write", loc or user_loc(), None, None, None, None, self.tick())
         if fld.role == "grad":
             self.gradient_cleared(fld, access.time)
         elif fld.role == "primal":
