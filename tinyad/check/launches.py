@@ -482,6 +482,8 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
         held = checker.derived_outside_tape.get(target)
         if held is not None:
             spans = span_union(held[3], spans)
+            if spans is held[3] and held[:3] == derived:
+                continue            # (a step again: nothing new to remember)
         checker.derived_outside_tape[target] = (*derived, spans)
 
 
@@ -527,7 +529,7 @@ def span_union(spans, more) -> tuple:
         return tuple(more)
     if len(more) == 1 and spans[-1][0] <= more[0][0] <= spans[-1][1]:   # the common case:
         lo, hi = spans[-1]                                             # a step after the last
-        return (*spans[:-1], (lo, max(hi, more[0][1])))
+        return spans if more[0][1] <= hi else (*spans[:-1], (lo, more[0][1]))
     merged: list = []
     for lo, hi in sorted((*spans, *more)):
         if merged and lo <= merged[-1][1]:
