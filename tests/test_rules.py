@@ -407,6 +407,19 @@ def test_a_tapes_launch_differentiated_again_after_a_write(cube, mode, capsys):
             capsys.readouterr().err
 
 
+def test_a_gradient_taken_in_a_tape_names_its_with_line(cube):
+    x, loss, k = cube
+    with ti.ad.Tape(loss=loss):
+        k()
+    x[2] = 7.0                     # x.grad still holds the gradient at the old x
+    loss.grad[None] = 1
+    with pytest.raises(ti.StaleGradientRuleError) as info:
+        k.grad()
+    taken, added = info.value.report.earlier
+    assert line_text(taken) == "with ti.ad.Tape(loss=loss):"
+    assert line_text(added) == "k.grad()"
+
+
 def test_python_write_inside_the_tape(cube):
     x, loss, k = cube
     with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
