@@ -45,13 +45,18 @@ def _validation_note() -> str:
 def clear_all_gradients(gradient_type=None) -> None:
     """Zero every field's .grad (or, with gradient_type="dual", every .dual); a gradient's
     own .dual (forward over reverse) is zeroed with either."""
+    _clear_all(gradient_type, None)
+
+
+def _clear_all(gradient_type, loc) -> None:
+    """clear_all_gradients, done for the user's line `loc` (a Tape's; None: found per field)."""
     role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
     for f in runtime.fields:
         twin = getattr(f, role)
         grad_dual = f.grad.dual if f.grad is not None else None
         for other in (twin, grad_dual):
             if other is not None and other.is_placed:
-                other.fill(0)
+                other._fill(0, loc)
 
 
 class Tape(Recorder):
@@ -113,7 +118,7 @@ class Tape(Recorder):
         # (found once here: a walk up the stack from each costs more than a small launch)
         self._loc = user_loc() if self._checks is not NO_CHECKS else None
         if self.clear_gradients:
-            clear_all_gradients()
+            _clear_all(None, self._loc)
         if loss is not None:
             loss._fill(0, self._loc)
         if self.grad_check:
@@ -173,7 +178,7 @@ class Tape(Recorder):
         if self.gradient_evaluated:
             raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
         if self.loss is not None:
-            self.loss.grad.fill(1)
+            self.loss.grad._fill(1, self._loc)
         for adjoint, args, kwargs, launch in reversed(self.entries):
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)

@@ -11,9 +11,11 @@ from tinyad.core.printer import format_expr
 
 
 class KernelRows:
-    """One kernel's primal loads and writes, and their rows per launch. Not cached here: fast
-    mode keeps them in its per-arguments LaunchPlan, and an interpreted launch costs far more
-    than the few box functions."""
+    """One kernel's primal loads and writes, and their rows per launch, worked out once per
+    value of the integer arguments (fast mode keeps them in its LaunchPlan instead). A
+    result is shared between launches: read it, never change it."""
+
+    KEPT = 1 << 12     # argument values remembered
 
     def __init__(self, kernel: ir.Kernel):
         sites = self.sites = analysis.access_sites(kernel)
@@ -28,6 +30,7 @@ class KernelRows:
         self.writes = [s for s in primal if not isinstance(s.node, ir.Load)]
         self._functions = [analysis.box_function(s, s.field.shape, self.args)
                            for s in (*self.loads, *self.writes)]
+        self._known: dict = {}     # argument values -> of_values(them)
 
     def of(self, scalars: tuple) -> tuple:
         """({field: spans read}, {field: spans written}) of a launch with these arguments."""
@@ -35,6 +38,14 @@ class KernelRows:
 
     def of_values(self, values: tuple) -> tuple:
         """The same, given the values of the integer arguments `self.args`."""
+        found = self._known.get(values)
+        if found is None:
+            if len(self._known) >= self.KEPT:
+                self._known.clear()
+            found = self._known[values] = self._rows(values)
+        return found
+
+    def _rows(self, values: tuple) -> tuple:
         boxes = [f(*values) for f in self._functions]
         n = len(self.loads)
         return (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
