@@ -11,11 +11,10 @@ from tinyad.core.printer import format_expr
 
 
 class KernelRows:
-    """One kernel's primal loads and writes, and their rows per launch, worked out once per
-    value of the integer arguments (fast mode keeps them in its LaunchPlan instead). A
-    result is shared between launches: read it, never change it."""
-
-    KEPT = 1 << 12     # argument values remembered
+    """One kernel's primal loads and writes, and their rows per launch. A launch alike the
+    kernel's previous one (no arguments, or the same) shares its rows: read them, never change
+    them. Only the latest are kept: a time-stepped kernel, whose every step differs, would
+    keep a kilobyte a step (fast mode keeps them in its per-arguments LaunchPlan instead)."""
 
     def __init__(self, kernel: ir.Kernel):
         sites = self.sites = analysis.access_sites(kernel)
@@ -30,7 +29,7 @@ class KernelRows:
         self.writes = [s for s in primal if not isinstance(s.node, ir.Load)]
         self._functions = [analysis.box_function(s, s.field.shape, self.args)
                            for s in (*self.loads, *self.writes)]
-        self._known: dict = {}     # argument values -> of_values(them)
+        self._latest = (None, None)     # (argument values, their rows) of the latest launch
 
     def of(self, scalars: tuple) -> tuple:
         """({field: spans read}, {field: spans written}) of a launch with these arguments."""
@@ -38,12 +37,11 @@ class KernelRows:
 
     def of_values(self, values: tuple) -> tuple:
         """The same, given the values of the integer arguments `self.args`."""
-        found = self._known.get(values)
-        if found is None:
-            if len(self._known) >= self.KEPT:
-                self._known.clear()
-            found = self._known[values] = self._rows(values)
-        return found
+        latest, rows = self._latest
+        if values != latest:
+            rows = self._rows(values)
+            self._latest = (values, rows)
+        return rows
 
     def _rows(self, values: tuple) -> tuple:
         boxes = [f(*values) for f in self._functions]
