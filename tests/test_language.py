@@ -192,6 +192,73 @@ def test_funcs_inline_with_vectors_and_early_returns(mode):
     assert out.to_numpy() == pytest.approx([0.0, 0.25, 0.0, 2.0], abs=1e-12)
 
 
+def test_a_return_nested_in_ifs_with_statements_after_it(mode):
+    """Taichi's test_multiple_return: an `if` that returns on one path and goes on on another
+    takes what follows into that path. tinyad refused it ("return must be the last
+    statement"); now values in both modes, and the gradient through such a func against its
+    derivative, piece by piece."""
+    counter = ti.field(ti.i32, shape=())
+
+    @ti.func
+    def foo(val: ti.i32) -> ti.i32:
+        if counter[None] > 10:
+            if counter[None] > 20:
+                return 1
+            counter[None] += 1
+        counter[None] += val
+        return 0
+
+    @ti.kernel
+    def run() -> ti.i32:
+        return foo(15) * 100 + foo(10) * 10 + foo(100)
+
+    assert run() == 1 and counter[None] == 26      # Taichi's numbers: 0, 0, 1 and 26
+
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.func
+    def piecewise(v):
+        if v > 1.0:
+            if v > 2.0:
+                return v * v            # v > 2: v^2
+            v = 3.0 * v                  # 1 < v <= 2: sin(3v)
+        return ti.sin(v)                 # v <= 1: sin(v)
+
+    @ti.kernel
+    def total():
+        for i in x:
+            loss[None] += piecewise(x[i])
+
+    x.from_numpy(np.array([0.5, 1.5, 2.5]))
+    with ti.ad.Tape(loss=loss):
+        total()
+    assert loss[None] == pytest.approx(np.sin(0.5) + np.sin(4.5) + 6.25, rel=1e-12)
+    assert x.grad.to_numpy() == pytest.approx([np.cos(0.5), 3 * np.cos(4.5), 5.0], rel=1e-12)
+
+
+def test_a_kernel_returns_under_static_ifs_and_not_under_run_time_ones(mode):
+    @ti.kernel
+    def pick(a: ti.template()) -> ti.i32:
+        if ti.static(a == 1):
+            return 1
+        elif ti.static(a == 2):
+            return 2
+        return 3
+
+    assert (pick(1), pick(2), pick(123)) == (1, 2, 3)    # Taichi's test_return_in_static_if
+
+    @ti.kernel
+    def run_time(a: ti.f32) -> ti.f32:
+        if a > 0:
+            return 1.0   # <- error
+        return 2.0
+
+    with pytest.raises(ti.TinyadSyntaxError, match="Return inside non-static if") as info:
+        run_time(1.0)
+    assert info.value.loc.line == run_time.fn.__code__.co_firstlineno + 3
+
+
 def test_assigning_a_vector_an_expression_of_itself_reads_it_first(mode):
     """`v = R @ v`, `d = d.normalized()`, `g[i] -= g[i].dot(n) * n`: the right-hand side reads
     the whole old value. tinyad wrote the target entry by entry, so later entries read earlier

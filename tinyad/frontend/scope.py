@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import difflib
 import inspect
 import textwrap
@@ -111,22 +112,52 @@ def assigned_names(body: list[ast.stmt]) -> set[str]:
     return names
 
 
-def rewrite_early_returns(body: list[ast.stmt]) -> list[ast.stmt]:
-    """`if c: ...; return a` followed by more statements becomes `if c: ... else: <rest>`, so
-    every return ends up in tail position, where inlining can handle it."""
+# Statements (AST nodes) an early-return rewrite may copy in all: past it, a function whose
+# returns would need more copies keeps them where they are, and is refused at its returns.
+REWRITE_BUDGET = 5000
+
+
+def rewrite_early_returns(body: list[ast.stmt], budget: list | None = None) -> list[ast.stmt]:
+    """An `if` that returns on some of its paths takes the statements after it into each path
+    that goes on: `if c: (if d: return 1); x += 1` then `return 0` becomes `if c: (if d:
+    return 1 else: x += 1; return 0) else: return 0`. So every return ends a path, where
+    inlining (and a kernel's static ifs) can handle it. Each path gets its own copy of what
+    follows; `budget` (nodes that may still be copied) stops a long chain from growing."""
+    budget = [REWRITE_BUDGET] if budget is None else budget
     out = []
     for k, stmt in enumerate(body):
-        if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
-                and isinstance(stmt.body[-1], ast.Return) and k + 1 < len(body)):
-            rest = rewrite_early_returns(body[k + 1:])
-            new = ast.If(test=stmt.test, body=rewrite_early_returns(stmt.body), orelse=rest)
-            out.append(ast.copy_location(new, stmt))
-            return out
         if isinstance(stmt, ast.If):
-            stmt = ast.copy_location(ast.If(test=stmt.test, body=rewrite_early_returns(stmt.body),
-                                            orelse=rewrite_early_returns(stmt.orelse)), stmt)
+            rest = body[k + 1:]
+            if rest and _may_return(stmt) and budget[0] >= 0:
+                branches = []
+                for branch in (stmt.body, stmt.orelse):
+                    if not always_returns(branch):
+                        budget[0] -= sum(1 for s in rest for _ in ast.walk(s))
+                        branch = branch + copy.deepcopy(rest)
+                    branches.append(rewrite_early_returns(branch, budget))
+                out.append(ast.copy_location(ast.If(test=stmt.test, body=branches[0],
+                                                    orelse=branches[1]), stmt))
+                return out
+            stmt = ast.copy_location(ast.If(test=stmt.test,
+                                            body=rewrite_early_returns(stmt.body, budget),
+                                            orelse=rewrite_early_returns(stmt.orelse, budget)),
+                                     stmt)
         out.append(stmt)
     return out
+
+
+def _may_return(stmt: ast.stmt) -> bool:
+    return any(isinstance(node, ast.Return) for node in ast.walk(stmt))
+
+
+def always_returns(block: list[ast.stmt]) -> bool:
+    """Does every path through `block` end in a `return`?"""
+    if not block:
+        return False
+    last = block[-1]
+    if isinstance(last, ast.If):
+        return always_returns(last.body) and always_returns(last.orelse)
+    return isinstance(last, ast.Return)
 
 
 def rewrite_continues(body: list[ast.stmt], flag: str) -> list[ast.stmt]:

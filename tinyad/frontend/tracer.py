@@ -457,6 +457,12 @@ class Tracer(ExprVisitor):
             if self.kernel_ret is None:
                 raise TinyadSyntaxError("the kernel returns a value but declares no return type",
                                         self.loc(node), hint="annotate it, e.g. `-> ti.f32`")
+            if self.dynamic_depth:      # (as Taichi: a kernel's value is known at its end)
+                raise TinyadSyntaxError(
+                    "Return inside non-static if/for is not supported: a kernel returns at its "
+                    "end, or inside an `if` decided when it is traced (ti.static)",
+                    self.loc(node), hint="store the result in a variable and return it at "
+                                         "the end of the kernel")
             self.emit(ir.Return(self.coerce(value, self.kernel_ret, node), self.loc(node)))
         elif frame.ret_insert_at is None:
             frame.ret_binding = value   # the func's single return at its end
@@ -637,11 +643,8 @@ def trace_kernel(fn, template_args: dict, name: str) -> ir.Kernel:
                               "scalar", source.loc(source.tree), hint="store the result in a "
                               "field and read it after the launch (a ti.func may return vectors)")
     tracer.kernel_ret = None if ret is None else T.resolve_dtype(ret)
-    body = source.tree.body
-    returns = check_tail_returns(body, source)
-    if returns and not isinstance(body[-1], ast.Return):
-        raise TinyadSyntaxError("a kernel's `return` must be its last top-level statement",
-                                source.loc(body[-1]))
+    body = rewrite_early_returns(source.tree.body)
+    check_tail_returns(body, source)      # (visit_Return refuses one under a run-time if)
     with B.local_sink(tracer.new_local):
         tracer.visit_block(body)
     return ir.Kernel(name, tuple(args), tuple(tracer.blocks[0]), tracer.kernel_ret,
