@@ -106,17 +106,13 @@ def _return_without_type_kernel(x):
     return k
 
 
-def _non_tail_return_func(x):
-    @ti.func
-    def first_positive():
+def _non_tail_return_kernel(x):
+    @ti.kernel
+    def k() -> ti.i32:
         for i in range(4):
             if x[i] > 0:
                 return i  # <- error
         return -1
-
-    @ti.kernel
-    def k():
-        x[0] = first_positive()
     return k
 
 
@@ -129,7 +125,7 @@ SYNTAX_CASES = [
     (_stepped_range_kernel, ["step"]),
     (_missing_annotation_kernel, ["'a'", "annotation"]),
     (_return_without_type_kernel, ["return type"]),
-    (_non_tail_return_func, ["return", "last statement"]),
+    (_non_tail_return_kernel, ["return", "last statement"]),
 ]
 
 

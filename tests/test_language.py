@@ -237,6 +237,81 @@ def test_a_return_nested_in_ifs_with_statements_after_it(mode):
     assert x.grad.to_numpy() == pytest.approx([np.cos(0.5), 3 * np.cos(4.5), 5.0], rel=1e-12)
 
 
+def test_a_func_returns_from_inside_its_loops(mode):
+    """Taichi's test_return_in_for / _in_while / _in_if_in_for: a search loop's `return i`.
+    tinyad refused it; now a flag ends the search (a `for` loop's later iterations do nothing,
+    so no `break`), and a gradient flows through the element the search found."""
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    out = ti.field(ti.i32, shape=5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.func
+    def first_positive():
+        for i in range(6):
+            if x[i] > 0:
+                return i
+        return -1
+
+    @ti.func
+    def count_down(n: ti.i32) -> ti.i32:
+        k = n
+        while True:
+            k -= 1
+            if k < 3:
+                return k * 10
+
+    @ti.func
+    def pair(t: ti.i32) -> ti.i32:
+        for i in range(4):
+            for j in range(4):
+                if i * j == t:
+                    return i * 10 + j
+        return -1
+
+    @ti.func
+    def squares_up_to_8() -> ti.i32:
+        a = 0
+        for i in ti.static(range(10)):
+            a += i * i
+            if ti.static(i == 8):
+                return a
+        return -5
+
+    @ti.kernel
+    def run():
+        out[0] = first_positive()
+        out[1] = count_down(7)
+        out[2] = pair(6)
+        out[3] = pair(100)
+        out[4] = squares_up_to_8()
+
+    values = np.array([-1.0, -2.0, 3.0, 4.0, -5.0, 6.0])
+    x.from_numpy(values)
+    run()
+    assert out.to_numpy().tolist() == [2, 20, 23, -1, 204]
+
+    @ti.func
+    def next_positive_squared(i):
+        for j in range(i, 6):
+            if x[j] > 0:
+                return x[j] * x[j]
+        return 0.0
+
+    @ti.kernel
+    def total():
+        for i in range(6):
+            loss[None] += next_positive_squared(i)
+
+    with ti.ad.Tape(loss=loss):
+        total()
+    found = [2, 2, 2, 3, 5, 5]          # the first positive at or after each i
+    assert loss[None] == pytest.approx(sum(values[j] ** 2 for j in found), rel=1e-12)
+    expected = np.zeros(6)
+    for j in found:
+        expected[j] += 2 * values[j]
+    assert x.grad.to_numpy() == pytest.approx(expected, rel=1e-12)
+
+
 def test_a_kernel_returns_under_static_ifs_and_not_under_run_time_ones(mode):
     @ti.kernel
     def pick(a: ti.template()) -> ti.i32:

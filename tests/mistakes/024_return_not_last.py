@@ -1,4 +1,4 @@
-# expect: TinyadSyntaxError: last
+# expect: TinyadSyntaxError: Return inside non-static if
 import tinyad as ti
 
 x = ti.field(ti.f32, shape=4)

@@ -160,6 +160,60 @@ def always_returns(block: list[ast.stmt]) -> bool:
     return isinstance(last, ast.Return)
 
 
+RETURNED = "_tinyad_returned"      # the flag of a func that may return from inside a loop
+
+
+def guard_loop_returns(body: list[ast.stmt]) -> list[ast.stmt] | None:
+    """A func that may return from inside a loop (`for i in range(n): if x[i] > 0: return i`),
+    as a flag the IR can carry: each `return` also sets it, a `for` loop's iterations after it
+    do nothing, a `while` loop stops, and what follows a statement that may have returned
+    runs under `if not flag:`. No `break` for a `for` loop, so the func stays
+    differentiable. -> None when no return is inside a loop."""
+    if not any(isinstance(node, (ast.For, ast.While)) and _may_return(node)
+               for stmt in body for node in ast.walk(stmt)):
+        return None
+    start = ast.copy_location(_set_flag(RETURNED, 0), body[0])
+    return [start, *_guard_after_return(body)]
+
+
+def _not_returned(at) -> ast.expr:
+    return ast.copy_location(ast.UnaryOp(ast.Not(), ast.Name(RETURNED, ast.Load())), at)
+
+
+def _guard_after_return(stmts) -> list[ast.stmt]:
+    out = []
+    for k, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Return):
+            out += [stmt, ast.copy_location(_set_flag(RETURNED, 1), stmt)]
+            return out                     # the rest of this block never runs
+        if not _may_return(stmt):
+            out.append(stmt)
+            continue
+        if isinstance(stmt, ast.If):
+            stmt = ast.If(test=stmt.test, body=_guard_after_return(stmt.body),
+                          orelse=_guard_after_return(stmt.orelse))
+        elif isinstance(stmt, ast.For):
+            guarded = ast.copy_location(ast.If(test=_not_returned(stmt),
+                                               body=_guard_after_return(stmt.body), orelse=[]),
+                                        stmt)
+            stmt = ast.For(target=stmt.target, iter=stmt.iter, body=[guarded],
+                           orelse=stmt.orelse, type_comment=None)
+        elif isinstance(stmt, ast.While):
+            stop = ast.copy_location(ast.If(test=ast.Name(RETURNED, ast.Load()),
+                                            body=[ast.copy_location(ast.Break(), stmt)],
+                                            orelse=[]), stmt)
+            stmt = ast.While(test=stmt.test, body=[*_guard_after_return(stmt.body), stop],
+                             orelse=stmt.orelse)
+        out.append(ast.copy_location(stmt, stmts[k]))
+        rest = stmts[k + 1:]
+        if rest:
+            out.append(ast.copy_location(ast.If(test=_not_returned(rest[0]),
+                                                body=_guard_after_return(rest), orelse=[]),
+                                         rest[0]))
+        return out
+    return out
+
+
 def rewrite_continues(body: list[ast.stmt], flag: str) -> list[ast.stmt]:
     """`continue` in a loop body becomes a flag the IR can carry: the body starts with
     `flag = 0`, each `continue` becomes `flag = 1`, and whatever follows a statement that may

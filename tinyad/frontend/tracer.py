@@ -37,6 +37,7 @@ from tinyad.frontend.scope import (
     Source,
     assigned_names,
     check_tail_returns,
+    guard_loop_returns,
     is_leaf,
     rewrite_early_returns,
 )
@@ -523,7 +524,11 @@ class Tracer(ExprVisitor):
                                        f"{inspect.signature(func.fn)}") from None
         bound.apply_defaults()
         body = rewrite_early_returns(source.tree.body)
-        returns = check_tail_returns(body, source)
+        guarded = guard_loop_returns(body)
+        if guarded is not None:        # returns from inside loops: each sets the result
+            body, returns = guarded, 2
+        else:
+            returns = check_tail_returns(body, source)
         reassigned = assigned_names(body)
         frame = FunctionFrame(source)
         if returns > 1 or (returns == 1 and not isinstance(body[-1], ast.Return)):
