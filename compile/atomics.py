@@ -40,6 +40,8 @@ def _make(name, float_op, signed_op, unsigned_op):
             return None
         dtype = arr.dtype
         if isinstance(dtype, types.Float):
+            if float_op is None:
+                return None
             op = float_op
         elif isinstance(dtype, types.Integer):
             op = signed_op if dtype.signed else unsigned_op
@@ -73,5 +75,6 @@ atomic_add = _make("atomic_add", "fadd", "add", "add")
 atomic_sub = _make("atomic_sub", "fsub", "sub", "sub")
 atomic_max = _make("atomic_max", "fmax", "max", "umax")   # float fmax needs LLVM >= 15
 atomic_min = _make("atomic_min", "fmin", "min", "umin")
-
-BY_OP = {"add": "atomic_add", "sub": "atomic_sub", "max": "atomic_max", "min": "atomic_min"}
+atomic_bit_and = _make("atomic_bit_and", None, "and", "and")    # (integers only)
+atomic_bit_or = _make("atomic_bit_or", None, "or", "or")
+atomic_bit_xor = _make("atomic_bit_xor", None, "xor", "xor")

@@ -66,6 +66,10 @@ FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
 # numba gives every function a C-callable twin (for first-class function values) unless told
 # not to; nothing takes a kernel's address, and the twin cost ~20 ms of compile a function.
 NO_CFUNC = "no_cfunc_wrapper=True"
+# The bitwise atomics (on integers): Python's operator for a plain update, and numba.cuda's
+# atomic's name where it is not the op's
+BITWISE = {"bit_and": "&", "bit_or": "|", "bit_xor": "^"}
+CUDA_ATOMICS = {"bit_and": "and_", "bit_or": "or_", "bit_xor": "xor"}
 
 
 def needs_exact_floats(kernel: ir.Kernel) -> bool:
@@ -317,6 +321,8 @@ class Generator(ExprWriter, Planner):
             self.line(depth, f"{result} = {target}", s.loc)
         if s.op in ("add", "sub"):
             self.line(depth, f"{target} {'+' if s.op == 'add' else '-'}= {value}", s.loc)
+        elif s.op in BITWISE:
+            self.line(depth, f"{target} {BITWISE[s.op]}= {value}", s.loc)
         elif s.field.dtype.is_int or self.target == "cuda":
             self.line(depth, f"{target} = {s.op}({target}, {value})", s.loc)
         else:
@@ -329,7 +335,7 @@ class Generator(ExprWriter, Planner):
         if s.field.dtype.is_int:
             value = self.wrap(value, s.field.dtype)
         if self.target == "cuda":
-            call = f"cuda.atomic.{s.op}({array}, {index}, {value})"
+            call = f"cuda.atomic.{CUDA_ATOMICS.get(s.op, s.op)}({array}, {index}, {value})"
         else:
             fn = f"atomic_{s.op}"
             self.atomics_used.add(fn)

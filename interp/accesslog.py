@@ -272,9 +272,9 @@ class LoggedMemory(Memory):
         seen = self.elements.get(key)
         # [the one iteration that touched it so far (or SHARED), event per kind, kinds bitmask]
         if seen is None:
-            seen = self.elements[key] = [it, None, None, None, None, None, 0]
+            seen = self.elements[key] = [it, *[None] * N_SLOTS, 0]
         elif seen[0] != it:
-            if seen[6] == 1 << slot and slot != SLOTS["store"]:
+            if seen[-1] == 1 << slot and slot != SLOTS["store"]:
                 return   # only this same read or commutative atomic so far: no conflict
             for other in CONFLICTS[slot]:
                 earlier = seen[other + 1]
@@ -288,15 +288,17 @@ class LoggedMemory(Memory):
             seen[0] = SHARED
         if seen[slot + 1] is None:
             seen[slot + 1] = (kind, site, self.launch, it, value, 0)
-            seen[6] |= 1 << slot
+            seen[-1] |= 1 << slot
 
 
 SHARED = object()   # an element touched by several iterations of the loop
 
 
-# Which slots (check/report.py SLOTS) conflict with each.
-CONFLICTS = {0: (1, 2, 3, 4), 1: (0, 1, 2, 3, 4), 2: (0, 1, 3, 4), 3: (0, 1, 2, 4),
-             4: (0, 1, 2, 3)}
+# Which slots (check/report.py SLOTS) conflict with each: every other one, and a store also
+# with a store
+N_SLOTS = max(SLOTS.values()) + 1
+CONFLICTS = {slot: tuple(other for other in range(N_SLOTS)
+                         if other != slot or slot == SLOTS["store"]) for slot in range(N_SLOTS)}
 
 
 class ReplayMemory(Memory):

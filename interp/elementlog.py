@@ -28,10 +28,9 @@ from array import array
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it at its first call: load it with the checker)
 
-from tinyad.check.report import Access
+from tinyad.check.report import SLOTS, Access
 
-KINDS = ("read", "store", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
-         "python write")
+KINDS = (*SLOTS, "python write")      # every access kind, coded in one byte
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
 
 

@@ -34,7 +34,7 @@ from tinyad.core.errors import (
     assertion_failed, division_by_zero, negative_int_power, out_of_bounds)
 from tinyad.core.ops import TABLE
 from tinyad.interp.lanestack import LaneStack
-from tinyad.interp.memory import Memory
+from tinyad.interp.memory import ATOMIC_UFUNCS, Memory
 
 # At most this many lanes at once (a longer loop runs in chunks, one after another): bounds the
 # memory a statement's temporaries take.
@@ -134,7 +134,6 @@ class PlainLanes:
         ATOMIC_UFUNCS[op].at(data, where, values)     # lane after lane, in order
 
 
-ATOMIC_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
 
 
 class _LaneCompiler:

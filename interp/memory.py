@@ -9,6 +9,10 @@ import numpy as np
 
 from tinyad.core.errors import out_of_bounds
 
+# The ufunc of each atomic op (core/ir.py ATOMIC_OPS), for one element and for lanes (`.at`)
+ATOMIC_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
+                 "bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}
+
 
 class Memory:
     """Plain memory: numpy arrays, checked indices. Subclasses that keep values elsewhere
@@ -42,16 +46,7 @@ class Memory:
         """Apply `op` in place; returns the old value, as ti.atomic_* do."""
         old = Memory.load(self, field, index, site)   # not a read of its own: no subclass hook
         data = self.array(field)
-        if op == "add":
-            data[index] = old + value
-        elif op == "sub":
-            data[index] = old - value
-        elif op == "min":
-            data[index] = np.minimum(old, value)
-        elif op == "max":
-            data[index] = np.maximum(old, value)
-        else:
-            raise ValueError(f"unknown atomic op {op!r}")   # the IR verifier admits no other
+        data[index] = ATOMIC_UFUNCS[op](old, value)
         return old
 
     def begin_iteration(self, loop, index):

@@ -312,8 +312,14 @@ class SymbolicMemory(Memory):
     def atomic(self, op, field, index, value, site):
         old = Memory.load(self, field, index, site)
         a, b = as_number(old), as_number(value)
-        new = {"add": lambda: a + b, "sub": lambda: a - b,
-               "min": lambda: sp.Min(a, b), "max": lambda: sp.Max(a, b)}[op]()
+        if op in ir.BITWISE_ATOMICS:     # on concrete integers only, as the bit ops
+            if not (a.is_Integer and b.is_Integer):
+                raise SymbolicUnsupported(f"atomic {op} of a value that depends on the "
+                                          "parameters has no formula", site.loc)
+            new = number(TABLE[op].eval(np.int64(int(a)), np.int64(int(b))))
+        else:
+            new = {"add": lambda: a + b, "sub": lambda: a - b,
+                   "min": lambda: sp.Min(a, b), "max": lambda: sp.Max(a, b)}[op]()
         if isinstance(old, SymbolicInt) or isinstance(value, SymbolicInt):
             new = SymbolicInt(new, site.loc)
         self.put((id(field), index), new)

@@ -34,9 +34,12 @@ from tinyad.field import Axis, Field, SNode, axes, field, root, var
 from tinyad.frontend import math
 from tinyad.frontend.lang import (
     atomic_add,
+    atomic_and,
     atomic_max,
     atomic_min,
+    atomic_or,
     atomic_sub,
+    atomic_xor,
     bit_shr,
     block_local,
     cast,

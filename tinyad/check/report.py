@@ -24,7 +24,7 @@ ACCUMULATE = ("atomic_add", "atomic_sub")      # the write kinds that add up
 # Which accesses commute when two iterations of a parallel loop touch one element: the same
 # slot (reads, or one kind of atomic) does; two different slots, or a store, do not.
 SLOTS = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 3,
-         "atomic_max": 4}
+         "atomic_max": 4, "atomic_bit_and": 5, "atomic_bit_or": 6, "atomic_bit_xor": 7}
 
 
 @dataclass(slots=True)

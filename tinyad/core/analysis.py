@@ -500,8 +500,8 @@ def _parallel_safe(sites) -> bool:
         inside = [s for s in sites if s.loops and s.loops[0] is loop]
         kinds = {type(s.node).__name__ if not isinstance(s.node, ir.AtomicOp)
                  else "atomic_" + s.node.op for s in inside}
-        if kinds <= {"Load"} or (len(kinds) == 1 and kinds <= {"atomic_add", "atomic_sub",
-                                                                 "atomic_min", "atomic_max"}):
+        if kinds <= {"Load"} or (len(kinds) == 1 and kinds <= {"atomic_" + op
+                                                                 for op in ir.ATOMIC_OPS}):
             continue
         if kinds <= {"atomic_add", "atomic_sub"}:
             continue

@@ -122,10 +122,17 @@ class Store(Stmt):
     loc: SrcLoc = LOC
 
 
+# AtomicOp's ops: the binary op each applies (core/ops.py names); Taichi's `+=`, `-=`, `&=`,
+# `|=`, `^=` on a field element are atomic, and so is each ti.atomic_* call.
+ATOMIC_OPS = ("add", "sub", "min", "max", "bit_and", "bit_or", "bit_xor")
+BITWISE_ATOMICS = ("bit_and", "bit_or", "bit_xor")
+
+
 @dataclass(frozen=True)
 class AtomicOp(Stmt):
-    """`field[indices] op= value` for op in add, sub, min, max; `result` names a local that
-    receives the old value (`old = ti.atomic_add(...)`), or is None."""
+    """`field[indices] op= value` for op in ATOMIC_OPS (the bitwise ones on integer fields
+    only); `result` names a local that receives the old value (`old = ti.atomic_add(...)`),
+    or is None."""
     op: str
     field: Any
     indices: tuple[Expr, ...]

@@ -50,8 +50,12 @@ def _check_block(block, types, in_loop, top=False):
             rank = ir.array_rank(stmt.field)
             if len(stmt.indices) != rank:
                 _fail(f"{stmt.field.name} needs {rank} indices", stmt)
-            if isinstance(stmt, ir.AtomicOp) and stmt.result:
-                _define(stmt.result, stmt.field.dtype, types, stmt)
+            if isinstance(stmt, ir.AtomicOp):
+                if stmt.op not in ir.ATOMIC_OPS or (stmt.op in ir.BITWISE_ATOMICS
+                                                    and not stmt.field.dtype.is_int):
+                    _fail(f"atomic {stmt.op} on {stmt.field.dtype} field {stmt.field.name}", stmt)
+                if stmt.result:
+                    _define(stmt.result, stmt.field.dtype, types, stmt)
         elif isinstance(stmt, ir.For):
             _define(stmt.var, T.i32, types, stmt)
             _check_block(stmt.body, types, True)

@@ -196,6 +196,18 @@ def atomic_max(target, value):
     raise TinyadTypeError("ti.atomic_max is only available inside kernels", B.current_loc())
 
 
+def atomic_and(target, value):
+    raise TinyadTypeError("ti.atomic_and is only available inside kernels", B.current_loc())
+
+
+def atomic_or(target, value):
+    raise TinyadTypeError("ti.atomic_or is only available inside kernels", B.current_loc())
+
+
+def atomic_xor(target, value):
+    raise TinyadTypeError("ti.atomic_xor is only available inside kernels", B.current_loc())
+
+
 def loop_config(serialize=False, block_dim=None, parallelize=None, **_ignored):
     """Applies to the next outermost loop; handled by the frontend."""
 
@@ -209,7 +221,8 @@ def block_local(*fields):
     changes no value, so tinyad accepts it and does nothing."""
 
 
-ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max"}
+ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max",
+           atomic_and: "bit_and", atomic_or: "bit_or", atomic_xor: "bit_xor"}
 
 
 # ---- annotations and types ---------------------------------------------------------------

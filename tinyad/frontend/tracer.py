@@ -371,7 +371,7 @@ class Tracer(ExprVisitor):
         lv = self.lvalue(node.target)
         values = self.evaluated_first(self.spread(self.visit(node.value), lv, node), lv, node)
         for slot, v in zip(lv.slots, values):
-            if isinstance(slot, FieldRef) and name in ("add", "sub"):
+            if isinstance(slot, FieldRef) and _atomic_update(name, slot.field, v):
                 value = B.cast(v, slot.field.dtype)
                 self.emit(ir.AtomicOp(name, slot.field, slot.indices, value, None, self.loc(node)))
             else:
@@ -388,6 +388,12 @@ class Tracer(ExprVisitor):
         olds = []
         for slot, v in zip(lv.slots, values):
             if isinstance(slot, FieldRef):
+                if op in ir.BITWISE_ATOMICS and not (slot.field.dtype.is_int
+                                                     and _is_integer(v)):
+                    raise TinyadTypeError(f"ti.atomic_{op[4:]} needs integers: {slot.field.name} "
+                                          f"is {slot.field.dtype}", self.loc(node),
+                                          hint="bitwise operations take integer fields and "
+                                               "values")
                 old = ir.Var(self.namer.fresh("old"), slot.field.dtype, self.loc(node))
                 self.emit(ir.AtomicOp(op, slot.field, slot.indices, B.cast(v, slot.field.dtype),
                                       old.name if want_result else None, self.loc(node)))
@@ -602,6 +608,22 @@ def _reads_any(values, slots) -> bool:
                         isinstance(sub, ir.Load) and id(sub.field) in fields):
                     return True
     return False
+
+
+def _atomic_update(name, fld, value) -> bool:
+    """Is `fld[...] op= value` one atomic update, as in Taichi? `+=` and `-=`, and on integers
+    `&=`, `|=`, `^=` (other operators, and a float operand of a bitwise one, load, compute and
+    store: the latter raises the operator's type error there)."""
+    if name in ("add", "sub"):
+        return True
+    return name in ir.BITWISE_ATOMICS and fld.dtype.is_int and _is_integer(value)
+
+
+def _is_integer(value) -> bool:
+    """An integer operand: a Python or numpy integer, or an integer expression."""
+    if isinstance(value, (int, np.integer)):
+        return True
+    return B.is_expr(value) and value.dtype.is_int
 
 
 def _binop_name(node):
