@@ -26,6 +26,7 @@ from tinyad.core.errors import (
 )
 from tinyad.core.names import Namer
 from tinyad.frontend import lang
+from tinyad.frontend.atomics import atomic_update, trace_atomic_call
 from tinyad.frontend.exprs import ExprVisitor, is_traced
 from tinyad.frontend.lvalues import FieldRef, LocalRef, LValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
@@ -371,7 +372,7 @@ class Tracer(ExprVisitor):
         lv = self.lvalue(node.target)
         values = self.evaluated_first(self.spread(self.visit(node.value), lv, node), lv, node)
         for slot, v in zip(lv.slots, values):
-            if isinstance(slot, FieldRef) and _atomic_update(name, slot.field, v):
+            if isinstance(slot, FieldRef) and atomic_update(name, slot.field, v):
                 value = B.cast(v, slot.field.dtype)
                 self.emit(ir.AtomicOp(name, slot.field, slot.indices, value, None, self.loc(node)))
             else:
@@ -380,32 +381,7 @@ class Tracer(ExprVisitor):
                 self.write_slot(slot, B.binary(name, current, v), node)
 
     def atomic_call(self, op, node, want_result=True):
-        if len(node.args) != 2:
-            raise TinyadSyntaxError(f"ti.atomic_{op}(target, value) takes two arguments",
-                                    self.loc(node), hint=f"e.g. ti.atomic_{op}(total[None], x[i])")
-        lv = self.lvalue(node.args[0])
-        values = self.evaluated_first(self.spread(self.visit(node.args[1]), lv, node), lv, node)
-        olds = []
-        for slot, v in zip(lv.slots, values):
-            if isinstance(slot, FieldRef):
-                if op in ir.BITWISE_ATOMICS and not (slot.field.dtype.is_int
-                                                     and _is_integer(v)):
-                    raise TinyadTypeError(f"ti.atomic_{op[4:]} needs integers: {slot.field.name} "
-                                          f"is {slot.field.dtype}", self.loc(node),
-                                          hint="bitwise operations take integer fields and "
-                                               "values")
-                old = ir.Var(self.namer.fresh("old"), slot.field.dtype, self.loc(node))
-                self.emit(ir.AtomicOp(op, slot.field, slot.indices, B.cast(v, slot.field.dtype),
-                                      old.name if want_result else None, self.loc(node)))
-            else:
-                current = self.read_slot(slot)
-                old = ir.Var(self.namer.fresh("old"), current.dtype, self.loc(node))
-                self.emit(ir.Assign(old.name, current, self.loc(node)))
-                self.write_slot(slot, B.binary(op, old, v), node)
-            olds.append(old)
-        return olds[0] if not lv.shape else Matrix._make(olds, lv.shape[0],
-                                                          lv.shape[1] if len(lv.shape) > 1 else 1,
-                                                          len(lv.shape))
+        return trace_atomic_call(self, op, node, want_result)
 
     def stop_grad_call(self, node):
         value = self.visit(node.args[0])
@@ -608,22 +584,6 @@ def _reads_any(values, slots) -> bool:
                         isinstance(sub, ir.Load) and id(sub.field) in fields):
                     return True
     return False
-
-
-def _atomic_update(name, fld, value) -> bool:
-    """Is `fld[...] op= value` one atomic update, as in Taichi? `+=` and `-=`, and on integers
-    `&=`, `|=`, `^=` (other operators, and a float operand of a bitwise one, load, compute and
-    store: the latter raises the operator's type error there)."""
-    if name in ("add", "sub"):
-        return True
-    return name in ir.BITWISE_ATOMICS and fld.dtype.is_int and _is_integer(value)
-
-
-def _is_integer(value) -> bool:
-    """An integer operand: a Python or numpy integer, or an integer expression."""
-    if isinstance(value, (int, np.integer)):
-        return True
-    return B.is_expr(value) and value.dtype.is_int
 
 
 def _binop_name(node):
