@@ -220,10 +220,10 @@ class LoggedMemory(Memory):
         it = self.iteration
         if it is not None:
             seen = self.elements.get(key)
-            if seen is None:
+            if seen is None:       # (the layout of _cross_iteration's, with a read's event)
                 self.elements[key] = [it, ("read", site, self.launch, it, value, 0),
-                                      None, None, None, None, 1]
-            elif seen[0] != it and seen[6] != 1:   # (reads alone never conflict)
+                                      *[None] * (N_SLOTS - 1), 1 << SLOTS["read"]]
+            elif seen[0] != it and seen[-1] != 1 << SLOTS["read"]:   # (reads never conflict)
                 self._cross_iteration(key, SLOTS["read"], "read", site, value)
         if id(site) in self.replayed:   # the adjoint replays this read: remember the value
             event = ("read", site.loc, self._kernel, self._number, it, value, self._tick())

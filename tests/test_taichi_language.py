@@ -472,3 +472,33 @@ def test_zero_one_and_a_logical_shift(mode):
     meta(-100)
     assert (y.to_numpy() == 2).all()
     assert s.to_numpy().tolist() == [((2 ** 32 - 100) >> 3), 15, -4, -100 >> 3]   # Taichi 1.7.4's
+
+
+def test_an_atomic_max_over_elements_the_loop_also_reads(mode):
+    """Taichi's test_atomic_min_max_uint: every iteration reads x[I] and folds it into x[0]
+    with an atomic. Interp's per-element log, which tells iterations apart by the kinds of
+    access each element saw, laid out a first read's record by hand; once the bitwise atomics
+    made the table of kinds longer, a later atomic on that element read past the record: an
+    internal error."""
+    x = ti.field(ti.u64, shape=100)
+
+    @ti.kernel
+    def fold_max():
+        for i in x:
+            x[i] = 0
+        x[1] = ti.cast(1, ti.u64) << 63
+        for i in x:
+            ti.atomic_max(x[0], x[i])
+
+    @ti.kernel
+    def fold_min():
+        for i in x:
+            x[i] = ti.cast(1, ti.u64) << 63
+        x[1] = 100
+        for i in x:
+            ti.atomic_min(x[0], x[i])
+
+    fold_max()
+    assert int(x[0]) == 2 ** 63
+    fold_min()
+    assert int(x[0]) == 100
