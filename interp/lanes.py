@@ -134,8 +134,6 @@ class PlainLanes:
         ATOMIC_UFUNCS[op].at(data, where, values)     # lane after lane, in order
 
 
-
-
 class _LaneCompiler:
     """Turns a parallel loop's body into closures over all lanes: expressions are
     f(run, mask) -> value, statements f(run, mask) -> None; mask None means every lane."""
