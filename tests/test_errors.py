@@ -109,9 +109,11 @@ def _return_without_type_kernel(x):
 def _non_tail_return_kernel(x):
     @ti.kernel
     def k() -> ti.i32:
-        for i in range(4):
+        i = 0
+        while i < 4:
             if x[i] > 0:
                 return i  # <- error
+            i += 1
         return -1
     return k
 

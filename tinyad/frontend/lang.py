@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 
 from tinyad.core import builder as B
+from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadAssertionError, TinyadTypeError
 from tinyad.frontend.matrix import Matrix, entrywise
@@ -180,32 +181,19 @@ def stop_grad(value):
     return B.unary("stop_grad", value) if B.is_expr(value) else value
 
 
-def atomic_add(target, value):  # bodies live in the frontend: these need the target's location
-    raise TinyadTypeError("ti.atomic_add is only available inside kernels", B.current_loc())
+def _atomic(op: str):
+    """ti.atomic_<name>, for IR op `op`: traced by the frontend (frontend/atomics.py), which
+    needs the target's location; called in Python scope, it says where it belongs."""
+    name = "atomic_" + op.removeprefix("bit_")
+
+    def atomic(target, value):
+        raise TinyadTypeError(f"ti.{name} is only available inside kernels")
+    atomic.__name__ = atomic.__qualname__ = name
+    return atomic
 
 
-def atomic_sub(target, value):
-    raise TinyadTypeError("ti.atomic_sub is only available inside kernels", B.current_loc())
-
-
-def atomic_min(target, value):
-    raise TinyadTypeError("ti.atomic_min is only available inside kernels", B.current_loc())
-
-
-def atomic_max(target, value):
-    raise TinyadTypeError("ti.atomic_max is only available inside kernels", B.current_loc())
-
-
-def atomic_and(target, value):
-    raise TinyadTypeError("ti.atomic_and is only available inside kernels", B.current_loc())
-
-
-def atomic_or(target, value):
-    raise TinyadTypeError("ti.atomic_or is only available inside kernels", B.current_loc())
-
-
-def atomic_xor(target, value):
-    raise TinyadTypeError("ti.atomic_xor is only available inside kernels", B.current_loc())
+ATOMICS = {_atomic(op): op for op in ir.ATOMIC_OPS}    # ti.atomic_<name> -> the op it makes
+atomic_add, atomic_sub, atomic_min, atomic_max, atomic_and, atomic_or, atomic_xor = ATOMICS
 
 
 def loop_config(serialize=False, block_dim=None, parallelize=None, **_ignored):
@@ -219,10 +207,6 @@ def sync():
 def block_local(*fields):
     """Taichi's hint to cache fields in GPU shared memory (BLS): a performance hint that
     changes no value, so tinyad accepts it and does nothing."""
-
-
-ATOMICS = {atomic_add: "add", atomic_sub: "sub", atomic_min: "min", atomic_max: "max",
-           atomic_and: "bit_and", atomic_or: "bit_or", atomic_xor: "bit_xor"}
 
 
 # ---- annotations and types ---------------------------------------------------------------
