@@ -196,3 +196,68 @@ def test_funcs_take_structs_by_value_and_kernels_refuse_struct_arguments(mode):
     assert (s[0].a, s[0].b, s[1].a) == (3.0, 3, 1.5)
     with pytest.raises(ti.TinyadTypeError, match="kernel argument 'p' is a struct"):
         takes_struct(st(a=1.0, b=2))
+
+
+def test_a_dataclass_is_a_struct_type_whose_funcs_are_its_methods(mode):
+    """`@ti.dataclass` (Taichi's test_custom_struct / test_struct cases): members from the
+    annotations, values made by name or in order, nested dataclasses, ti.func methods on a
+    value and on a field's element (and a gradient through one, against its derivative), a
+    Python-scope method. tinyad said "no ti.dataclass"."""
+    vec3 = ti.types.vector(3, float)
+
+    @ti.dataclass
+    class Sphere:
+        center: vec3
+        radius: float
+
+        @ti.func
+        def volume(self):
+            return 4.0 / 3.0 * np.pi * self.radius ** 3
+
+        def py_scope_area(self):
+            return 4.0 * np.pi * self.radius ** 2
+
+    @ti.dataclass
+    class Pair:
+        first: Sphere
+        weight: float
+
+        @ti.func
+        def weighted_volume(self):
+            return self.weight * self.first.volume()
+
+    assert Sphere(center=vec3(0.0), radius=2.0).py_scope_area() == pytest.approx(16 * np.pi)
+    made = Pair(Sphere(vec3(1.0, 2.0, 3.0), 0.5))           # in order; weight left zero
+    assert (made.first.radius, made.weight) == (0.5, 0.0)
+
+    spheres = Sphere.field(shape=3, needs_grad=True)
+    loss = ti.field(float, shape=(), needs_grad=True)
+    out = ti.field(float, shape=2)
+
+    @ti.kernel
+    def total():
+        for i in spheres:
+            loss[None] += spheres[i].volume()
+
+    @ti.kernel
+    def values():
+        p = Pair(Sphere(vec3(1.0, 2.0, 3.0), 2.0), weight=3.0)
+        out[0] = p.weighted_volume()
+        out[1] = p.first.center.sum()
+
+    radii = np.array([1.0, 1.5, 2.0])
+    spheres.radius.from_numpy(radii)
+    with ti.ad.Tape(loss=loss):
+        total()
+    assert loss[None] == pytest.approx(sum(4 / 3 * np.pi * radii ** 3), rel=1e-6)
+    assert spheres.radius.grad.to_numpy() == pytest.approx(4 * np.pi * radii ** 2, rel=1e-6)
+    values()
+    assert out.to_numpy() == pytest.approx([3 * 4 / 3 * np.pi * 8, 6.0], rel=1e-6)
+
+
+def test_a_dataclass_member_with_a_default_is_refused(mode):
+    with pytest.raises(ti.TinyadSyntaxError, match="Default value in @dataclass"):
+        @ti.dataclass
+        class Foo:
+            a: int
+            b: float = 3.14

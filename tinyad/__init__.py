@@ -80,7 +80,7 @@ from tinyad.frontend.math import (
     tanh,
 )
 from tinyad.frontend.matrix import Matrix, Vector
-from tinyad.frontend.structs import Struct
+from tinyad.frontend.structs import Struct, dataclass
 from tinyad.kernel import data_oriented, func, kernel, real_func
 from tinyad.ndarray import Ndarray, ndarray
 from tinyad.runtime import init

@@ -17,6 +17,7 @@ from tinyad.frontend.structs import Struct, StructType
 
 class StructField:
     is_tinyad_struct_field = True    # how the frontend recognises one (frontend/structs.py)
+    struct_type = None               # a @ti.dataclass type's field: its elements' methods
 
     def __init__(self, members: dict, name: str):
         object.__setattr__(self, "members", members)

@@ -13,7 +13,6 @@ LEFT_OUT = {
     "GUI": "Taichi's window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "ui": "Taichi's GGUI window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "Struct": "struct fields are not in tinyad yet: use one field per member",
-    "dataclass": "struct types are not in tinyad yet: use one field per member",
     "SparseMatrixBuilder": "sparse matrices are not in tinyad",
     "sparse_matrix_builder": "sparse matrices are not in tinyad",
     "Mesh": "Taichi's meshes are not in tinyad",

@@ -11,12 +11,14 @@ which copies every member into fresh locals, as Taichi does) is a Struct of kern
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 
 from tinyad.core import builder as B
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadAttributeError, TinyadTypeError
+from tinyad.core.errors import TinyadAttributeError, TinyadSyntaxError, TinyadTypeError
+from tinyad.core.srcloc import user_loc
 from tinyad.frontend.lang import MatrixType, VectorType, types
 from tinyad.frontend.matrix import Matrix
 
@@ -27,11 +29,12 @@ def is_struct_field(value) -> bool:
 
 
 class StructType:
-    """`ti.types.struct(a=ti.f32, v=ti.types.vector(3, ti.f32))`."""
+    """`ti.types.struct(a=ti.f32, v=ti.types.vector(3, ti.f32))`; with `methods`, a
+    `@ti.dataclass` class's type (`dataclass` below): its functions are its values' methods."""
 
-    def __init__(self, members=None, **kwargs):
+    def __init__(self, members=None, methods=None, **kwargs):
         members = dict(members or {}, **kwargs)
-        if not members:
+        if not members and not methods:
             raise TinyadTypeError("a struct type needs at least one member")
         self.members = {}
         for name, kind in members.items():
@@ -40,33 +43,73 @@ class StructType:
             if not isinstance(kind, (VectorType, MatrixType, StructType)):
                 kind = T.resolve_dtype(kind)
             self.members[name] = kind
+        self.methods = dict(methods or {})    # name -> ti.func or Python function
 
     def __call__(self, *args, **kwargs):
-        """A struct value: members by keyword (or one dict), each converted to its type."""
-        given = dict(args[0]) if len(args) == 1 and isinstance(args[0], (dict, Struct)) else {}
-        if args and not given:
-            raise TinyadTypeError("struct values take their members by name: st(a=1.0, b=...)")
+        """A struct value: members by keyword, in order by position (or one dict or struct of
+        them), each converted to its type; those not given are zero."""
+        if len(args) == 1 and isinstance(args[0], (dict, Struct)) and \
+                set(dict(args[0])) <= set(self.members):
+            given = dict(args[0])
+        else:
+            if len(args) > len(self.members):
+                raise TinyadTypeError(f"struct has {len(self.members)} member(s), "
+                                      f"{list(self.members)}, and was given {len(args)} values")
+            given = dict(zip(self.members, args))
+        twice = set(given) & set(kwargs)
+        if twice:
+            raise TinyadTypeError(f"struct member(s) {sorted(twice)} given twice")
         given.update(kwargs)
         unknown = set(given) - set(self.members)
         if unknown:
             raise TinyadTypeError(f"struct has no member(s) {sorted(unknown)}; its members are "
                                   f"{list(self.members)}")
         return Struct({name: convert(kind, given.get(name, 0))
-                       for name, kind in self.members.items()})
+                       for name, kind in self.members.items()}, _type=self)
+
+    def method(self, name, value):
+        """Method `name` bound to the struct value `value` (a Struct or a field's element),
+        or None."""
+        fn = self.methods.get(name)
+        if fn is None:
+            return None
+        return fn.__get__(value, type(value))    # (a ti.func binds as in a data_oriented class)
 
     def field(self, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
               layout=None):
         from_api = _STRUCT_FIELD_MAKER[0]
         if from_api is None:   # pragma: no cover  (tinyad/structfield.py installs it on import)
             raise TinyadTypeError("struct fields need `import tinyad`")
-        return from_api(self.members, shape=shape, name=name, offset=offset,
-                        needs_grad=needs_grad, needs_dual=needs_dual)
+        fld = from_api(self.members, shape=shape, name=name, offset=offset,
+                       needs_grad=needs_grad, needs_dual=needs_dual)
+        object.__setattr__(fld, "struct_type", self)     # (its elements' methods)
+        return fld
 
     def __repr__(self):
         return f"struct({', '.join(f'{k}={v}' for k, v in self.members.items())})"
 
 
 _STRUCT_FIELD_MAKER = [None]   # the API layer's struct field constructor (structfield.py)
+
+
+def dataclass(cls) -> StructType:
+    """`@ti.dataclass`: the class's annotated members make a struct type, and its functions
+    (ti.funcs for kernels, plain ones for Python scope) its values' methods."""
+    namespace = vars(sys.modules.get(cls.__module__, None) or object())
+    members = {}
+    for name, kind in cls.__dict__.get("__annotations__", {}).items():
+        if isinstance(kind, str):      # (`from __future__ import annotations`)
+            kind = eval(kind, dict(namespace), dict(vars(cls)))  # noqa: S307  the user's own
+        if name in vars(cls):
+            raise TinyadSyntaxError("Default value in @dataclass is not supported.", user_loc(),
+                                    hint=f"give {cls.__name__}.{name} its value where a "
+                                         f"{cls.__name__} is made")
+        members[name] = kind
+    methods = {name: fn for name, fn in vars(cls).items()
+               if not name.startswith("__") and callable(fn) and name not in members}
+    kind = StructType(members, methods)
+    kind.__name__ = kind.__qualname__ = cls.__name__
+    return kind
 
 
 def convert(kind, value):
@@ -92,17 +135,22 @@ class Struct:
     """A struct value: `ti.Struct(a=1.0, v=ti.Vector([...]))`, or a kernel's copy of `s[i]`.
     Members read as attributes (`p.a`) or by name (`p["a"]`)."""
 
-    def __init__(self, *args, **kwargs):
-        members = dict(args[0]) if len(args) == 1 and isinstance(args[0], dict) else {}
-        if args and not members:
+    def __init__(self, *args, _type=None, **kwargs):
+        if args and not (len(args) == 1 and isinstance(args[0], dict)):
             raise TinyadTypeError("ti.Struct takes its members as a dict or by name")
+        members = dict(args[0]) if args else {}
         members.update(kwargs)
         object.__setattr__(self, "_members", members)
+        object.__setattr__(self, "_type", _type)     # the StructType that made it, or None
 
     def __getattr__(self, name):
         members = object.__getattribute__(self, "_members")
         if name in members:
             return members[name]
+        kind = object.__getattribute__(self, "_type")
+        method = kind.method(name, self) if kind is not None else None
+        if method is not None:
+            return method
         raise TinyadAttributeError(f"struct has no member '{name}'; its members are "
                                    f"{list(members)}")
 
@@ -152,6 +200,11 @@ class StructRef:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
+        kind = self._field.struct_type
+        if name not in self._field.members and kind is not None:
+            method = kind.method(name, self)
+            if method is not None:
+                return method
         fld = self.member_field(name)
         if is_struct_field(fld):
             return StructRef(self._tracer, fld, self._key, self._node)
@@ -177,7 +230,8 @@ def snapshot_struct(tracer, value):
             out[name] = tracer.new_local(B.as_expr(member), name)
         else:
             out[name] = member
-    return Struct(out)
+    kind = value._type if isinstance(value, Struct) else value._field.struct_type
+    return Struct(out, _type=kind)
 
 
 def struct_values(value, names, loc):
