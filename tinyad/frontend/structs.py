@@ -10,8 +10,8 @@ which copies every member into fresh locals, as Taichi does) is a Struct of kern
 """
 from __future__ import annotations
 
+import inspect
 import numbers
-import sys
 
 import numpy as np
 
@@ -95,11 +95,9 @@ _STRUCT_FIELD_MAKER = [None]   # the API layer's struct field constructor (struc
 def dataclass(cls) -> StructType:
     """`@ti.dataclass`: the class's annotated members make a struct type, and its functions
     (ti.funcs for kernels, plain ones for Python scope) its values' methods."""
-    namespace = vars(sys.modules.get(cls.__module__, None) or object())
     members = {}
-    for name, kind in cls.__dict__.get("__annotations__", {}).items():
-        if isinstance(kind, str):      # (`from __future__ import annotations`)
-            kind = eval(kind, dict(namespace), dict(vars(cls)))  # noqa: S307  the user's own
+    # (eval_str: under `from __future__ import annotations` they are strings)
+    for name, kind in inspect.get_annotations(cls, eval_str=True).items():
         if name in vars(cls):
             raise TinyadSyntaxError("Default value in @dataclass is not supported.", user_loc(),
                                     hint=f"give {cls.__name__}.{name} its value where a "
