@@ -502,3 +502,29 @@ def test_an_atomic_max_over_elements_the_loop_also_reads(mode):
     assert int(x[0]) == 2 ** 63
     fold_min()
     assert int(x[0]) == 100
+
+
+def test_integer_vector_types_follow_default_ip(mode):
+    """ti.math.ivec2 holds default_ip, uvec2 the unsigned type as wide, as in Taichi 1.7.4
+    (Taichi's test_vector_types_f64; values checked against Taichi 1.7.4 itself). tinyad
+    fixed them at i32 and u32: under default_ip=ti.i64, 2**40 became 0."""
+    ti.init(mode=mode, default_fp=ti.f64, default_ip=ti.i64)
+    out = ti.field(ti.u64, shape=2)
+
+    @ti.kernel
+    def wide():
+        out[0] = ti.math.uvec2(ti.u64(2 ** 63 - 1)).x
+        out[1] = ti.u64(ti.math.ivec2(2 ** 40, 1).x)
+
+    wide()
+    assert out.to_numpy().tolist() == [2 ** 63 - 1, 2 ** 40]
+    ti.init(mode=mode, default_fp=ti.f64)          # default_ip i32: u32 and i32 entries
+    out = ti.field(ti.u64, shape=2)
+
+    @ti.kernel
+    def narrow():
+        out[0] = ti.math.uvec2(ti.u64(2 ** 63 - 1)).x
+        out[1] = ti.u64(ti.math.ivec2(2 ** 20, 1).x)
+
+    narrow()
+    assert out.to_numpy().tolist() == [2 ** 32 - 1, 2 ** 20]

@@ -80,6 +80,16 @@ def set_typing_defaults(defaults: TypingDefaults) -> None:
     _typing_defaults = defaults
 
 
+class _DefaultUnsigned:
+    """The unsigned type as wide as default_ip (Taichi's default_up): ti.math.uvec2's."""
+
+    def __repr__(self):
+        return "default_up"
+
+
+DEFAULT_UNSIGNED = _DefaultUnsigned()
+
+
 def resolve_dtype(dtype) -> DType:
     """A dtype as users write it (ti.f32, float, int, np.float32, "f32") -> DType."""
     if isinstance(dtype, DType):
@@ -88,6 +98,8 @@ def resolve_dtype(dtype) -> DType:
         return typing_defaults().fp
     if dtype is int:
         return typing_defaults().ip
+    if dtype is DEFAULT_UNSIGNED:
+        return u64 if typing_defaults().ip.bits == 64 else u32
     if isinstance(dtype, str) and dtype in BY_NAME:
         return BY_NAME[dtype]
     try:

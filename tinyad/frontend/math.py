@@ -248,9 +248,10 @@ def _matrix_type(n):
 
 vec2, vec3, vec4 = _vector_type(2), _vector_type(3), _vector_type(4)
 mat2, mat3, mat4 = _matrix_type(2), _matrix_type(3), _matrix_type(4)
-# Taichi's integer vectors: i32 and u32 entries (ivec2(3.7, 2) is [3, 2], an index)
-ivec2, ivec3, ivec4 = (_vector_type(n, T.i32) for n in (2, 3, 4))
-uvec2, uvec3, uvec4 = (_vector_type(n, T.u32) for n in (2, 3, 4))
+# Taichi's integer vectors (ivec2(3.7, 2) is [3, 2], an index): entries of default_ip, and of
+# the unsigned type as wide (i32 and u32 unless ti.init(default_ip=ti.i64)), as in Taichi 1.7.4
+ivec2, ivec3, ivec4 = (_vector_type(n, int) for n in (2, 3, 4))
+uvec2, uvec3, uvec4 = (_vector_type(n, T.DEFAULT_UNSIGNED) for n in (2, 3, 4))
 
 __all__ = ["pi", "e", "inf", "nan", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "exp",
            "log", "log2", "sqrt", "rsqrt", "tanh", "pow", "floor", "ceil", "round", "abs", "min",
