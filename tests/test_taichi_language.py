@@ -508,23 +508,17 @@ def test_integer_vector_types_follow_default_ip(mode):
     """ti.math.ivec2 holds default_ip, uvec2 the unsigned type as wide, as in Taichi 1.7.4
     (Taichi's test_vector_types_f64; values checked against Taichi 1.7.4 itself). tinyad
     fixed them at i32 and u32: under default_ip=ti.i64, 2**40 became 0."""
-    ti.init(mode=mode, default_fp=ti.f64, default_ip=ti.i64)
-    out = ti.field(ti.u64, shape=2)
+    def entries(default_ip, big):
+        ti.init(mode=mode, default_fp=ti.f64, default_ip=default_ip)
+        out = ti.field(ti.u64, shape=2)
 
-    @ti.kernel
-    def wide():
-        out[0] = ti.math.uvec2(ti.u64(2 ** 63 - 1)).x
-        out[1] = ti.u64(ti.math.ivec2(2 ** 40, 1).x)
+        @ti.kernel
+        def store():
+            out[0] = ti.math.uvec2(ti.u64(2 ** 63 - 1)).x
+            out[1] = ti.u64(ti.math.ivec2(big, 1).x)
 
-    wide()
-    assert out.to_numpy().tolist() == [2 ** 63 - 1, 2 ** 40]
-    ti.init(mode=mode, default_fp=ti.f64)          # default_ip i32: u32 and i32 entries
-    out = ti.field(ti.u64, shape=2)
+        store()
+        return out.to_numpy().tolist()
 
-    @ti.kernel
-    def narrow():
-        out[0] = ti.math.uvec2(ti.u64(2 ** 63 - 1)).x
-        out[1] = ti.u64(ti.math.ivec2(2 ** 20, 1).x)
-
-    narrow()
-    assert out.to_numpy().tolist() == [2 ** 32 - 1, 2 ** 20]
+    assert entries(ti.i64, 2 ** 40) == [2 ** 63 - 1, 2 ** 40]
+    assert entries(ti.i32, 2 ** 20) == [2 ** 32 - 1, 2 ** 20]    # u32 and i32 entries
