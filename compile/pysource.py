@@ -51,6 +51,7 @@ from tinyad.compile.plan import LoopPlan, Planner
 from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
 from tinyad.core import ir
 from tinyad.core import types as T
+from tinyad.core.ops import TABLE
 from tinyad.core.printer import format_kernel, with_source_comment
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
@@ -66,9 +67,7 @@ FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
 # numba gives every function a C-callable twin (for first-class function values) unless told
 # not to; nothing takes a kernel's address, and the twin cost ~20 ms of compile a function.
 NO_CFUNC = "no_cfunc_wrapper=True"
-# The bitwise atomics (on integers): Python's operator for a plain update, and numba.cuda's
-# atomic's name where it is not the op's
-BITWISE = {"bit_and": "&", "bit_or": "|", "bit_xor": "^"}
+# numba.cuda's atomic's name where it is not the op's (the bitwise ones, on integers)
 CUDA_ATOMICS = {"bit_and": "and_", "bit_or": "or_", "bit_xor": "xor"}
 
 
@@ -321,8 +320,8 @@ class Generator(ExprWriter, Planner):
             self.line(depth, f"{result} = {target}", s.loc)
         if s.op in ("add", "sub"):
             self.line(depth, f"{target} {'+' if s.op == 'add' else '-'}= {value}", s.loc)
-        elif s.op in BITWISE:
-            self.line(depth, f"{target} {BITWISE[s.op]}= {value}", s.loc)
+        elif s.op in ir.BITWISE_ATOMICS:
+            self.line(depth, f"{target} {TABLE[s.op].infix}= {value}", s.loc)
         elif s.field.dtype.is_int or self.target == "cuda":
             self.line(depth, f"{target} = {s.op}({target}, {value})", s.loc)
         else:

@@ -169,7 +169,7 @@ class FastChecker(PointCopies, LaunchChecker):
     def tape_differentiated(self):
         """The Tape's backward pass has run: the reads its launches filed need no more watching
         (every later write would copy them for nothing). Its launches stay in the history for
-        a manual .grad() of one again (`check_released_replay`)."""
+        a manual .grad() of one again (`_check_released_replay`)."""
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
@@ -179,7 +179,7 @@ class FastChecker(PointCopies, LaunchChecker):
                 launch.released = (stamp, tuple(fields))
         super().tape_differentiated()
 
-    def check_released_replay(self, launch: Launch, kernel_name: str) -> None:
+    def _check_released_replay(self, launch: Launch, kernel_name: str) -> None:
         """A manual .grad() of a launch its Tape differentiated already: a field it replays
         that nothing wrote since still holds what it read; one written since cannot be
         compared any more (rare: interp mode compares it), and the user is told so."""
@@ -391,6 +391,9 @@ class FastChecker(PointCopies, LaunchChecker):
         """Every box the adjoint replays must still hold what the forward launch left there:
         only a read that a write may have changed outside the Tape's compares needs a look."""
         if launch is None:
+            return
+        if launch.released is not None:     # its Tape's backward has run: no reads kept
+            self._check_released_replay(launch, kernel_name)
             return
         for read in launch.snapshots:
             if read.reported or not read.dirty:

@@ -5,13 +5,13 @@ Each access names its `site`: the IR node doing it (a Load, Store or AtomicOp), 
 the user's source line."""
 from __future__ import annotations
 
-import numpy as np
-
+from tinyad.core import ir
 from tinyad.core.errors import out_of_bounds
+from tinyad.core.ops import TABLE
 
-# The ufunc of each atomic op (core/ir.py ATOMIC_OPS), for one element and for lanes (`.at`)
-ATOMIC_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
-                 "bit_and": np.bitwise_and, "bit_or": np.bitwise_or, "bit_xor": np.bitwise_xor}
+# The ufunc of each atomic op (core/ir.py ATOMIC_OPS: the op table's), for one element and for
+# lanes (`.at`)
+ATOMIC_UFUNCS = {op: TABLE[op].eval for op in ir.ATOMIC_OPS}
 
 
 class Memory:

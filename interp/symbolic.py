@@ -170,7 +170,7 @@ class SymbolicDomain:
         if name in _RULES:
             return _RULES[name](self, e)
         if spec.kind == "int":   # bit operations: fine on concrete integers only
-            return _concrete_only(e)
+            return _concrete_only(e.op, e.loc)
         if spec.sym is None:
             raise SymbolicUnsupported(f"`{name}` has no sympy form: give it one in the op "
                                       "table (tinyad/core/ops.py)", e.loc)
@@ -252,14 +252,16 @@ def _no_random(domain, e):
     return no_random
 
 
-def _concrete_only(e):
-    spec = TABLE[e.op]
+def _concrete_only(op: str, loc, what: str | None = None):
+    """Op `op` (a bit operation, or a bitwise atomic, `what` it is called) on concrete
+    integers only: a value that depends on the parameters has no formula."""
+    spec = TABLE[op]
 
     def compute(*values):
         values = [as_number(v) for v in values]
         if not all(v.is_Integer for v in values):
-            raise SymbolicUnsupported(f"{e.op} of a value that depends on the parameters has "
-                                      "no formula", e.loc)
+            raise SymbolicUnsupported(f"{what or op} of a value that depends on the parameters "
+                                      "has no formula", loc)
         return number(spec.eval(*[np.int64(int(v)) for v in values]))
     return compute
 
@@ -313,10 +315,7 @@ class SymbolicMemory(Memory):
         old = Memory.load(self, field, index, site)
         a, b = as_number(old), as_number(value)
         if op in ir.BITWISE_ATOMICS:     # on concrete integers only, as the bit ops
-            if not (a.is_Integer and b.is_Integer):
-                raise SymbolicUnsupported(f"atomic {op} of a value that depends on the "
-                                          "parameters has no formula", site.loc)
-            new = number(TABLE[op].eval(np.int64(int(a)), np.int64(int(b))))
+            new = _concrete_only(op, site.loc, f"atomic {op}")(a, b)
         else:
             new = {"add": lambda: a + b, "sub": lambda: a - b,
                    "min": lambda: sp.Min(a, b), "max": lambda: sp.Max(a, b)}[op]()

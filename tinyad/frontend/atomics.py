@@ -3,11 +3,10 @@ assignments Taichi makes atomic (`+=`, `-=`, and on integers `&=`, `|=`, `^=`), 
 ir.AtomicOp; on a local, the same computed in place."""
 from __future__ import annotations
 
-import numpy as np
-
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core.errors import TinyadSyntaxError, TinyadTypeError
+from tinyad.frontend.lang import is_integer
 from tinyad.frontend.lvalues import FieldRef
 from tinyad.frontend.matrix import Matrix
 
@@ -22,7 +21,7 @@ def trace_atomic_call(tracer, op, node, want_result=True):
     olds = []
     for slot, v in zip(lv.slots, values):
         if isinstance(slot, FieldRef):
-            if op in ir.BITWISE_ATOMICS and not (slot.field.dtype.is_int and _is_integer(v)):
+            if op in ir.BITWISE_ATOMICS and not (slot.field.dtype.is_int and is_integer(v)):
                 raise TinyadTypeError(f"ti.atomic_{op[4:]} needs integers: {slot.field.name} "
                                       f"is {slot.field.dtype}", tracer.loc(node),
                                       hint="bitwise operations take integer fields and values")
@@ -46,11 +45,4 @@ def atomic_update(name, fld, value) -> bool:
     store: the latter raises the operator's type error there)."""
     if name in ("add", "sub"):
         return True
-    return name in ir.BITWISE_ATOMICS and fld.dtype.is_int and _is_integer(value)
-
-
-def _is_integer(value) -> bool:
-    """An integer operand: a Python or numpy integer, or an integer expression."""
-    if isinstance(value, (int, np.integer)):
-        return True
-    return B.is_expr(value) and value.dtype.is_int
+    return name in ir.BITWISE_ATOMICS and fld.dtype.is_int and is_integer(value)

@@ -111,14 +111,14 @@ def bit_shr(x, n):
 
 
 def _raw_div(a, b):
-    if not _is_int(a, b):
+    if not is_integer(a, b):
         return B.binary("truediv", a, b)
     floor, rest = B.binary("floordiv", a, b), B.binary("mod", a, b)
     return B.select(_rounded_down(a, b, rest), B.binary("add", floor, 1), floor)
 
 
 def _raw_mod(a, b):
-    if not _is_int(a, b):
+    if not is_integer(a, b):
         quotient = B.binary("truediv", a, b)
         toward_zero = B.select(B.binary("lt", quotient, 0), B.unary("ceil", quotient),
                                B.unary("floor", quotient))
@@ -134,7 +134,8 @@ def _rounded_down(a, b, rest):
                     B.binary("ne", B.binary("lt", a, 0), B.binary("lt", b, 0)))
 
 
-def _is_int(*values) -> bool:
+def is_integer(*values) -> bool:
+    """Are these all integers: Python or numpy integers, or integer expressions?"""
     return all((v.dtype.is_int if B.is_expr(v) else isinstance(v, (int, np.integer)))
                for v in values)
 

@@ -131,7 +131,7 @@ def rewrite_early_returns(body: list[ast.stmt], budget: list | None = None) -> l
             if rest and _may_return(stmt) and budget[0] >= 0:
                 branches = []
                 for branch in (stmt.body, stmt.orelse):
-                    if not always_returns(branch):
+                    if not _always_returns(branch):
                         budget[0] -= sum(1 for s in rest for _ in ast.walk(s))
                         branch = branch + copy.deepcopy(rest)
                     branches.append(rewrite_early_returns(branch, budget))
@@ -150,13 +150,13 @@ def _may_return(stmt: ast.stmt) -> bool:
     return any(isinstance(node, ast.Return) for node in ast.walk(stmt))
 
 
-def always_returns(block: list[ast.stmt]) -> bool:
+def _always_returns(block: list[ast.stmt]) -> bool:
     """Does every path through `block` end in a `return`?"""
     if not block:
         return False
     last = block[-1]
     if isinstance(last, ast.If):
-        return always_returns(last.body) and always_returns(last.orelse)
+        return _always_returns(last.body) and _always_returns(last.orelse)
     return isinstance(last, ast.Return)
 
 
@@ -176,10 +176,6 @@ def guard_loop_returns(body: list[ast.stmt]) -> list[ast.stmt] | None:
     return [start, *_guard_after_return(body)]
 
 
-def _not_returned(at) -> ast.expr:
-    return ast.copy_location(ast.UnaryOp(ast.Not(), ast.Name(RETURNED, ast.Load())), at)
-
-
 def _guard_after_return(stmts) -> list[ast.stmt]:
     out = []
     for k, stmt in enumerate(stmts):
@@ -193,9 +189,7 @@ def _guard_after_return(stmts) -> list[ast.stmt]:
             stmt = ast.If(test=stmt.test, body=_guard_after_return(stmt.body),
                           orelse=_guard_after_return(stmt.orelse))
         elif isinstance(stmt, ast.For):
-            guarded = ast.copy_location(ast.If(test=_not_returned(stmt),
-                                               body=_guard_after_return(stmt.body), orelse=[]),
-                                        stmt)
+            guarded = _unless(RETURNED, _guard_after_return(stmt.body), stmt)
             stmt = ast.For(target=stmt.target, iter=stmt.iter, body=[guarded],
                            orelse=stmt.orelse, type_comment=None)
         elif isinstance(stmt, ast.While):
@@ -207,9 +201,7 @@ def _guard_after_return(stmts) -> list[ast.stmt]:
         out.append(ast.copy_location(stmt, stmts[k]))
         rest = stmts[k + 1:]
         if rest:
-            out.append(ast.copy_location(ast.If(test=_not_returned(rest[0]),
-                                                body=_guard_after_return(rest), orelse=[]),
-                                         rest[0]))
+            out.append(_unless(RETURNED, _guard_after_return(rest), rest[0]))
         return out
     return out
 
@@ -237,6 +229,12 @@ def _set_flag(flag: str, value: int) -> ast.Assign:
     return ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(value))
 
 
+def _unless(flag: str, body: list[ast.stmt], at: ast.AST) -> ast.If:
+    """`if not flag: body`, at `at`'s place in the source."""
+    test = ast.copy_location(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())), at)
+    return ast.copy_location(ast.If(test=test, body=body, orelse=[]), at)
+
+
 def _guard_after_continue(stmts, flag: str) -> list[ast.stmt]:
     out = []
     for k, stmt in enumerate(stmts):
@@ -249,10 +247,7 @@ def _guard_after_continue(stmts, flag: str) -> list[ast.stmt]:
                 orelse=_guard_after_continue(stmt.orelse, flag)), stmt))
             rest = stmts[k + 1:]
             if rest:
-                test = ast.copy_location(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())),
-                                         rest[0])
-                out.append(ast.copy_location(ast.If(
-                    test=test, body=_guard_after_continue(rest, flag), orelse=[]), rest[0]))
+                out.append(_unless(flag, _guard_after_continue(rest, flag), rest[0]))
             return out
         out.append(stmt)
     return out
