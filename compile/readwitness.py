@@ -50,9 +50,6 @@ class FieldReads:
     __slots__ = ("rows", "wide", "count", "dead")
 
     def __init__(self):
-        self.clear()
-
-    def clear(self) -> None:
         self.rows: dict = {}      # leading index -> [ReplayedRead]
         self.wide: list = []      # reads spanning more rows (or a 0-D field's)
         self.count = 0            # filed
@@ -152,6 +149,6 @@ class ReadIndex:
             if held is not None:
                 held.dead += 1
                 if held.dead == held.count:    # (a Tape's reads let go: a write finds none)
-                    held.clear()
+                    del self.fields[read.field]
                 elif held.dead > 1024 and held.dead * 2 > held.count:
                     held.compact()

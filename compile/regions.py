@@ -34,10 +34,11 @@ class PlannedRead:
     `rows`: the leading indices it spans when few enough to file it by row (FieldReads), else
     None."""
 
-    __slots__ = ("site", "field", "box", "slices", "rows")
+    __slots__ = ("site", "field", "box", "slices", "rows", "span")
 
     def __init__(self, site, box: tuple):
         self.site, self.field, self.box, self.slices = site, site.field, box, box_slices(box)
+        self.span = box[0] if box else (0, 1)     # its leading indices (a 0-D field's one)
         lo, hi = box[0] if box else (0, 0)
         narrow = bool(box) and hi - lo <= NARROW_ROWS and (lo, hi) != (0, self.field.shape[0])
         self.rows = tuple(range(lo, hi)) if narrow else None
@@ -55,14 +56,22 @@ class LaunchPlan:
     again and again); hazards: the fields on which the launch may break a rule within itself
     that only an element-by-element check can clear."""
 
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source")
+    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
+                 "kernel", "read_spans", "write_spans", "read_fields")
 
-    def __init__(self, reads, writes, loads, hazards, written_fields, rows, load_sites):
+    def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites):
         self.reads, self.writes, self.loads = reads, writes, loads
-        self.hazards, self.written_fields = hazards, written_fields
+        self.hazards, self.written_fields = hazards, kernel.written_fields
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
         self.row_source = ((load_sites, loads), writes, _rows)   # a launch's Launch.row_source
+        # What the checker's waiting reads need, per field: the leading indices this launch's
+        # replayed reads span where the arguments move them (those no argument moves are the
+        # kernel's `fixed_spans`), and those its writes span; each field's as one hull.
+        self.kernel = kernel
+        self.read_spans = _hulls((r.field, r.span) for r in reads if r not in kernel.fixed_reads)
+        self.write_spans = _hulls((w.site.field, w.box[0] if w.box else (0, 1)) for w in writes)
+        self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
 
 
 class KernelRegions:
@@ -104,7 +113,8 @@ class KernelRegions:
         self._moving: list | None = None    # [(id(site), box function)] of the others
         # The replayed reads of the fields whose read boxes no argument moves (a time-stepped
         # kernel's weights), planned once; the replayed read sites of the other fields.
-        self._fixed_reads: list = []
+        self.fixed_reads: list = []
+        self.fixed_spans: tuple = ()      # their (field, leading-index hull)
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
 
@@ -164,9 +174,9 @@ class KernelRegions:
         writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
                           else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
         reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
-        reads += self._fixed_reads
-        return LaunchPlan(reads, writes, tuple(box_of(s) for s in self.loads), hazards,
-                          self.written_fields, self.kernel_rows.of_boxes(box_of), self.loads)
+        reads += self.fixed_reads
+        return LaunchPlan(self, reads, writes, tuple(box_of(s) for s in self.loads), hazards,
+                          self.kernel_rows.of_boxes(box_of), self.loads)
 
     def _site_boxes(self, values: tuple) -> dict:
         """id(site) -> the box it may touch in a launch with these arguments (None: it cannot
@@ -183,8 +193,9 @@ class KernelRegions:
             moved = {id(s.field) for s in self.reads if not self._function(s).fixed}
             self._moving_reads = [s for s in self.reads if id(s.field) in moved]
             fixed = [(s, self._fixed[id(s)]) for s in self.reads if id(s.field) not in moved]
-            self._fixed_reads = [self._planned_read(s, b)
-                                 for s, b in _covering([p for p in fixed if p[1] is not None])]
+            self.fixed_reads = [self._planned_read(s, b)
+                                for s, b in _covering([p for p in fixed if p[1] is not None])]
+            self.fixed_spans = _hulls((r.field, r.span) for r in self.fixed_reads)
         boxes = dict(self._fixed)
         for key, function in self._moving:
             boxes[key] = function(*values)
@@ -198,6 +209,15 @@ class KernelRegions:
                 self._planned.clear()
             found = self._planned[key] = PlannedRead(site, box)
         return found
+
+
+def _hulls(pairs) -> tuple:
+    """((field, (lo, hi)), ...): per field, the hull of its spans, in first-seen order."""
+    hulls: dict = {}
+    for fld, (lo, hi) in pairs:
+        held = hulls.get(fld)
+        hulls[fld] = (lo, hi) if held is None else (min(lo, held[0]), max(hi, held[1]))
+    return tuple(hulls.items())
 
 
 def _distinct(sites, by_kind=False):

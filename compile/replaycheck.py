@@ -4,10 +4,13 @@ replayed reads that runs at compiled speed.
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
 function of the launch's integer arguments (compile/regions.py, from core/analysis.py `box`:
-affine indices give their range, a gather its whole dimension); after each forward launch the checker files those boxes
-(compile/readwitness.py; a kernel at step t that reads x[t] files row t only). Nothing is
-copied then: a box is copied just before a write that may overlap it (a launch's write boxes,
-a Python-scope write, a tangent launch), and compared:
+affine indices give their range, a gather its whole dimension). After each forward launch those
+boxes wait, unfiled, with only their leading indices summed up per field: most are never
+written again before the backward pass (a kernel at step t reads row t, the next writes row
+t + 1), and a read no write came near needs nothing. A write that may come near waiting rows
+files them all first (compile/readwitness.py; the field still holds what they read). Nothing
+is copied then either: a filed box is copied just before a write that may overlap it (a
+launch's write boxes, a Python-scope write, a tangent launch), and compared:
   * inside a Tape, right after that write: the writer is known, so the report names it and the
     rule (1, 2, read during accumulation) as interp mode would;
   * before the launch's adjoint, if a write outside the Tape's compares may have changed it (a
@@ -103,7 +106,12 @@ class FastChecker(PointCopies, LaunchChecker):
         # element's first read).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
-        self.shared: dict = {}           # (PlannedRead, version) -> ReplayedRead
+        # Replayed reads not filed yet, as no write has come near them (`_wait`): per field, the
+        # hull of the leading indices they span, and the launches holding them, in order.
+        self.waiting_spans: dict = {}    # field -> (lo, hi)
+        self.waiting: list = []          # launches with `waiting` reads (some let go since)
+        self.waiting_live = 0            # how many of them still wait
+        self.waiting_fixed: set = set()  # kernels whose fixed_spans are in waiting_spans
         self.differentiating = None      # the TapeLog whose backward pass runs now
         self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
 
@@ -117,6 +125,8 @@ class FastChecker(PointCopies, LaunchChecker):
         if fld.role != "primal":     # (only primal fields' writes are followed)
             return
         super().before_write(fld)    # (the gradient points: PointCopies)
+        if fld in self.waiting_spans:
+            self._file_waiting()
         waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
         if not waiting:
             return
@@ -158,11 +168,9 @@ class FastChecker(PointCopies, LaunchChecker):
         self.reads.retire(read)
 
     def tape_scope(self):
-        self.shared = {}      # each Tape files its own reads
         return TapeLog()
 
     def end_tape(self, loc=None):
-        self.shared = {}
         self.differentiating = self.tape
         super().end_tape(loc)
 
@@ -175,6 +183,8 @@ class FastChecker(PointCopies, LaunchChecker):
             stamp = self.next_version()      # every later write has a later version
             for launch in log.launches:
                 fields = {read.field for read in launch.snapshots}
+                if launch.waiting is not None:
+                    fields.update(launch.waiting[0].read_fields)
                 self._release(launch)
                 launch.released = (stamp, tuple(fields))
         super().tape_differentiated()
@@ -196,7 +206,16 @@ class FastChecker(PointCopies, LaunchChecker):
     def before_launch(self, plan: LaunchPlan):
         """Copy the replayed reads the launch's writes may overlap, before they run; -> [(Written,
         [ReplayedRead])] for `after_forward`, or None."""
+        spans = self.waiting_spans
+        if spans:
+            for fld, (lo, hi) in plan.write_spans:
+                held = spans.get(fld)
+                if held is not None and held[0] < hi and lo < held[1]:
+                    self._file_waiting()
+                    break
         hits, fields = None, self.reads.fields
+        if not fields:
+            return None
         for written in plan.writes:
             held = fields.get(written.site.field)
             if held is None:
@@ -228,34 +247,87 @@ class FastChecker(PointCopies, LaunchChecker):
             for written, found in hits:
                 self._after_write(written.site.field, found, launch, tape)
         if plan.reads:
-            self._file_reads(launch, plan, tape)
+            self._wait(launch, plan, tape)
         if tape is not None:
             tape.launches.append(launch)
 
-    def _file_reads(self, launch: Launch, plan: LaunchPlan, tape) -> None:
-        reads = launch.snapshots = []
-        shared, versions, index = self.shared, self.versions, self.reads
+    def _wait(self, launch: Launch, plan: LaunchPlan, tape) -> None:
+        """The boxes `launch`'s adjoint will replay wait, unfiled, until a write may come near
+        their rows (`_comes_near`); most never do, and cost only their rows' spans."""
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
-        custom = self.in_custom_primal
-        for planned in plan.reads:
-            key = (planned, versions.get(planned.field, 0))
-            read = None if custom else shared.get(key)
-            if read is None or read.reported or not read.live:
-                read = ReplayedRead(launch, planned,
-                                    0 if custom or tape is None else self.tapes)
-                index.add(read)
-                if not custom:
-                    if len(shared) > 4096:
-                        shared.clear()
-                    shared[key] = read
-            read.owner = launch
-            reads.append(read)
+        custom = bool(self.in_custom_primal)
+        launch.waiting = (plan, 0 if custom or tape is None else self.tapes, custom)
+        self.waiting.append(launch)
+        self.waiting_live += 1
+        if plan.kernel not in self.waiting_fixed:     # (the same spans at every launch)
+            self.waiting_fixed.add(plan.kernel)
+            self._add_spans(plan.kernel.fixed_spans)
+        self._add_spans(plan.read_spans)
+        if len(self.waiting) > 2 * self.waiting_live + 64:      # let go since: drop them
+            self._respan_waiting()
         self.kept.append(launch)
         oldest = self.kept[0]
         if self.kept_bytes > self.MEMORY_BUDGET or (
                 oldest.number < self.history[0].number and not self.pinned(oldest)):
             self._keep_within_budget()
+
+    def _add_spans(self, pairs) -> None:
+        """Widen the waiting rows' hulls by ((field, (lo, hi)), ...). A hull, not the rows
+        exactly: a write inside it between read rows files the reads early, never late."""
+        spans = self.waiting_spans
+        for fld, span in pairs:
+            held = spans.get(fld)
+            if held is None:
+                spans[fld] = span
+            elif span[0] < held[0] or span[1] > held[1]:
+                spans[fld] = (min(span[0], held[0]), max(span[1], held[1]))
+
+    def _comes_near(self, fld, box) -> bool:
+        """May a write of `box` (None: any part) of `fld` meet a waiting read's rows?"""
+        held = self.waiting_spans.get(fld)
+        if held is None:
+            return False
+        if box is None:
+            return True
+        lo, hi = box[0] if box else (0, 1)
+        return held[0] < hi and lo < held[1]
+
+    def _file_waiting(self) -> None:
+        """A write may come near waiting reads: file them all, as they are still what their
+        launches read (no write came near them since). The reads of one box in one Tape
+        are one read, the first launch's: one copy, one compare, one report."""
+        waiting, shared, index = self.waiting, {}, self.reads
+        self._no_waiting()
+        for launch in waiting:
+            if launch.waiting is None:       # let go since
+                continue
+            plan, tape, custom = launch.waiting
+            launch.waiting = None
+            reads = launch.snapshots = []
+            for planned in plan.reads:
+                read = None if custom else shared.get((planned, tape))
+                if read is None:
+                    read = ReplayedRead(launch, planned, tape)
+                    index.add(read)
+                    if not custom:
+                        shared[(planned, tape)] = read
+                read.owner = launch
+                reads.append(read)
+
+    def _no_waiting(self) -> None:
+        self.waiting, self.waiting_spans, self.waiting_live = [], {}, 0
+        self.waiting_fixed = set()
+
+    def _respan_waiting(self) -> None:
+        """Drop the launches let go from `waiting`, and their rows from the spans."""
+        live = [launch for launch in self.waiting if launch.waiting is not None]
+        self._no_waiting()
+        self.waiting, self.waiting_live = live, len(live)
+        for launch in live:
+            plan = launch.waiting[0]
+            self._add_spans(plan.kernel.fixed_spans)
+            self._add_spans(plan.read_spans)
 
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
         """After a write that may have changed the reads `found` (copied before it)."""
@@ -322,6 +394,8 @@ class FastChecker(PointCopies, LaunchChecker):
         access = super().python_write(fld, index, loc)
         self.wrote((fld,))
         box = None if index is None else tuple((i, i + 1) for i in index)
+        if self._comes_near(fld, box):     # (before_write filed them: not if it was skipped)
+            self._file_waiting()
         log = self.python_writes.setdefault(fld, [])
         log.append(Written(None, box, "python write", access))
         del log[:-64]
@@ -349,7 +423,13 @@ class FastChecker(PointCopies, LaunchChecker):
             self._release(oldest)
 
     def _release(self, launch: Launch) -> None:
-        """Let go of the reads `launch` filed: no replay of it is checked from now on."""
+        """Let go of the reads `launch` filed or left waiting: no replay of it is checked from
+        now on."""
+        if launch.waiting is not None:
+            launch.waiting = None
+            self.waiting_live -= 1
+            if not self.waiting_live:
+                self._no_waiting()
         for read in launch.snapshots:
             if read.owner is launch:      # (a later launch standing on it keeps it)
                 self.reads.retire(read)
@@ -394,6 +474,8 @@ class FastChecker(PointCopies, LaunchChecker):
             return
         if launch.released is not None:     # its Tape's backward has run: no reads kept
             self._check_released_replay(launch, kernel_name)
+            return
+        if launch.waiting is not None:      # no write came near what it read: unchanged
             return
         for read in launch.snapshots:
             if read.reported or not read.dirty:

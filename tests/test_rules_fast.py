@@ -44,13 +44,14 @@ def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
         total()
         launches = [launch for launch in fast.checker.history if launch.kernel == "step"]
         assert len(launches) == steps
-        for t, launch in enumerate(launches):
-            assert [s.box for s in launch.snapshots] == [((t, t + 1), (0, n))]
-            assert launch.snapshots[0].values is None   # no later write overlaps row t: no copy
+        for t, launch in enumerate(launches):   # no later write comes near row t: unfiled
+            assert [p.box for p in launch.waiting[0].reads] == [((t, t + 1), (0, n))]
+            assert launch.snapshots == ()
+        assert fast.checker.waiting_spans[x] == (0, steps + 1)    # (total reads row steps)
         assert fast.checker.kept_bytes == 0
     # the backward pass has run: nothing it replayed is watched any more
-    assert all(launch.snapshots == () for launch in launches)
-    assert not any(fast.checker.reads.overlapping(x, None))
+    assert all(launch.snapshots == () and launch.waiting is None for launch in launches)
+    assert not fast.checker.waiting_spans and not any(fast.checker.reads.overlapping(x, None))
 
 
 def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast):
