@@ -203,7 +203,8 @@ class LaunchChecker:
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
-        self._no_longer_awaiting(oldest)
+        if not oldest.adjoint_runs:      # (its adjoint's run took it out already)
+            self._no_longer_awaiting(oldest)
         key = (oldest.compiled, oldest.scalars)
         if self.latest.get(key) is not oldest:
             return
