@@ -86,6 +86,74 @@ def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast
     assert report.write.loc.text.strip() == "x[t, i] = x[t, i] * 2"
 
 
+def _row_kernels(x, loss):
+    """use(t) adds row t of x squared to the loss; scale_row(t) doubles row t."""
+    @ti.kernel
+    def use(t: ti.i32):
+        for i in range(x.shape[1]):
+            loss[None] += x[t, i] ** 2
+
+    @ti.kernel
+    def scale_row(t: ti.i32):
+        for i in range(x.shape[1]):
+            x[t, i] = x[t, i] * 2
+
+    return use, scale_row
+
+
+def test_waiting_reads_are_filed_when_a_write_comes_near_their_rows(fast):
+    x = ti.field(ti.f64, shape=(10, 4), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(40.0).reshape(10, 4))
+    use, scale_row = _row_kernels(x, loss)
+    fast.element_checker = no_interpreter
+    with ti.ad.Tape(loss):
+        use(0)
+        use(9)
+        first, last = list(fast.checker.history)[-2:]
+        assert fast.checker.waiting_spans[x] == (0, 10) and first.waiting and last.waiting
+        before = x.to_numpy()
+        scale_row(5)    # inside the rows' hull, though no read of row 5: filed, no report
+        assert first.waiting is None and first.snapshots and last.snapshots
+    grad = np.zeros((10, 4))
+    grad[[0, 9]] = 2 * before[[0, 9]]           # d/dx of x^2 on the rows used
+    assert np.allclose(x.grad.to_numpy(), grad)
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss):
+            use(0)
+            use(9)
+            scale_row(5)
+            scale_row(9)     # row 9, filed at scale_row(5), now changes
+    report = info.value.report
+    assert report.element_text == "x[9, 0]"
+    assert (report.read.kernel, report.write.kernel) == ("use", "scale_row")
+    assert (report.read.value, report.write.value) == (36.0, 72.0)
+
+
+def test_a_waiting_read_sees_a_change_after_older_ones_left_the_history(monkeypatch):
+    from tinyad.check import launches
+    monkeypatch.setattr(launches, "FAST_HISTORY", 8)
+    ti.init(mode="fast", default_fp=ti.f64)
+    fast = runtime.backend
+    x = ti.field(ti.f64, shape=(100, 4), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.arange(400.0).reshape(100, 4))
+    use, _ = _row_kernels(x, loss)
+    checker = fast.checker
+    for t in range(100):
+        use(t)          # launches past the history of 8 are let go, and their rows with them
+        assert len(checker.waiting) <= 2 * 9 + 64
+        for launch in checker.history:     # each launch kept still waits, its row covered
+            lo, hi = checker.waiting_spans[x]
+            assert launch in checker.waiting and lo <= launch.scalars[0] < hi
+    assert checker.waiting_spans[x][0] > 0
+    x[99, 1] = -1.0     # what the latest launch read
+    loss.grad[None] = 1
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        use.grad(99)
+    assert (info.value.report.element_text, info.value.report.read.value) == ("x[99, 1]", 397.0)
+
+
 def test_rounding_is_no_change_but_a_real_change_is(fast):
     x = ti.field(ti.f64, shape=4, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
