@@ -220,3 +220,36 @@ def test_a_second_grad_whose_seed_was_consumed_adds_nothing_and_is_not_said(fiel
     cube.grad()
     assert np.isclose(x.grad[None], 3 * 1.5 ** 2)
     assert capsys.readouterr().err == ""
+
+
+def test_a_taped_launch_is_no_recompute_of_an_earlier_one(mode):
+    """A launch the Tape records is differentiated by the Tape: it does not stand for an
+    earlier launch alike that was never differentiated (as a recompute in a manual sweep
+    does), so a manual .grad() still finds that one undifferentiated."""
+    from tinyad.runtime import runtime
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    y = ti.field(ti.f64, shape=3, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def square():
+        for i in x:
+            y[i] = x[i] ** 2
+
+    @ti.kernel
+    def total():
+        for i in y:
+            loss[None] += y[i]
+
+    x.from_numpy(np.array([1.0, 2.0, 3.0]))
+    square()                           # outside any Tape, not differentiated
+    with ti.ad.Tape(loss):             # an adjoint runs after it
+        total()
+    with ti.ad.Tape(loss):
+        square()
+        total()
+    assert np.allclose(x.grad.to_numpy(), [2.0, 4.0, 6.0])      # d/dx of sum x^2
+    outside, taped = [launch for launch in runtime.backend.checker.history
+                      if launch.kernel == "square"]
+    assert taped.repeats is None and taped.adjoint_runs == 1
+    assert outside.adjoint_runs == 0

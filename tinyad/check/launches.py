@@ -181,13 +181,14 @@ class LaunchChecker:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
-        earlier = self._latest_alike(compiled, scalars)
-        if earlier is None and self.forgotten:
-            earlier = self._forgotten_alike(kernel, compiled, scalars)
-        if (earlier is not None and not earlier.adjoint_runs
-                and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
-            launch.repeats = earlier
-            self.forgotten.pop((compiled, scalars), None)
+        if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
+            earlier = self._latest_alike(compiled, scalars)
+            if earlier is None and self.forgotten:
+                earlier = self._forgotten_alike(kernel, compiled, scalars)
+            if (earlier is not None and not earlier.adjoint_runs
+                    and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
+                launch.repeats = earlier
+                self.forgotten.pop((compiled, scalars), None)
         if len(self.history) == self.history.maxlen:
             self._forget(self.history[0])
         if self.custom_recording is not None:
