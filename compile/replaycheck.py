@@ -96,22 +96,18 @@ class FastChecker(PointCopies, LaunchChecker):
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
         self.reads = ReadIndex()         # replayed reads that a write must copy first
-        self.kept: deque = deque()       # launches holding replayed reads, oldest first
+        self.kept: deque = deque()       # launches whose reads are filed, oldest first
         self.kept_bytes = 0              # bytes of the copies they hold
         self.dropped_noted = False
         # Every write of a primal field (a launch that may store into it, a Python write) gives
-        # it a new version. A read of the same site and box at the same version as an earlier
-        # launch's (in this Tape, or since the last one) saw the same values: that launch's
-        # read stands for both (one compare, one report; interp mode's Tape reports an
-        # element's first read).
+        # it a new version: what a launch let go of read is still there if none is later
+        # (`_check_released_replay`).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
         # Replayed reads not filed yet, as no write has come near them (`_wait`): per field, the
-        # hull of the leading indices they span, and the launches holding them, in order.
-        self.waiting_spans: dict = {}    # field -> (lo, hi)
-        self.waiting: list = []          # launches with `waiting` reads (some let go since)
-        self.waiting_live = 0            # how many of them still wait
-        self.waiting_fixed: set = set()  # kernels whose fixed_spans are in waiting_spans
+        # hull of the leading indices they span (waiting_spans: field -> (lo, hi)), and the
+        # launches holding them, in order (waiting; some let go since: waiting_live still wait)
+        self._no_waiting()
         self.differentiating = None      # the TapeLog whose backward pass runs now
         self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
 
@@ -181,12 +177,11 @@ class FastChecker(PointCopies, LaunchChecker):
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
-            for launch in log.launches:
-                fields = {read.field for read in launch.snapshots}
-                if launch.waiting is not None:
-                    fields.update(launch.waiting[0].read_fields)
+            for launch in log.launches:     # (its reads wait, or were filed: not both)
+                fields = launch.waiting[0].read_fields if launch.waiting is not None else \
+                    tuple({read.field: None for read in launch.snapshots})
                 self._release(launch)
-                launch.released = (stamp, tuple(fields))
+                launch.released = (stamp, fields)
         super().tape_differentiated()
 
     def _check_released_replay(self, launch: Launch, kernel_name: str) -> None:
@@ -264,12 +259,11 @@ class FastChecker(PointCopies, LaunchChecker):
             self.waiting_fixed.add(plan.kernel)
             self._add_spans(plan.kernel.fixed_spans)
         self._add_spans(plan.read_spans)
-        if len(self.waiting) > 2 * self.waiting_live + 64:      # let go since: drop them
+        if len(self.waiting) > self.waiting_limit:
             self._respan_waiting()
-        self.kept.append(launch)
-        oldest = self.kept[0]
-        if self.kept_bytes > self.MEMORY_BUDGET or (
-                oldest.number < self.history[0].number and not self.pinned(oldest)):
+        kept = self.kept          # (filed launches only: few leave the history at a time)
+        if kept and (self.kept_bytes > self.MEMORY_BUDGET or (
+                kept[0].number < self.history[0].number and not self.pinned(kept[0]))):
             self._keep_within_budget()
 
     def _add_spans(self, pairs) -> None:
@@ -314,16 +308,29 @@ class FastChecker(PointCopies, LaunchChecker):
                         shared[(planned, tape)] = read
                 read.owner = launch
                 reads.append(read)
+            self.kept.append(launch)      # (in launch order: each batch follows the last)
+        self._keep_within_budget()        # (those that left the history meanwhile go now)
 
     def _no_waiting(self) -> None:
         self.waiting, self.waiting_spans, self.waiting_live = [], {}, 0
         self.waiting_fixed = set()
+        self.waiting_limit = 64       # launches `waiting` holds before `_respan_waiting`
 
     def _respan_waiting(self) -> None:
-        """Drop the launches let go from `waiting`, and their rows from the spans."""
-        live = [launch for launch in self.waiting if launch.waiting is not None]
+        """Drop from `waiting` the launches let go, and those that left the history (no manual
+        .grad() finds them; a Tape's are kept until it differentiates them), and their rows
+        from the spans."""
+        first = self.history[0].number
+        live = []
+        for launch in self.waiting:
+            if launch.waiting is not None:
+                if launch.number >= first or self.pinned(launch):
+                    live.append(launch)
+                else:
+                    launch.waiting = None
         self._no_waiting()
         self.waiting, self.waiting_live = live, len(live)
+        self.waiting_limit = 2 * len(live) + 64
         for launch in live:
             plan = launch.waiting[0]
             self._add_spans(plan.kernel.fixed_spans)
