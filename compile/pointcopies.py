@@ -27,6 +27,13 @@ class PartialPoint:
         self.saved: set = set()
         self.complete = False
 
+    def restart(self) -> None:
+        """Hold a new point of the same primal, taken now, in the same buffer: the field
+        holds all of it until written (a recomputing sweep takes a point a step, and a new
+        buffer's first touch of each page costs more than the row it saves)."""
+        self.saved = set()
+        self.complete = False
+
     def save(self, box: tuple, current: np.ndarray) -> None:
         """`box` of the primal is about to be written: keep what it holds now."""
         if box in self.saved:
@@ -79,7 +86,12 @@ class PointCopies:
                     values = current.copy()
                     points.pop(fld, None)
                 else:
-                    point = points[fld] = PartialPoint(current)
+                    # (a primal's one gradient held the last point: it moves on to this one)
+                    point = points.get(fld)
+                    if point is None:
+                        point = points[fld] = PartialPoint(current)
+                    else:
+                        point.restart()
                     values = point.values
                 for grad in grads:
                     held = self.grad_point.get(grad)
