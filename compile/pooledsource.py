@@ -235,8 +235,8 @@ class PooledModule:
             array = gen.field_names[id(fld)]
             extra.append((copies, f"types.Array(types.{NUMBA_TYPE[fld.dtype.name]}, "
                                   f"{ir.array_rank(fld) + 1}, \"C\")"))
-            calls.append(f"    {copies} = np.zeros((_CHUNKS,) + {array}.shape, "
-                         f"{NP_TYPE[fld.dtype.name]})  # per-chunk copies of {array}")
+            calls.append(f"    {copies} = _tinyad_pool.chunk_copies(\"{copies}\", {array}, "
+                         f"_CHUNKS)  # per-chunk copies of {array}")
         self.for_range(1, var, f"{base}{chunk} * {n} // {chunks}",
                        f"{base}({chunk} + 1) * {n} // {chunks}", loop.loc)
         gen.scope_prologue(id(loop), 2, inner, index=var, stream=ordinal)
