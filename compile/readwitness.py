@@ -16,6 +16,8 @@ look at all of them (that would grow as T^2).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tinyad.compile.regions import NARROW_ROWS
 from tinyad.core import analysis
 
@@ -24,7 +26,7 @@ class ReplayedRead:
     """A box one launch's adjoint replays, and what the checker knows of it."""
 
     __slots__ = ("launch", "site", "field", "box", "slices", "rows", "values", "nbytes", "dirty",
-                 "reported", "tape", "owner", "live")
+                 "reported", "tape", "holders", "live")
 
     def __init__(self, launch, planned, tape):
         self.launch = launch
@@ -38,7 +40,7 @@ class ReplayedRead:
         # the number of the Tape the launch was recorded in (0: none); not the Tape's log,
         # which would keep every launch of that Tape alive as long as one read of it is filed
         self.tape = tape
-        self.owner = launch    # the latest launch standing on this read (one with equal values)
+        self.holders = 0       # the launches standing on this read not let go (equal values)
         self.live = True       # still filed in the index
 
 
@@ -152,3 +154,48 @@ class ReadIndex:
                     del self.fields[read.field]
                 elif held.dead > 1024 and held.dead * 2 > held.count:
                     held.compact()
+
+
+class CopyBuffers:
+    """The arrays that hold copies of replayed reads, used again once no read holds them. A
+    recomputing sweep (mpm's) copies the same grid boxes at every step, 44 MB a run, and a
+    fresh array's first write of each page is a page fault: 30-40 ms of system time a run."""
+
+    KEPT = 64 << 20      # bytes of arrays no read holds, kept for the next copies (at most)
+
+    def __init__(self):
+        self.held: dict = {}     # id(array) -> [array, how many reads hold it]
+        self.free: dict = {}     # (shape, dtype) -> [arrays no read holds]
+        self.free_bytes = 0
+
+    def copy(self, source: np.ndarray) -> np.ndarray:
+        """A copy of `source`, held by no read yet (`hold` each read that takes it); a 0-D
+        field's one value is not pooled."""
+        if not isinstance(source, np.ndarray):
+            return source.copy()
+        spare = self.free.get((source.shape, source.dtype))
+        if spare:
+            array = spare.pop()
+            self.free_bytes -= array.nbytes
+            np.copyto(array, source)
+        else:
+            array = source.copy()
+        self.held[id(array)] = [array, 0]
+        return array
+
+    def hold(self, array: np.ndarray) -> None:
+        entry = self.held.get(id(array))
+        if entry is not None:
+            entry[1] += 1
+
+    def let_go(self, array: np.ndarray) -> None:
+        """A read no longer holds `array` (a view of a whole-field copy is not pooled)."""
+        entry = self.held.get(id(array))
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self.held[id(array)]
+            if self.free_bytes + array.nbytes <= self.KEPT:
+                self.free.setdefault((array.shape, array.dtype), []).append(array)
+                self.free_bytes += array.nbytes

@@ -32,7 +32,7 @@ from tinyad.check import launches, rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
-from tinyad.compile.readwitness import ReadIndex, ReplayedRead
+from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead
 from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, box_slices, regions_of
 from tinyad.core import ir
 from tinyad.core.notices import note
@@ -96,6 +96,7 @@ class FastChecker(PointCopies, LaunchChecker):
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
         self.reads = ReadIndex()         # replayed reads that a write must copy first
+        self.buffers = CopyBuffers()     # the arrays of their copies, used again
         self.kept: deque = deque()       # launches whose reads are filed, oldest first
         self.kept_bytes = 0              # bytes of the copies they hold
         self.dropped_noted = False
@@ -153,9 +154,10 @@ class FastChecker(PointCopies, LaunchChecker):
         key = (read.field, read.box)
         values = made.get(key)
         if values is None:
-            values = made[key] = self.host(read.field)[read.slices].copy()
+            values = made[key] = self.buffers.copy(self.host(read.field)[read.slices])
             read.nbytes = values.nbytes
             self.kept_bytes += values.nbytes
+        self.buffers.hold(values)
         read.values = values
 
     def _may_have_changed(self, read: ReplayedRead) -> None:
@@ -177,25 +179,41 @@ class FastChecker(PointCopies, LaunchChecker):
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
-            for launch in log.launches:     # (its reads wait, or were filed: not both)
-                fields = launch.waiting[0].read_fields if launch.waiting is not None else \
-                    tuple({read.field: None for read in launch.snapshots})
-                self._release(launch)
-                launch.released = (stamp, fields)
+            for launch in log.launches:
+                self._replayed(launch, stamp)
         super().tape_differentiated()
 
+    def manual_adjoint_ran(self, launch: Launch | None) -> None:
+        """A kernel.grad() has replayed `launch` (and the launches it stands for): what they
+        read needs no more watching, as a Tape's launches after its backward pass. (A manual
+        sweep kept every step's copies until its launches left the history: 490 MB for mpm,
+        and a page fault for every new page of them.)"""
+        stamp = self.next_version()
+        while launch is not None:
+            if launch.released is None:
+                self._replayed(launch, stamp)
+            launch = launch.repeats
+
+    def _replayed(self, launch: Launch, stamp: int) -> None:
+        """Let go of what `launch` read, noting which fields (version `stamp`) for a later
+        .grad() of it again (`_check_released_replay`)."""
+        fields = launch.waiting[0].read_fields if launch.waiting is not None else \
+            tuple({read.field: None for read in launch.snapshots})   # (waiting or filed)
+        self._release(launch)
+        launch.released = (stamp, fields)
+
     def _check_released_replay(self, launch: Launch, kernel_name: str) -> None:
-        """A manual .grad() of a launch its Tape differentiated already: a field it replays
-        that nothing wrote since still holds what it read; one written since cannot be
-        compared any more (rare: interp mode compares it), and the user is told so."""
+        """A .grad() of a launch differentiated already (by its Tape, or by hand): a field it
+        replays that nothing wrote since still holds what it read; one written since cannot
+        be compared any more (rare: interp mode compares it), and the user is told so."""
         stamp, fields = launch.released
         written = [f for f in fields if self.versions.get(f, 0) > stamp]
         if written and launch.compiled not in self.released_noted:
             self.released_noted.add(launch.compiled)
             note(f"fast mode: {kernel_name}.grad() differentiates launch #{launch.number} "
-                 f"again, after its Tape's backward pass; {written[0].name} has been written "
-                 "since, and what that launch read of it is no longer kept, so this replay is "
-                 "not checked (tinyad check --mode interp checks it)")
+                 f"again, after its adjoint ran; {written[0].name} has been written since, "
+                 "and what that launch read of it is no longer kept, so this replay is not "
+                 "checked (tinyad check --mode interp checks it)")
 
     # ---- a forward launch ----------------------------------------------------------------------
     def before_launch(self, plan: LaunchPlan):
@@ -306,7 +324,7 @@ class FastChecker(PointCopies, LaunchChecker):
                     index.add(read)
                     if not custom:
                         shared[(planned, tape)] = read
-                read.owner = launch
+                read.holders += 1
                 reads.append(read)
             self.kept.append(launch)      # (in launch order: each batch follows the last)
         self._keep_within_budget()        # (those that left the history meanwhile go now)
@@ -438,9 +456,12 @@ class FastChecker(PointCopies, LaunchChecker):
             if not self.waiting_live:
                 self._no_waiting()
         for read in launch.snapshots:
-            if read.owner is launch:      # (a later launch standing on it keeps it)
+            read.holders -= 1
+            if not read.holders:          # (another launch standing on it keeps it)
                 self.reads.retire(read)
                 self.kept_bytes -= read.nbytes
+                if read.values is not None:
+                    self.buffers.let_go(read.values)
                 read.nbytes, read.values, read.reported = 0, None, True
         launch.snapshots = ()
 
