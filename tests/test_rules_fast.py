@@ -118,12 +118,11 @@ def test_waiting_reads_are_filed_when_a_write_comes_near_their_rows(fast):
     grad = np.zeros((10, 4))
     grad[[0, 9]] = 2 * before[[0, 9]]           # d/dx of x^2 on the rows used
     assert np.allclose(x.grad.to_numpy(), grad)
-    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
-        with ti.ad.Tape(loss):
-            use(0)
-            use(9)
-            scale_row(5)
-            scale_row(9)     # row 9, filed at scale_row(5), now changes
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        use(0)
+        use(9)
+        scale_row(5)
+        scale_row(9)         # row 9, filed at scale_row(5), now changes
     report = info.value.report
     assert report.element_text == "x[9, 0]"
     assert (report.read.kernel, report.write.kernel) == ("use", "scale_row")
