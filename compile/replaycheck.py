@@ -180,17 +180,18 @@ class FastChecker(PointCopies, LaunchChecker):
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
             for launch in log.launches:
-                self._replayed(launch, stamp)
+                if launch.released is None:
+                    self._replayed(launch, stamp)
         super().tape_differentiated()
 
     def manual_adjoint_ran(self, launch: Launch | None) -> None:
         """A kernel.grad() has replayed `launch` (and the launches it stands for): what they
-        read needs no more watching, as a Tape's launches after its backward pass. (A manual
-        sweep kept every step's copies until its launches left the history: 490 MB for mpm,
-        and a page fault for every new page of them.)"""
+        read needs no more watching, as a Tape's launches after its backward pass (which lets
+        go of its own). (A manual sweep kept every step's copies until its launches left the
+        history: 490 MB for mpm, and a page fault for every new page of them.)"""
         stamp = self.next_version()
         while launch is not None:
-            if launch.released is None:
+            if launch.released is None and not launch.tape:
                 self._replayed(launch, stamp)
             launch = launch.repeats
 
