@@ -41,8 +41,9 @@ class Launch:
     # for Python's cyclic collector to go through again and again, 70 ms a full collection.)
     reads: object = None     # interp: the values replayed (a Witness)
     snapshots: list | tuple = ()   # fast mode: values of the regions replayed
-    # fast mode: (its PlannedReads, the Tape number they belong to, in a grad_replaced
-    # function?) while no write has come near them, so they are not filed (replaycheck.py)
+    # fast mode: (its LaunchPlan, the Tape number its reads belong to, in a grad_replaced
+    # function?) while no write has come near what it read, which is not filed then
+    # (compile/replaycheck.py)
     waiting: tuple | None = None
     writes: list | tuple = ()      # fast mode: the regions this launch may write
     problems: list | tuple = ()    # violations to raise if it is differentiated (add_problem)
