@@ -185,15 +185,19 @@ class FastChecker(PointCopies, LaunchChecker):
         super().tape_differentiated()
 
     def manual_adjoint_ran(self, launch: Launch | None) -> None:
-        """A kernel.grad() has replayed `launch` (and the launches it stands for): what they
-        read needs no more watching, as a Tape's launches after its backward pass (which lets
-        go of its own). (A manual sweep kept every step's copies until its launches left the
-        history: 490 MB for mpm, and a page fault for every new page of them.)"""
-        stamp = self.next_version()
+        """A kernel.grad() has replayed `launch`, and the launches it stands for: those of them
+        no .grad() can find again (not the latest alike) need no more watching, as a Tape's
+        launches after its backward pass (which lets go of its own). A manual sweep kept every
+        step's copies until its launches left the history: 490 MB for mpm, and a page fault
+        for every new page of them."""
         while launch is not None:
-            if launch.released is None and not launch.tape:
-                self._replayed(launch, stamp)
+            if self._latest_alike(launch.compiled, launch.scalars) is not launch:
+                self.superseded(launch)
             launch = launch.repeats
+
+    def superseded(self, launch: Launch) -> None:
+        if launch.released is None and not launch.tape:
+            self._replayed(launch, self.next_version())
 
     def _replayed(self, launch: Launch, stamp: int) -> None:
         """Let go of what `launch` read, noting which fields (version `stamp`) for a later

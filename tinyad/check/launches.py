@@ -200,8 +200,16 @@ class LaunchChecker:
             if awaiting is None:
                 awaiting = self.awaiting_adjoint[fld] = {}
             awaiting[launch.number] = launch
+        superseded = self.latest.get((compiled, scalars))
         self.latest[(compiled, scalars)] = launch
+        if superseded is not None and superseded.adjoint_runs:
+            self.superseded(superseded)
         return launch
+
+    def superseded(self, launch: Launch) -> None:
+        """`launch`, differentiated already, is no longer the latest launch alike, so no
+        .grad() finds it again (find_launch takes the latest undifferentiated launch alike,
+        else the latest): what a backend's checker kept for its replay may go."""
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
