@@ -223,8 +223,6 @@ class FastBackend(Backend):
         checker.check_replay(record, name)
         program(scalars, self.rng)
         adjointchecks.after_adjoint(checker, traced, record, manual)
-        if manual:        # (a Tape lets go of its launches once its backward pass has run)
-            checker.manual_adjoint_ran(record)
 
     def _first_launch(self, traced) -> None:
         """Before `traced`'s first launch compiles it: if it touches a field with a gradient, it

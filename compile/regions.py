@@ -38,7 +38,7 @@ class PlannedRead:
 
     def __init__(self, site, box: tuple):
         self.site, self.field, self.box, self.slices = site, site.field, box, box_slices(box)
-        self.span = box[0] if box else (0, 1)     # its leading indices (a 0-D field's one)
+        self.span = leading_span(box)
         lo, hi = box[0] if box else (0, 0)
         narrow = bool(box) and hi - lo <= NARROW_ROWS and (lo, hi) != (0, self.field.shape[0])
         self.rows = tuple(range(lo, hi)) if narrow else None
@@ -70,7 +70,7 @@ class LaunchPlan:
         # kernel's `fixed_spans`), and those its writes span; each field's as one hull.
         self.kernel = kernel
         self.read_spans = _hulls((r.field, r.span) for r in reads if r not in kernel.fixed_reads)
-        self.write_spans = _hulls((w.site.field, w.box[0] if w.box else (0, 1)) for w in writes)
+        self.write_spans = _hulls((w.site.field, leading_span(w.box)) for w in writes)
         self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
 
 
@@ -209,6 +209,11 @@ class KernelRegions:
                 self._planned.clear()
             found = self._planned[key] = PlannedRead(site, box)
         return found
+
+
+def leading_span(box: tuple) -> tuple:
+    """The leading indices a box spans, (lo, hi); a 0-D field's box, (), its one element."""
+    return box[0] if box else (0, 1)
 
 
 def _hulls(pairs) -> tuple:

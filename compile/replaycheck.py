@@ -33,7 +33,14 @@ from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead
-from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, box_slices, regions_of
+from tinyad.compile.regions import (
+    KernelRegions,
+    LaunchPlan,
+    Written,
+    box_slices,
+    leading_span,
+    regions_of,
+)
 from tinyad.core import ir
 from tinyad.core.notices import note
 
@@ -184,19 +191,11 @@ class FastChecker(PointCopies, LaunchChecker):
                     self._replayed(launch, stamp)
         super().tape_differentiated()
 
-    def manual_adjoint_ran(self, launch: Launch | None) -> None:
-        """A kernel.grad() has replayed `launch`, and the launches it stands for: those of them
-        no .grad() can find again (not the latest alike) need no more watching, as a Tape's
-        launches after its backward pass (which lets go of its own). A manual sweep kept every
-        step's copies until its launches left the history: 490 MB for mpm, and a page fault
-        for every new page of them."""
-        while launch is not None:
-            if self._latest_alike(launch.compiled, launch.scalars) is not launch:
-                self.superseded(launch)
-            launch = launch.repeats
-
     def superseded(self, launch: Launch) -> None:
-        if launch.released is None and not launch.tape:
+        """Let go of it, as of a Tape's launches after its backward pass. A manual sweep kept
+        every step's copies until its launches left the history: 490 MB for mpm, and a page
+        fault for every new page of them."""
+        if launch.released is None:
             self._replayed(launch, self.next_version())
 
     def _replayed(self, launch: Launch, stamp: int) -> None:
@@ -225,7 +224,7 @@ class FastChecker(PointCopies, LaunchChecker):
         """Copy the replayed reads the launch's writes may overlap, before they run; -> [(Written,
         [ReplayedRead])] for `after_forward`, or None."""
         spans = self.waiting_spans
-        if spans:
+        if spans:     # (_comes_near, inline: it runs at every launch)
             for fld, (lo, hi) in plan.write_spans:
                 held = spans.get(fld)
                 if held is not None and held[0] < hi and lo < held[1]:
@@ -303,11 +302,9 @@ class FastChecker(PointCopies, LaunchChecker):
     def _comes_near(self, fld, box) -> bool:
         """May a write of `box` (None: any part) of `fld` meet a waiting read's rows?"""
         held = self.waiting_spans.get(fld)
-        if held is None:
-            return False
-        if box is None:
-            return True
-        lo, hi = box[0] if box else (0, 1)
+        if held is None or box is None:
+            return held is not None
+        lo, hi = leading_span(box)
         return held[0] < hi and lo < held[1]
 
     def _file_waiting(self) -> None:

@@ -49,8 +49,9 @@ class Launch:
     problems: list | tuple = ()    # violations to raise if it is differentiated (add_problem)
     adjoint_runs: int = 0
     adjoint_at: int = 0    # when its adjoint last ran (the checker's tick)
-    # Fast mode, once its Tape's backward has run: (the write version then, the fields its
-    # adjoint replays), as what it read is no longer watched (replaycheck.py)
+    # Fast mode, once its Tape's backward has run, or no .grad() can find it again: (the write
+    # version then, the fields its adjoint replays), as what it read is no longer watched
+    # (replaycheck.py)
     released: tuple | None = None
     tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
@@ -202,14 +203,15 @@ class LaunchChecker:
             awaiting[launch.number] = launch
         superseded = self.latest.get((compiled, scalars))
         self.latest[(compiled, scalars)] = launch
-        if superseded is not None and superseded.adjoint_runs:
+        if superseded is not None and superseded.adjoint_runs and not superseded.tape:
             self.superseded(superseded)
         return launch
 
     def superseded(self, launch: Launch) -> None:
-        """`launch`, differentiated already, is no longer the latest launch alike, so no
+        """`launch`, differentiated by hand, is no longer the latest launch alike, so no
         .grad() finds it again (find_launch takes the latest undifferentiated launch alike,
-        else the latest): what a backend's checker kept for its replay may go."""
+        else the latest): what a backend's checker kept for its replay may go. (A Tape's
+        launches are its own to let go.)"""
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
@@ -247,11 +249,16 @@ class LaunchChecker:
         return launch.tape == self.tapes and launch.tape and not launch.adjoint_runs
 
     def adjoint_ran(self, launch: Launch | None):
+        """`launch`'s adjoint has run, for it and the launches it stands for (a recompute's
+        forward, which is not the latest alike: no .grad() finds it again)."""
         self.last_adjoint_at = self.tick()
         while launch is not None:
             self._no_longer_awaiting(launch)
             launch.adjoint_runs += 1
             launch.adjoint_at = self.last_adjoint_at
+            if not launch.tape and self._latest_alike(launch.compiled, launch.scalars) \
+                    is not launch:
+                self.superseded(launch)
             launch = launch.repeats
 
     def tape_scope(self):
