@@ -96,9 +96,7 @@ def _check_order(checker, launch, facts, kernel_name):
         return
     later_ones = {}      # the launches after this one, awaiting their adjoint, that load them
     for fld in produced:
-        for later in reversed(checker.awaiting_adjoint.get(fld, {}).values()):
-            if later.time <= launch.time:
-                break
+        for later in checker.awaiting_after(fld, launch.time):
             later_ones[later.number] = later
     for number in sorted(later_ones):          # in launch order: the first one is reported
         later = later_ones[number]

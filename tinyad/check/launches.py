@@ -122,8 +122,11 @@ class LaunchChecker:
         self.history: deque = deque(maxlen=history or HISTORY)
         # field with a gradient -> {launch number: launch} of the launches in the history not
         # yet differentiated that load it, in launch order: what the order check of a manual
-        # sweep looks at (tinyad/check/adjoints.py), without walking the whole history
+        # sweep looks at (tinyad/check/adjoints.py), without walking the whole history. A
+        # Tape's launches are not filed there (its backward would take each out again): the
+        # latest Tape's launches are `taped`, in order.
         self.awaiting_adjoint: dict = {}
+        self.taped: list = []
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
         # (kernel, scalars) of launches that left the history not yet differentiated (the
         # oldest forgotten first past FORGOTTEN_KEPT), and the kernels told about it
@@ -161,7 +164,8 @@ class LaunchChecker:
         self.derived_outside_tape: dict = {}
         self.written_in_tape: dict = {}       # field -> spans taped launches may have written
         self.warned_in_tape: set = set()
-        # kernel -> (id, size) of the Tape's taint it was last checked against (before_forward)
+        # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
+        # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
 
     def report(self, error) -> None:
@@ -196,11 +200,14 @@ class LaunchChecker:
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
         self.history.append(launch)
-        for fld in kernel_facts(compiled).loads_differentiable:
-            awaiting = self.awaiting_adjoint.get(fld)
-            if awaiting is None:
-                awaiting = self.awaiting_adjoint[fld] = {}
-            awaiting[launch.number] = launch
+        if launch.tape:
+            self.taped.append(launch)
+        else:
+            for fld in kernel_facts(compiled).loads_differentiable:
+                awaiting = self.awaiting_adjoint.get(fld)
+                if awaiting is None:
+                    awaiting = self.awaiting_adjoint[fld] = {}
+                awaiting[launch.number] = launch
         superseded = self.latest.get((compiled, scalars))
         self.latest[(compiled, scalars)] = launch
         if superseded is not None and superseded.adjoint_runs and not superseded.tape:
@@ -215,7 +222,7 @@ class LaunchChecker:
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
-        if not oldest.adjoint_runs:      # (its adjoint's run took it out already)
+        if not oldest.adjoint_runs and not oldest.tape:   # (else not awaiting there)
             self._no_longer_awaiting(oldest)
         key = (oldest.compiled, oldest.scalars)
         if self.latest.get(key) is not oldest:
@@ -244,6 +251,20 @@ class LaunchChecker:
         for fld in kernel_facts(launch.compiled).loads_differentiable:
             self.awaiting_adjoint[fld].pop(launch.number, None)
 
+    def awaiting_after(self, fld, time: int) -> list:
+        """The launches after `time` that load `fld` and await their adjoint, latest first."""
+        found = []
+        for later in reversed(self.awaiting_adjoint.get(fld, {}).values()):
+            if later.time <= time:
+                break
+            found.append(later)
+        for later in reversed(self.taped):
+            if later.time <= time:
+                break
+            if not later.adjoint_runs and fld in kernel_facts(later.compiled).loads_differentiable:
+                found.append(later)
+        return found
+
     def pinned(self, launch: Launch) -> bool:
         """Is `launch` in the latest Tape and not yet differentiated? Its Tape will replay it."""
         return launch.tape == self.tapes and launch.tape and not launch.adjoint_runs
@@ -253,7 +274,8 @@ class LaunchChecker:
         forward, which is not the latest alike: no .grad() finds it again)."""
         self.last_adjoint_at = self.tick()
         while launch is not None:
-            self._no_longer_awaiting(launch)
+            if not launch.adjoint_runs and not launch.tape:
+                self._no_longer_awaiting(launch)
             launch.adjoint_runs += 1
             launch.adjoint_at = self.last_adjoint_at
             if not launch.tape and self._latest_alike(launch.compiled, launch.scalars) \
@@ -311,9 +333,9 @@ class LaunchChecker:
 
     def begin_tape(self):
         self.tapes += 1
+        self.taped = []
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
-        self.paths_checked = {}
         self.written_in_tape, self.warned_in_tape = {}, set()
 
     def end_tape(self, loc=None):
@@ -452,10 +474,15 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
                 checker.report(rules.value_passed_around_tape(
                     kernel=kernel_name, argument=name, field=fld.name, element=index,
                     read=Access("read", loc, None, None, None, value)))
-    # What this check finds depends on the kernel and the taint only, and the taint only grows
-    # within a Tape: a kernel checked against this Tape's taint, unchanged since, passes again.
+    # What this check finds depends on the kernel and the taint's fields only (which kernel
+    # tainted a field is only named in a report): a kernel checked against the same fields
+    # before, in this Tape or an earlier one, passes again and taints what it tainted then.
     taint = checker.taint
-    if checker.paths_checked.get(compiled) == (id(taint), len(taint)):
+    before = tuple(taint)
+    checked = checker.paths_checked.get(compiled)
+    if checked is not None and checked[0] == before:
+        for target, entry in checked[1]:
+            taint.setdefault(target, entry)
         return
     for target, sources, loc in facts.dependencies:
         differentiable = {s for s in sources if s.grad is not None or s in taint}
@@ -470,7 +497,8 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
                     kernel=kernel_name, field=source.name, read_loc=loc,
                     written_at=taint[source][0], writer=taint[source][1]))
                 return
-    checker.paths_checked[compiled] = (id(taint), len(taint))
+    checker.paths_checked[compiled] = (before, tuple(
+        (fld, entry) for fld, entry in taint.items() if fld not in before))
 
 
 def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
