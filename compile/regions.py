@@ -171,8 +171,14 @@ class KernelRegions:
             if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
                                    for _, w in boxed(writes)):
                 hazards.append(fld)
-        writes = [Written(site, b, "store" if isinstance(site.node, ir.Store)
-                          else "atomic_" + site.node.op) for site, b in boxed(self.writes)]
+        # One Written per field, box and kind (the first store's, as a report names): the nine
+        # atomics of a scatter's stencil may each write the whole grid.
+        writes, seen = [], set()
+        for site, b in boxed(self.writes):
+            kind = "store" if isinstance(site.node, ir.Store) else "atomic_" + site.node.op
+            if (id(site.field), b, kind) not in seen:
+                seen.add((id(site.field), b, kind))
+                writes.append(Written(site, b, kind))
         reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
         reads += self.fixed_reads
         return LaunchPlan(self, reads, writes, tuple(box_of(s) for s in self.loads), hazards,

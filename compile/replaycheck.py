@@ -275,14 +275,25 @@ class FastChecker(PointCopies, LaunchChecker):
         # recomputes what it needs): they are the launch's own, not the Tape's.
         custom = bool(self.in_custom_primal)
         launch.waiting = (plan, 0 if custom or tape is None else self.tapes, custom)
-        self.waiting.append(launch)
+        waiting = self.waiting
+        waiting.append(launch)
         self.waiting_live += 1
         if plan.kernel not in self.waiting_fixed:     # (the same spans at every launch)
             self.waiting_fixed.add(plan.kernel)
             self._add_spans(plan.kernel.fixed_spans)
-        self._add_spans(plan.read_spans)
-        if len(self.waiting) > self.waiting_limit:
-            self._respan_waiting()
+        spans = self.waiting_spans
+        for fld, span in plan.read_spans:     # (_add_spans, inline: it runs at every launch)
+            held = spans.get(fld)
+            if held is None:
+                spans[fld] = span
+            elif span[0] < held[0] or span[1] > held[1]:
+                spans[fld] = (min(span[0], held[0]), max(span[1], held[1]))
+        if len(waiting) > self.waiting_limit:
+            if self.waiting_live == len(waiting) and waiting[0].number >= \
+                    self.history[0].number:      # none to drop (a Tape's, say): room for more
+                self.waiting_limit = 2 * len(waiting) + 64
+            else:
+                self._respan_waiting()
         kept = self.kept          # (filed launches only: few leave the history at a time)
         if kept and (self.kept_bytes > self.MEMORY_BUDGET or (
                 kept[0].number < self.history[0].number and not self.pinned(kept[0]))):

@@ -536,6 +536,31 @@ def test_taichi_grad_of_integer_kernels_and_unseeded_kernels_run(mode, capsys):
     assert capsys.readouterr().err.count("Unseeded gradient (warning)") == 4
 
 
+def test_an_output_seeded_only_far_into_it_is_seeded(mode):
+    """Whether a later launch's outputs are seeded (the order check) looks at the start of a
+    large output first, then at all of it."""
+    x = ti.field(ti.f64, shape=8192, needs_grad=True)
+    y = ti.field(ti.f64, shape=8192, needs_grad=True)
+    z = ti.field(ti.f64, shape=(2, 8192), needs_grad=True)
+
+    @ti.kernel
+    def stage1():
+        for i in x:
+            y[i] = 2 * x[i]
+
+    @ti.kernel
+    def stage2(t: ti.i32):
+        for i in y:
+            z[t, i] = y[i] * y[i]
+
+    stage1()
+    stage2(1)
+    z.grad[1, 5000] = 1.0
+    with pytest.raises(ti.SilentZeroRuleError) as info:
+        stage1.grad()
+    assert info.value.report.rule == "Adjoints out of order"
+
+
 def _two_stage(x, loss):
     y = ti.field(ti.f64, shape=4, needs_grad=True)
 

@@ -72,11 +72,20 @@ def _seeded(grad, launch) -> bool:
     (an adjoint reads a store's gradient at the store's index), so only those are looked at, not
     a time-indexed field's every step. Otherwise (interp mode, no launch) the whole field."""
     data = grad.data
-    boxes = [w.box for w in launch.writes if w.site is not None and w.site.field is grad.primal] \
+    # (each box once: a scatter's stencil of atomics, 9 sites, may write the whole grid 9 times)
+    boxes = {w.box for w in launch.writes if w.site is not None and w.site.field is grad.primal} \
         if launch is not None else None
     if boxes and None not in boxes:
-        return any(data[tuple(slice(lo, hi) for lo, hi in box)].any() for box in boxes)
-    return bool(data.any())
+        return any(_any(data[tuple(slice(lo, hi) for lo, hi in box)]) for box in boxes)
+    return _any(data)
+
+
+def _any(values) -> bool:
+    """Is any element nonzero? A seeded gradient usually is near its start: its first
+    thousand elements are looked at first (a row of mpm's F.grad is 128 kB)."""
+    if values.size > 4096 and values.flags.c_contiguous and values.reshape(-1)[:1024].any():
+        return True
+    return bool(values.any())
 
 
 def _rows(launch):
@@ -144,22 +153,24 @@ def _check_rounds(checker, launch, facts, kernel_name):
 def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
     checker.adjoint_ran(launch)
     time = checker.tick()
+    sweep = None       # the user's line of this gradient, found once (a walk up the stack)
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated_at[grad] = time
-        _remember_gradient_point(checker, grad, manual)
+        held = checker.grad_point.get(grad)
+        changed = checker.primal_changed.get(grad.primal)
+        if held is not None and (changed is None or changed.time < held[2]):
+            continue      # taken at these values already: once per sweep
+        if sweep is None:
+            # (a Tape's adjoints run from its `with` block, found once per Tape: a walk up
+            # the stack per adjoint costs more than a launch of a small kernel)
+            sweep = Access("gradient taken", user_loc() if manual or checker.backward_loc
+                           is None else checker.backward_loc)
+        _remember_gradient_point(checker, grad, sweep)
 
 
-def _remember_gradient_point(checker: LaunchChecker, grad, manual: bool) -> None:
-    """Keep the values of `grad`'s primal at which this gradient was taken: once per sweep (a
-    new copy only when the primal changed since the last one)."""
-    held = checker.grad_point.get(grad)
-    changed = checker.primal_changed.get(grad.primal)
-    if held is not None and (changed is None or changed.time < held[2]):
-        return
-    # (a Tape's adjoints run from its `with` block, found once per Tape: a walk up the stack
-    # per adjoint costs more than a launch of a small kernel)
-    sweep = Access("gradient taken", user_loc() if manual or checker.backward_loc is None
-                   else checker.backward_loc)
+def _remember_gradient_point(checker: LaunchChecker, grad, sweep: Access) -> None:
+    """Keep the point `sweep` took `grad` at: the values its primal holds now (copied when
+    the primal is next written, where the backend says before each write)."""
     if checker.copies_before_writes:     # copied by the first write after this (before_write)
         checker.grad_point[grad] = (None, sweep, checker.tick())
         checker.uncopied_points.setdefault(grad.primal, []).append(grad)
