@@ -116,6 +116,7 @@ class FastBackend(Backend):
             if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
+        launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None

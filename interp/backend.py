@@ -72,6 +72,7 @@ class InterpBackend(Backend):
         launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
                                     scalars, launch_rows(traced, scalars))
         record = checker.new_launch(name, traced, scalars)
+        launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()

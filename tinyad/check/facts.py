@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyad.core import analysis, ir
+from tinyad.core.zeroing import zeroed_gradients
 from tinyad.core.errors import TinyadError
 
 
@@ -19,6 +20,7 @@ class KernelFacts:
     first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
     grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
+    grads_zeroed: tuple     # those its IR proves every launch leaves all zero (core/zeroing.py)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
 
 
@@ -52,7 +54,7 @@ def _analyse(compiled) -> KernelFacts:
         replayed, targets = frozenset(), {}
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
                        _dependencies(body), first_store, first_load, tuple(targets.values()),
-                       tuple(grads_stored.values()),
+                       tuple(grads_stored.values()), zeroed_gradients(compiled.ir),
                        tuple(f for f in loaded.values() if f.grad is not None))
 
 

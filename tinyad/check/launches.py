@@ -563,13 +563,23 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
 ALL_ROWS = ((0, 1 << 62),)
 
 
+def clear_zeroed_gradients(checker: LaunchChecker, compiled) -> None:
+    """Before a launch: a kernel that leaves a gradient all zero clears it, as a Python-scope
+    fill(0) does (DiffTaichi's clear_grid zeroes the grid's gradients before each recomputed
+    step): what it held is gone, so no later check need look at it, nor keep what the launch
+    overwrites of its primal for it. Here the gradients the IR proves it zeroes."""
+    for grad in kernel_facts(compiled).grads_zeroed:
+        checker.gradient_cleared(grad, checker.tick())
+
+
 def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
-    """A kernel that stores into a gradient and leaves all of it zero has cleared it, as a
-    Python-scope fill(0) does (DiffTaichi's clear_grid zeroes the grid's gradients before each
-    recomputed step): what it held before is gone, so no later check need look at it. `host`:
-    a field -> its array as it is now."""
-    for grad in kernel_facts(compiled).grads_stored:
-        if not host(grad).any():
+    """After a launch: the gradients it stores into that the IR did not prove it zeroes, when
+    they hold only zeros now. `host`: a field -> its array as it is now."""
+    facts = kernel_facts(compiled)
+    if len(facts.grads_stored) == len(facts.grads_zeroed):
+        return
+    for grad in facts.grads_stored:
+        if grad not in facts.grads_zeroed and not host(grad).any():
             checker.gradient_cleared(grad, checker.tick())
 
 
