@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinyad.core import analysis, ir
-from tinyad.core.zeroing import zeroed_gradients
 from tinyad.core.errors import TinyadError
+from tinyad.core.zeroing import zeroed_gradients
 
 
 @dataclass(frozen=True)
