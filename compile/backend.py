@@ -116,7 +116,9 @@ class FastBackend(Backend):
             if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
-        launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
+        stores_grads = kernel_facts(traced).grads_stored
+        if stores_grads:     # (before the copies for their primals' gradient points)
+            launchchecks.clear_zeroed_gradients(checker, traced)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
@@ -136,7 +138,8 @@ class FastBackend(Backend):
         if saved_grads:
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
-        launchchecks.note_zeroed_gradients(checker, traced, checker.host)
+        if stores_grads:
+            launchchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:

@@ -415,6 +415,8 @@ class LaunchChecker:
             waiting = self.uncopied_points.get(grad.primal)
             if waiting and grad in waiting:
                 waiting.remove(grad)
+                if not waiting:      # (an empty list would still ask each launch to look)
+                    del self.uncopied_points[grad.primal]
 
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
@@ -576,8 +578,6 @@ def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
     """After a launch: the gradients it stores into that the IR did not prove it zeroes, when
     they hold only zeros now. `host`: a field -> its array as it is now."""
     facts = kernel_facts(compiled)
-    if len(facts.grads_stored) == len(facts.grads_zeroed):
-        return
     for grad in facts.grads_stored:
         if grad not in facts.grads_zeroed and not host(grad).any():
             checker.gradient_cleared(grad, checker.tick())
