@@ -107,7 +107,8 @@ class KernelRegions:
             for fld in analysis.own_element_overwrites(kernel, replayed)}
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
-        self._cache: dict = {}
+        self._cache: dict = {}          # integer argument values -> LaunchPlan
+        self._by_scalars: dict = {}     # a launch's scalar arguments -> LaunchPlan
         self._functions: dict = {}     # id(site) -> its box function
         self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
         self._moving: list | None = None    # [(id(site), box function)] of the others
@@ -140,13 +141,26 @@ class KernelRegions:
 
     def plan(self, scalars: tuple) -> LaunchPlan:
         """The launch's plan (see LaunchPlan), computed on the first launch with these integer
-        arguments."""
+        arguments. Looked up by the arguments as they came first (a time step's `t`), then by
+        the integer ones the boxes depend on (a float argument may differ at each launch)."""
+        try:
+            found = self._by_scalars.get(scalars)
+        except TypeError:      # an unhashable argument
+            found = None
+        if found is not None:
+            return found
         values = self.arg_values(scalars)
         found = self._cache.get(values)
         if found is None:
             if len(self._cache) >= self.PLANS_KEPT:
                 self._cache.clear()
             found = self._cache[values] = self._make_plan(values)
+        if len(self._by_scalars) >= self.PLANS_KEPT:
+            self._by_scalars.clear()
+        try:
+            self._by_scalars[scalars] = found
+        except TypeError:
+            pass
         return found
 
     def boxes(self, scalars: tuple):
