@@ -612,6 +612,22 @@ def test_init_accepts_taichi_options(capsys):
         ti.init(not_an_option=1)
 
 
+@pytest.mark.parametrize("arch", ["gpu", "dx11", "dx12", "gles", "amdgpu"])
+def test_every_taichi_arch_name_runs_a_kernel(mode, arch):
+    """Taichi's arch names all exist (a test's `exclude=[ti.gles]` names them too); a GPU arch
+    runs on CUDA where fast mode finds one, else on the CPU."""
+    ti.init(mode=mode, arch=getattr(ti, arch))
+    x = ti.field(ti.f32, shape=4)
+
+    @ti.kernel
+    def fill():
+        for i in x:
+            x[i] = 2 * i
+
+    fill()
+    assert x.to_numpy().tolist() == [0, 2, 4, 6]
+
+
 def test_fields_reached_through_python_containers(mode):
     outs = {"a": ti.field(ti.f32, shape=4), "b": ti.field(ti.i32, shape=4)}
     pair = (ti.field(ti.f32, shape=4),)

@@ -109,7 +109,9 @@ TaichiRuntimeError, TaichiAssertionError = TinyadRuntimeError, TinyadAssertionEr
 float32, float64, int32, int64, uint8 = f32, f64, i32, i64, u8
 int8, int16, uint16, uint32, uint64 = i8, i16, u16, u32, u64
 cpu, x64, arm64 = "cpu", "cpu", "cpu"
+# Taichi's GPU archs: fast mode runs CUDA where a GPU is found, else the CPU (and says so)
 gpu, cuda, vulkan, metal, opengl = "cuda", "cuda", "cuda", "cuda", "cuda"
+dx11, dx12, gles, amdgpu = "cuda", "cuda", "cuda", "cuda"
 i, j, k, l = Axis("i"), Axis("j"), Axis("k"), Axis("l")  # noqa: E741  (Taichi's names)
 ij, ik, jk, ijk, ijkl = Axis("ij"), Axis("ik"), Axis("jk"), Axis("ijk"), Axis("ijkl")
 
