@@ -8,6 +8,7 @@ after each launch. Fields stay in host numpy arrays, the default storage.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
@@ -70,7 +71,7 @@ class InterpBackend(Backend):
         name = traced.ir.name
         checker = self.checker
         launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars, launch_rows(traced, scalars))
+                                    scalars, functools.partial(launch_rows, traced, scalars))
         record = checker.new_launch(name, traced, scalars)
         launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         self._before_writes(traced)

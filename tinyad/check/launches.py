@@ -452,7 +452,8 @@ class LaunchChecker:
 def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
                    rows=None) -> None:
     """`rows`, where the backend knows them before the launch: ({field: spans read},
-    {field: spans written}) of leading indices (None: every row of every field it touches)."""
+    {field: spans written}) of leading indices (None: every row of every field it touches), or
+    a function that works them out, called only if a check needs them (most launches' do not)."""
     facts = kernel_facts(compiled)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)
@@ -467,7 +468,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
             _remember_derivations(checker, compiled, facts, kernel_name, rows)
         return
     if checker.derived_outside_tape:     # (it changes only outside a Tape)
-        _check_computed_before_tape(checker, facts, kernel_name, rows)
+        _check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -529,6 +530,7 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
         if derived is None:
             checker.derived_outside_tape.pop(target, None)
             continue
+        rows = _rows_now(rows)
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
         held = checker.derived_outside_tape.get(target)
         if held is not None:
@@ -536,6 +538,11 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
         checker.derived_outside_tape[target] = (*derived, spans)
+
+
+def _rows_now(rows):
+    """before_forward's `rows`, worked out if they were given as a function."""
+    return rows() if callable(rows) else rows
 
 
 def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str,
