@@ -46,11 +46,12 @@ from tinyad.core.notices import note
 
 
 class TapeLog:
-    """The launches inside one Tape, in order (the reads they replay are filed in the checker's
-    ReadIndex, each with the Tape it belongs to; what each wrote is its `writes`)."""
+    """The launches inside one Tape, in order: the checker's list of them (LaunchChecker.taped;
+    the reads they replay are filed in the checker's ReadIndex, each with the Tape it belongs
+    to; what each wrote is its `writes`)."""
 
-    def __init__(self):
-        self.launches: list = []
+    def __init__(self, launches: list):
+        self.launches = launches
 
     def writes_of(self, fld) -> list:
         """[(Launch, Written)] of the writes of `fld` in this Tape, in order (for a report)."""
@@ -173,7 +174,7 @@ class FastChecker(PointCopies, LaunchChecker):
         self.reads.retire(read)
 
     def tape_scope(self):
-        return TapeLog()
+        return TapeLog(self.taped)      # (begin_tape has made the new Tape's list)
 
     def end_tape(self, loc=None):
         self.differentiating = self.tape
@@ -265,8 +266,6 @@ class FastChecker(PointCopies, LaunchChecker):
                 self._after_write(written.site.field, found, launch, tape)
         if plan.reads:
             self._wait(launch, plan, tape)
-        if tape is not None:
-            tape.launches.append(launch)
 
     def _wait(self, launch: Launch, plan: LaunchPlan, tape) -> None:
         """The boxes `launch`'s adjoint will replay wait, unfiled, until a write may come near
@@ -278,16 +277,7 @@ class FastChecker(PointCopies, LaunchChecker):
         waiting = self.waiting
         waiting.append(launch)
         self.waiting_live += 1
-        if plan.kernel not in self.waiting_fixed:     # (the same spans at every launch)
-            self.waiting_fixed.add(plan.kernel)
-            self._add_spans(plan.kernel.fixed_spans)
-        spans = self.waiting_spans
-        for fld, span in plan.read_spans:     # (_add_spans, inline: it runs at every launch)
-            held = spans.get(fld)
-            if held is None:
-                spans[fld] = span
-            elif span[0] < held[0] or span[1] > held[1]:
-                spans[fld] = (min(span[0], held[0]), max(span[1], held[1]))
+        self._widen(plan)
         if len(waiting) > self.waiting_limit:
             if self.waiting_live == len(waiting) and waiting[0].number >= \
                     self.history[0].number:      # none to drop (a Tape's, say): room for more
@@ -298,6 +288,14 @@ class FastChecker(PointCopies, LaunchChecker):
         if kept and (self.kept_bytes > self.MEMORY_BUDGET or (
                 kept[0].number < self.history[0].number and not self.pinned(kept[0]))):
             self._keep_within_budget()
+
+    def _widen(self, plan: LaunchPlan) -> None:
+        """Widen the waiting rows' hulls by the rows a launch with `plan` reads: its kernel's
+        fixed ones once, the ones its arguments move each time."""
+        if plan.kernel not in self.waiting_fixed:
+            self.waiting_fixed.add(plan.kernel)
+            self._add_spans(plan.kernel.fixed_spans)
+        self._add_spans(plan.read_spans)
 
     def _add_spans(self, pairs) -> None:
         """Widen the waiting rows' hulls by ((field, (lo, hi)), ...). A hull, not the rows
@@ -363,9 +361,7 @@ class FastChecker(PointCopies, LaunchChecker):
         self.waiting, self.waiting_live = live, len(live)
         self.waiting_limit = 2 * len(live) + 64
         for launch in live:
-            plan = launch.waiting[0]
-            self._add_spans(plan.kernel.fixed_spans)
-            self._add_spans(plan.read_spans)
+            self._widen(launch.waiting[0])
 
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
         """After a write that may have changed the reads `found` (copied before it)."""

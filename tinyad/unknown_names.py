@@ -12,7 +12,6 @@ from tinyad.core.srcloc import user_loc
 LEFT_OUT = {
     "GUI": "Taichi's window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "ui": "Taichi's GGUI window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
-    "Struct": "struct fields are not in tinyad yet: use one field per member",
     "SparseMatrixBuilder": "sparse matrices are not in tinyad",
     "sparse_matrix_builder": "sparse matrices are not in tinyad",
     "Mesh": "Taichi's meshes are not in tinyad",

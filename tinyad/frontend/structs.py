@@ -2,8 +2,9 @@
 `s[i].member`, `s[i].method()`.
 
 A struct type names its members and their types (a dtype, `ti.types.vector/matrix`, or a nested
-struct type); a dataclass's type also has methods, bound to a value or to a field's element. A struct field stores each member as a field of its own (tinyad/structfield.py),
-so autodiff sees ordinary fields: a float member with needs_grad has a `.grad` like any field.
+struct type); a dataclass's type also has methods, bound to a value or to a field's element. A
+struct field stores each member as a field of its own (tinyad/structfield.py), so autodiff sees
+ordinary fields: a float member with needs_grad has a `.grad` like any field.
 
 While tracing, `s[i]` of a struct field is a StructRef (member fields at an index: reading a
 member loads it, assigning to one stores); a struct value (`st(a=..., b=...)`, or `p = s[i]`,
