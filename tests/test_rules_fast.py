@@ -431,3 +431,61 @@ def test_a_static_loop_reading_columns_files_one_read(fast):
     assert reads == {"w": ((0, n), (0, m)), "x": ((2, 3), (0, n))}
     fixed = [r for r in regions.plan((2,)).reads if r.field is w]
     assert fixed == [r for r in regions.plan((5,)).reads if r.field is w]   # the same object
+
+
+def test_a_recompute_of_a_kernel_launched_alike_every_step_lets_its_forward_launch_go(fast):
+    # DiffTaichi's checkpointing: grid_op takes no argument, so every step's launch is alike.
+    # The backward's recompute at step s stands for the forward's launch at step s (the latest
+    # alike not yet differentiated), so one adjoint differentiates both and the forward's
+    # copies go: kept, they would pile up, a grid a step, until they left the history.
+    steps, n = 6, 8
+    x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
+    grid = ti.field(ti.f64, shape=n, needs_grad=True)
+    out = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.random.default_rng(1).random((steps + 1, n)))
+
+    @ti.kernel
+    def scatter(s: ti.i32):
+        for i in range(n):
+            grid[i] = x[s, i]
+
+    @ti.kernel
+    def grid_op():
+        for i in range(n):
+            out[i] = ti.sin(grid[i])
+
+    @ti.kernel
+    def gather(s: ti.i32):
+        for i in range(n):
+            x[s + 1, i] = x[s, i] + out[i] * out[i]
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[steps, i]
+
+    for s in range(steps):
+        scatter(s)
+        grid_op()
+        gather(s)
+    total()
+    forward_ops = [launch for launch in fast.checker.history if launch.kernel == "grid_op"]
+    assert all(launch.snapshots for launch in forward_ops[:-1])   # overwritten: copied
+    loss.grad[None] = 1
+    total.grad()
+    for s in reversed(range(steps)):
+        scatter(s)
+        grid_op()
+        gather.grad(s)
+        grid_op.grad()
+        scatter.grad(s)
+    assert all(launch.adjoint_runs and launch.snapshots == () for launch in forward_ops)
+    held = [launch for launch in fast.checker.history if launch.snapshots]
+    assert all(launch.kernel != "grid_op" or launch is fast.checker.history[-2]
+               for launch in held)
+    dx = 2 * np.cos(x.to_numpy()[:-1]) * np.sin(x.to_numpy()[:-1])      # d out^2 / dx
+    expected = np.ones(n)
+    for s in reversed(range(steps)):
+        expected = expected * (1 + dx[s])
+    np.testing.assert_allclose(x.grad.to_numpy()[0], expected, rtol=1e-12)

@@ -73,7 +73,10 @@ class Launch:
 
     @property
     def origin(self) -> "Launch":
-        return self.repeats.origin if self.repeats is not None else self
+        launch = self
+        while launch.repeats is not None:
+            launch = launch.repeats
+        return launch
 
 
 class RowSpans:
@@ -128,6 +131,10 @@ class LaunchChecker:
         self.awaiting_adjoint: dict = {}
         self.taped: list = []
         self.latest: dict = {}         # (kernel, scalars) -> its latest launch in history
+        # (kernel, scalars) -> its launches in the history outside a Tape not yet
+        # differentiated, oldest first: the launch a recompute repeats is the latest of them
+        # (a kernel launched alike at every step, such as mpm's grid_op, has many)
+        self.undifferentiated: dict = {}
         # (kernel, scalars) of launches that left the history not yet differentiated (the
         # oldest forgotten first past FORGOTTEN_KEPT), and the kernels told about it
         self.forgotten: dict = {}
@@ -188,13 +195,16 @@ class LaunchChecker:
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
         if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
-            earlier = self._latest_alike(compiled, scalars)
+            alike = self.undifferentiated.get((compiled, scalars))
+            if alike is None:
+                alike = self.undifferentiated[(compiled, scalars)] = deque()
+            earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
                 earlier = self._forgotten_alike(kernel, compiled, scalars)
-            if (earlier is not None and not earlier.adjoint_runs
-                    and earlier.time < self.last_adjoint_at):   # launched again, mid-backward
-                launch.repeats = earlier
+            if earlier is not None and earlier.time < self.last_adjoint_at:
+                launch.repeats = earlier           # launched again, mid-backward
                 self.forgotten.pop((compiled, scalars), None)
+            alike.append(launch)
         if len(self.history) == self.history.maxlen:
             self._forget(self.history[0])
         if self.custom_recording is not None:
@@ -222,9 +232,16 @@ class LaunchChecker:
 
     def _forget(self, oldest: Launch) -> None:
         """`oldest` leaves the history: a manual adjoint can no longer find it."""
+        key = (oldest.compiled, oldest.scalars)
+        # (a kernel never differentiated, launched again at every step of each backward pass,
+        # would chain every launch it ever made: the chain ends in the history)
+        oldest.repeats = None
         if not oldest.adjoint_runs and not oldest.tape:   # (else not awaiting there)
             self._no_longer_awaiting(oldest)
-        key = (oldest.compiled, oldest.scalars)
+            alike = self.undifferentiated[key]
+            alike.popleft()                    # (the oldest of them)
+            if not alike:
+                del self.undifferentiated[key]
         if self.latest.get(key) is not oldest:
             return
         del self.latest[key]
@@ -276,12 +293,28 @@ class LaunchChecker:
         while launch is not None:
             if not launch.adjoint_runs and not launch.tape:
                 self._no_longer_awaiting(launch)
+                self._differentiated(launch)
             launch.adjoint_runs += 1
             launch.adjoint_at = self.last_adjoint_at
             if not launch.tape and self._latest_alike(launch.compiled, launch.scalars) \
                     is not launch:
                 self.superseded(launch)
             launch = launch.repeats
+
+    def _differentiated(self, launch: Launch) -> None:
+        """`launch`, outside a Tape, no longer awaits its adjoint: out of its kernel's stack."""
+        alike = self.undifferentiated.get((launch.compiled, launch.scalars))
+        if not alike:
+            return            # (a stand-in for a launch that left the history)
+        if alike[-1] is launch:
+            alike.pop()       # (the usual sweep: the latest first)
+        else:
+            try:
+                alike.remove(launch)
+            except ValueError:
+                return
+        if not alike:
+            del self.undifferentiated[(launch.compiled, launch.scalars)]
 
     def tape_scope(self):
         """What a backend remembers about one Tape (its subclass says)."""
