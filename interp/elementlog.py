@@ -117,8 +117,11 @@ class Columns:
 
 
 # Lanes' events wait, per field, until the log is next read or they reach a quarter of the
-# field's size, or this many elements for a small field: then they are folded in.
-FOLD_AT = 1 << 8
+# field's size, or this many elements for a small field: then they are folded in. A fold costs
+# several numpy calls whatever its size, and a Tape's scope is often dropped unread (N-body:
+# one launch a Tape reads 16 positions 256 times): waiting events of a small field weigh
+# about 20 bytes an element, 20 kB at most here.
+FOLD_AT = 1 << 10
 FOLD_PARTS = 64     # (a part's arrays weigh more than a few elements: a 0-d field's events)
 # A launch's witness is sealed when it ends if its waiting reads outnumber this many and its
 # fields' elements (sealed, an element costs more than a waiting read).
@@ -431,15 +434,30 @@ class Witness:
     def changed_fields(self) -> list:
         """The fields some of whose reads no longer hold the value read (sealing those)."""
         found = []
+        rows_held: dict = {}     # (field, row start) -> does the row hold what it held then
         for fld in set(self.pending) | set(self.fields):
             data = fld.host_array.reshape(-1)
             parts = self.pending.get(fld, ())
-            if any(not _unchanged(data[_flat(p)], self._values(fld, p)) for p in parts):
+            if any(self._part_changed(fld, p, data, rows_held) for p in parts):
                 self.seal(only=fld)
             entry = self.fields.get(fld)
             if entry is not None and not _unchanged(data[entry[0]], entry[1].value):
                 found.append(fld)
         return found
+
+    def _part_changed(self, fld, part, data: np.ndarray, rows_held: dict) -> bool:
+        """Does some element a waiting part read no longer hold its value? The loads of a row
+        kept whole (`finish`) ask once per row first: all of it unchanged answers for them."""
+        if part[2] is None:
+            key = (fld, part[5])
+            held = rows_held.get(key)
+            if held is None:
+                kept = self.rows[key]
+                now = data if part[5] is WHOLE_FIELD else data[part[5]:part[5] + kept.size]
+                held = rows_held[key] = _unchanged(now, kept)
+            if held:
+                return False
+        return not _unchanged(data[_flat(part)], self._values(fld, part))
 
     def changed(self, fld, data: np.ndarray) -> dict:
         """The elements of `fld` whose value is no longer the one read: index -> Access."""
