@@ -57,14 +57,17 @@ class LaunchPlan:
     that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
-                 "kernel", "read_spans", "write_spans", "read_fields")
+                 "kernel", "read_spans", "write_spans", "read_fields", "load_sites", "made_rows")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, kernel.written_fields
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
-        self.row_source = ((load_sites, loads), writes, _rows)   # a launch's Launch.row_source
+        # a launch's Launch.row_source: its rows, made once per plan when the order check
+        # first asks (a recomputing sweep asks at every adjoint, for the same few plans)
+        self.load_sites, self.made_rows = load_sites, None
+        self.row_source = (self, None, _plan_rows)
         # What the checker's waiting reads need, per field: the leading indices this launch's
         # replayed reads span where the arguments move them (those no argument moves are the
         # kernel's `fixed_spans`), and those its writes span; each field's as one hull.
@@ -319,10 +322,17 @@ def box_slices(box: tuple) -> tuple:
     return tuple(slice(lo, hi) for lo, hi in box)
 
 
-def _rows(loads, writes) -> tuple:
-    """(rows read, rows written) per field, for the order check (check/launches.py)."""
+def _plan_rows(plan: LaunchPlan, _) -> tuple:
+    """(rows read, rows written) per field, for the order check (check/launches.py): the same
+    for every launch of one plan (the check only reads them)."""
+    if plan.made_rows is None:
+        plan.made_rows = _rows(plan.load_sites, plan.loads, plan.writes)
+    return plan.made_rows
+
+
+def _rows(load_sites, loads, writes) -> tuple:
     read, wrote = {}, {}
-    for site, box in zip(*loads):
+    for site, box in zip(load_sites, loads):
         if box is not None:
             read.setdefault(site.field, RowSpans()).add(box)
     for w in writes:
