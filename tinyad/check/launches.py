@@ -198,7 +198,12 @@ class LaunchChecker:
             alike = self.undifferentiated.get((compiled, scalars))
             if alike is None:
                 alike = self.undifferentiated[(compiled, scalars)] = deque()
-            earlier = alike[-1] if alike else None
+            # the latest alike if not yet differentiated (a grad_for's recompute repeats its
+            # Tape's launch, which no adjoint differentiates), else the latest outside a Tape
+            # not yet differentiated
+            earlier = self._latest_alike(compiled, scalars)
+            if earlier is None or earlier.adjoint_runs:
+                earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
                 earlier = self._forgotten_alike(kernel, compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
