@@ -139,6 +139,30 @@ def test_a_kernel_before_the_tape_on_the_path_is_reported(derived, capsys):
     assert y.grad[None] == pytest.approx(2 * 3.0)      # the gradient stops at y
 
 
+def test_the_report_names_the_first_source_in_program_order(mode, capsys):
+    # (the sources were a set of fields, ordered by their addresses: another run could name
+    # another field)
+    a = ti.field(ti.f64, shape=(), needs_grad=True)
+    b = ti.field(ti.f64, shape=(), needs_grad=True)
+    c = ti.field(ti.f64, shape=(), needs_grad=True)
+    y = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def mix():
+        t = c[None] * 2
+        y[None] = b[None] * a[None] + t
+
+    @ti.kernel
+    def total():
+        loss[None] = y[None] ** 2
+
+    mix()
+    with ti.ad.Tape(loss):
+        total()
+    assert "was computed from b by mix" in capsys.readouterr().err
+
+
 def test_the_same_kernel_inside_the_tape_is_clean_and_right(derived, capsys):
     x, _, loss, double, square = derived
     with ti.ad.Tape(loss):

@@ -59,16 +59,17 @@ def _analyse(compiled) -> KernelFacts:
 
 
 def _dependencies(body) -> tuple:
-    """For each store: the float fields its value depends on (through locals, flow-insensitive)."""
-    local_sources: dict[str, set] = {}
+    """For each store: the float fields its value depends on (through locals, flow-insensitive),
+    in program order (a report names the first: the same one in every run)."""
+    local_sources: dict[str, dict] = {}      # (dicts as ordered sets)
 
-    def sources(expr) -> set:
-        out = set()
+    def sources(expr) -> dict:
+        out = {}
         for sub in _differentiated(expr):
             if isinstance(sub, ir.Load) and sub.field.dtype.is_float:
-                out.add(sub.field)
+                out[sub.field] = None
             elif isinstance(sub, ir.Var):
-                out |= local_sources.get(sub.name, set())
+                out.update(local_sources.get(sub.name, {}))
         return out
     changed = True
     while changed:   # locals can feed each other around loops: iterate to a fixed point
@@ -76,10 +77,11 @@ def _dependencies(body) -> tuple:
         for stmt in ir.walk_stmts(body):
             if isinstance(stmt, ir.Assign):
                 found = sources(stmt.value)
-                if not found <= local_sources.setdefault(stmt.name, set()):
-                    local_sources[stmt.name] |= found
+                held = local_sources.setdefault(stmt.name, {})
+                if not found.keys() <= held.keys():
+                    held.update(found)
                     changed = True
-    return tuple((s.field, frozenset(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
+    return tuple((s.field, tuple(sources(s.value)), s.loc) for s in ir.walk_stmts(body)
                  if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.dtype.is_float)
 
 

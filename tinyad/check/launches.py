@@ -526,7 +526,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
             taint.setdefault(target, entry)
         return
     for target, sources, loc in facts.dependencies:
-        differentiable = {s for s in sources if s.grad is not None or s in taint}
+        differentiable = [s for s in sources if s.grad is not None or s in taint]
         if not differentiable:
             continue
         if target.grad is None:
