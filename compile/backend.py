@@ -31,6 +31,7 @@ from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
+from tinyad.core.errors import reached_out_of_bounds
 from tinyad.core.notices import note
 
 # An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
@@ -93,10 +94,14 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
-            for fld in regions_of(traced).written_fields:
+            regions = regions_of(traced)
+            plan = regions.plan(scalars)
+            if plan.out_of_bounds is not None and not self.config.debug:
+                self._raise_out_of_bounds(regions, plan, scalars)
+            for fld in regions.written_fields:
                 self.checker.before_write(fld)
             result = program(scalars, self.rng)
-            self.checker.tangent_wrote(regions_of(traced).written_fields)   # values too
+            self.checker.tangent_wrote(regions.written_fields)   # values too
             return result, None
         elif self.checker is not None and variant == "adjoint_tangent":
             # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
@@ -110,6 +115,8 @@ class FastBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name, checker, regions = traced.ir.name, self.checker, regions_of(traced)
         plan = regions.plan(scalars)
+        if plan.out_of_bounds is not None and not self.config.debug:
+            self._raise_out_of_bounds(regions, plan, scalars)
         launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
@@ -141,6 +148,16 @@ class FastBackend(Backend):
         if stores_grads:
             launchchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
+
+    @staticmethod
+    def _raise_out_of_bounds(regions, plan, scalars):
+        """The launch certainly indexes a field out of its bounds (tinyad/core/reached.py):
+        the bounds error, before it runs. (With ti.init(debug=True) every element is checked
+        instead, and the kernel's asserts run.)"""
+        site, dim, index = plan.out_of_bounds
+        given = ", ".join(f"{n}={v!r}" for n, v in zip(regions.names, scalars))
+        raise reached_out_of_bounds(site.field, dim, index, f" ({given})" if given else "",
+                                    site.node.loc)
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:
         """The fields this launch may read and write in a way its IR does not settle: a

@@ -9,6 +9,7 @@ from tinyad.check.rows import rows_of
 from tinyad.compile.scattercheck import ScatterCheck
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
+from tinyad.core.reached import index_ends_function, reached_nodes
 
 
 class Written:
@@ -57,9 +58,11 @@ class LaunchPlan:
     that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
-                 "kernel", "read_spans", "write_spans", "read_fields", "load_sites", "made_rows")
+                 "kernel", "read_spans", "write_spans", "read_fields", "load_sites", "made_rows",
+                 "out_of_bounds")
 
-    def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites):
+    def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
+                 out_of_bounds=None):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, kernel.written_fields
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
@@ -75,6 +78,9 @@ class LaunchPlan:
         self.read_spans = _hulls((r.field, r.span) for r in reads if r not in kernel.fixed_reads)
         self.write_spans = _hulls((w.site.field, leading_span(w.box)) for w in writes)
         self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
+        # (site, dimension, index) of an access this launch certainly makes outside its field
+        # (tinyad/core/reached.py), or None
+        self.out_of_bounds = out_of_bounds
 
 
 class KernelRegions:
@@ -83,7 +89,7 @@ class KernelRegions:
     PLANS_KEPT = 1 << 12     # argument values remembered per kernel (a plan is a few hundred bytes)
 
     def __init__(self, traced):
-        kernel = traced.ir
+        kernel = self.kernel_ir = traced.ir
         replayed = kernel_facts(traced).replayed
         self.kernel_rows = rows_of(traced)
         sites = self.kernel_rows.sites     # (the same Site objects: a plan's boxes serve both)
@@ -121,6 +127,7 @@ class KernelRegions:
         self.fixed_spans: tuple = ()      # their (field, leading-index hull)
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
+        self._index_ends: list | None = None   # [(site, its index_ends_function)]
 
     def scatter_check(self, kernel: ir.Kernel, fld):
         """The index-only check of `fld`'s stores (compile/scattercheck.py), or None."""
@@ -199,7 +206,23 @@ class KernelRegions:
         reads = [self._planned_read(s, b) for s, b in _covering(boxed(self._moving_reads))]
         reads += self.fixed_reads
         return LaunchPlan(self, reads, writes, tuple(box_of(s) for s in self.loads), hazards,
-                          self.kernel_rows.of_boxes(box_of), self.loads)
+                          self.kernel_rows.of_boxes(box_of), self.loads,
+                          self._out_of_bounds(values))
+
+    def _out_of_bounds(self, values: tuple):
+        """(site, dimension, index) of the first access a launch with these integer arguments
+        certainly makes outside its field, or None (tinyad/core/reached.py)."""
+        if self._index_ends is None:
+            reached = reached_nodes(self.kernel_ir)
+            self._index_ends = [
+                (site, ends) for site in self.kernel_rows.sites if id(site.node) in reached
+                and (ends := index_ends_function(site, self.args)) is not None]
+        for site, ends in self._index_ends:
+            touched = ends(*values)
+            for dim, ((low, high), size) in enumerate(zip(touched or (), site.field.shape)):
+                if low < 0 or high >= size:
+                    return site, dim, low if low < 0 else high
+        return None
 
     def _site_boxes(self, values: tuple) -> dict:
         """id(site) -> the box it may touch in a launch with these arguments (None: it cannot

@@ -85,11 +85,28 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
     where = f"index {tuple(int(i) for i in user)}"
     if component:
         where += f" (component {tuple(int(c) for c in component)})"
+    return _outside(field, where, "", loc)
+
+
+def reached_out_of_bounds(field, dim: int, index: int, launch: str,
+                          loc: SrcLoc | None) -> TinyadIndexError:
+    """The error for a launch that, as its IR shows, reaches `index` (a storage index) in
+    dimension `dim` of `field`, outside its shape (tinyad/core/reached.py); `launch` says with
+    which arguments."""
+    offset = getattr(field, "offset", None)
+    user = index + offset[dim] if offset else index
+    return _outside(field, f"index {user} in dimension {dim}",
+                    f": this launch{launch} reaches it (found from the kernel's IR before the "
+                    "launch)", loc)
+
+
+def _outside(field, where: str, why: str, loc: SrcLoc | None) -> TinyadIndexError:
+    offset = getattr(field, "offset", None)
     extra = f" with {field.element_shape} elements" if field.element_shape else ""
     if offset:
         extra += f" and offset {offset}"
     return TinyadIndexError(f"{where} is out of bounds for field {field.name} of shape "
-                            f"{field.shape}{extra}", loc,
+                            f"{field.shape}{extra}{why}", loc,
                             hint=f"{index_range(field.shape, offset)}; check the loop range "
                                  "and any i + 1 or i - 1")
 

@@ -1,0 +1,140 @@
+"""The indices a launch certainly touches, where its IR settles them: a bounds check fast mode
+makes once per kernel and argument values, before the launch.
+
+Fast mode does not check indices element by element (`ti.init(debug=True)` does, and interp
+mode always): an index past a field's end reads or writes memory the field does not own, on
+the CPU another array's values or a crash, and a gradient computed from them is wrong without
+a word. Most such bugs are a time step one past the end (`x[t + 1, i]` launched with
+t = steps - 1), and those need no per-element check. Where an access is reached in every
+iteration of its loops (no branch, `while` or `break` around it), its loops' bounds are set by
+constants and integer arguments, and each of its indices adds loop variables, arguments and
+constants (times constants, floor-divided by constants), each loop variable at most once, the
+two ends of the index's interval over the launch are indices that some iteration touches: an
+end outside the field is an access out of bounds, certainly. compile/regions.py asks this of
+every access when it plans a launch, and checked fast mode raises the bounds error interp mode
+would, naming the access's line, before the launch runs.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tinyad.core import ir
+from tinyad.core.analysis import assigned
+
+
+def reached_nodes(kernel: ir.Kernel) -> frozenset:
+    """ids of the access nodes (Load, Store, AtomicOp) that every iteration of the loops around
+    them reaches: not inside a branch or a `while`, nor in a loop that may `break` (or return)."""
+    found = set()
+
+    def visit(block):
+        for s in block:
+            if isinstance(s, ir.Assert):     # (evaluated only with debug=True)
+                continue
+            for e in ir.stmt_exprs(s):       # (an `if`'s condition, a loop's bounds included)
+                found.update(id(x) for x in ir.walk_expr(e) if isinstance(x, ir.Load))
+            if isinstance(s, (ir.Store, ir.AtomicOp)):
+                found.add(id(s))
+            elif isinstance(s, ir.For) and not any(
+                    isinstance(inner, (ir.Break, ir.Return)) for inner in ir.walk_stmts(s.body)):
+                visit(s.body)
+
+    visit(kernel.body)
+    return frozenset(found)
+
+
+class _Ends(NamedTuple):
+    """What is known of an integer expression over a launch: its lowest and highest values (as
+    Python source), both taken in some iteration; the loop variables it depends on; and whether
+    it takes every integer between them (`dense`: a loop variable does, 2 * i does not)."""
+    low: str
+    high: str
+    loops: frozenset = frozenset()
+    dense: bool = True
+
+
+def index_ends_function(site, args: tuple):
+    """For an access `reached_nodes` holds whose indices are exact (see the module): a
+    function of the integer arguments `args` (in that order) -> ((lowest, highest) index the
+    launch touches, per dimension of the field), or None when a loop around it is empty (or
+    its ends cannot be told for these arguments). None instead of a function when the access
+    is not such."""
+    if not site.field.shape:
+        return None
+    lines = [f"def ends({', '.join('a_' + n for n in args)}):"]
+    env = {n: _Ends(f"a_{n}", f"a_{n}") for n in args}    # (an argument is one value)
+    guards: list = []      # conditions the ends hold under (else the function says None)
+    for k, loop in enumerate(site.loops):
+        if not isinstance(loop, ir.For):
+            return None
+        start, stop = _exact(loop.start, env, guards), _exact(loop.stop, env, guards)
+        if start is None or stop is None or start.loops or stop.loops or \
+                loop.var in assigned(loop.body):
+            return None        # bounds that a loop variable moves, or a variable changed
+        lines.append(f"    l{k} = {start.low}; h{k} = {stop.low} - 1")
+        lines.append(f"    if h{k} < l{k}: return None")
+        env[loop.var] = _Ends(f"l{k}", f"h{k}", frozenset([loop.var]))
+        # the integer locals the body assigns once (a flattened ndrange's I // n, I % n)
+        for name, value in site.preludes.get(id(loop), ()):
+            found = _exact(value, env, guards)
+            if found is not None:
+                env[name] = found
+    ends = []
+    for expr in site.indices[:len(site.field.shape)]:
+        found = _exact(expr, env, guards)
+        if found is None:
+            return None
+        ends.append(f"({found.low}, {found.high})")
+    lines.extend(f"    if not ({guard}): return None" for guard in guards)
+    lines.append(f"    return ({''.join(e + ', ' for e in ends)})")
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
+    return namespace["ends"]
+
+
+def _exact(expr, env: dict, guards: list) -> _Ends | None:
+    """What is known of an integer IR expression (an `_Ends`), or None where its interval's
+    ends may be values it never takes. `guards` gathers the conditions on the arguments that
+    some ends need."""
+    if isinstance(expr, ir.Const):
+        return _Ends(str(int(expr.value)), str(int(expr.value))) if expr.dtype.is_int else None
+    if isinstance(expr, ir.Var):
+        return env.get(expr.name)
+    if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
+        return None
+    op, args = expr.op, expr.args
+    if op in ("cast", "pos"):
+        return _exact(args[0], env, guards)
+    if op == "neg":
+        a = _exact(args[0], env, guards)
+        return None if a is None else _Ends(f"-({a.high})", f"-({a.low})", a.loops, a.dense)
+    if len(args) != 2:
+        return None
+    if op == "mul" and _int_const(args[0]):
+        args = args[::-1]                # (the constant second)
+    if op in ("mul", "floordiv", "mod") and _int_const(args[1]):
+        a, c = _exact(args[0], env, guards), int(args[1].value)
+        if a is None or (op != "mul" and c <= 0):
+            return None
+        if op == "mod":     # every residue, where `a` takes c consecutive values or more
+            if not a.dense:
+                return None
+            guards.append(f"({a.high}) - ({a.low}) >= {c - 1}")
+            return _Ends("0", str(c - 1), a.loops)
+        symbol = "*" if op == "mul" else "//"   # (both monotone in a: its ends map to ends)
+        low, high = f"({a.low}) {symbol} {c}", f"({a.high}) {symbol} {c}"
+        dense = a.dense and (op == "floordiv" or abs(c) <= 1)
+        return _Ends(low, high, a.loops, dense) if c >= 0 else _Ends(high, low, a.loops, dense)
+    if op in ("add", "sub"):
+        a, b = _exact(args[0], env, guards), _exact(args[1], env, guards)
+        if a is None or b is None or a.loops & b.loops:   # (i - i: not the ends of i's)
+            return None
+        loops, dense = a.loops | b.loops, a.dense and b.dense
+        if op == "add":
+            return _Ends(f"{a.low} + {b.low}", f"{a.high} + {b.high}", loops, dense)
+        return _Ends(f"{a.low} - ({b.high})", f"{a.high} - ({b.low})", loops, dense)
+    return None
+
+
+def _int_const(expr) -> bool:
+    return isinstance(expr, ir.Const) and expr.dtype.is_int
