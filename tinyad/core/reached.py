@@ -8,9 +8,11 @@ a word. Most such bugs are a time step one past the end (`x[t + 1, i]` launched 
 t = steps - 1), and those need no per-element check. Where an access is reached in every
 iteration of its loops (no branch, `while` or `break` around it), its loops' bounds are set by
 constants and integer arguments, and each of its indices adds loop variables, arguments and
-constants (times constants, floor-divided by constants), each loop variable at most once, the
-two ends of the index's interval over the launch are indices that some iteration touches: an
-end outside the field is an access out of bounds, certainly. compile/regions.py asks this of
+constants (times constants, floor-divided by constants, modulo a constant where the operand
+runs through at least that many consecutive values; through integer locals assigned once: a
+flattened ndrange's I // n and I % n), each loop variable at most once, the two ends of the
+index's interval over the launch are indices that some iteration touches: an end outside the
+field is an access out of bounds, certainly. compile/regions.py asks this of
 every access when it plans a launch, and checked fast mode raises the bounds error interp mode
 would, naming the access's line, before the launch runs.
 """
