@@ -39,8 +39,10 @@ class Progress:
         if not self.warned and (seconds >= LONG_LAUNCH_S or self.busy >= LONG_RUN_S):
             self.warned = True
             _say(size_warning(traced, seconds, self.busy, self.launches))
-        if self.busy >= self.next_line and sys.stderr.isatty():
-            self.next_line = self.busy + PROGRESS_EVERY_S
+        if self.busy >= self.next_line:
+            self.next_line = self.busy + PROGRESS_EVERY_S   # (not asked again at each launch)
+            if not sys.stderr.isatty():
+                return
             per = self.busy / self.launches
             _say(f"interp: {self.launches} launches, {self.busy:.0f} s so far ({per:.3f} s per "
                  f"launch; a backward pass over them takes about {self.busy:.0f} s more)")
