@@ -192,6 +192,6 @@ def test_a_forward_mode_launch_is_checked_too(mode):
 
     with ti.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0, 0.0, 0.0]):
         total(n - 1)
-    with pytest.raises(ti.TinyadIndexError, match=r"field x of shape \(4,\)"):
-        with ti.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0, 0.0, 0.0]):
-            total(n)
+    with pytest.raises(ti.TinyadIndexError, match=r"field x of shape \(4,\)"), \
+            ti.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0, 0.0, 0.0]):
+        total(n)
