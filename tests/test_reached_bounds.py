@@ -195,3 +195,23 @@ def test_a_forward_mode_launch_is_checked_too(mode):
     with pytest.raises(ti.TinyadIndexError, match=r"field x of shape \(4,\)"), \
             ti.ad.FwdMode(loss=y, param=x, seed=[1.0, 0.0, 0.0, 0.0]):
         total(n)
+
+
+def test_indices_out_of_axis_letter_order_leave_the_field(mode):
+    # DiffTaichi's rigid_body_toi places x under dense(ti.l, steps).dense(ti.i, n) and indexes
+    # it x[t, i]: its indices go in axis-letter order, i's first, so x[t, 0] at t >= 1 is out
+    # of bounds (fast mode wrote past the array before; interp mode stopped)
+    steps, n = 8, 1
+    x = ti.field(ti.f32)
+    ti.root.dense(ti.l, steps).dense(ti.i, n).place(x)
+    assert x.shape == (n, steps)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(n):
+            x[t, i] = 1.0
+
+    step(0)
+    with pytest.raises(ti.TinyadIndexError, match=r"field x of shape \(1, 8\)"):
+        step(1)
+    assert x.to_numpy().sum() == 1.0
