@@ -81,6 +81,25 @@ def test_the_users_own_helper_failing_at_trace_time_is_the_users_error(mode):
 
 # ---- small things a new user meets first ---------------------------------------------------------
 
+def test_randn_is_a_standard_normal_draw_alike_in_both_modes():
+    def draw(mode):
+        ti.init(mode=mode, random_seed=3)
+        x = ti.field(ti.f64, shape=20000)
+
+        @ti.kernel
+        def fill():
+            for i in x:
+                x[i] = ti.randn()
+
+        fill()
+        return x.to_numpy()
+
+    interp, fast = draw("interp"), draw("fast")
+    np.testing.assert_allclose(interp, fast, rtol=1e-6, atol=1e-6)   # (f32 log, cos: an ulp)
+    assert abs(fast.mean()) < 0.03 and abs(fast.std() - 1) < 0.02     # 20000 draws: ~4 sigma
+    assert abs(np.mean(np.abs(fast) < 1) - 0.6827) < 0.015            # a normal, not a uniform
+
+
 def test_ti_random_gives_the_same_numbers_in_interp_and_fast_mode():
     def draw(mode, seed):
         ti.init(mode=mode, random_seed=seed)

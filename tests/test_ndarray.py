@@ -159,6 +159,31 @@ def test_argument_checks(mode):
         f(np.zeros((4, 2))[:, 0])
 
 
+def test_taichis_older_spellings_of_the_element_type(mode):
+    # DiffTaichi's diffmpm3d: init(x_: ti.types.ndarray(element_dim=1)) takes (n, 3) positions
+    x = ti.Vector.field(3, ti.f64, shape=4)
+    m = ti.Matrix.field(2, 2, ti.f64, shape=2)
+
+    @ti.kernel
+    def load(x_: ti.types.ndarray(element_dim=1), m_: ti.types.ndarray(element_shape=(2, 2))):
+        for i in range(4):
+            x[i] = x_[i] * 2
+        for i in range(2):
+            m[i] = m_[i].transpose()
+
+    positions = np.arange(12.0).reshape(4, 3)
+    mats = np.arange(8.0).reshape(2, 2, 2)
+    load(positions, mats)
+    np.testing.assert_array_equal(x.to_numpy(), 2 * positions)
+    np.testing.assert_array_equal(m.to_numpy(), mats.transpose(0, 2, 1))
+    with pytest.raises(ti.TinyadTypeError, match="element_dim=1"):
+        load(ti.ndarray(ti.f64, shape=4), mats)
+    with pytest.raises(ti.TinyadTypeError, match="matrices"):
+        ti.types.ndarray(element_dim=3)
+    with pytest.raises(ti.TinyadTypeError, match="ndim="):
+        ti.types.ndarray(field_dim=1)
+
+
 def test_tape_loss_must_be_one_element_with_gradient(mode):
     with pytest.raises(ti.TinyadRuntimeError, match="only one element"):
         with ti.ad.Tape(loss=ti.ndarray(ti.f64, shape=2, needs_grad=True)):

@@ -72,6 +72,7 @@ from tinyad.frontend.math import (
     max,
     min,
     pow,
+    randn,
     round,
     rsqrt,
     sin,

@@ -116,6 +116,9 @@ def as_argument(value, annotation: lang.NdarrayType, kernel: str, param: str) ->
     if expected is not None and tuple(expected) != value.element_shape:
         raise TinyadTypeError(f"{where} is declared with elements of shape {tuple(expected)}, "
                               f"got an ndarray with elements of shape {value.element_shape}")
+    if annotation.element_dim and len(value.element_shape) != annotation.element_dim:
+        raise TinyadTypeError(f"{where} is declared with element_dim={annotation.element_dim}, "
+                              f"got an ndarray with elements of shape {value.element_shape}")
     if annotation.dtype is not None:
         scalar, _ = _element_type(annotation.dtype)
         if T.resolve_dtype(scalar) != value.dtype:
@@ -140,6 +143,8 @@ def _wrap_numpy(array: np.ndarray, annotation, where: str) -> Ndarray:
         raise TinyadTypeError(f"{where}: tinyad has no type for numpy dtype "
                               f"{array.dtype}") from None
     element_shape = tuple(annotation.element_shape or ())
+    if annotation.element_dim:       # (the sizes are the array's own)
+        element_shape = array.shape[max(array.ndim - annotation.element_dim, 0):]
     split = array.ndim - len(element_shape)
     if split < 0 or array.shape[split:] != element_shape:
         raise TinyadTypeError(f"{where} has elements of shape {element_shape}; the numpy array "

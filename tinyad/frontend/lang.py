@@ -257,10 +257,27 @@ class NdarrayType:
     """`ti.types.ndarray(dtype=None, ndim=None, needs_grad=None)`: a kernel parameter bound to an
     ndarray (or a numpy array) at each launch. `dtype` is the element type (a scalar dtype, or a
     vector/matrix type whose axes trail the array's), `ndim` the number of array axes;
-    `needs_grad=False` gives the kernel's adjoint no gradient of this argument."""
+    `needs_grad=False` gives the kernel's adjoint no gradient of this argument. Taichi's older
+    spellings of the element type are taken too: `element_shape=(3,)` (a vector of 3 `dtype`),
+    and `element_dim=1` or `2` (vectors or matrices, their sizes the array's trailing axes)."""
 
-    def __init__(self, dtype=None, ndim=None, needs_grad=None, boundary="unsafe"):
+    def __init__(self, dtype=None, ndim=None, element_dim=None, element_shape=None,
+                 field_dim=None, needs_grad=None, boundary="unsafe"):
+        if field_dim is not None:
+            raise TinyadTypeError("ti.types.ndarray(field_dim=...) is gone from Taichi too: "
+                                  "say ndim=")
+        if element_dim not in (None, 0, 1, 2) or (element_shape is not None and (
+                len(element_shape) > 2 or element_dim not in (None, len(element_shape)))):
+            raise TinyadTypeError(
+                f"ti.types.ndarray(element_dim={element_dim!r}, element_shape="
+                f"{element_shape!r}): elements are scalars (0), vectors (1) or matrices (2), "
+                "and element_shape has that many sizes")
+        if element_shape:
+            dtype = VectorType(element_shape[0], dtype) if len(element_shape) == 1 else \
+                MatrixType(*element_shape, dtype)
         self.dtype, self.ndim, self.needs_grad = dtype, ndim, needs_grad
+        # element_dim without sizes: the array's last element_dim axes are the element's
+        self.element_dim = element_dim if not element_shape else None
         if boundary != "unsafe":
             raise TinyadTypeError(f"ti.types.ndarray(boundary={boundary!r}) is not supported by "
                                   "tinyad: indices must stay within the array")
@@ -270,7 +287,9 @@ class NdarrayType:
         """The element type's shape, or None when the annotation does not say."""
         if isinstance(self.dtype, (VectorType, MatrixType)):
             return self.dtype.shape
-        return None if self.dtype is None else ()
+        if self.element_dim:
+            return None
+        return None if self.dtype is None and self.element_dim is None else ()
 
 
 def _flatten_entries(entries):

@@ -261,3 +261,17 @@ __all__ = ["pi", "e", "inf", "nan", "sin", "cos", "tan", "asin", "acos", "atan",
            "step", "fract", "smoothstep", "mod", "degrees", "radians", "distance", "reflect",
            "refract", "isnan", "isinf", "eye", "vdir", "rotation2d", "rotation3d",
            "rot_yaw_pitch_roll", "rot_by_axis", "translate", "scale"]
+
+
+def randn(dt=None):
+    """A draw from the standard normal distribution (mean 0, variance 1), by the Box-Muller
+    transform of two `ti.random()` draws, as Taichi's `ti.randn` (in Python scope, from the
+    same generator as Python-scope `ti.random()`)."""
+    dtype = float if dt is None else dt
+    if B.current_loc().line == 0:  # Python scope
+        u1, u2 = 1.0 - lang.random(dtype), lang.random(dtype)
+        return _pymath.sqrt(-2 * _pymath.log(u1)) * _pymath.cos(_pymath.tau * u2)
+    u1 = B.binary("sub", B.cast(1.0, T.resolve_dtype(dtype)), lang.random(dtype))
+    u2 = lang.random(dtype)
+    return B.binary("mul", sqrt(B.binary("mul", -2.0, log(u1))),
+                    cos(B.binary("mul", _pymath.tau, u2)))
