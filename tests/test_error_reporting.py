@@ -98,6 +98,8 @@ def test_randn_is_a_standard_normal_draw_alike_in_both_modes():
     np.testing.assert_allclose(interp, fast, rtol=1e-6, atol=1e-6)   # (f32 log, cos: an ulp)
     assert abs(fast.mean()) < 0.03 and abs(fast.std() - 1) < 0.02     # 20000 draws: ~4 sigma
     assert abs(np.mean(np.abs(fast) < 1) - 0.6827) < 0.015            # a normal, not a uniform
+    with pytest.raises(ti.TinyadTypeError, match="ti.randn draws floats"):
+        ti.randn(ti.i32)
 
 
 def test_ti_random_gives_the_same_numbers_in_interp_and_fast_mode():

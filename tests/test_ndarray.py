@@ -178,6 +178,8 @@ def test_taichis_older_spellings_of_the_element_type(mode):
     np.testing.assert_array_equal(m.to_numpy(), mats.transpose(0, 2, 1))
     with pytest.raises(ti.TinyadTypeError, match="element_dim=1"):
         load(ti.ndarray(ti.f64, shape=4), mats)
+    with pytest.raises(ti.TinyadTypeError, match=r"shape \(4,\) leaves none to index"):
+        load(np.zeros(4), mats)
     with pytest.raises(ti.TinyadTypeError, match="matrices"):
         ti.types.ndarray(element_dim=3)
     with pytest.raises(ti.TinyadTypeError, match="ndim="):

@@ -144,7 +144,13 @@ def _wrap_numpy(array: np.ndarray, annotation, where: str) -> Ndarray:
                               f"{array.dtype}") from None
     element_shape = tuple(annotation.element_shape or ())
     if annotation.element_dim:       # (the sizes are the array's own)
-        element_shape = array.shape[max(array.ndim - annotation.element_dim, 0):]
+        dims = annotation.element_dim
+        if array.ndim <= dims:
+            axes = "last axis is" if dims == 1 else f"last {dims} axes are"
+            raise TinyadTypeError(f"{where} is declared with element_dim={dims}: a numpy "
+                                  f"array's {axes} an element's, and shape {array.shape} "
+                                  "leaves none to index")
+        element_shape = array.shape[array.ndim - dims:]
     split = array.ndim - len(element_shape)
     if split < 0 or array.shape[split:] != element_shape:
         raise TinyadTypeError(f"{where} has elements of shape {element_shape}; the numpy array "

@@ -6,6 +6,7 @@ import math as _pymath
 
 from tinyad.core import builder as B
 from tinyad.core import types as T
+from tinyad.core.errors import TinyadTypeError
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix, entrywise
 
@@ -268,6 +269,9 @@ def randn(dt=None):
     transform of two `ti.random()` draws, as Taichi's `ti.randn` (in Python scope, from the
     same generator as Python-scope `ti.random()`)."""
     dtype = float if dt is None else dt
+    if not T.resolve_dtype(dtype).is_float:
+        raise TinyadTypeError(f"ti.randn draws floats: dt={dt} (f32 or f64, or none for "
+                              "default_fp)", B.current_loc())
     if B.current_loc().line == 0:  # Python scope
         u1, u2 = 1.0 - lang.random(dtype), lang.random(dtype)
         return _pymath.sqrt(-2 * _pymath.log(u1)) * _pymath.cos(_pymath.tau * u2)
