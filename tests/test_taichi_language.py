@@ -522,3 +522,20 @@ def test_integer_vector_types_follow_default_ip(mode):
 
     assert entries(ti.i64, 2 ** 40) == [2 ** 63 - 1, 2 ** 40]
     assert entries(ti.i32, 2 ** 20) == [2 ** 32 - 1, 2 ** 20]    # u32 and i32 entries
+
+
+def test_printing_a_field_prints_its_values_as_taichi_does(mode):
+    # print(x.grad) is how Taichi's users (and its issues) look at a gradient
+    x = ti.field(ti.f32, shape=3, needs_grad=True)
+    v = ti.Vector.field(2, ti.f32, shape=2)
+    s = ti.field(ti.f64, shape=())
+    x.from_numpy(np.array([1.0, 2.5, -3.0], np.float32))
+    s[None] = 0.25
+    assert str(x) == str(np.array([1.0, 2.5, -3.0], np.float32))
+    assert str(x.grad) == str(np.zeros(3, np.float32)) and str(v) == str(np.zeros((2, 2)))
+    assert str(s) == "0.25" and f"{s}" == "0.25"
+    assert repr(x) == "<tinyad field x: f32 (3,)>"          # repr says what it is
+    unplaced = ti.field(ti.f32)
+    assert str(unplaced) == repr(unplaced) == "<tinyad field unplaced: f32 unplaced>"
+    ti.init(mode=mode)                       # a field of an earlier ti.init has no values
+    assert str(x) == repr(x)

@@ -14,7 +14,13 @@ import numpy as np
 
 from tinyad import undo
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadIndexError, TinyadRuntimeError, TinyadTypeError, index_range
+from tinyad.core.errors import (
+    TinyadError,
+    TinyadIndexError,
+    TinyadRuntimeError,
+    TinyadTypeError,
+    index_range,
+)
 from tinyad.core.notices import note as runtime_note
 from tinyad.core.srcloc import user_frame
 from tinyad.frontend.lang import MatrixType, VectorType
@@ -262,6 +268,15 @@ class Field:
         shape = self._shape if self._shape is not None else "unplaced"
         kind = f"{'x'.join(map(str, self.element_shape))} " if self.element_shape else ""
         return f"<tinyad field {self.name}: {kind}{self.dtype} {shape}>"
+
+    def __str__(self):
+        """Its values, as Taichi prints a field (`print(x.grad)`); repr() says what it is.
+        A field without values (unplaced, or of an earlier ti.init) prints its repr."""
+        try:
+            values = self.to_numpy()
+        except TinyadError:
+            return repr(self)
+        return str(values[()] if values.ndim == 0 else values)
 
     # ---- Python-scope access -----------------------------------------------------------
     def _index(self, key) -> tuple[int, ...]:
