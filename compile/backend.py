@@ -32,6 +32,7 @@ from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
+from tinyad.core.reached import CertainBounds
 from tinyad.core.notices import note
 
 # An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
@@ -97,7 +98,7 @@ class FastBackend(Backend):
             regions = regions_of(traced)
             plan = regions.plan(scalars)
             if plan.out_of_bounds is not None and not self.config.debug:
-                self._raise_out_of_bounds(regions, plan, scalars)
+                _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
             for fld in regions.written_fields:
                 self.checker.before_write(fld)
             result = program(scalars, self.rng)
@@ -116,7 +117,7 @@ class FastBackend(Backend):
         name, checker, regions = traced.ir.name, self.checker, regions_of(traced)
         plan = regions.plan(scalars)
         if plan.out_of_bounds is not None and not self.config.debug:
-            self._raise_out_of_bounds(regions, plan, scalars)
+            _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
         launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
@@ -148,16 +149,6 @@ class FastBackend(Backend):
         if stores_grads:
             launchchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
-
-    @staticmethod
-    def _raise_out_of_bounds(regions, plan, scalars):
-        """The launch certainly indexes a field out of its bounds (tinyad/core/reached.py):
-        the bounds error, before it runs. (With ti.init(debug=True) every element is checked
-        instead, and the kernel's asserts run.)"""
-        site, dim, index = plan.out_of_bounds
-        given = ", ".join(f"{n}={v!r}" for n, v in zip(regions.names, scalars))
-        raise reached_out_of_bounds(site.field, dim, index, f" ({given})" if given else "",
-                                    site.node.loc)
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:
         """The fields this launch may read and write in a way its IR does not settle: a
@@ -240,10 +231,25 @@ class FastBackend(Backend):
         name, checker = traced.ir.name, self.checker
         if record is None:
             record = checker.find_launch(traced, scalars)
+            if record is None and not self.config.debug:
+                self._adjoint_bounds(traced, scalars)
         adjointchecks.before_adjoint(checker, traced, name, record, manual)
         checker.check_replay(record, name)
         program(scalars, self.rng)
         adjointchecks.after_adjoint(checker, traced, record, manual)
+
+    @staticmethod
+    def _adjoint_bounds(traced, scalars) -> None:
+        """A .grad() that no forward launch alike precedes (its own was checked, with these
+        arguments: an adjoint touches the indices its forward launch did) may reach past a
+        field, as a manual sweep one step too long does (Taichi issue 8119)."""
+        bounds = getattr(traced, "adjoint_bounds", None)
+        if bounds is None:
+            bounds = traced.adjoint_bounds = CertainBounds(traced.program_ir("adjoint"))
+        found = bounds.outside(scalars)
+        if found is not None:
+            _raise_out_of_bounds(found, [a.name for a in traced.ir.args], scalars,
+                                 adjoint_of=traced.ir.name)
 
     def _first_launch(self, traced) -> None:
         """Before `traced`'s first launch compiles it: if it touches a field with a gradient, it
@@ -281,3 +287,16 @@ class FastBackend(Backend):
         if adjoints:
             compile_ahead(adjoints, self.target, self.config.debug, self.config.fast_math)
 
+
+
+def _raise_out_of_bounds(found, names, scalars, adjoint_of: str | None = None):
+    """A launch (or the adjoint of kernel `adjoint_of`) certainly indexes a field out of its
+    bounds (tinyad/core/reached.py): the bounds error, before it runs. (With
+    ti.init(debug=True) every element is checked instead, and the kernel's asserts run.)"""
+    site, dim, index = found
+    given = ", ".join(f"{n}={v!r}" for n, v in zip(names, scalars))
+    if adjoint_of is not None:
+        launch = f"{adjoint_of}.grad({given})"
+    else:
+        launch = f"this launch ({given})" if given else "this launch"
+    raise reached_out_of_bounds(site.field, dim, index, launch, site.node.loc)

@@ -9,7 +9,7 @@ from tinyad.check.rows import rows_of
 from tinyad.compile.scattercheck import ScatterCheck
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
-from tinyad.core.reached import index_ends_function, reached_nodes
+from tinyad.core.reached import CertainBounds
 
 
 class Written:
@@ -127,7 +127,7 @@ class KernelRegions:
         self.fixed_spans: tuple = ()      # their (field, leading-index hull)
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
-        self._index_ends: list | None = None   # [(site, its index_ends_function)]
+        self._bounds: CertainBounds | None = None   # its accesses' certain index ends
 
     def scatter_check(self, kernel: ir.Kernel, fld):
         """The index-only check of `fld`'s stores (compile/scattercheck.py), or None."""
@@ -212,17 +212,9 @@ class KernelRegions:
     def _out_of_bounds(self, values: tuple):
         """(site, dimension, index) of the first access a launch with these integer arguments
         certainly makes outside its field, or None (tinyad/core/reached.py)."""
-        if self._index_ends is None:
-            reached = reached_nodes(self.kernel_ir)
-            self._index_ends = [
-                (site, ends) for site in self.kernel_rows.sites if id(site.node) in reached
-                and (ends := index_ends_function(site, self.args)) is not None]
-        for site, ends in self._index_ends:
-            touched = ends(*values)
-            for dim, ((low, high), size) in enumerate(zip(touched or (), site.field.shape)):
-                if low < 0 or high >= size:
-                    return site, dim, low if low < 0 else high
-        return None
+        if self._bounds is None:
+            self._bounds = CertainBounds(self.kernel_ir, self.kernel_rows.sites)
+        return self._bounds.outside_at(values)
 
     def _site_boxes(self, values: tuple) -> dict:
         """id(site) -> the box it may touch in a launch with these arguments (None: it cannot

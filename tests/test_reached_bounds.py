@@ -215,3 +215,27 @@ def test_indices_out_of_axis_letter_order_leave_the_field(mode):
     with pytest.raises(ti.TinyadIndexError, match=r"field x of shape \(1, 8\)"):
         step(1)
     assert x.to_numpy().sum() == 1.0
+
+
+def test_a_grad_of_a_launch_that_never_ran_is_refused_too(mode):
+    # Taichi issue 8119: a manual sweep `for i in range(max_t - 1, -1, -1): compute.grad(i)`
+    # one step too many; compute(3) never ran (it would write z[4]), and its adjoint's z.grad[4]
+    # lies past z.grad (Taichi writes there without a word)
+    max_t = 4
+    theta = ti.field(ti.f64, shape=(), needs_grad=True)
+    z = ti.field(ti.f64, shape=max_t, needs_grad=True)
+
+    @ti.kernel
+    def compute(t: ti.i32):
+        z[t + 1] = z[t] + theta[None] * 2
+
+    for t in range(max_t - 1):
+        compute(t)
+    z.grad[max_t - 1] = 1.0
+    with pytest.raises(ti.TinyadIndexError, match=r"field z.grad of shape \(4,\)") as info:
+        compute.grad(max_t - 1)
+    if mode == "fast":
+        assert "compute.grad(t=3) reaches it" in str(info.value)
+    for t in reversed(range(max_t - 1)):
+        compute.grad(t)
+    assert theta.grad[None] == pytest.approx(2 * (max_t - 1))

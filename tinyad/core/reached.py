@@ -12,16 +12,76 @@ constants (times constants, floor-divided by constants, modulo a constant where 
 runs through at least that many consecutive values; through integer locals assigned once: a
 flattened ndrange's I // n and I % n), each loop variable at most once, the two ends of the
 index's interval over the launch are indices that some iteration touches: an end outside the
-field is an access out of bounds, certainly. compile/regions.py asks this of
-every access when it plans a launch, and checked fast mode raises the bounds error interp mode
-would, naming the access's line, before the launch runs.
+field is an access out of bounds, certainly. compile/regions.py asks this of every access when
+it plans a launch, and checked fast mode raises the bounds error interp mode would, naming the
+access's line, before the launch runs; compile/backend.py asks the same of an adjoint launched
+with no forward launch alike before it (a manual sweep one step too long).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from tinyad.core import ir
-from tinyad.core.analysis import assigned
+from tinyad.core.analysis import access_sites, assigned, fixed_int_args
+
+
+class CertainBounds:
+    """One kernel's accesses whose index ends are certain (see the module), and which of them
+    a launch reaches outside its field, per integer argument values (worked out once for each,
+    at most KEPT of them remembered): a kernel's primal (through its launch plan,
+    compile/regions.py) and its adjoint (a `.grad()` of a launch that never ran)."""
+
+    KEPT = 1 << 12
+
+    def __init__(self, kernel: ir.Kernel, sites=None):
+        self.args = fixed_int_args(kernel)
+        names = [a.name for a in kernel.args]
+        self.positions = tuple(names.index(n) for n in self.args)
+        reached = reached_nodes(kernel)
+        self.ends = [(site, ends) for site in (sites or access_sites(kernel))
+                     if id(site.node) in reached
+                     and (ends := index_ends_function(site, self.args)) is not None]
+        self._found: dict = {}      # argument values -> (site, dimension, index) or None
+        self._by_scalars: dict = {}  # a launch's scalar arguments as they came -> the same
+
+    def outside(self, scalars: tuple):
+        """(site, dimension, index) of the first access a launch with these scalar arguments
+        certainly makes outside its field, or None. (Asked at every adjoint launch: looked up
+        by the arguments as they came first.)"""
+        if not self.ends:
+            return None
+        try:
+            return self._by_scalars[scalars]
+        except (KeyError, TypeError):
+            pass
+        found = self.outside_at(tuple([int(scalars[i]) for i in self.positions]))
+        if len(self._by_scalars) >= self.KEPT:
+            self._by_scalars.clear()
+        try:
+            self._by_scalars[scalars] = found
+        except TypeError:      # an unhashable argument
+            pass
+        return found
+
+    def outside_at(self, values: tuple):
+        """The same, given the integer arguments' values (in `args` order)."""
+        try:
+            return self._found[values]
+        except KeyError:
+            pass
+        found = None
+        for site, ends in self.ends:
+            touched = ends(*values)
+            for dim, ((low, high), size) in enumerate(zip(touched or (), site.field.shape)):
+                if low < 0 or high >= size:
+                    found = (site, dim, low if low < 0 else high)
+                    break
+            if found is not None:
+                break
+        if len(self._found) >= self.KEPT:
+            self._found.clear()
+        self._found[values] = found
+        return found
 
 
 def reached_nodes(kernel: ir.Kernel) -> frozenset:
