@@ -32,8 +32,8 @@ from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
-from tinyad.core.reached import CertainBounds
 from tinyad.core.notices import note
+from tinyad.core.reached import CertainBounds
 
 # An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
 # the fields the kernel touches hold at most RECORD_PAST elements. Past that, the launch
