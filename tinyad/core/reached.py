@@ -27,11 +27,8 @@ from tinyad.core.analysis import access_sites, assigned, fixed_int_args
 
 class CertainBounds:
     """One kernel's accesses whose index ends are certain (see the module), and which of them
-    a launch reaches outside its field, per integer argument values (worked out once for each,
-    at most KEPT of them remembered): a kernel's primal (through its launch plan,
-    compile/regions.py) and its adjoint (a `.grad()` of a launch that never ran)."""
-
-    KEPT = 1 << 12
+    a launch reaches outside its field: for a kernel's primal, once per launch plan
+    (compile/regions.py); for its adjoint, at a `.grad()` of a launch that never ran."""
 
     def __init__(self, kernel: ir.Kernel, sites=None):
         self.args = fixed_int_args(kernel)
@@ -41,47 +38,20 @@ class CertainBounds:
         self.ends = [(site, ends) for site in (sites or access_sites(kernel))
                      if id(site.node) in reached
                      and (ends := index_ends_function(site, self.args)) is not None]
-        self._found: dict = {}      # argument values -> (site, dimension, index) or None
-        self._by_scalars: dict = {}  # a launch's scalar arguments as they came -> the same
 
     def outside(self, scalars: tuple):
         """(site, dimension, index) of the first access a launch with these scalar arguments
-        certainly makes outside its field, or None. (Asked at every adjoint launch: looked up
-        by the arguments as they came first.)"""
-        if not self.ends:
-            return None
-        try:
-            return self._by_scalars[scalars]
-        except (KeyError, TypeError):
-            pass
-        found = self.outside_at(tuple([int(scalars[i]) for i in self.positions]))
-        if len(self._by_scalars) >= self.KEPT:
-            self._by_scalars.clear()
-        try:
-            self._by_scalars[scalars] = found
-        except TypeError:      # an unhashable argument
-            pass
-        return found
+        certainly makes outside its field, or None."""
+        return self.outside_at(tuple(int(scalars[i]) for i in self.positions))
 
     def outside_at(self, values: tuple):
         """The same, given the integer arguments' values (in `args` order)."""
-        try:
-            return self._found[values]
-        except KeyError:
-            pass
-        found = None
         for site, ends in self.ends:
             touched = ends(*values)
             for dim, ((low, high), size) in enumerate(zip(touched or (), site.field.shape)):
                 if low < 0 or high >= size:
-                    found = (site, dim, low if low < 0 else high)
-                    break
-            if found is not None:
-                break
-        if len(self._found) >= self.KEPT:
-            self._found.clear()
-        self._found[values] = found
-        return found
+                    return site, dim, low if low < 0 else high
+        return None
 
 
 def reached_nodes(kernel: ir.Kernel) -> frozenset:
