@@ -288,7 +288,6 @@ class FastBackend(Backend):
             compile_ahead(adjoints, self.target, self.config.debug, self.config.fast_math)
 
 
-
 def _raise_out_of_bounds(found, names, scalars, adjoint_of: str | None = None):
     """A launch (or the adjoint of kernel `adjoint_of`) certainly indexes a field out of its
     bounds (tinyad/core/reached.py): the bounds error, before it runs. (With

@@ -287,9 +287,9 @@ class NdarrayType:
         """The element type's shape, or None when the annotation does not say."""
         if isinstance(self.dtype, (VectorType, MatrixType)):
             return self.dtype.shape
-        if self.element_dim:
+        if self.element_dim:             # vectors or matrices, sized by each array
             return None
-        return None if self.dtype is None and self.element_dim is None else ()
+        return () if self.dtype is not None or self.element_dim == 0 else None
 
 
 def _flatten_entries(entries):
