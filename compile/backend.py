@@ -95,10 +95,7 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
-            regions = regions_of(traced)
-            plan = regions.plan(scalars)
-            if plan.out_of_bounds is not None and not self.config.debug:
-                _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
+            regions, _ = self._plan(traced, scalars)
             for fld in regions.written_fields:
                 self.checker.before_write(fld)
             result = program(scalars, self.rng)
@@ -114,10 +111,8 @@ class FastBackend(Backend):
         return program(scalars, self.rng), None
 
     def _checked_primal(self, traced, program, scalars):
-        name, checker, regions = traced.ir.name, self.checker, regions_of(traced)
-        plan = regions.plan(scalars)
-        if plan.out_of_bounds is not None and not self.config.debug:
-            _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
+        name, checker = traced.ir.name, self.checker
+        regions, plan = self._plan(traced, scalars)
         launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
@@ -149,6 +144,16 @@ class FastBackend(Backend):
         if stores_grads:
             launchchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
+
+    def _plan(self, traced, scalars):
+        """-> (the kernel's KernelRegions, this launch's LaunchPlan), once the plan shows no
+        index the launch certainly reaches out of bounds (else the bounds error, before it
+        runs; with ti.init(debug=True) every element is checked instead)."""
+        regions = regions_of(traced)
+        plan = regions.plan(scalars)
+        if plan.out_of_bounds is not None and not self.config.debug:
+            _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
+        return regions, plan
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:
         """The fields this launch may read and write in a way its IR does not settle: a
@@ -290,8 +295,7 @@ class FastBackend(Backend):
 
 def _raise_out_of_bounds(found, names, scalars, adjoint_of: str | None = None):
     """A launch (or the adjoint of kernel `adjoint_of`) certainly indexes a field out of its
-    bounds (tinyad/core/reached.py): the bounds error, before it runs. (With
-    ti.init(debug=True) every element is checked instead, and the kernel's asserts run.)"""
+    bounds (tinyad/core/reached.py): the bounds error, before it runs."""
     site, dim, index = found
     given = ", ".join(f"{n}={v!r}" for n, v in zip(names, scalars))
     if adjoint_of is not None:

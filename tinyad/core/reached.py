@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tinyad.core import ir
-from tinyad.core.analysis import access_sites, assigned, fixed_int_args
+from tinyad.core.analysis import access_sites, assigned, direct_break, fixed_int_args
 
 
 class CertainBounds:
@@ -56,7 +56,7 @@ class CertainBounds:
 
 def reached_nodes(kernel: ir.Kernel) -> frozenset:
     """ids of the access nodes (Load, Store, AtomicOp) that every iteration of the loops around
-    them reaches: not inside a branch or a `while`, nor in a loop that may `break` (or return)."""
+    them reaches: not inside a branch or a `while`, nor in a loop that may `break`."""
     found = set()
 
     def visit(block):
@@ -67,9 +67,8 @@ def reached_nodes(kernel: ir.Kernel) -> frozenset:
                 found.update(id(x) for x in ir.walk_expr(e) if isinstance(x, ir.Load))
             if isinstance(s, (ir.Store, ir.AtomicOp)):
                 found.add(id(s))
-            elif isinstance(s, ir.For) and not any(
-                    isinstance(inner, (ir.Break, ir.Return)) for inner in ir.walk_stmts(s.body)):
-                visit(s.body)
+            elif isinstance(s, ir.For) and not direct_break(s.body):
+                visit(s.body)       # (a Return stands only last, at the kernel's top level)
 
     visit(kernel.body)
     return frozenset(found)

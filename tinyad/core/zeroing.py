@@ -8,7 +8,7 @@ launch: what a launch overwrites of a primal need not be kept for a gradient it 
 The proof: every store or atomic into the gradient is a store of 0, and the stores that run
 at every launch reach every element: those at the kernel's top level, and those at the top
 level of its outer loops (in each iteration: not in a branch or an inner loop, in a loop with
-no break or return). Where they reach is found by running the integer arithmetic on all the
+no break). Where they reach is found by running the integer arithmetic on all the
 iterations at once, a numpy array per local (a struct-for flattens `for i, j in grid` into
 I // n and I % n); a loop's bounds must be known (constants), its trip count at most
 ENUMERATED.
@@ -49,8 +49,6 @@ def _reaches_all(kernel: ir.Kernel, stores: list) -> bool:
                 env.pop(name, None)
         elif not _run_stmt(stmt, ids, shape, reached, env):
             return False
-        if any(isinstance(s, ir.Return) for s in ir.walk_stmts([stmt])):
-            break                                     # (what follows may not run)
     return bool(reached.all())
 
 
@@ -59,9 +57,9 @@ def _loop_reaches(loop: ir.For, ids, shape, reached, outer: dict) -> bool:
     where one of them cannot be followed."""
     start, stop = _run(loop.start, outer), _run(loop.stop, outer)
     if start is None or stop is None or np.ndim(start) or np.ndim(stop) or \
-            stop - start > ENUMERATED or analysis.direct_break(loop.body) or \
-            any(isinstance(s, ir.Return) for s in ir.walk_stmts(loop.body)):
-        return not any(id(s) in ids for s in loop.body)    # (unknown, if it holds one)
+            stop - start > ENUMERATED or analysis.direct_break(loop.body):
+        # (unknown, if it holds one; a Return stands only last, at the kernel's top level)
+        return not any(id(s) in ids for s in loop.body)
     env = dict(outer)
     env[loop.var] = np.arange(int(start), int(stop), dtype=np.int64)
     return all(_run_stmt(stmt, ids, shape, reached, env) for stmt in loop.body)
