@@ -321,6 +321,36 @@ def test_lazy_dual_gives_every_float_field_a_dual(mode):
     assert y.dual[None] == pytest.approx(0.5)
 
 
+def test_duals_placed_beside_their_fields_as_taichi_allows(mode):
+    """ti.root.place(x, x.dual, ...) (DFSPH_difftaichi's trial 19), and a kernel that reads back
+    what it stored: z = x; x = z + z y; loss = x + y, so d loss / d x = 1 + y. Taichi 1.7.4
+    prints z.dual 0 after `z = x`, and loss.dual 0."""
+    x = ti.field(ti.f64, needs_dual=True)
+    y = ti.field(ti.f64, needs_dual=True)
+    z = ti.field(ti.f64, needs_dual=True)
+    ti.root.place(x, x.dual, y, y.dual, z, z.dual)
+    v = ti.Vector.field(3, ti.f64, needs_dual=True)
+    ti.root.dense(ti.ij, (2, 2)).place(v, v.dual)
+    loss = ti.field(ti.f64, shape=(), needs_dual=True)
+
+    @ti.kernel
+    def func():
+        z[None] = x[None]
+        x[None] = z[None] + z[None] * y[None]
+
+    @ti.kernel
+    def get_loss():
+        loss[None] = x[None] + y[None]
+
+    x[None], y[None] = 1.0, 0.25
+    with ti.ad.FwdMode(loss=loss, param=x):
+        func()
+        get_loss()
+    assert loss[None] == pytest.approx(1.25 + 0.25)
+    assert loss.dual[None] == pytest.approx(1.25)
+    assert v.dual.shape == (2, 2)
+
+
 def test_tangent_ir_points_at_the_users_lines(mode):
     x = ti.field(ti.f64, shape=(), needs_dual=True)
     y = ti.field(ti.f64, shape=(), needs_dual=True)

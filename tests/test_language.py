@@ -560,6 +560,58 @@ def test_vectors_and_matrices_in_python_scope_and_kernels(mode):
     assert v[1].to_numpy().tolist() == [1, 2, 3]
 
 
+def test_fill_sets_every_entry_of_a_field_element_or_a_local_matrix(mode):
+    """Taichi's Matrix.fill in a kernel (DFSPH_difftaichi's trial programs clear x[0, i] so):
+    y_i = x_i.sum() + m.sum() = 3 (i + 1) p + 4 p, so dy/dp = 3 (i + 1) + 4 both ways."""
+    p = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+    x = ti.Vector.field(3, ti.f64, shape=2, needs_grad=True, needs_dual=True)
+    y = ti.field(ti.f64, shape=2, needs_grad=True, needs_dual=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        for i in range(2):
+            x[i].fill(p[None] * (i + 1))
+            m = ti.Matrix([[1.0, 2.0], [3.0, 4.0]])
+            m.fill(p[None])
+            y[i] = x[i].sum() + m.sum()
+
+    @ti.kernel
+    def total():
+        for i in y:
+            loss[None] += y[i]
+
+    p[None] = 0.5
+    with ti.ad.Tape(loss=loss):
+        k()
+        total()
+    assert x.to_numpy() == pytest.approx(np.array([[0.5] * 3, [1.0] * 3]))
+    assert y.to_numpy() == pytest.approx([3.5, 5.0])
+    assert p.grad[None] == pytest.approx(7 + 10)
+    with ti.ad.FwdMode(loss=y, param=p):
+        k()
+    assert y.dual.to_numpy() == pytest.approx([7, 10])
+
+
+def test_fill_takes_one_number_for_a_vector_or_matrix(mode):
+    x = ti.Vector.field(2, ti.f64, shape=2)
+    s = ti.field(ti.f64, shape=2)
+
+    @ti.kernel
+    def vector_value():
+        x[0].fill(ti.Vector([1.0, 2.0]))
+
+    @ti.kernel
+    def scalar_target():
+        s[0].fill(1.0)
+
+    with pytest.raises(ti.TinyadTypeError, match="takes a number") as e:
+        vector_value()
+    assert "x[0].fill(ti.Vector" in e.value.loc.text
+    with pytest.raises(ti.TinyadTypeError, match="fills a vector or a matrix"):
+        scalar_target()
+
+
 def test_random_is_reproducible_from_the_seed(mode):
     x = ti.field(ti.f64, shape=8)
 

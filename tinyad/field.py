@@ -203,7 +203,7 @@ class Field:
 
     def _place(self, shape: tuple[int, ...]) -> None:
         if self._shape is not None:
-            if self.role == "grad" and self._shape == shape:
+            if self.role in ("grad", "dual") and self._shape == shape:
                 return   # placed with its primal already (needs_grad=True), then again: harmless
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape "
                                      f"{self._shape}",

@@ -306,12 +306,40 @@ class Tracer(ExprVisitor):
             return  # docstring
         call = node.value
         if isinstance(call, ast.Call):
+            if self._fills_a_matrix(call):
+                self.fill_matrix(call)
+                return
             fn = self.named_callee(call)
             if fn in lang.ATOMICS:  # a statement: the old value is not needed
                 with B.at(self.loc(call)):
                     self.atomic_call(lang.ATOMICS[fn], call, want_result=False)
                 return
         self.visit(node.value)
+
+    def _fills_a_matrix(self, call) -> bool:
+        """Is `call` Taichi's Matrix.fill on something assignable: `v.fill(0.0)` of a vector
+        or matrix variable, `x[i].fill(0.0)` of a field's element?"""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "fill"):
+            return False
+        if isinstance(func.value, ast.Subscript):
+            return True
+        return isinstance(func.value, ast.Name) and isinstance(
+            self.frame.lookup(func.value.id, self.loc(func.value)), LocalMatrix)
+
+    def fill_matrix(self, call):
+        """Set every entry to one number, as `x[i] = 0.0` does."""
+        target = self.lvalue(call.func.value)
+        if isinstance(target, StructLValue) or not target.shape:
+            raise TinyadTypeError("fill() fills a vector or a matrix", self.loc(call),
+                                  hint="assign the value instead: x[i] = 0.0")
+        if len(call.args) != 1 or call.keywords:
+            raise TinyadTypeError("fill() takes one value", self.loc(call))
+        value = self.visit(call.args[0])
+        if isinstance(value, Matrix):
+            raise TinyadTypeError("fill() takes a number, not a vector or matrix",
+                                  self.loc(call.args[0]), hint="assign the vector: x[i] = v")
+        self.assign(target, value, call)
 
     def visit_Pass(self, node):
         pass
