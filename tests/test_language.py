@@ -664,6 +664,27 @@ def test_init_accepts_taichi_options(capsys):
         ti.init(not_an_option=1)
 
 
+def test_print_ir_prints_each_kernel_and_its_adjoint_when_made(mode, capsys):
+    """ti.init(print_ir=True), as Taichi's: the IR each variant runs, once, as it is made."""
+    ti.init(mode=mode, print_ir=True)
+    x = ti.field(ti.f64, shape=2, needs_grad=True)
+    y = ti.field(ti.f64, shape=2, needs_grad=True)
+
+    @ti.kernel
+    def double():
+        for i in x:
+            y[i] = 2 * x[i]
+
+    double()
+    double()
+    y.grad.fill(1.0)
+    double.grad()
+    printed = capsys.readouterr().out
+    assert printed.count("kernel double():") == 1 and printed.count("kernel double_grad():") == 1
+    assert "y[i] = 2.0 * x[i]" in printed and "x.grad[i] +=" in printed
+    assert x.grad.to_numpy().tolist() == [2.0, 2.0]
+
+
 @pytest.mark.parametrize("arch", ["gpu", "dx11", "dx12", "gles", "amdgpu"])
 def test_every_taichi_arch_name_runs_a_kernel(mode, arch):
     """Taichi's arch names all exist (a test's `exclude=[ti.gles]` names them too); a GPU arch

@@ -23,6 +23,7 @@ from tinyad.core.errors import (
     without_internal_frames,
 )
 from tinyad.core.notices import note
+from tinyad.core.printer import format_kernel
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.field import settle_layout
@@ -343,6 +344,8 @@ class TracedKernel:
         """The backend's program for a variant, prepared on first use."""
         if variant not in self._programs:
             kernel_ir = self.variant_ir(variant)
+            if runtime.config.print_ir:     # ti.init(print_ir=True), as Taichi's prints its own
+                print(format_kernel(kernel_ir), end="\n\n")
             if variant == "adjoint":
                 runtime.backend.backward_starts(self)
             self._programs[variant] = runtime.backend.prepare(kernel_ir)

@@ -34,6 +34,7 @@ class Config:
     random_seed: int = 0
     debug: bool = False
     fast_math: bool = True          # fast mode may reassociate float math (compile/pysource.py)
+    print_ir: bool = False          # print each kernel's IR, and its derivatives', when made
     # TINYAD_MODE / TINYAD_CHECK choose without editing a program (also before any ti.init)
     mode: str = field(default_factory=lambda: _from_environment("TINYAD_MODE", "interp", MODES))
     check: str = field(default_factory=lambda: _from_environment("TINYAD_CHECK", "error", CHECKS))
@@ -86,7 +87,7 @@ active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_for
 # Taichi's ti.init options that have no meaning in tinyad: accepted, and ignored with a note.
 IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_threads",
                    "kernel_profiler", "log_level", "ad_stack_size", "device_memory_GB",
-                   "device_memory_fraction", "print_ir", "advanced_optimization",
+                   "device_memory_fraction", "advanced_optimization",
                    "packed", "dynamic_index", "excepthook", "verbose", "print_kernel_llvm_ir",
                    "default_gpu_block_dim", "async_mode", "flatten_if", "make_thread_local",
                    "opt_level", "real_matrix_scalarize", "check_out_of_bound", "gdb_trigger",
@@ -94,12 +95,12 @@ IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_thre
 
 
 KNOWN_OPTIONS = ("arch", "default_fp", "default_ip", "random_seed", "debug", "mode", "check",
-                 "fast_math")
+                 "fast_math", "print_ir")
 
 
 def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
          mode: str | None = None, check: str | None = None, fast_math: bool = True,
-         **options) -> None:
+         print_ir: bool = False, **options) -> None:
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
@@ -125,7 +126,8 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
              f"and {'is' if one else 'are'} ignored")
     runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
-                            debug=debug, fast_math=bool(fast_math), mode=mode, check=check)
+                            debug=debug, fast_math=bool(fast_math), mode=mode, check=check,
+                            print_ir=bool(print_ir))
     T.set_typing_defaults(T.TypingDefaults(runtime.config.default_fp, runtime.config.default_ip))
     runtime.fields = []
     runtime.generation += 1
