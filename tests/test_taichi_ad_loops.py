@@ -267,3 +267,32 @@ def test_an_inner_loop_of_its_own_locals_is_differentiated_per_iteration(mode):
 
     assert [s for s in ir.walk_stmts(carried.grad.ir.body) if isinstance(s, ir.Save)]
     assert_tape_matches_fd(carried, loss, [p])
+
+
+def test_an_inner_loop_under_a_branch_accumulates_into_a_local(mode):
+    """DFSPH_difftaichi's trial 15: y_i = max(2 x_i sum_j x_j + x_i, 0) for i > 2. The loss
+    y_3 + y_4 has d/dx_j = 2 (x_3 + x_4) = 14 for j < 3 and 2 sum_j x_j + 14 + 1 = 35 for
+    j = 3, 4. Taichi 1.7.4 gives 0, 0, 0, 9, 23, with validation=True and debug=True."""
+    x = _field(shape=5, values=np.arange(5.0))
+    y = _field(shape=5)
+    loss = _field(shape=())
+
+    @ti.kernel
+    def calc():
+        for i in range(5):
+            if i > 5 / 2:
+                s = 0.0
+                for j in range(5):
+                    s += x[j] * x[i]
+                y[i] = ti.max(s * 2 + x[i], 0)
+
+    @ti.kernel
+    def total():
+        for i in range(5):
+            loss[None] += y[i]
+
+    with ti.ad.Tape(loss=loss):
+        calc()
+        total()
+    assert y.to_numpy().tolist() == [0, 0, 0, 63, 84]
+    assert x.grad.to_numpy().tolist() == [14, 14, 14, 35, 35]
