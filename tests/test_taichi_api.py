@@ -82,3 +82,39 @@ def test_gui_colour_helpers_are_taichis():
     assert ti.rgb_to_hex([0.5, np.array([0.1, 1.2]), 0.0]).tolist() == [8329472, 8388352]
     assert ti.rgb_to_hex((1.0, 0.0, 0.2)) == 0xFF0033
     assert ti.hex_to_rgb(0x336699) == pytest.approx((0.2, 0.4, 0.6))
+
+
+def test_algorithms_prefix_sum_and_sort_as_taichis(mode):
+    """ti.algorithms from Python scope, on every backend (Taichi's prefix sum needs CUDA or
+    Vulkan): an inclusive scan of the first n elements in place, a sort moving values along."""
+    counts = ti.field(ti.i32, shape=6)
+    counts.from_numpy(np.array([1, 2, 0, 4, 5, 6], dtype=np.int32))
+    ti.algorithms.PrefixSumExecutor(5).run(counts)
+    assert counts.to_numpy().tolist() == [1, 3, 3, 7, 12, 6]
+    with pytest.raises(RuntimeError, match="Only ti.i32"):
+        ti.algorithms.PrefixSumExecutor(2).run(ti.field(ti.f32, shape=2))
+
+    keys = ti.field(ti.f32, shape=5)
+    values = ti.Vector.field(2, ti.i32, shape=5)
+    keys.from_numpy(np.array([0.5, -1.0, 3.0, 0.0, 2.0], dtype=np.float32))
+    values.from_numpy(np.arange(10, dtype=np.int32).reshape(5, 2))
+    ti.algorithms.parallel_sort(keys, values)
+    assert keys.to_numpy().tolist() == [-1.0, 0.0, 0.5, 2.0, 3.0]
+    assert values.to_numpy()[:, 0].tolist() == [2, 6, 0, 8, 4]
+    with pytest.raises(TypeError, match="one entry per key"):
+        ti.algorithms.parallel_sort(keys, ti.field(ti.i32, shape=4))
+
+
+def test_simt_intrinsics_may_be_named_but_not_called(mode):
+    """Taichi programs pick `ti.simt.block.sync` at import time for their CUDA path."""
+    barrier = ti.simt.block.sync
+    x = ti.field(ti.i32, shape=4)
+
+    @ti.kernel
+    def scan():
+        for i in x:
+            barrier()
+
+    with pytest.raises(ti.TinyadSyntaxError, match="ti.simt.block.sync") as e:
+        scan()
+    assert e.value.loc.text.strip() == "barrier()"

@@ -2,7 +2,7 @@
 
 `import tinyad as ti` runs Taichi autodiff programs. The public API is re-exported here.
 """
-from tinyad import ad
+from tinyad import ad, algorithms, simt
 from tinyad.ad import Tape
 from tinyad.check.rules import (
     ParallelConflictRuleError,
