@@ -100,3 +100,16 @@ def test_print_rejects_what_it_cannot_show(mode):
         to_file()
     with pytest.raises(ti.TinyadTypeError, match="cannot show"):
         a_field()
+
+
+def test_a_vector_or_matrix_in_python_scope_prints_as_taichis(mode, capsys):
+    """print(x[i]) as Taichi 1.7.4 prints it: numpy's str of its values, in the field's dtype
+    (DFSPH_difftaichi's trial programs print their particles so)."""
+    x = ti.Vector.field(3, ti.f32, shape=2)
+    m = ti.Matrix.field(2, 2, ti.f64, shape=())
+    x[0] = [0.1, 0.2, 0.3]
+    m[None] = [[1.5, 2], [3, 4]]
+    print(x[0], m[None])
+    print(ti.Vector([1, 2]), repr(x[1]))
+    assert capsys.readouterr().out == ("[0.1        0.2        0.30000001] [[1.5 2. ]\n [3.  4. ]]\n"
+                                       "[1 2] [0. 0. 0.]\n")

@@ -288,9 +288,10 @@ class Matrix:
         return self.to_numpy().tolist()
 
     def __repr__(self):
+        """Its values as numpy prints them (`[0. 1. 2.]`), as Taichi's print(x[i]) shows."""
         if any(B.is_expr(e) for e in self.entries):
             return f"Matrix(<traced {self.shape}>)"
-        return repr(self.to_numpy())
+        return str(self.to_numpy())
 
     def __eq__(self, other):
         """Entry by entry (1 / 0), as Taichi's; in Python scope a Comparison, which is true
