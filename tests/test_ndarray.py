@@ -159,6 +159,23 @@ def test_argument_checks(mode):
         f(np.zeros((4, 2))[:, 0])
 
 
+def test_a_numpy_array_in_fortran_order_is_copied_in_and_back_as_taichi_does(mode):
+    """A transpose (DFSPH_difftaichi passes `positions.T`): the kernel reads a copy in C order,
+    and what it writes is copied back into the user's array after the launch."""
+    @ti.kernel
+    def scale(a: ti.types.ndarray(), out: ti.types.ndarray()):
+        for i, j in a:
+            out[i, j] = a[i, j] * 10 + i
+            a[i, j] += 1
+
+    a = np.arange(6.0).reshape(3, 2).T
+    out = np.zeros((3, 2)).T
+    assert a.flags.f_contiguous and not a.flags.c_contiguous
+    scale(a, out)
+    assert a.tolist() == [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
+    assert out.tolist() == [[0.0, 20.0, 40.0], [11.0, 31.0, 51.0]]
+
+
 def test_taichis_older_spellings_of_the_element_type(mode):
     # DiffTaichi's diffmpm3d: init(x_: ti.types.ndarray(element_dim=1)) takes (n, 3) positions
     x = ti.Vector.field(3, ti.f64, shape=4)

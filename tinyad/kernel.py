@@ -211,6 +211,9 @@ class Kernel:
             result, launch = traced.run_tangent(scalars)
         else:
             result, launch = traced.run_primal(scalars)
+        for value in templates.values():
+            if getattr(value, "copy_back_to", None) is not None:   # (tinyad/ndarray.py)
+                np.copyto(value.copy_back_to, runtime.backend.storage.to_host(value))
         recorder = active_recorder.get()
         if recorder is not None:
             recorder.record(self, args, kwargs, launch)

@@ -47,6 +47,7 @@ class Ndarray(Field):
         self.signature = (str(dtype), self.element_shape, self._shape, self.grad is not None)
         _live[next(_made)] = self
         self.external = array is not None   # a numpy array passed to a kernel: its memory
+        self.copy_back_to = None            # or the array in Fortran order it is a copy of
         if array is not None:
             self.host_array = array
 
@@ -135,8 +136,13 @@ def _wrap_numpy(array: np.ndarray, annotation, where: str) -> Ndarray:
     if known is not None and known[0]() is array and known[1]() is not None:
         return known[1]()
     if not array.flags.c_contiguous:
-        raise TinyadTypeError(f"{where}: the numpy array is not contiguous (a slice or a "
-                              "transpose): pass np.ascontiguousarray(a), and copy results back")
+        if not array.flags.f_contiguous:
+            raise TinyadTypeError(f"{where}: the numpy array is not contiguous (a slice with "
+                                  "steps): pass np.ascontiguousarray(a), and copy results back")
+        # A transpose, as Taichi takes it: the kernel gets a copy in C order, copied back after
+        wrapper = _wrap_numpy(np.ascontiguousarray(array), annotation, where)
+        wrapper.copy_back_to = array
+        return wrapper
     try:
         dtype = T.from_numpy(array.dtype)
     except TypeError:
