@@ -447,6 +447,58 @@ def test_a_func_may_change_an_entry_of_its_vector_argument(mode):
     assert out.to_numpy().tolist() == [[3.0, 4.0], [1.0, 14.0]]
 
 
+def test_a_template_parameter_takes_its_callers_local_by_reference(mode):
+    """Taichi passes a local to a ti.template() parameter by reference: SPH codes accumulate
+    over neighbours with for_all_neighbors(p_i, task, ret), each task adding into `ret`
+    (DFSPH_difftaichi). For i = 0, ret = (-s, -s, -s, x_0 s) with s = x_1 + x_2 + x_3, so
+    loss = ret[3] + ret[0] has d/dx_0 = s = 9 and d/dx_j = x_0 - 1 = 0, as Taichi 1.7.4 gives."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    out = ti.Vector.field(4, ti.f64, shape=(), needs_grad=True)
+    counts = ti.field(ti.i32, shape=2)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.func
+    def task(i, j, ret: ti.template()):
+        ret[3] += x[j] * x[i]
+        for k in ti.static(range(3)):
+            ret[k] -= x[j]
+
+    @ti.func
+    def for_all_neighbors(i, f: ti.template(), ret: ti.template()):
+        for j in range(4):
+            if j != i:
+                f(i, j, ret)
+
+    @ti.func
+    def count(c: ti.template(), s: ti.template(), by_value):
+        c += 1
+        s.n += 2
+        by_value += 1
+
+    @ti.kernel
+    def gather():
+        for i in range(1):
+            ret = ti.Vector([0.0, 0.0, 0.0, 0.0])
+            for_all_neighbors(i, task, ret)
+            out[None] = ret
+            c, s, v = 0, ti.Struct(n=0), 0
+            count(c, s, v)
+            count(c, s=s, by_value=v)
+            counts[0], counts[1] = c, s.n * 10 + v
+
+    @ti.kernel
+    def total():
+        loss[None] = out[None][3] + out[None][0]
+
+    x.from_numpy(np.arange(1.0, 5.0))
+    with ti.ad.Tape(loss=loss):
+        gather()
+        total()
+    assert out[None].to_numpy().tolist() == [-9.0, -9.0, -9.0, 9.0]
+    assert counts.to_numpy().tolist() == [2, 40]
+    assert x.grad.to_numpy().tolist() == [9.0, 0.0, 0.0, 0.0]
+
+
 def test_integer_vector_types_make_integer_vectors(mode):
     """ti.math.ivec2 is Taichi's i32 vector: ivec2(3.7, 2) is [3, 2] and indexes a field. It
     was the float vec2, so indexing with it was refused."""

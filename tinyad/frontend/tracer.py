@@ -525,7 +525,9 @@ class Tracer(ExprVisitor):
                                     "inlines funcs, so recursion is not supported)", self.loc(node),
                                     hint="rewrite the recursion as a loop")
         source = func.source
+        given = len(args)
         args = func.bound_arguments(args)     # a method of a data_oriented class: self first
+        by_reference = self._locals_passed(func, node, len(args) - given)
         try:
             bound = inspect.signature(func.fn).bind(*args, **kwargs)
         except TypeError as exc:
@@ -551,7 +553,8 @@ class Tracer(ExprVisitor):
                 if isinstance(kind, StructType):      # a struct: passed by value, as in Taichi
                     self.declare(name, value, node)
                 elif kind == "template" or not (is_traced(value) or isinstance(value, numbers.Number)):
-                    frame.scopes[-1][name] = value
+                    frame.scopes[-1][name] = by_reference.get(name, value) if kind == "template" \
+                        else value
                 elif name in reassigned or (is_traced(value) and not _all_leaves(value)):
                     self.declare(name, value, node, kind if isinstance(kind, T.DType) else None)
                 elif isinstance(kind, T.DType):
@@ -565,6 +568,21 @@ class Tracer(ExprVisitor):
         if isinstance(binding, LocalMatrix):
             binding = Matrix._make(binding.vars, binding.n, binding.m, binding.ndim)
         return _as_declared_return(binding, func.fn)
+
+    def _locals_passed(self, func, call, skipped: int) -> dict:
+        """{parameter: the caller's local} for each local variable passed by name: a
+        ti.template() parameter takes it by reference, as in Taichi, so a func may accumulate
+        into its caller's `ret` (SPH codes' for_all_neighbors(p_i, task, ret))."""
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return {}
+        names = list(inspect.signature(func.fn).parameters)[skipped:]
+        passed = list(zip(names, call.args)) + [(k.arg, k.value) for k in call.keywords]
+        found = {}
+        for name, arg in passed:
+            scope = self.frame.find_scope(arg.id) if isinstance(arg, ast.Name) else None
+            if scope is not None and isinstance(scope[arg.id], (ir.Var, LocalMatrix, Struct)):
+                found[name] = scope[arg.id]
+        return found
 
 
 def _as_declared_return(value, fn):
