@@ -58,6 +58,48 @@ def test_rule1_across_kernels_in_a_tape(scalars):
     assert "time-indexed" in report.fix
 
 
+def test_rule1_a_vector_read_then_cleared_by_fill(mode):
+    """DFSPH_difftaichi's rigid-body step: omega[t + 1] = omega[t] + dt * inv_inertia * torque[t],
+    then torque[t].fill(0.0) in the same iteration: the adjoint of inv_inertia would replay a
+    zero torque. (A read whose value no adjoint needs, as in omega + dt * torque, is no fault.)"""
+    torque = ti.Vector.field(2, ti.f64, shape=(2, 1), needs_grad=True)
+    inv_inertia = ti.field(ti.f64, shape=1, needs_grad=True)
+    omega = ti.Vector.field(2, ti.f64, shape=(2, 1), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    torque[0, 0] = [0.5, 2.0]
+
+    @ti.kernel
+    def step(t: int):
+        for r in range(1):
+            omega[t + 1, r] = omega[t, r] + 0.1 * inv_inertia[r] * torque[t, r]
+            torque[t, r].fill(0.0)
+
+    @ti.kernel
+    def total():
+        loss[None] = omega[1, 0].sum()
+
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        with ti.ad.Tape(loss=loss):
+            step(0)
+            total()
+    report = info.value.report
+    assert report.element_text == "torque[0, 0, 0]" and report.read.value == 0.5
+    assert line_text(report.write) == "torque[t, r].fill(0.0)"
+
+    @ti.kernel
+    def linear_step(t: int):
+        for r in range(1):
+            omega[t + 1, r] = omega[t, r] + 0.1 * torque[t, r]
+            torque[t, r].fill(0.0)
+
+    torque[0, 0] = [0.5, 2.0]
+    with ti.ad.Tape(loss=loss):
+        linear_step(0)
+        total()
+    assert torque.grad[0, 0].to_numpy().tolist() == [0.1, 0.1]
+    assert torque[0, 0].to_numpy().tolist() == [0.0, 0.0]
+
+
 def _ewma_fields(row_num, column_num):
     data = ti.field(ti.f64, shape=(row_num, column_num), needs_grad=True, name="data_field")
     tape = ti.field(ti.f64, shape=(row_num, column_num), needs_grad=True, name="ewma_tape")
