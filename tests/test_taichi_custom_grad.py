@@ -265,3 +265,65 @@ def test_a_custom_gradient_whose_inputs_change_after_the_tape_is_clean(mode, cap
     assert np.allclose(x.grad.to_numpy(), 2 * np.arange(4.0))
     overwrite()
     assert capsys.readouterr().err == ""
+
+
+def test_taichis_older_names_complex_kernel_and_ext_arr(mode):
+    """PlasticineLab's simulator, in Taichi's older spellings: a @ti.complex_kernel step whose
+    @ti.complex_kernel_grad recomputes its temporary, then runs the adjoints by hand, and
+    ti.ext_arr() arguments. x[f + 1] = (2 x[f])^2, so d x[2] / d x[0] = 8 x[1] * 8 x[0]."""
+    @ti.data_oriented
+    class Simulator:
+        def __init__(self, n):
+            self.n = n
+            self.x = ti.field(ti.f64, shape=(3, n), needs_grad=True)
+            self.tmp = ti.field(ti.f64, shape=n, needs_grad=True)
+
+        @ti.kernel
+        def double(self, f: ti.i32):
+            for p in range(self.n):
+                self.tmp[p] = 2 * self.x[f, p]
+
+        @ti.kernel
+        def square(self, f: ti.i32):
+            for p in range(self.n):
+                self.x[f + 1, p] = self.tmp[p] ** 2
+
+        @ti.complex_kernel
+        def substep(self, f):
+            self.double(f)
+            self.square(f)
+
+        @ti.complex_kernel_grad(substep)
+        def substep_grad(self, f):
+            self.double(f)        # recompute what the next step overwrote
+            self.square.grad(f)
+            self.double.grad(f)
+
+        @ti.kernel
+        def set_frame(self, f: ti.i32, x: ti.ext_arr()):
+            for p in range(self.n):
+                self.x[f, p] = x[p]
+
+        @ti.kernel
+        def read_grad(self, f: ti.i32, out: ti.any_arr()):
+            for p in range(self.n):
+                out[p] = self.x.grad[f, p]
+
+    sim = Simulator(3)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def total():
+        for p in range(sim.n):
+            loss[None] += sim.x[2, p]
+
+    x0 = np.array([0.5, -1.0, 2.0])
+    sim.set_frame(0, x0)
+    with ti.ad.Tape(loss=loss):
+        sim.substep(0)
+        sim.substep(1)
+        total()
+    grad = np.zeros(3)
+    sim.read_grad(0, grad)
+    x1 = (2 * x0) ** 2
+    np.testing.assert_allclose(grad, 8 * x1 * 8 * x0, rtol=1e-12)

@@ -116,6 +116,20 @@ dx11, dx12, gles, amdgpu = "cuda", "cuda", "cuda", "cuda"
 i, j, k, l = Axis("i"), Axis("j"), Axis("k"), Axis("l")  # noqa: E741  (Taichi's names)
 ij, ik, jk, ijk, ijkl = Axis("ij"), Axis("ik"), Axis("jk"), Axis("ijk"), Axis("ijkl")
 
+# Taichi's older names, still in programs written for it (PlasticineLab, ChainQueen, the
+# DiffTaichi of its paper): a function with a hand-written gradient, and an external array.
+complex_kernel, complex_kernel_grad = ad.grad_replaced, ad.grad_for
+
+
+def ext_arr():
+    """`x: ti.ext_arr()`: the old spelling of `x: ti.types.ndarray()`."""
+    return types.ndarray()
+
+
+def any_arr(**options):
+    """`x: ti.any_arr(element_dim=1)`: the old spelling of `ti.types.ndarray(...)`."""
+    return types.ndarray(**options)
+
 
 def polar_decompose(A, dt=None):
     from tinyad.frontend.linalg import polar_decompose as impl  # noqa: PLC0415
