@@ -569,6 +569,8 @@ class FastChecker(PointCopies, LaunchChecker):
         values = regions.arg_values(scalars)
         saved = []
         for site in regions.grad_stores:
+            if self.gradient_consumed(site.field):
+                continue
             box = regions.box(site, values)
             if box is not None:
                 saved.append((site, box, self.host(site.field)[box_slices(box)].copy()))

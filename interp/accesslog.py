@@ -102,7 +102,8 @@ class Checker(LaunchChecker):
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
         """Inside a grad_for function: a plain store must not discard an earlier gradient."""
-        if kind == "store" and old != 0 and not same_value(old, new):
+        if kind == "store" and old != 0 and not same_value(old, new) and \
+                not self.gradient_consumed(fld):
             write = Access(kind, site.loc, None, None, None, new, self.tick())
             self.report(rules.custom_gradient_assigns(field=fld.name, element=index,
                                                       write=write, discarded=old))

@@ -327,3 +327,94 @@ def test_taichis_older_names_complex_kernel_and_ext_arr(mode):
     sim.read_grad(0, grad)
     x1 = (2 * x0) ** 2
     np.testing.assert_allclose(grad, 8 * x1 * 8 * x0, rtol=1e-12)
+
+
+def test_a_gradient_kernel_written_by_hand_stands_for_an_adjoint(mode):
+    """PlasticineLab's step: a grad_for that clears its scratch gradients (through a local
+    `zero`), recomputes, and runs its own svd_grad kernel where svd.grad() would go. Neither
+    is a fault: what the clear discards was used by then, and the hand-written kernel gives
+    the gradient the later .grad() needs. x[f + 1] = (2 x[f])^3 + x[f], so
+    d x[2] / d x[0] = (24 x[1]^2 + 1) (24 x[0]^2 + 1)."""
+    n = 3
+    x = ti.field(ti.f64, shape=(3, n), needs_grad=True)
+    tmp = ti.field(ti.f64, shape=n, needs_grad=True)
+    cube = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def double(f: ti.i32):
+        for p in range(n):
+            tmp[p] = 2 * x[f, p]
+
+    @ti.kernel
+    def cube_it():                 # its adjoint is cube_grad, written by hand
+        for p in range(n):
+            cube[p] = tmp[p] ** 3
+
+    @ti.kernel
+    def cube_grad():
+        for p in range(n):
+            tmp.grad[p] += 3 * tmp[p] ** 2 * cube.grad[p]
+
+    @ti.kernel
+    def advance(f: ti.i32):
+        for p in range(n):
+            x[f + 1, p] = cube[p] + x[f, p]
+
+    @ti.kernel
+    def clear_scratch_grad():
+        zero = 0.0
+        for p in range(n):
+            tmp.grad[p] = zero
+            cube.grad[p] = zero
+
+    @ti.ad.grad_replaced
+    def step(f):
+        double(f)
+        cube_it()
+        advance(f)
+
+    @ti.ad.grad_for(step)
+    def step_grad(f):
+        clear_scratch_grad()
+        double(f)
+        cube_it()
+        advance.grad(f)
+        cube_grad()
+        double.grad(f)
+
+    @ti.kernel
+    def total():
+        for p in range(n):
+            loss[None] += x[2, p]
+
+    x0 = np.array([0.25, -0.5, 0.75])
+    x.from_numpy(np.stack([x0, np.zeros(n), np.zeros(n)]))
+    with ti.ad.Tape(loss=loss):
+        step(0)
+        step(1)
+        total()
+    x1 = 8 * x0 ** 3 + x0
+    np.testing.assert_allclose(x.grad.to_numpy()[0], (24 * x1 ** 2 + 1) * (24 * x0 ** 2 + 1),
+                               rtol=1e-12)
+
+    @ti.ad.grad_replaced
+    def step_again(f):
+        step(f)
+
+    @ti.ad.grad_for(step_again)
+    def step_again_grad(f):        # the clear comes after advance.grad() adds to cube.grad
+        double(f)
+        cube_it()
+        advance.grad(f)
+        clear_scratch_grad()
+        cube_grad()
+        double.grad(f)
+
+    x.from_numpy(np.stack([x0, np.zeros(n), np.zeros(n)]))
+    with pytest.raises(ti.SilentZeroRuleError, match="Custom gradient assigns") as info:
+        with ti.ad.Tape(loss=loss):
+            step_again(0)
+            step_again(1)
+            total()
+    assert "cube.grad" in info.value.report.summary

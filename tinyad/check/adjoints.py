@@ -102,7 +102,10 @@ def _rows(launch):
 
 def _check_order(checker, launch, facts, kernel_name):
     """A manual sweep out of order: a later launch read what this one produced, its outputs
-    are seeded, and its adjoint has not run yet (it would add to this one's seed later)."""
+    are seeded, and its adjoint has not run yet (it would add to this one's seed later). Unless
+    a kernel wrote that gradient by hand since the later launch: the user's own adjoint for it
+    (PlasticineLab runs its svd_grad kernel in place of svd.grad())."""
+    by_hand = checker.hand_gradient_at
     produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
     if not produced:
         return
@@ -113,7 +116,8 @@ def _check_order(checker, launch, facts, kernel_name):
     for number in sorted(later_ones):          # in launch order: the first one is reported
         later = later_ones[number]
         later_facts = kernel_facts(later.compiled)
-        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())]
+        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())
+                  and by_hand.get(f.grad, 0) < later.time]
         if not shared:
             continue
         seeded = [f for f in later_facts.written if f.grad is not None and _seeded(f.grad, later)]
@@ -156,6 +160,9 @@ def _check_rounds(checker, launch, facts, kernel_name):
 def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
     checker.adjoint_ran(launch)
     time = checker.tick()
+    for fld in kernel_facts(compiled).written:     # (the adjoint reads their gradients)
+        if fld.grad is not None:
+            checker.grad_read_at[fld.grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
     for grad in kernel_facts(compiled).adjoint_targets:
         checker.grad_accumulated_at[grad] = time

@@ -21,6 +21,9 @@ class KernelFacts:
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
     grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
     grads_zeroed: tuple     # those its IR proves every launch leaves all zero (core/zeroing.py)
+    grads_by_hand: tuple    # .grad fields it adds to or stores into, not to zero them: a
+                            # gradient written by hand (PlasticineLab's svd_grad kernel)
+    grads_loaded: tuple     # .grad fields it loads (a gradient kernel written by hand)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
 
 
@@ -34,9 +37,12 @@ def kernel_facts(compiled) -> KernelFacts:
 def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
+    grads_written, grads_loaded = {}, {}
     for stmt in ir.walk_stmts(body):
         if isinstance(stmt, ir.Store) and stmt.field.role == "grad":
             grads_stored.setdefault(id(stmt.field), stmt.field)
+        if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "grad":
+            grads_written.setdefault(id(stmt.field), stmt.field)
         if isinstance(stmt, (ir.Store, ir.AtomicOp)) and stmt.field.role == "primal":
             written.setdefault(id(stmt.field), stmt.field)
             first_store.setdefault(stmt.field, stmt.loc)
@@ -45,6 +51,8 @@ def _analyse(compiled) -> KernelFacts:
                 if isinstance(sub, ir.Load) and sub.field.role == "primal":
                     loaded.setdefault(id(sub.field), sub.field)
                     first_load.setdefault(sub.field, sub.loc)
+                elif isinstance(sub, ir.Load) and sub.field.role == "grad":
+                    grads_loaded.setdefault(id(sub.field), sub.field)
     try:
         adjoint = compiled.adjoint_ir()
         replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
@@ -52,9 +60,12 @@ def _analyse(compiled) -> KernelFacts:
                    if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
         replayed, targets = frozenset(), {}
+    zeroed = zeroed_gradients(compiled.ir)
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
                        _dependencies(body), first_store, first_load, tuple(targets.values()),
-                       tuple(grads_stored.values()), zeroed_gradients(compiled.ir),
+                       tuple(grads_stored.values()), zeroed,
+                       tuple(f for f in grads_written.values() if f not in zeroed),
+                       tuple(grads_loaded.values()),
                        tuple(f for f in loaded.values() if f.grad is not None))
 
 

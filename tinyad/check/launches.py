@@ -154,6 +154,8 @@ class LaunchChecker:
         self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+        self.hand_gradient_at: dict = {}      # grad field -> time a kernel last wrote it by hand
+        self.grad_read_at: dict = {}          # grad field -> time a kernel (or adjoint) read it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran
         # A gradient mixed across parameter values: each primal field's latest change, and
         # for each gradient, its primal's values (and when) when an adjoint last added to it.
@@ -286,6 +288,14 @@ class LaunchChecker:
             if not later.adjoint_runs and fld in kernel_facts(later.compiled).loads_differentiable:
                 found.append(later)
         return found
+
+    def gradient_consumed(self, grad) -> bool:
+        """Has a kernel read `grad` since an adjoint or a kernel last added to it (the adjoint
+        of its primal's producer, or a gradient kernel written by hand)? Then a grad_for
+        function that clears it discards nothing still owed: PlasticineLab clears its SVD's
+        gradients each step, after its svd_grad kernel used them."""
+        added = max(self.grad_accumulated_at.get(grad, 0), self.hand_gradient_at.get(grad, 0))
+        return 0 < added < self.grad_read_at.get(grad, 0)
 
     def pinned(self, launch: Launch) -> bool:
         """Is `launch` in the latest Tape and not yet differentiated? Its Tape will replay it."""
@@ -499,6 +509,10 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     for fld, write in _write_events(compiled, facts, kernel_name):
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
+    for grad in facts.grads_loaded:
+        checker.grad_read_at[grad] = time
+    for grad in facts.grads_by_hand:
+        checker.hand_gradient_at[grad] = time
     if checker.tape is None:
         # a grad_for function's recompute (the Tape's backward phase) is no computation
         # "before the Tape" of the next one

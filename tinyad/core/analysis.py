@@ -160,6 +160,23 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
             for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]
 
 
+def zero_locals(kernel: ir.Kernel) -> frozenset:
+    """The locals a kernel only ever sets to the constant 0 (PlasticineLab's
+    `zero = ti.Vector.zero(...)`, then `grid.grad[I] = zero`)."""
+    zero, other = set(), set()
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign):
+            (zero if is_zero(s.value) else other).add(s.name)
+    return frozenset(zero - other)
+
+
+def is_zero(value: ir.Expr, zeros: frozenset = frozenset()) -> bool:
+    """Is `value` the constant 0, or a read of one of the locals `zeros` (zero_locals)?"""
+    if isinstance(value, ir.Const):
+        return value.value == 0
+    return isinstance(value, ir.Var) and value.name in zeros
+
+
 def gradient_resets(kernel: ir.Kernel) -> frozenset:
     """ids of the Store nodes that set a gradient to 0 in a kernel that also stores into the
     field itself (`grid[c] = 0` beside `grid.grad[c] = 0`). The adjoint of overwriting a field
@@ -167,10 +184,10 @@ def gradient_resets(kernel: ir.Kernel) -> frozenset:
     (DiffTaichi's diffmpm clears its grid each step) discards no gradient still owed."""
     stored = {id(s.field) for s in ir.walk_stmts(kernel.body)
               if isinstance(s, ir.Store) and s.field.role == "primal"}
+    zeros = zero_locals(kernel)
     return frozenset(id(s) for s in ir.walk_stmts(kernel.body)
                      if isinstance(s, ir.Store) and s.field.role == "grad"
-                     and isinstance(s.value, ir.Const) and s.value.value == 0
-                     and id(s.field.primal) in stored)
+                     and is_zero(s.value, zeros) and id(s.field.primal) in stored)
 
 
 # ---- regions: which elements an access may touch, as a function of the scalar arguments ------

@@ -28,9 +28,10 @@ def zeroed_gradients(kernel: ir.Kernel) -> tuple:
     for s in ir.walk_stmts(kernel.body):
         if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.role == "grad":
             stores.setdefault(id(s.field), []).append(s)
+    zeros = analysis.zero_locals(kernel)
     return tuple(mine[0].field for mine in stores.values()
-                 if all(isinstance(s, ir.Store) and isinstance(s.value, ir.Const)
-                        and s.value.value == 0 for s in mine) and _reaches_all(kernel, mine))
+                 if all(isinstance(s, ir.Store) and analysis.is_zero(s.value, zeros)
+                        for s in mine) and _reaches_all(kernel, mine))
 
 
 def _reaches_all(kernel: ir.Kernel, stores: list) -> bool:
