@@ -402,11 +402,19 @@ def test_a_gradient_kernel_written_by_hand_stands_for_an_adjoint(mode):
     def step_again(f):
         step(f)
 
+    norm = ti.field(ti.f64, shape=())
+
+    @ti.kernel
+    def peek():                    # reads cube.grad, uses none of it for a gradient
+        for p in range(n):
+            norm[None] += cube.grad[p] ** 2
+
     @ti.ad.grad_for(step_again)
     def step_again_grad(f):        # the clear comes after advance.grad() adds to cube.grad
         double(f)
         cube_it()
         advance.grad(f)
+        peek()
         clear_scratch_grad()
         cube_grad()
         double.grad(f)

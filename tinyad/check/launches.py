@@ -290,8 +290,9 @@ class LaunchChecker:
         return found
 
     def gradient_consumed(self, grad) -> bool:
-        """Has a kernel read `grad` since an adjoint or a kernel last added to it (the adjoint
-        of its primal's producer, or a gradient kernel written by hand)? Then a grad_for
+        """Has `grad` been used since an adjoint or a kernel last added to it: read by the
+        adjoint of its primal's producer, or by a gradient kernel written by hand (one that
+        adds to another gradient; a kernel that only reads it uses nothing)? Then a grad_for
         function that clears it discards nothing still owed: PlasticineLab clears its SVD's
         gradients each step, after its svd_grad kernel used them."""
         added = max(self.grad_accumulated_at.get(grad, 0), self.hand_gradient_at.get(grad, 0))
@@ -509,10 +510,11 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     for fld, write in _write_events(compiled, facts, kernel_name):
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
-    for grad in facts.grads_loaded:
-        checker.grad_read_at[grad] = time
-    for grad in facts.grads_by_hand:
-        checker.hand_gradient_at[grad] = time
+    for grad in facts.grads_by_hand:       # a gradient kernel written by hand: it uses
+        checker.hand_gradient_at[grad] = time      # the gradients it reads (gradient_consumed)
+    if facts.grads_by_hand:
+        for grad in facts.grads_loaded:
+            checker.grad_read_at[grad] = time
     if checker.tape is None:
         # a grad_for function's recompute (the Tape's backward phase) is no computation
         # "before the Tape" of the next one
