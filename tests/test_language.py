@@ -657,6 +657,13 @@ def test_fill_takes_one_number_for_a_vector_or_matrix(mode):
     def scalar_target():
         s[0].fill(1.0)
 
+    @ti.kernel
+    def by_keyword():
+        x[1].fill(val=2.0)
+
+    by_keyword()
+    assert x[1].to_numpy().tolist() == [2.0, 2.0]
+
     with pytest.raises(ti.TinyadTypeError, match="takes a number") as e:
         vector_value()
     assert "x[0].fill(ti.Vector" in e.value.loc.text

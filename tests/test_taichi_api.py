@@ -103,6 +103,8 @@ def test_algorithms_prefix_sum_and_sort_as_taichis(mode):
     assert values.to_numpy()[:, 0].tolist() == [2, 6, 0, 8, 4]
     with pytest.raises(TypeError, match="one entry per key"):
         ti.algorithms.parallel_sort(keys, ti.field(ti.i32, shape=4))
+    with pytest.raises(TypeError, match="a 1-D field of numbers"):
+        ti.algorithms.parallel_sort(values)
 
 
 def test_simt_intrinsics_may_be_named_but_not_called(mode):

@@ -30,10 +30,11 @@ class PrefixSumExecutor:
 
 def parallel_sort(keys, values=None) -> None:
     """Sort the 1-D field `keys` ascending, in place; `values`, as long, moves with them."""
-    if len(keys.shape) != 1 or (values is not None and values.shape[:1] != keys.shape):
+    if len(keys.shape) != 1 or keys.element_shape or (
+            values is not None and values.shape[:1] != keys.shape):
         given = "" if values is None else f" and values of shape {values.shape}"
-        raise TinyadTypeError(f"parallel_sort sorts a 1-D field of keys; got keys of shape "
-                              f"{keys.shape}{given}", user_loc(),
+        raise TinyadTypeError(f"parallel_sort sorts a 1-D field of numbers; got keys of shape "
+                              f"{keys.shape + keys.element_shape}{given}", user_loc(),
                               hint="values, if given, has one entry per key")
     order = np.argsort(keys.to_numpy(), kind="stable")
     keys.from_numpy(keys.to_numpy()[order])

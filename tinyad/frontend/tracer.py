@@ -333,12 +333,13 @@ class Tracer(ExprVisitor):
         if isinstance(target, StructLValue) or not target.shape:
             raise TinyadTypeError("fill() fills a vector or a matrix", self.loc(call),
                                   hint="assign the value instead: x[i] = 0.0")
-        if len(call.args) != 1 or call.keywords:
+        given = [*call.args, *(k.value for k in call.keywords if k.arg == "val")]
+        if len(given) != 1 or len(given) != len(call.args) + len(call.keywords):
             raise TinyadTypeError("fill() takes one value", self.loc(call))
-        value = self.visit(call.args[0])
+        value = self.visit(given[0])
         if isinstance(value, Matrix):
             raise TinyadTypeError("fill() takes a number, not a vector or matrix",
-                                  self.loc(call.args[0]), hint="assign the vector: x[i] = v")
+                                  self.loc(given[0]), hint="assign the vector: x[i] = v")
         self.assign(target, value, call)
 
     def visit_Pass(self, node):
