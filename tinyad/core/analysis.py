@@ -171,7 +171,10 @@ def zero_locals(kernel: ir.Kernel) -> frozenset:
 
 
 def is_zero(value: ir.Expr, zeros: frozenset = frozenset()) -> bool:
-    """Is `value` the constant 0, or a read of one of the locals `zeros` (zero_locals)?"""
+    """Is `value` the constant 0, or a read of one of the locals `zeros` (zero_locals), maybe
+    cast (`f64(zero_0)`)?"""
+    while isinstance(value, ir.Op) and value.op == "cast":
+        value = value.args[0]
     if isinstance(value, ir.Const):
         return value.value == 0
     return isinstance(value, ir.Var) and value.name in zeros

@@ -370,12 +370,15 @@ def _to_nested(entries):
 
 
 def _cast_entry(value, dt):
+    """An entry converted to `dt`. A number becomes a numpy scalar of `dt`, so a kernel local
+    made from it has that type: `ti.Vector.zero(ti.f64, 3)` under the default f32 is f64 (as a
+    Python float it took the default, and PlasticineLab's f64 SVD gradient lost precision)."""
     if dt is None:
         return value
     dt = T.resolve_dtype(dt)     # Python's float / int name the default types, as in Taichi
     if B.is_expr(value):
         return B.cast(value, dt)
-    return float(value) if dt.is_float else int(value)
+    return np.array(value).astype(dt.np)[()]     # (an int wraps, a float truncates, as casts do)
 
 
 def _sum(values):
