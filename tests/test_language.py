@@ -91,6 +91,29 @@ def test_f32_kernels_round_like_f32(f32_mode):
     assert x.dtype == ti.f32 and x.to_numpy().dtype == np.float32
 
 
+def test_a_vector_made_with_dt_keeps_its_type_in_a_local(f32_mode):
+    """Under the default f32, `ti.Vector.zero(ti.f64, 2)` and `ti.Vector([...], dt=ti.f64)`
+    make f64 locals, as in Taichi (PlasticineLab's f64 SVD gradient starts from such zeros):
+    they hold 1 + 1e-12, which an f32 local rounds to 1."""
+    x = ti.field(ti.f64, shape=())
+    out = ti.field(ti.f64, shape=3)
+
+    @ti.kernel
+    def k():
+        z = ti.Vector.zero(ti.f64, 2)
+        z[0] = x[None]
+        v = ti.Vector([0, 1], dt=ti.f64)
+        v[0] = x[None]
+        m = ti.Matrix.identity(ti.f64, 2)
+        m[0, 1] = x[None]
+        out[0], out[1], out[2] = z[0] - 1, v[0] - 1, m[0, 1] - 1
+
+    x[None] = 1 + 1e-12
+    k()
+    assert out.to_numpy() == pytest.approx([1e-12] * 3, rel=1e-3, abs=0)
+    assert ti.Vector([1, 2], dt=ti.f64).to_numpy().dtype == np.float64
+
+
 def test_precision_loss_warns_at_the_users_line(mode):
     x = ti.field(ti.f64, shape=())
 
