@@ -687,6 +687,15 @@ def test_fill_takes_one_number_for_a_vector_or_matrix(mode):
     by_keyword()
     assert x[1].to_numpy().tolist() == [2.0, 2.0]
 
+    fields = [s, x]
+
+    @ti.kernel
+    def a_field_in_a_list():        # fields[0] is a field: its own fill, as before
+        fields[0].fill(3.0)
+
+    a_field_in_a_list()
+    assert s.to_numpy().tolist() == [3.0, 3.0]
+
     with pytest.raises(ti.TinyadTypeError, match="takes a number") as e:
         vector_value()
     assert "x[0].fill(ti.Vector" in e.value.loc.text

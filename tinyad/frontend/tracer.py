@@ -322,10 +322,13 @@ class Tracer(ExprVisitor):
         func = call.func
         if not (isinstance(func, ast.Attribute) and func.attr == "fill"):
             return False
-        if isinstance(func.value, ast.Subscript):
-            return True
-        return isinstance(func.value, ast.Name) and isinstance(
-            self.frame.lookup(func.value.id, self.loc(func.value)), LocalMatrix)
+        target = func.value
+        if isinstance(target, ast.Subscript):    # x[i], m[i], but not fields[0] of a list
+            base = target.value
+            return not isinstance(base, (ast.Name, ast.Attribute)) or \
+                not isinstance(self.visit(base), (list, tuple, dict))  # (a name: no IR made)
+        return isinstance(target, ast.Name) and isinstance(
+            self.frame.lookup(target.id, self.loc(target)), LocalMatrix)
 
     def fill_matrix(self, call):
         """Set every entry to one number, as `x[i] = 0.0` does."""
