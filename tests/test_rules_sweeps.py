@@ -172,6 +172,75 @@ def test_the_same_kernel_inside_the_tape_is_clean_and_right(derived, capsys):
     assert "Rule" not in capsys.readouterr().err and "Computed" not in capsys.readouterr().err
 
 
+def test_a_taped_kernel_reading_what_it_just_wrote_reads_nothing_from_before(mode, capsys):
+    """DiffTaichi's g2p (and exp1/fluid2D_penalty.py, which runs a forward pass outside the
+    Tape to draw between iterations): `v[f + 1, p] = ...`, then `x[f + 1, p] = x[f, p] + dt *
+    v[f + 1, p]` reads the v its own iteration wrote, not the one from before the Tape. Read
+    before it is written, v is from before the Tape, and that is reported."""
+    n = 4
+    x = ti.field(ti.f64, shape=(3, n), needs_grad=True)
+    v = ti.field(ti.f64, shape=(3, n), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def g2p(f: ti.i32):
+        for p in range(n):
+            v[f + 1, p] = x[f, p] * 2
+            x[f + 1, p] = x[f, p] + 0.5 * v[f + 1, p]
+
+    @ti.kernel
+    def g2p_reading_first(f: ti.i32):
+        for p in range(n):
+            x[f + 1, p] = x[f, p] + 0.5 * v[f + 1, p]
+            v[f + 1, p] = x[f, p] * 2
+
+    @ti.kernel
+    def total():
+        for p in range(n):
+            loss[None] += x[2, p] ** 2
+
+    def forward(step):
+        step(0)
+        step(1)
+        total()
+
+    x.from_numpy(np.stack([np.arange(1.0, n + 1), np.zeros(n), np.zeros(n)]))
+    forward(g2p)                                       # outside the Tape, to draw
+    with ti.ad.Tape(loss):
+        forward(g2p)
+    assert "Computed before" not in capsys.readouterr().err
+    assert x.grad.to_numpy()[0] == pytest.approx(32 * np.arange(1.0, n + 1))   # x2 = 4 x0
+    forward(g2p_reading_first)
+    with ti.ad.Tape(loss):
+        forward(g2p_reading_first)
+    assert "v was computed from x by g2p_reading_first" in capsys.readouterr().err
+
+
+def test_which_fields_a_kernel_reads_only_where_its_iteration_wrote_them(mode):
+    """core/analysis.py's loads_after_own_stores: a store dominates a later load of the same
+    element; one in a branch, at another index, or with its index local assigned since, not."""
+    from tinyad.check.facts import kernel_facts
+    v, w, u, q, out = (ti.field(ti.f64, shape=8, needs_grad=True) for _ in range(5))
+
+    @ti.kernel
+    def k():
+        for p in range(4):
+            v[p] = 1.0
+            a = v[p]
+            if p > 1:
+                w[p] = 2.0
+            b = w[p]
+            u[p] = 3.0
+            c = u[p + 1]
+            i = p
+            q[i] = 4.0
+            i = p + 1
+            out[p] = a + b + c + q[i]
+
+    k()
+    assert kernel_facts(k.ir_for({})).loaded_own == {v}
+
+
 def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys):
     _, y, loss, double, square = derived
     double()

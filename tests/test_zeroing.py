@@ -58,10 +58,25 @@ def test_clear_grid_and_its_near_misses(mode):
         for i, j in grid_m:
             grid_m.grad[i, j] = 0.5
 
+    @ti.kernel
+    def through_a_local():             # PlasticineLab's: zero = ti.Vector.zero(...), cast
+        zero = ti.Vector.zero(ti.f32, 2)
+        for i, j in grid_m:
+            grid_v.grad[i, j] = zero
+            grid_m.grad[i, j] = zero[0]
+
+    @ti.kernel
+    def a_local_set_twice():
+        z = 0.0
+        for i, j in grid_m:
+            grid_m.grad[i, j] = z
+            z = 1.0
+
     assert zeroed(clear_grid) == ["grid_v.grad", "grid_m.grad"]
     assert zeroed(clear_scalar) == ["s.grad"]
+    assert zeroed(through_a_local) == ["grid_v.grad", "grid_m.grad"]
     for kernel in (half_the_rows, one_component, skipping_one, zero_then_add,
-                   a_nonzero_store):
+                   a_nonzero_store, a_local_set_twice):
         assert zeroed(kernel) == [], kernel
 
 

@@ -24,6 +24,8 @@ class KernelFacts:
     grads_by_hand: tuple    # .grad fields it adds to or stores into, not to zero them: a
                             # gradient written by hand (PlasticineLab's svd_grad kernel)
     grads_loaded: tuple     # .grad fields it loads (a gradient kernel written by hand)
+    loaded_own: frozenset   # primal fields each of whose loads reads what its own iteration
+                            # wrote just before (core/analysis.py loads_after_own_stores)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
 
 
@@ -38,6 +40,8 @@ def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
     grads_written, grads_loaded = {}, {}
+    own = analysis.loads_after_own_stores(compiled.ir)
+    not_own = set()          # id() of the primal fields some load reads from before
     for stmt in ir.walk_stmts(body):
         if isinstance(stmt, ir.Store) and stmt.field.role == "grad":
             grads_stored.setdefault(id(stmt.field), stmt.field)
@@ -51,6 +55,8 @@ def _analyse(compiled) -> KernelFacts:
                 if isinstance(sub, ir.Load) and sub.field.role == "primal":
                     loaded.setdefault(id(sub.field), sub.field)
                     first_load.setdefault(sub.field, sub.loc)
+                    if id(sub) not in own:
+                        not_own.add(id(sub.field))
                 elif isinstance(sub, ir.Load) and sub.field.role == "grad":
                     grads_loaded.setdefault(id(sub.field), sub.field)
     try:
@@ -66,6 +72,7 @@ def _analyse(compiled) -> KernelFacts:
                        tuple(grads_stored.values()), zeroed,
                        tuple(f for f in grads_written.values() if f not in zeroed),
                        tuple(grads_loaded.values()),
+                       frozenset(f for k, f in loaded.items() if k not in not_own),
                        tuple(f for f in loaded.values() if f.grad is not None))
 
 

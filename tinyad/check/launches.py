@@ -606,7 +606,8 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
     may be meant)."""
     for fld in facts.loaded:
         derived = checker.derived_outside_tape.get(fld)
-        if derived is None or fld in checker.warned_in_tape or fld.grad is None:
+        if derived is None or fld in checker.warned_in_tape or fld.grad is None or \
+                fld in facts.loaded_own:     # (it reads only what it wrote itself, in the Tape)
             continue
         kernel, loc, source, spans = derived
         stale = span_minus(spans, checker.written_in_tape.get(fld, ()))

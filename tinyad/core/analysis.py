@@ -5,7 +5,7 @@ launch's integer arguments, and which fields one launch may break a rule on with
 (fast mode's rule checker, compile/replaycheck.py)."""
 from __future__ import annotations
 
-from tinyad.core import ir
+from tinyad.core import ir, printer
 
 
 def assigned(stmts) -> set:
@@ -178,6 +178,54 @@ def is_zero(value: ir.Expr, zeros: frozenset = frozenset()) -> bool:
     if isinstance(value, ir.Const):
         return value.value == 0
     return isinstance(value, ir.Var) and value.name in zeros
+
+
+def loads_after_own_stores(kernel: ir.Kernel) -> frozenset:
+    """ids of the Loads that read an element their own iteration wrote just before, on every
+    path to them (DiffTaichi's g2p: `v[f + 1, p] = new_v`, then `x[f + 1, p] = x[f, p] + dt *
+    v[f + 1, p]`): a store or atomic earlier in an enclosing block, with index expressions
+    printed alike over locals nothing has assigned since."""
+    found = set()
+
+    def key(node):
+        return id(node.field), tuple(printer.format_expr(i) for i in node.indices)
+
+    def mentions(node) -> set:
+        return {e.name for i in node.indices for e in ir.walk_expr(i) if isinstance(e, ir.Var)}
+
+    def note_loads(exprs, written):
+        for expr in exprs:
+            for e in ir.walk_expr(expr):
+                if isinstance(e, ir.Load) and key(e) in written:
+                    found.add(id(e))
+
+    def forget(written, names):
+        return {k: used for k, used in written.items() if not used & names}
+
+    def walk(block, written: dict) -> None:
+        for s in block:
+            if isinstance(s, ir.While):        # its condition runs again after the body
+                inner = forget(written, assigned(s.body))
+                note_loads(ir.stmt_exprs(s), inner)
+                walk(s.body, inner)
+            else:
+                note_loads(ir.stmt_exprs(s), written)
+            if isinstance(s, (ir.Store, ir.AtomicOp)):
+                written[key(s)] = mentions(s)
+            elif isinstance(s, (ir.Assign, ir.Restore)):
+                written = forget(written, {s.name})
+            if isinstance(s, ir.If):
+                walk(s.then, dict(written))
+                walk(s.orelse, dict(written))
+            elif isinstance(s, ir.For):
+                walk(s.body, forget(written, assigned(s.body) | {s.var}))
+            if isinstance(s, (ir.If, ir.For, ir.While)):
+                written = forget(written, assigned([s]))
+            if isinstance(s, ir.AtomicOp) and s.result:
+                written = forget(written, {s.result})
+
+    walk(kernel.body, {})
+    return frozenset(found)
 
 
 def gradient_resets(kernel: ir.Kernel) -> frozenset:
