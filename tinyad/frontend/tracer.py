@@ -28,6 +28,7 @@ from tinyad.core.names import Namer
 from tinyad.frontend import lang
 from tinyad.frontend.atomics import atomic_update, trace_atomic_call
 from tinyad.frontend.exprs import ExprVisitor, is_traced
+from tinyad.frontend.fill import fills_a_matrix, trace_fill
 from tinyad.frontend.lvalues import FieldRef, LocalRef, LValue
 from tinyad.frontend.matrix import Matrix, entry_dtype
 from tinyad.frontend.printing import trace_assert
@@ -306,8 +307,8 @@ class Tracer(ExprVisitor):
             return  # docstring
         call = node.value
         if isinstance(call, ast.Call):
-            if self._fills_a_matrix(call):
-                self.fill_matrix(call)
+            if fills_a_matrix(self, call):     # x[i].fill(0.0) (frontend/fill.py)
+                trace_fill(self, call)
                 return
             fn = self.named_callee(call)
             if fn in lang.ATOMICS:  # a statement: the old value is not needed
@@ -315,35 +316,6 @@ class Tracer(ExprVisitor):
                     self.atomic_call(lang.ATOMICS[fn], call, want_result=False)
                 return
         self.visit(node.value)
-
-    def _fills_a_matrix(self, call) -> bool:
-        """Is `call` Taichi's Matrix.fill on something assignable: `v.fill(0.0)` of a vector
-        or matrix variable, `x[i].fill(0.0)` of a field's element?"""
-        func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr == "fill"):
-            return False
-        target = func.value
-        if isinstance(target, ast.Subscript):    # x[i], m[i], but not fields[0] of a list
-            base = target.value
-            return not isinstance(base, (ast.Name, ast.Attribute)) or \
-                not isinstance(self.visit(base), (list, tuple, dict))  # (a name: no IR made)
-        return isinstance(target, ast.Name) and isinstance(
-            self.frame.lookup(target.id, self.loc(target)), LocalMatrix)
-
-    def fill_matrix(self, call):
-        """Set every entry to one number, as `x[i] = 0.0` does."""
-        target = self.lvalue(call.func.value)
-        if isinstance(target, StructLValue) or not target.shape:
-            raise TinyadTypeError("fill() fills a vector or a matrix", self.loc(call),
-                                  hint="assign the value instead: x[i] = 0.0")
-        given = [*call.args, *(k.value for k in call.keywords if k.arg == "val")]
-        if len(given) != 1 or len(given) != len(call.args) + len(call.keywords):
-            raise TinyadTypeError("fill() takes one value", self.loc(call))
-        value = self.visit(given[0])
-        if isinstance(value, Matrix):
-            raise TinyadTypeError("fill() takes a number, not a vector or matrix",
-                                  self.loc(given[0]), hint="assign the vector: x[i] = v")
-        self.assign(target, value, call)
 
     def visit_Pass(self, node):
         pass
