@@ -128,12 +128,19 @@ class LoopRecords:
         if element < 0:
             return None
         iteration, column = np.nonzero(index[:, columns] == element)   # in iteration order
-        other = int(np.argmax(iteration != iteration[0]))
-        site = self.site_of[columns]
+        sites = self.site_of[columns][column]
+        writes = np.array([self.kinds[int(k)][0] != "read" for k in sites])
+        others = iteration != iteration[0]
+        # the pair names a write: a later iteration's, where the first touch is a read (every
+        # iteration may read before one writes); else the first iteration's own write
+        first, later = 0, others & writes if not writes[0] else others
+        if not later.any():
+            first, later = int(np.argmax(~others & writes)), others
+        other = int(np.argmax(later))
         return rules.parallel_conflict(
             kernel=launch.kernel, field=fld.name, element=_element(fld, element),
-            earlier=self.access(launch, int(site[column[0]]), int(iteration[0])),
-            later=self.access(launch, int(site[column[other]]), int(iteration[other])))
+            earlier=self.access(launch, int(sites[first]), int(iteration[first])),
+            later=self.access(launch, int(sites[other]), int(iteration[other])))
 
     def changed_reads(self, fld, now: np.ndarray):
         """(site, iteration, element, value read) of the first replayed read of `fld` whose

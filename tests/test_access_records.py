@@ -88,6 +88,26 @@ def test_a_recurrence_in_a_branch_reads_another_iterations_element(recorded):
     assert (report.write.iteration, report.read.iteration) == (0, 1)
 
 
+def test_a_conflict_names_the_iteration_that_writes(recorded):
+    """Every iteration reads z, the last one writes it (a cloth program moved its pinned
+    corner so): the report pairs the first read with that write. Fast mode's records named
+    iteration 1's read as the write."""
+    x, _, _, loss = fields()
+    z = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def move_corner():
+        for i in range(N):
+            x[i] = z[None] * 2
+            if i == N - 1:
+                z[None] = 1.0
+
+    report = raised_in_tape(recorded, ti.ParallelConflictRuleError, move_corner, loss)
+    assert (report.read.iteration, report.read.kind) == (0, "read")
+    assert (report.write.iteration, report.write.kind) == (N - 1, "store")
+    assert report.write.loc.text.strip() == "z[None] = 1.0"
+
+
 def test_store_read_store_in_one_iteration_through_float_indices(recorded):
     x, y, pos, loss = fields()
 
