@@ -365,6 +365,20 @@ def test_a_typo_on_ti_suggests_the_public_name():
 def test_a_taichi_feature_left_out_says_so_by_name():
     with pytest.raises(ti.TinyadError, match="tinyad has no ti.GUI"):
         ti.GUI("window", (64, 64))
+    with pytest.raises(ti.TinyadError, match="ti.linalg.*not in tinyad") as info:
+        ti.linalg.SparseMatrixBuilder(4, 4, max_num_triplets=16)
+    assert "scipy" in info.value.hint
+
+
+def test_ti_types_names_what_it_lacks():
+    """A cloth program annotates a kernel argument `ti.types.sparse_matrix_builder()`:
+    Python's bare AttributeError from inside tinyad was all it got."""
+    with pytest.raises(ti.TinyadError, match="ti.types.sparse_matrix_builder: sparse"):
+        ti.types.sparse_matrix_builder()
+    with pytest.raises(AttributeError) as info:      # (still an AttributeError: hasattr works)
+        ti.types.vectr(3, ti.f32)
+    assert info.value.hint == "did you mean ti.types.vector?"
+    assert not hasattr(ti.types, "no_such_type") and hasattr(ti.types, "ndarray")
 
 
 def test_a_typo_in_a_kernel_names_the_line_and_the_right_name(mode):

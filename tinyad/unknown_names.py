@@ -12,6 +12,8 @@ from tinyad.core.srcloc import user_loc
 LEFT_OUT = {
     "GUI": "Taichi's window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
     "ui": "Taichi's GGUI window; tinyad draws nothing: plot x.to_numpy() with matplotlib",
+    "linalg": "sparse matrices and their solvers (ti.linalg) are not in tinyad: build and "
+              "solve the system with scipy from x.to_numpy()",
     "SparseMatrixBuilder": "sparse matrices are not in tinyad",
     "sparse_matrix_builder": "sparse matrices are not in tinyad",
     "Mesh": "Taichi's meshes are not in tinyad",
