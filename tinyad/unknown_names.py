@@ -2,11 +2,9 @@
 or which public name the user probably meant (`ti.feild` -> `ti.field`)."""
 from __future__ import annotations
 
-import difflib
 import types
 
-from tinyad.core.errors import TinyadAttributeError
-from tinyad.core.srcloc import user_loc
+from tinyad.core.errors import TinyadAttributeError, missing_name
 
 # Taichi features tinyad leaves out, and what to do instead.
 LEFT_OUT = {
@@ -29,12 +27,6 @@ _API_MODULES = ("ad", "math")
 
 def unknown_name(name: str, namespace: dict) -> TinyadAttributeError:
     """The error for `ti.<name>`, given the package's namespace."""
-    if name in LEFT_OUT:
-        return TinyadAttributeError(f"tinyad has no ti.{name}: {LEFT_OUT[name]}", user_loc(),
-                                    hint=LEFT_OUT[name].split(": ", 1)[-1])
     public = [n for n, value in namespace.items() if not n.startswith("_") and
               (not isinstance(value, types.ModuleType) or n in _API_MODULES)]
-    close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join('ti.' + c for c in close)}?" if close else ""
-    return TinyadAttributeError(f"module 'tinyad' has no attribute '{name}'", user_loc(),
-                                hint=hint)
+    return missing_name("ti", name, public, LEFT_OUT, f"module 'tinyad' has no attribute '{name}'")

@@ -1,6 +1,8 @@
 """Every error tinyad raises on purpose. Each one names the user's source line when it has one."""
 from __future__ import annotations
 
+import difflib
+
 from tinyad.core.notices import wrapped_for_stderr
 from tinyad.core.srcloc import SrcLoc, user_loc
 
@@ -136,6 +138,20 @@ def negative_int_power(loc: SrcLoc | None) -> TinyadRuntimeError:
 
 class TinyadAttributeError(TinyadError, AttributeError):
     """`ti.<name>` for a name tinyad does not have (a typo, or a Taichi feature left out)."""
+
+
+def missing_name(prefix: str, name: str, known, left_out: dict,
+                 unknown: str) -> TinyadAttributeError:
+    """The error for `<prefix>.<name>` (`ti.GUI`, `ti.types.vectr`), a name tinyad lacks:
+    the Taichi feature it leaves out and what to do instead (`left_out`: name -> "what: do
+    this"), else the message `unknown` and the names among `known` the user probably meant."""
+    if name in left_out:
+        why = left_out[name]
+        return TinyadAttributeError(f"tinyad has no {prefix}.{name}: {why}", user_loc(),
+                                    hint=why.split(": ", 1)[-1])
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(f'{prefix}.{c}' for c in close)}?" if close else ""
+    return TinyadAttributeError(unknown, user_loc(), hint=hint)
 
 
 class TinyadAssertionError(TinyadRuntimeError, AssertionError):

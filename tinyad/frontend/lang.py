@@ -3,7 +3,6 @@ types. The frontend recognises a few of them by identity and treats them special
 loop_config, stop_grad, the atomics: frontend/exprs.py)."""
 from __future__ import annotations
 
-import difflib
 import itertools
 
 import numpy as np
@@ -11,8 +10,7 @@ import numpy as np
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import TinyadAssertionError, TinyadAttributeError, TinyadTypeError
-from tinyad.core.srcloc import user_loc
+from tinyad.core.errors import TinyadAssertionError, TinyadTypeError, missing_name
 from tinyad.frontend.matrix import Matrix, entrywise
 
 
@@ -306,27 +304,24 @@ def _flatten_entries(entries):
     return flat
 
 
+# Taichi's ti.types that tinyad leaves out, and what to do instead.
+TYPES_LEFT_OUT = {
+    "sparse_matrix_builder": "sparse matrices are not in tinyad: build and solve the system "
+                             "with scipy from x.to_numpy()",
+    "texture": "textures are not in tinyad", "rw_texture": "textures are not in tinyad",
+    "argpack": "argument packs are not in tinyad: pass the fields and values one by one",
+}
+
+
 class _TypesNamespace(type):
     """`ti.types.<name>` for a name tinyad lacks: a clear error at the user's line, not
     Python's AttributeError from deep inside (a kernel annotated with a sparse matrix builder)."""
 
-    LEFT_OUT = {
-        "sparse_matrix_builder": "sparse matrices are not in tinyad: build and solve the "
-                                 "system with scipy from x.to_numpy()",
-        "texture": "textures are not in tinyad", "rw_texture": "textures are not in tinyad",
-        "argpack": "argument packs are not in tinyad: pass the fields and values one by one",
-    }
-
     def __getattr__(cls, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        why = cls.LEFT_OUT.get(name)
-        close = difflib.get_close_matches(name, [n for n in dir(cls) if not n.startswith("_")],
-                                          n=2, cutoff=0.6)
-        hint = why.split(": ", 1)[-1] if why and ": " in why else \
-            (f"did you mean {' or '.join('ti.types.' + c for c in close)}?" if close else None)
-        raise TinyadAttributeError(f"tinyad has no ti.types.{name}" + (f": {why}" if why else ""),
-                                   user_loc(), hint=hint)
+        raise missing_name("ti.types", name, [n for n in dir(cls) if not n.startswith("_")],
+                           TYPES_LEFT_OUT, f"tinyad has no ti.types.{name}")
 
 
 class types(metaclass=_TypesNamespace):  # noqa: N801  (the `ti.types` namespace)
