@@ -26,6 +26,7 @@ from tinyad.core.notices import note
 from tinyad.core.printer import format_kernel
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
+from tinyad.explain import compact_ir
 from tinyad.field import settle_layout
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
@@ -348,7 +349,7 @@ class TracedKernel:
         if variant not in self._programs:
             kernel_ir = self.variant_ir(variant)
             if runtime.config.print_ir:     # ti.init(print_ir=True), as Taichi's prints its own
-                print(format_kernel(kernel_ir), end="\n\n")
+                print(compact_ir(format_kernel(kernel_ir)), end="\n\n")   # (`# line` comments)
             if variant == "adjoint":
                 runtime.backend.backward_starts(self)
             self._programs[variant] = runtime.backend.prepare(kernel_ir)
