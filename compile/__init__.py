@@ -11,7 +11,9 @@ compile/backend.py makes this tinyad's "fast" mode (tinyad/backend.py).
 """
 from __future__ import annotations
 
-_cuda_ok: bool | None = None
+import os
+
+_cuda_why_not: str | None = None    # "" once probed and usable
 
 
 def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
@@ -28,6 +30,11 @@ def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
         return compile_cuda(kernel_ir, mirror, debug=debug)
     if backend != "cpu":
         raise ValueError(f"unknown backend {backend!r}: use 'cpu' or 'cuda'")
+    if os.environ.get("TINYAD_CUDA_PTX"):      # lower its CUDA code too (compile/ptx.py)
+        from tinyad.compile import ptx  # noqa: PLC0415
+        ccs = ptx.requested()
+        if ccs:
+            ptx.check_lowers(kernel_ir, ccs, debug)
     from tinyad.compile.cpu import compile_cpu  # noqa: PLC0415
     return compile_cpu(kernel_ir, debug=debug, fast_math=fast_math, parallel_min=parallel_min)
 
@@ -42,14 +49,35 @@ def compile_ahead(kernel_irs, backend: str = "cpu", debug: bool = False,
 
 def cuda_available() -> bool:
     """Is there a CUDA GPU numba can use (or the simulator, NUMBA_ENABLE_CUDASIM=1)?"""
-    global _cuda_ok
-    if _cuda_ok is None:
-        try:
-            from numba import cuda  # noqa: PLC0415
-            _cuda_ok = bool(cuda.is_available())
-        except Exception:           # no driver, no toolkit, a broken install: no CUDA
-            _cuda_ok = False
-    return _cuda_ok
+    return cuda_unavailable_reason() is None
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why fast mode cannot run on CUDA here, in words for the user, or None when it can."""
+    global _cuda_why_not
+    if _cuda_why_not is None:
+        _cuda_why_not = _probe_cuda() or ""
+    return _cuda_why_not or None
+
+
+def _probe_cuda() -> str | None:
+    hint = 'pip install -e ".[cuda]" installs the set tinyad is tested with'
+    try:
+        from numba import config, cuda  # noqa: PLC0415
+        if not cuda.is_available():
+            return "no CUDA GPU found"
+        if config.ENABLE_CUDASIM:
+            return None
+        if getattr(cuda, "implementation", "") != "NVIDIA":
+            return f"numba's built-in CUDA target is not numba-cuda: {hint}"
+        # numba-cuda loads its numpy support at the first launch; 0.30 fails there under
+        # numpy 2.5 (it overloads np.row_stack, which numpy 2.5 removed)
+        import numba.cuda.np.arrayobj  # noqa: F401, PLC0415
+    except Exception as exc:     # noqa: BLE001  a broken driver or an incompatible set
+        import numpy  # noqa: PLC0415
+        return (f"numba's CUDA target fails with numpy {numpy.__version__} "
+                f"({type(exc).__name__}: {exc}): {hint}")
+    return None
 
 
 def backend_for(arch: str) -> str:

@@ -25,7 +25,8 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check.facts import kernel_facts
-from tinyad.compile import ahead, backend_for, compile_ahead, compile_kernel
+from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
+                            cuda_unavailable_reason)
 from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
@@ -53,7 +54,8 @@ class FastBackend(Backend):
         super().__init__(config, rng)
         self.target = backend_for(config.arch)          # "cpu" or "cuda"
         if str(config.arch) == "cuda" and self.target != "cuda":
-            self.notices.append("ti.init(arch=cuda): no CUDA GPU found, fast mode runs on the CPU")
+            self.notices.append(f"ti.init(arch=cuda): {cuda_unavailable_reason()}, fast mode "
+                                "runs on the CPU")
         if self.target == "cuda":
             from tinyad.compile.devicemirror import DeviceMirror  # noqa: PLC0415  (imports CUDA)
             self.storage = DeviceMirror()
@@ -73,6 +75,11 @@ class FastBackend(Backend):
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
+
+    def sync(self):
+        if self.target == "cuda":
+            from numba import cuda  # noqa: PLC0415
+            cuda.synchronize()
 
     def prepare(self, kernel_ir):
         config = self.config

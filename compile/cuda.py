@@ -50,6 +50,11 @@ else:
         libdevice = _SimulatorLibdevice()
 
 
+# Threads per block of a parallel loop; a block's sum (compile/pysource.py block_sum) has a
+# shared-memory slot for each.
+MAX_THREADS = 256
+
+
 def grid(n):
     """(blocks, threads per block) for a parallel loop of n iterations (None: not known on the
     host). Grid-stride loops make any grid correct; this one just keeps the GPU busy."""
@@ -58,9 +63,9 @@ def grid(n):
         threads = min(n, 64)
         return min(-(-n // threads), 4), threads
     if n is None:
-        return 1024, 256
+        return 1024, MAX_THREADS
     n = max(int(n), 1)
-    return min(-(-n // 256), 8192), 256
+    return min(-(-n // MAX_THREADS), 8192), MAX_THREADS
 
 
 class CudaKernel:
@@ -76,6 +81,11 @@ class CudaKernel:
         self.carried = [(np.dtype(dtype.np), names.index(name) if is_arg else None)
                         for name, dtype, is_arg in gen.carried]
         self.converts = tuple(d.np for d in gen.scalars)
+        # Only a save stack can set the error flag: a kernel without one never reads it back,
+        # so its launch does not wait for the GPU. The flag and the return slot are allocated
+        # once (the kernel writes its return value at every launch).
+        self.reads_error = gen.sets_error
+        self._err = self._ret = None
 
     def __call__(self, scalars=(), rng=None):
         """Launch once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
@@ -88,12 +98,12 @@ class CudaKernel:
         values = [c(v) for c, v in zip(self.converts, scalars)]
         carry = [cuda.to_device(np.array([values[k] if k is not None else 0], dtype))
                  for dtype, k in self.carried]
-        err = cuda.to_device(np.zeros(1, np.int32))
-        extra = [err]
-        ret = None
-        if gen.ret is not None:
-            ret = cuda.to_device(np.zeros(1, gen.ret.np))
-            extra.append(ret)
+        if self._err is None:
+            self._err = cuda.to_device(np.zeros(1, np.int32))
+            if gen.ret is not None:
+                self._ret = cuda.to_device(np.zeros(1, gen.ret.np))
+        err, ret = self._err, self._ret
+        extra = [err] if ret is None else [err, ret]
         if gen.uses_random:
             extra.append(np.int64((rng or np.random.default_rng(0)).integers(0, 2**62)))
         self.launch(*device, *values, *carry, *extra)
@@ -101,7 +111,8 @@ class CudaKernel:
             self.mirror.kernel_wrote(arrays[k])     # the device has the new values
             if getattr(arrays[k], "external", False):
                 self.mirror.to_host(arrays[k])      # written through, as on the CPU
-        if err.copy_to_host()[0]:
+        if self.reads_error and err.copy_to_host()[0]:
+            err.copy_to_device(np.zeros(1, np.int32))     # for the next launch
             raise TinyadRuntimeError(
                 f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "
                 f"({CUDA_STACK} entries per thread on CUDA)", gen.kernel.loc,

@@ -44,6 +44,7 @@ class CudaModule:
                   + (["_ret"] if k.ret else []) + ([gen.seed] if gen.uses_random else []))
         name = gen.entry
         kernels, launches = [], []
+        self.segment_names = []
         for i, (kind, stmts) in enumerate(segments):
             gen.lines = []
             gen.last_loc = None
@@ -57,6 +58,7 @@ class CudaModule:
                 if n in writes[i]:
                     gen.line(1, f"{carry[n]}[0] = {gen.local[n]}")
             seg = gen.names.take(f"{name}_{i}")      # never shadowed by a parameter
+            self.segment_names.append(seg)
             what = "one thread" if kind == "serial" else "a grid-stride loop"
             kernels += ["", "", "@cuda.jit", f"def {seg}({', '.join(params)}):",
                         f'    """segment {i}: {what}."""', *gen.lines]
@@ -80,7 +82,7 @@ class CudaModule:
         out += ["import math", "", "import numpy as np",
                 "from numba import cuda, float32, float64, int8, int16, int32, int64, uint8, "
                 "uint16, uint32, uint64",
-                "from tinyad.compile.cuda import grid, libdevice"]
+                "from tinyad.compile.cuda import MAX_THREADS, grid, libdevice"]
         out += gen.shared_globals("@cuda.jit(device=True)")
         out += kernels + driver
         self.carried = [(n, k.args[[a.name for a in k.args].index(n)].dtype if n in args
@@ -97,4 +99,6 @@ def generate_cuda(kernel: ir.Kernel, debug: bool = False) -> Generated:
                           [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
                           bool(gen.loops), [], written)
     generated.carried = module.carried
+    generated.segments = module.segment_names      # the cuda.jit kernels, in launch order
+    generated.sets_error = any(isinstance(s, ir.Save) for s in ir.walk_stmts(kernel.body))
     return generated

@@ -122,11 +122,10 @@ class Planner:
                     plan.private[id(s.field)] = (
                         s.field, self.names.temp(f"p_{self.field_names[id(s.field)]}"))
                 plan.atomics[id(s)] = "private"
-            elif (self.target == "cpu" and all(
-                    isinstance(n, ir.AtomicOp) and n.op in ("add", "sub") and not n.result
-                    and all(isinstance(i, ir.Const) for i in ix) for ix, n in uses)):
-                # one accumulator per statement: numba's reduction detection accepts a
-                # single update of each reduction variable per iteration
+            elif all(isinstance(n, ir.AtomicOp) and n.op in ("add", "sub") and not n.result
+                     and all(isinstance(i, ir.Const) for i in ix) for ix, n in uses):
+                # one accumulator per statement (numba's reduction detection accepts a single
+                # update of each reduction variable per iteration); on CUDA, one per thread
                 acc = self.names.temp("acc")
                 plan.reductions.append((acc, s.field, s.indices, s.field.dtype))
                 plan.atomics[id(s)] = acc

@@ -31,6 +31,8 @@ RESERVED = (set(keyword.kwlist) | set(dir(builtins))
                "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "launch"} | set(rt.HELPERS)
             | set(rt.CONSTANTS))
+# and what a CUDA module imports from tinyad.compile.cuda (a field named `grid` would hide it)
+CUDA_RESERVED = {"grid", "libdevice", "MAX_THREADS"}
 
 
 class CodegenError(Exception):
@@ -56,8 +58,8 @@ def sanitize(name: str) -> str:
 class Names:
     """Python names for the generated module: unique, never a builtin or helper."""
 
-    def __init__(self):
-        self.used = set(RESERVED)
+    def __init__(self, target: str = "cpu"):
+        self.used = RESERVED | CUDA_RESERVED if target == "cuda" else set(RESERVED)
 
     def take(self, preferred: str) -> str:
         base = sanitize(preferred)
@@ -209,11 +211,15 @@ class ExprWriter:
             self.constants[text] = sanitize(name)
         return self.constants[text]
 
-    def index_tuple(self, indices) -> str:
-        parts = [self.value(i) for i in indices]
-        if not parts:
-            return "(0,)"
-        return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
+    def atomic_index(self, indices) -> str:
+        """An atomic's element: a tuple on the CPU (compile/atomics.py takes either); on CUDA an
+        integer for a 1-D array (a 0-d field is one element there too), since numba-cuda cannot
+        lower a one-element tuple index into a 1-D array (`Cannot cast UniTuple(int64 x 1) to
+        int64`, seen only when lowering for a real GPU: the simulator runs Python)."""
+        parts = [self.value(i) for i in indices] or ["0"]
+        if len(parts) == 1:
+            return parts[0] if self.target == "cuda" else f"({parts[0]},)"
+        return f"({', '.join(parts)})"
 
     def access(self, fld, indices, loc) -> str:
         array = self.arrays[id(fld)]

@@ -9,6 +9,13 @@ import tinyad as ti
 # Both modes by default; TINYAD_TEST_MODES=interp (or =fast) runs one.
 MODES = os.environ.get("TINYAD_TEST_MODES", "interp,fast").split(",")
 
+# TINYAD_TEST_ARCH=cuda-ptx (CI's profile): every kernel fast mode compiles for the CPU is also
+# lowered for a real GPU, to PTX for sm_90 and sm_80 through NVIDIA's NVVM (compile/ptx.py), no
+# GPU needed; a kernel that does not lower fails its test. Set here, so the subprocesses that
+# tests start inherit it. Needs the `cuda` extra.
+if os.environ.get("TINYAD_TEST_ARCH") == "cuda-ptx":
+    os.environ["TINYAD_CUDA_PTX"] = "9.0,8.0"
+
 # Fast mode compiles each kernel with numba, which costs about 1-2 ms per IR operation, and more
 # for long kernels whose locals are reassigned in loops. The 3x3 SVD / polar adjoints take 10-20 s
 # each to compile on 2 cores, and the full-size mpm benchmark 15 s: they run in the full profile
@@ -41,6 +48,33 @@ FAST_MODE_COMPILE_TOO_SLOW = [
     "tests/test_linalg.py::test_gradient_through_polar_in_a_serial_loop[[]fast]",
     "tests/test_linalg.py::test_gradients_at_degenerate_matrices_are_finite[[]fast-3]",
 ]
+
+
+# Under TINYAD_TEST_ARCH=cuda-ptx, the tests whose kernels are not lowered for CUDA: the 3x3 SVD
+# and polar adjoints, 10,000-line modules that take numba-cuda minutes each (their 2x2 versions,
+# in other tests, are lowered).
+NOT_LOWERED = [p for p in FULL_PROFILE_ONLY + FAST_MODE_COMPILE_TOO_SLOW
+               if p.startswith("tests/test_linalg.py")]
+
+
+@pytest.fixture(autouse=True)
+def _lowered_for_cuda_unless_too_long(request, monkeypatch):
+    if os.environ.get("TINYAD_CUDA_PTX") and any(
+            fnmatch.fnmatchcase(request.node.nodeid, p) for p in NOT_LOWERED):
+        monkeypatch.delenv("TINYAD_CUDA_PTX")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--arch", default=None, choices=("cpu", "cuda"),
+                     help="the device of fast mode for every ti.init that names none (cuda: "
+                          "run the fast-mode tests on a GPU; without one they fall back to the "
+                          "CPU with a notice)")
+
+
+def pytest_configure(config):
+    arch = config.getoption("--arch")
+    if arch:     # TINYAD_ARCH: ti.init's default arch, here and in the tests' subprocesses
+        os.environ["TINYAD_ARCH"] = arch
 
 
 def _skipped(nodeid: str) -> str | None:

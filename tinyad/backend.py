@@ -191,6 +191,10 @@ class Backend(ABC):
         primal launch it undoes (None: found by its arguments), and `manual` says the user
         called kernel.grad() rather than the Tape."""
 
+    def sync(self) -> None:
+        """Wait until every kernel launched so far has finished (ti.sync()). Kernels on the CPU
+        and in the interpreter finish before their launch returns."""
+
     def backward_starts(self, first) -> None:
         """The adjoint of `first` (a TracedKernel) is about to be prepared for the first time.
         The first such call since ti.init means a backward pass has begun."""

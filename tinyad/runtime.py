@@ -124,7 +124,8 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
         one = len(ignored) == 1
         note(f"ti.init: {', '.join(ignored)} {'has' if one else 'have'} no meaning in tinyad "
              f"and {'is' if one else 'are'} ignored")
-    runtime.config = Config(arch=str(arch or "cpu"), default_fp=default_fp or T.f32,
+    arch = arch or os.environ.get("TINYAD_ARCH") or "cpu"     # as Taichi's TI_ARCH
+    runtime.config = Config(arch=str(arch), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, fast_math=bool(fast_math), mode=mode, check=check,
                             print_ir=bool(print_ir))
@@ -136,3 +137,8 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime._backend = backends.create(mode, runtime.config, runtime.rng)
     for notice in runtime.backend.notices:
         note(notice)
+
+
+def sync():
+    """Wait for the kernels launched so far to finish (they run asynchronously on a GPU)."""
+    runtime.backend.sync()

@@ -201,10 +201,6 @@ def loop_config(serialize=False, block_dim=None, parallelize=None, **_ignored):
     """Applies to the next outermost loop; handled by the frontend."""
 
 
-def sync():
-    """Wait for queued kernels. Interp mode runs kernels synchronously, so nothing to do."""
-
-
 def block_local(*fields):
     """Taichi's hint to cache fields in GPU shared memory (BLS): a performance hint that
     changes no value, so tinyad accepts it and does nothing."""
