@@ -27,6 +27,8 @@ draws them.
     python -m benchmarks --interp-vs 9355eb9^1 # interp mode now vs that commit, and the
                                                # checks' cost in interp mode (time, memory)
     python -m benchmarks --interp-cost         # only the latter (benchmarks/interp_vs.py)
+    python -m benchmarks --arch cuda           # on a GPU, beside Taichi CUDA and JAX
+                                               # (benchmarks/gpu.py)
 """
 from __future__ import annotations
 
@@ -194,7 +196,9 @@ def overhead_line(result):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    # `tinyad bench` runs this module and says so, for the usage line to name it
+    parser = argparse.ArgumentParser(prog=os.environ.get("TINYAD_BENCH_PROG",
+                                                         "python -m benchmarks"))
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--only", help="comma-separated workloads: " + ", ".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
@@ -214,7 +218,13 @@ def main(argv=None):
                              "what the checks cost in interp mode (benchmarks/interp_vs.py)")
     parser.add_argument("--interp-cost", action="store_true",
                         help="instead: only what the checks cost in interp mode")
+    parser.add_argument("--arch", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: the workloads on the GPU beside Taichi CUDA and JAX, values "
+                             "checked against the CPU (benchmarks/gpu.py)")
     args = parser.parse_args(argv)
+    if args.arch == "cuda":
+        from benchmarks import gpu  # noqa: PLC0415
+        return gpu.main(args, run)
     if args.interp_vs or args.interp_cost:
         from benchmarks import interp_vs  # noqa: PLC0415
         suite = QUICK if args.quick else WORKLOADS

@@ -37,15 +37,27 @@ class Workload:
 
 
 def start(args):
-    """Import and initialise tinyad (in --mode) or Taichi (--taichi): -> (module, seconds)."""
+    """Import and initialise tinyad (in --mode) or Taichi (--taichi) on --arch:
+    -> (module, seconds)."""
     t0 = time.perf_counter()
     if args.taichi:
         import taichi as ti
-        ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2, log_level=ti.ERROR)
+        if args.arch == "cuda":
+            ti.init(arch=ti.cuda, default_fp=ti.f32, log_level=ti.ERROR)
+        else:
+            ti.init(arch=ti.cpu, default_fp=ti.f32, cpu_max_num_threads=2, log_level=ti.ERROR)
     else:
         import tinyad as ti
-        ti.init(mode=args.mode, default_fp=ti.f32, check=args.check)
+        ti.init(mode=args.mode, arch=args.arch, default_fp=ti.f32, check=args.check)
     return ti, time.perf_counter() - t0
+
+
+def ran_on(ti, args) -> str:
+    """Where the work ran: "cpu" or "cuda" (tinyad falls back to the CPU without a GPU)."""
+    if args.taichi:
+        return args.arch
+    from tinyad.runtime import runtime   # noqa: PLC0415
+    return getattr(runtime.backend, "target", "cpu")
 
 
 def wait_for_start():
@@ -55,7 +67,12 @@ def wait_for_start():
         time.sleep(max(float(start_at) - time.time(), 0.0))
 
 
-def measure(work: Workload, repeats: int) -> dict:
+def measure(work: Workload, repeats: int, sync=lambda: None) -> dict:
+    """`sync` waits for the device (a GPU runs kernels asynchronously): each timing ends
+    with it."""
+    forward, fwd_bwd = work.forward, work.fwd_bwd
+    work = Workload(work.reset, lambda: (forward(), sync()), lambda: (fwd_bwd(), sync()),
+                    work.result)
     work.reset()
     t0 = time.perf_counter()
     work.forward()
@@ -90,6 +107,7 @@ def run(build, sizes: dict, argv=None):
     parser.add_argument("--check", default="off", choices=("off", "warn", "error"),
                         help="tinyad's rule checker (both modes)")
     parser.add_argument("--taichi", action="store_true", help="run under Taichi instead")
+    parser.add_argument("--arch", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--repeats", type=int, default=3)
     for name, default in sizes.items():
         parser.add_argument(f"--{name}", type=int, default=default)
@@ -102,8 +120,9 @@ def run(build, sizes: dict, argv=None):
         print(json.dumps({**size, **traced_peak(lambda: build(ti, **size)),
                           "mode": "taichi" if args.taichi else args.mode}))
         return
-    result = {**size, **measure(build(ti, **size), args.repeats), "import_s": started,
-              "mode": "taichi" if args.taichi else args.mode, "peak_rss_mb": peak_rss_mb()}
+    result = {**size, **measure(build(ti, **size), args.repeats, ti.sync), "import_s": started,
+              "mode": "taichi" if args.taichi else args.mode, "arch": ran_on(ti, args),
+              "peak_rss_mb": peak_rss_mb()}
     print(json.dumps(result))
 
 

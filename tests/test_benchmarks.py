@@ -114,3 +114,23 @@ def test_python_m_benchmarks_runs_from_any_directory(tmp_path):
     rows = [line for line in proc.stdout.splitlines() if line.startswith("gravity")]
     for mode, row in zip(("interp", "fast cold", "fast warm", "fast checked"), rows, strict=True):
         assert f" {mode} " in row and "error" not in row, proc.stdout
+
+
+def test_the_gpu_check_runs_and_compares_with_the_cpu(tmp_path):
+    """`python -m benchmarks --arch cuda` (benchmarks/gpu.py), the check prepared for a GPU: every
+    row gets its "arch" and its difference from tinyad on the CPU. Without a GPU, tinyad's rows
+    fall back to the CPU and say so, with the same values."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--arch", "cuda", "--quick",
+                           "--only", "gravity", "--peers", "none", "--repeats", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("gravity")]
+    # fixed columns (benchmarks/gpu.py table): workload 12, size 25, system 15, arch 5
+    assert [r[37:52].strip() for r in rows] == ["tinyad", "tinyad checked", "tinyad cpu"], \
+        proc.stdout
+    from tinyad import compile as fast_compile
+    arch = "cuda" if fast_compile.cuda_available() else "cpu"
+    for row in rows[:2]:
+        assert row[52:57].strip() == arch, proc.stdout
+        assert float(row.split()[-1]) < 1e-4, proc.stdout       # "vs cpu": the same numbers

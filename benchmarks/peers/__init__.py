@@ -33,17 +33,17 @@ def warp_taped(wp, arrays, record, loss) -> None:
     tape.backward(loss=loss)
 
 
-def start(system):
-    """Import and initialise Warp (CPU) or JAX (CPU): -> (module, seconds)."""
+def start(system, arch="cpu"):
+    """Import and initialise Warp or JAX on the CPU or the GPU ("cuda"): -> (module, seconds)."""
     t0 = time.perf_counter()
     if system == "warp":
         import warp as lib
         lib.config.quiet = True
         lib.init()
-        lib.set_device("cpu")
+        lib.set_device("cuda:0" if arch == "cuda" else "cpu")
     else:
         import jax as lib
-        lib.config.update("jax_platforms", "cpu")
+        lib.config.update("jax_platforms", arch)
         cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")
         if cache:                   # cache every compiled function, however small or quick
             lib.config.update("jax_compilation_cache_dir", cache)
@@ -57,11 +57,12 @@ def run(build, system, sizes: dict, argv=None):
     """A peer module's `main`: sizes maps each size option to its default, e.g. {"n": 128}."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--arch", default="cpu", choices=("cpu", "cuda"))
     for name, default in sizes.items():
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
-    lib, started = start(system)
+    lib, started = start(system, args.arch)
     size = {name: getattr(args, name) for name in sizes}
     result = {**size, **measure(build(lib, **size), args.repeats), "import_s": started,
-              "mode": system}
+              "mode": system, "arch": args.arch}
     print(json.dumps(result))
