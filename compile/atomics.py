@@ -9,8 +9,8 @@ Each returns the element's **old** value (Taichi's `ti.atomic_add` returns it to
 
 The value is converted to the array's dtype first (ints wrap, as a store would).
 Relaxed ("monotonic") ordering: the kernels only need each update to be indivisible.
-Float min/max use LLVM's `fmin`/`fmax` (C's fminf: a NaN operand is ignored), which
-differs from the interpreter, where a NaN wins (np.minimum); integers are exact.
+Float min/max use LLVM's `fmin`/`fmax` (C's fminf: a NaN operand is ignored), as the op
+does everywhere (tinyad/core/ops.py, as in Taichi); integers are exact.
 
 The generated kernels only call these in a parallel loop: serial code uses plain `+=`, which is
 about 4 times cheaper (notes/numba.md section 2).

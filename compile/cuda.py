@@ -39,6 +39,8 @@ class _SimulatorLibdevice:
     floorf = floor = staticmethod(np.floor)
     ceilf = ceil = staticmethod(np.ceil)
     rintf = rint = staticmethod(np.rint)
+    fminf = fmin = staticmethod(np.fmin)
+    fmaxf = fmax = staticmethod(np.fmax)
 
 
 if SIMULATOR:

@@ -70,15 +70,21 @@ def _abs(w, e):
 
 
 def _extremum_numpy(w, e):
-    """min/max: numpy's for floats (NaN-propagating, as the interpreter), builtins for ints."""
+    """min/max: numpy's fmin/fmax for floats (a NaN operand is dropped, as in Taichi and the
+    interpreter), builtins for ints."""
     a, b = w.value(e.args[0]), w.value(e.args[1])
     if e.dtype.is_int:
         return f"{e.op}({a}, {b})", ATOM, True
-    return f"np.{e.op}imum({a}, {b})", ATOM, True
+    return f"np.f{e.op}({a}, {b})", ATOM, True
 
 
-def _extremum_builtin(w, e):
-    return f"{e.op}({w.value(e.args[0])}, {w.value(e.args[1])})", ATOM, True
+def _extremum_libdevice(w, e):
+    """min/max on CUDA: libdevice's fmin/fmax for floats (NaN dropped), builtins for ints."""
+    a, b = w.value(e.args[0]), w.value(e.args[1])
+    if e.dtype.is_int:
+        return f"{e.op}({a}, {b})", ATOM, True
+    suffix = "f" if e.dtype == T.f32 else ""
+    return f"libdevice.f{e.op}{suffix}({a}, {b})", ATOM, True
 
 
 def _rounding_numpy(function: str):
@@ -135,7 +141,7 @@ CPU_SPELLINGS = {
 
 CUDA_SPELLINGS = {
     **CPU_SPELLINGS,
-    "min": _extremum_builtin, "max": _extremum_builtin,
+    "min": _extremum_libdevice, "max": _extremum_libdevice,
     "floor": _rounding_libdevice("floorf", "floor"), "ceil": _rounding_libdevice("ceilf", "ceil"),
     "round": _rounding_libdevice("rintf", "rint"),
 }

@@ -144,8 +144,10 @@ class ExprWriter:
     def cond(self, e: ir.Expr) -> str:
         """A Python truth value for `if`/`while`."""
         if isinstance(e, ir.Op) and ops.TABLE[e.op].kind == "compare":
-            return (f"{self.operand(e.args[0], COMPARE + 1)} {ops.TABLE[e.op].infix} "
-                    f"{self.operand(e.args[1], COMPARE + 1)}")
+            a, b = (self.operand(x, COMPARE + 1) for x in e.args)
+            if e.op == "ne" and any(x.dtype.is_float for x in e.args):
+                return f"({a} < {b}) | ({a} > {b})"     # ordered: false on a NaN (core/ops.py)
+            return f"{a} {ops.TABLE[e.op].infix} {b}"
         if isinstance(e, ir.Op) and e.op in ("and", "or"):
             joiner = " & " if e.op == "and" else " | "
             return joiner.join(f"({self.cond(a)})" for a in e.args)

@@ -327,10 +327,13 @@ class Generator(ExprWriter, Planner):
             self.line(depth, f"{target} {'+' if s.op == 'add' else '-'}= {value}", s.loc)
         elif s.op in ir.BITWISE_ATOMICS:
             self.line(depth, f"{target} {TABLE[s.op].infix}= {value}", s.loc)
-        elif s.field.dtype.is_int or self.target == "cuda":
+        elif s.field.dtype.is_int:
             self.line(depth, f"{target} = {s.op}({target}, {value})", s.loc)
+        elif self.target == "cuda":     # a NaN dropped, as by the op (core/ops.py)
+            suffix = "f" if s.field.dtype == T.f32 else ""
+            self.line(depth, f"{target} = libdevice.f{s.op}{suffix}({target}, {value})", s.loc)
         else:
-            self.line(depth, f"{target} = np.{s.op}imum({target}, {value})", s.loc)
+            self.line(depth, f"{target} = np.f{s.op}({target}, {value})", s.loc)
 
     def atomic_call(self, s: ir.AtomicOp, depth, ctx):
         array = self.arrays[id(s.field)]
@@ -339,7 +342,10 @@ class Generator(ExprWriter, Planner):
         if s.field.dtype.is_int:
             value = self.wrap(value, s.field.dtype)
         if self.target == "cuda":
-            call = f"cuda.atomic.{CUDA_ATOMICS.get(s.op, s.op)}({array}, {index}, {value})"
+            op = CUDA_ATOMICS.get(s.op, s.op)
+            if s.op in ("min", "max") and s.field.dtype.is_float:
+                op = f"nan{s.op}"          # a NaN dropped, as by the op (core/ops.py)
+            call = f"cuda.atomic.{op}({array}, {index}, {value})"
         else:
             fn = f"atomic_{s.op}"
             self.atomics_used.add(fn)

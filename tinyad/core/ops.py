@@ -134,6 +134,11 @@ def _zero_where(cond, partial):
     return B.select(cond, 0, partial)
 
 
+def _ordered_not_equal(a, b):
+    """a != b, false where a or b is NaN (LLVM's `fcmp one`, Taichi's `!=`)."""
+    return np.less(a, b) | np.greater(a, b)
+
+
 def _min_partials(args, out):
     first = args[0] <= args[1]
     return B.select(first, 1.0, 0.0), B.select(first, 0.0, 1.0)
@@ -204,9 +209,10 @@ _TABLE: list[OpSpec] = [
     OpSpec("abs", 1, "arith", np.abs, lambda a: _sp().Abs(a),
            partials=lambda args, out: (B.select(args[0] > 0, 1.0,
                                                  B.select(args[0] < 0, -1.0, 0.0)),)),
-    OpSpec("min", 2, "arith", np.minimum, lambda a, b: _sp().Min(a, b), partials=_min_partials,
+    # a NaN operand is dropped (C's fmin/fmax), as Taichi's min/max and its atomics do
+    OpSpec("min", 2, "arith", np.fmin, lambda a, b: _sp().Min(a, b), partials=_min_partials,
            jvp=_choice_jvp(lambda args: args[0] <= args[1])),
-    OpSpec("max", 2, "arith", np.maximum, lambda a, b: _sp().Max(a, b), partials=_max_partials,
+    OpSpec("max", 2, "arith", np.fmax, lambda a, b: _sp().Max(a, b), partials=_max_partials,
            jvp=_choice_jvp(lambda args: args[0] >= args[1])),
     # transcendental
     OpSpec("sin", 1, "float", np.sin, lambda a: _sp().sin(a), via_f64=True,
@@ -248,7 +254,8 @@ _TABLE: list[OpSpec] = [
            **_infix(">=", COMPARE, ast.GtE, operator.ge)),
     OpSpec("eq", 2, "compare", np.equal, lambda a, b: _sp().Eq(a, b),
            **_infix("==", COMPARE, ast.Eq, operator.eq)),
-    OpSpec("ne", 2, "compare", np.not_equal, lambda a, b: _sp().Ne(a, b),
+    # ordered, as Taichi's: false when either side is NaN, like every other comparison
+    OpSpec("ne", 2, "compare", _ordered_not_equal, lambda a, b: _sp().Ne(a, b),
            **_infix("!=", COMPARE, ast.NotEq, operator.ne)),
     # logic: the symbolic domain passes sympy truth values to `sym`
     OpSpec("and", 2, "logic", lambda a, b: np.int32(bool(a) and bool(b)),

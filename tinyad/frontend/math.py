@@ -124,7 +124,7 @@ def inverse(m):
 
 
 # ---- GLSL-style helpers, as Taichi's ti.math defines them ------------------------------------
-_ge, _ne, _eq = _elementwise2("ge"), _elementwise2("ne"), _elementwise2("eq")
+_ge, _eq = _elementwise2("ge"), _elementwise2("eq")
 
 
 def step(edge, x):
@@ -178,8 +178,9 @@ def refract(x, n, eta):
 
 
 def isnan(x):
-    """1 where x is NaN, else 0, element-wise."""
-    return _ne(x, x)
+    """1 where x is NaN, else 0, element-wise (not x == x: `!=` is false on a NaN, as in
+    Taichi)."""
+    return 1 - _eq(x, x)
 
 
 def isinf(x):
