@@ -120,3 +120,33 @@ def test_simt_intrinsics_may_be_named_but_not_called(mode):
     with pytest.raises(ti.TinyadSyntaxError, match="ti.simt.block.sync") as e:
         scan()
     assert e.value.loc.text.strip() == "barrier()"
+
+
+def test_reset_forgets_fields_and_kernels_between_runs(mode):
+    """ti.reset(), as Taichi's: programs that fit a model from several starts call it between
+    runs. Each run starts afresh and gets the same gradient (2 (i+1) x_i); a field from before
+    the reset is gone, with an error that says so."""
+    def run():
+        ti.init(mode=mode, default_fp=ti.f64)
+        x = ti.field(ti.f64, 3, needs_grad=True)
+        loss = ti.field(ti.f64, (), needs_grad=True)
+
+        @ti.kernel
+        def energy():
+            for i in x:
+                loss[None] += (i + 1) * x[i] ** 2
+
+        x.from_numpy(np.array([1.0, -2.0, 0.5]))
+        with ti.ad.Tape(loss):
+            energy()
+        return x, x.grad.to_numpy()
+
+    _, first = run()
+    old, _ = run()
+    ti.reset()
+    with pytest.raises(ti.TinyadRuntimeError, match=r"ti\.reset\(\)"):
+        old[0] = 1.0
+    _, again = run()
+    expected = 2 * np.arange(1, 4) * np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(first, expected)
+    np.testing.assert_allclose(again, expected)

@@ -83,7 +83,7 @@ from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.frontend.structs import Struct, dataclass
 from tinyad.kernel import data_oriented, func, kernel, real_func
 from tinyad.ndarray import Ndarray, ndarray
-from tinyad.runtime import init, sync
+from tinyad.runtime import init, reset, sync
 from tinyad.structfield import StructField
 
 __version__ = "0.1.0"

@@ -252,10 +252,10 @@ class Field:
     def require_current(self, loc=None) -> None:
         """A field from before the last ti.init() is gone, as in Taichi: say so where it is used."""
         if self.generation != runtime.generation:
-            raise TinyadRuntimeError(f"field {self.name} was created before the last ti.init(), "
-                                     "which discards every field", loc,
-                                     hint="create fields after ti.init(), and call ti.init() "
-                                          "once, at the start")
+            raise TinyadRuntimeError(f"field {self.name} was created before the last ti.init() "
+                                     "or ti.reset(), which discards every field", loc,
+                                     hint="create fields after ti.init() (after each ti.reset(), "
+                                          "create them again)")
 
     def _require_placed(self):
         self.require_current()

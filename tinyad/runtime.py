@@ -142,3 +142,10 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
 def sync():
     """Wait for the kernels launched so far to finish (they run asynchronously on a GPU)."""
     runtime.backend.sync()
+
+
+def reset():
+    """`ti.reset()`, as Taichi's: every field and kernel is forgotten and the configuration is
+    the default again (a program usually calls ti.init next). Programs that fit a model from
+    several starts call it between runs."""
+    init()
