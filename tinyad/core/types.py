@@ -91,7 +91,8 @@ DEFAULT_UNSIGNED = _DefaultUnsigned()
 
 
 def resolve_dtype(dtype) -> DType:
-    """A dtype as users write it (ti.f32, float, int, np.float32, "f32") -> DType."""
+    """A dtype as users write it (ti.f32, float, int, np.float32) -> DType. A string is refused,
+    as Taichi refuses it: numpy would read "double" or "float" as types of its own choosing."""
     if isinstance(dtype, DType):
         return dtype
     if dtype is float:
@@ -100,17 +101,30 @@ def resolve_dtype(dtype) -> DType:
         return typing_defaults().ip
     if dtype is DEFAULT_UNSIGNED:
         return u64 if typing_defaults().ip.bits == 64 else u32
-    if isinstance(dtype, str) and dtype in BY_NAME:
-        return BY_NAME[dtype]
+    if isinstance(dtype, str):
+        meant = _meant(dtype)
+        raise TinyadTypeError(f"a dtype is a tinyad type, not the string {dtype!r}",
+                              hint=f"did you mean ti.{meant}?" if meant else
+                              "a dtype is ti.f32, ti.f64, ti.i32, ti.i64, ti.u8, ...")
     try:
         return from_numpy(dtype)
     except (TypeError, ValueError):   # (numpy says ValueError of some objects: vector types)
-        close = difflib.get_close_matches(dtype, [*BY_NAME, *(f"float{b}" for b in (32, 64))],
-                                          n=1) if isinstance(dtype, str) else []
         raise TinyadTypeError(f"{dtype!r} is not a tinyad dtype (use ti.f32, ti.f64, ti.i32, "
                               "ti.i64, float or int)",
-                              hint=f"did you mean ti.{close[0]}?" if close else
-                              "a dtype is ti.f32, ti.f64, ti.i32, ti.i64, ti.u8, ...") from None
+                              hint="a dtype is ti.f32, ti.f64, ti.i32, ti.i64, ti.u8, ...") \
+            from None
+
+
+def _meant(text: str) -> str | None:
+    """The tinyad type a dtype string probably names ("double" -> f64, "float33" -> f32)."""
+    if text in BY_NAME:
+        return text
+    try:
+        return from_numpy(text).name
+    except (TypeError, ValueError):
+        close = difflib.get_close_matches(text, [*BY_NAME, "float32", "float64"], n=1)
+        return None if not close else close[0] if close[0] in BY_NAME else \
+            from_numpy(close[0]).name
 
 
 _NUMPY = {"i32": np.int32, "i64": np.int64, "u8": np.uint8, "f32": np.float32, "f64": np.float64,

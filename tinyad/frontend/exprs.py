@@ -18,7 +18,11 @@ from tinyad.core.ops import PYTHON_OPERATORS, TABLE
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.printing import trace_print
-from tinyad.frontend.pycalls import call_failure, refuse_stateful_call
+from tinyad.frontend.pycalls import (
+    call_failure,
+    refuse_stateful_call,
+    refuse_text_of_kernel_value,
+)
 from tinyad.frontend.scope import LocalMatrix
 from tinyad.frontend.structs import StructRef, is_struct_field
 
@@ -348,6 +352,7 @@ class ExprVisitor:
     def python(self, fn, *args, node=None, **kwargs):
         """Call Python code at trace time; its failures become errors at the user's line."""
         refuse_stateful_call(fn, self.loc(node))
+        refuse_text_of_kernel_value(fn, args, self.loc(node), is_traced)
         try:
             return fn(*args, **kwargs)
         except TinyadError:

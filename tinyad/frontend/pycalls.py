@@ -27,6 +27,20 @@ _LIBRARY_DIRS = tuple(os.path.join(p, "") for p in {sysconfig.get_paths()[key] f
                                                    ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
+# Builtins that make text: in a kernel, of a value known only when it runs, they would show
+# the IR node the tracer holds (`x[Var(name='i', dtype=i32)]`) instead of a number.
+_TEXT_MAKERS = (str, repr, format, ascii)
+
+
+def refuse_text_of_kernel_value(fn, args: tuple, loc: SrcLoc, traced) -> None:
+    """`"x = " + str(x[i])` in a kernel: a kernel cannot build strings at run time."""
+    if fn in _TEXT_MAKERS and any(traced(a) for a in args):
+        raise TinyadTypeError(f"{fn.__name__}() of a value known only when the kernel runs: a "
+                              "kernel cannot build strings or messages at run time", loc,
+                              hint="give print() the values (print('x =', x[i])) or use an "
+                                   "f-string (f'x = {x[i]}'), in print or an assert's message")
+
+
 def module_of(fn) -> str:
     """The module a function comes from; a bound method of a module's hidden instance (such as
     `random.random`, a method of random's Random()) counts as that module's."""
