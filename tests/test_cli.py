@@ -138,11 +138,12 @@ def test_run_stops_a_missing_needs_grad_on_an_intermediate_field(tmp_path):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["run", "--mode", "fast", "{p}", "a", "--mode", "b"], "fast error ['a', '--mode', 'b']"),
+    (["run", "--mode", "fast", "{p}", "--", "a", "--mode", "b"],
+     "fast error ['a', '--mode', 'b']"),
     (["--mode", "fast", "run", "{p}"], "fast error []"),
     (["--mode=fast", "run", "--no-check", "{p}", "x"], "fast off ['x']"),
     (["--no-check", "run", "{p}"], "interp off []"),
-    (["run", "{p}", "--mode", "fast", "--no-check"],
+    (["run", "{p}", "--", "--mode", "fast", "--no-check"],
      "interp error ['--mode', 'fast', '--no-check']"),
 ])
 def test_options_before_the_path_are_tinyads_and_after_it_the_programs(tmp_path, argv, expected):
@@ -150,6 +151,16 @@ def test_options_before_the_path_are_tinyads_and_after_it_the_programs(tmp_path,
     result = tinyad(*[str(path) if a == "{p}" else a for a in argv])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("after", [["--mode", "fast"], ["--mode=fast"], ["x", "--no-check"]])
+def test_tinyads_options_after_the_path_are_refused_not_handed_on(tmp_path, after):
+    """`tinyad run prog.py --mode fast` gave `--mode fast` to the program and ran interp mode
+    without a word."""
+    path = program(tmp_path, "show.py", SHOW_OPTIONS)
+    result = tinyad("run", str(path), *after)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "put it before the path" in result.stderr and "`--`" in result.stderr
 
 
 def test_check_in_fast_mode_reports_the_violations_and_says_which_mode_ran(tmp_path):
@@ -261,7 +272,8 @@ def test_check_of_a_clean_time_stepped_program_reports_nothing(tmp_path):
 def test_bench_passes_its_arguments_to_the_benchmarks_from_any_directory(tmp_path):
     done = tinyad("bench", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "usage: python -m benchmarks" in done.stdout and "--peers" in done.stdout
+    # the usage line names the command it was called as (it said `python -m benchmarks`)
+    assert done.stdout.startswith("usage: tinyad bench") and "--peers" in done.stdout
     done = tinyad("bench", "--only", "nonesuch", cwd=tmp_path)
     assert done.returncode != 0 and "nonesuch" in done.stdout + done.stderr
 
@@ -295,3 +307,11 @@ def test_an_error_in_a_terminal_wraps_between_words_and_keeps_its_source_lines(t
     assert all(len(line) <= 40 for line in prose)
     words = " ".join(prose).split()
     assert words == f"TinyadRuntimeError: {message} hint: {hint}".split()
+
+
+def test_a_mistyped_lesson_or_example_gets_a_did_you_mean():
+    lesson = tinyad("lesson", "gravty", "--no-pause")
+    assert lesson.returncode == 2 and "did you mean 'gravity'?" in lesson.stderr, lesson.stderr
+    example = tinyad("example", "gravty")
+    assert example.returncode == 2 and "did you mean 'gravity'?" in example.stderr, \
+        example.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib.abc
 import importlib.resources
 import importlib.util
@@ -198,8 +199,10 @@ def _example_command(options) -> int:
         return 0
     name = options.name.removesuffix(".py")
     if name not in examples:
-        print(f"tinyad example: no example {name!r}; choose one of: {', '.join(examples)}",
-              file=sys.stderr)
+        close = difflib.get_close_matches(name, list(examples), n=1)
+        meant = f"did you mean {close[0]!r}? " if close else ""
+        print(f"tinyad example: no example {name!r}; {meant}choose one of: "
+              f"{', '.join(examples)}", file=sys.stderr)
         return 2
     return run_program(examples[name], options.args, mode=_option(options, "mode"),
                        check=_run_check(options), full_traceback=_option(options, "traceback"))
@@ -245,6 +248,25 @@ def split_program_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
         else:
             return argv[:position + 1], argv[position + 1:]
     return argv, []
+
+
+# tinyad's own options: after the program's path they would go to the program unseen by tinyad
+OWN_OPTIONS = ("--mode", "--no-check", "--traceback")
+
+
+def _program_arguments(parser, command: str, args: list[str]) -> list[str]:
+    """The program's arguments. One of tinyad's options among them is refused, naming where it
+    belongs (`tinyad run prog.py --mode fast` ran interp mode without a word); `--` right after
+    the path passes everything after it to the program as it is."""
+    if args[:1] == ["--"]:
+        return args[1:]
+    for arg in args:
+        option = arg.split("=", 1)[0]
+        if option in OWN_OPTIONS:
+            parser.error(f"{command}: {arg} after the program goes to the program, not to "
+                         f"tinyad: put it before the path (tinyad {command} {arg} ...), or write "
+                         "`--` after the path to give it to the program")
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ours, program_args = split_program_arguments(argv)
     options = parser.parse_args(ours)
     if options.command in COMMANDS_WITH_A_PROGRAM:
-        options.args = program_args
+        options.args = _program_arguments(parser, options.command, program_args)
     if options.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -329,7 +351,8 @@ def _bench_command(bench_args: list[str]) -> int:
     package's program, installed beside tinyad, not part of tinyad)."""
     import subprocess  # noqa: PLC0415
     try:
-        return subprocess.call([sys.executable, "-m", "benchmarks", *bench_args])
+        return subprocess.call([sys.executable, "-m", "benchmarks", *bench_args],
+                               env=dict(os.environ, TINYAD_BENCH_PROG="tinyad bench"))
     except KeyboardInterrupt:
         return 130
 
@@ -337,7 +360,10 @@ def _bench_command(bench_args: list[str]) -> int:
 def _lesson_command(options) -> int:
     from tinyad import lessons  # noqa: PLC0415
     if options.command == "lessons" or options.lesson is None:
-        print(lessons.listing())
+        try:
+            print(lessons.listing())
+        except BrokenPipeError:     # `tinyad lessons | head`: the reader left, quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     try:
         lesson = lessons.find(options.lesson)

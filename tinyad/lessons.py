@@ -12,6 +12,7 @@ a terminal, or with pause=False, it runs straight through.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 import re
 import sys
@@ -86,7 +87,9 @@ def find(key) -> Lesson:
     if len(found) != 1:
         names = ", ".join(f"{lesson.number} {lesson.name}" for lesson in lessons)
         what = "matches several lessons" if found else "is no lesson"
-        raise NoSuchLesson(f"{key!r} {what}; there are: {names}")
+        close = difflib.get_close_matches(text, [lesson.name for lesson in lessons], n=1)
+        meant = f"did you mean {close[0]!r}? " if close and not found else ""
+        raise NoSuchLesson(f"{key!r} {what}; {meant}there are: {names}")
     return found[0]
 
 

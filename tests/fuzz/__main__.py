@@ -31,7 +31,7 @@ def main(argv=None) -> int:
                         help="run every k-th program in fast mode too (0: never)")
     parser.add_argument("--f32", action="store_true", help="also compare the modes in f32")
     parser.add_argument("--small", action="store_true", help="smaller programs")
-    parser.add_argument("--keep", type=Path, default=Path("fuzz-findings"),
+    parser.add_argument("--keep", type=Path, default=Path("tests/fuzz/findings"),
                         help="where programs that do not agree are written")
     parser.add_argument("--every", type=int, default=100, help="print counts this often")
     parser.add_argument("--show", action="store_true", help="print each program's source")
