@@ -9,12 +9,12 @@ runs). Both need the `cuda` extra; CI installs it, so there they must not skip.
 import importlib.abc
 import os
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import tinyad as ti
+from tests.cuda_simulator import simulator_program
 from tests.test_fast_backend import run_script
 from tinyad import compile as fast_compile
 from tinyad.compile import ptx
@@ -107,15 +107,7 @@ def test_signature_is_what_the_launcher_passes():
     assert ptx.compute_capabilities("") == ()
 
 
-SUM_SCRIPT = textwrap.dedent('''
-    import json, sys, warnings
-    warnings.simplefilter("ignore")
-    try:
-        from numba import cuda
-        assert cuda.is_available()
-    except Exception as exc:
-        print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
-        sys.exit(0)
+SUM_SCRIPT = simulator_program('''
     import numpy as np
     import tinyad as ti
 

@@ -8,22 +8,14 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
+from tests.cuda_simulator import simulator_program
 
-SCRIPT = textwrap.dedent('''
-    import json, os, sys, warnings
-    warnings.simplefilter("ignore")
-    try:
-        from numba import cuda
-        from numba.cuda.simulator.cudadrv import devicearray as simulated
-        assert cuda.is_available()
-    except Exception as exc:
-        print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
-        sys.exit(0)
+SCRIPT = simulator_program('''
+    from numba.cuda.simulator.cudadrv import devicearray as simulated
     import numpy as np
     import tinyad as ti
 

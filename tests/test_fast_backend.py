@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import tinyad as ti
+from tests.cuda_simulator import simulator_program
 from tests.gradcheck import finite_difference
 from tinyad.compile import compile_kernel
 from tinyad.compile.pysource import generate_cpu
@@ -848,15 +849,7 @@ def test_cache_key_depends_on_dtype_and_debug(tmp_path, monkeypatch):
 
 # ---- CUDA, run by numba's simulator ---------------------------------------------------------
 
-CUDA_SCRIPT = textwrap.dedent('''
-    import json, os, sys, warnings
-    warnings.simplefilter("ignore")
-    try:
-        from numba import cuda
-        assert cuda.is_available()
-    except Exception as exc:
-        print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
-        sys.exit(0)
+CUDA_SCRIPT = simulator_program('''
     import numpy as np
     import tinyad as ti
     from tinyad.runtime import runtime as state

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tinyad as ti
+from tests.cuda_simulator import simulator_program
 from tests.gradcheck import finite_difference
 
 
@@ -310,15 +311,7 @@ def test_python_write_between_forward_and_backward_is_caught(mode):
             x[1] = 5.0
 
 
-CUDA_SCRIPT = '''
-import json, sys, warnings
-warnings.simplefilter("ignore")
-try:
-    from numba import cuda
-    assert cuda.is_available()
-except Exception as exc:
-    print(json.dumps({"skip": f"the numba CUDA simulator is not usable: {exc!r}"}))
-    sys.exit(0)
+CUDA_SCRIPT = simulator_program('''
 import numpy as np
 import tinyad as ti
 ti.init(mode="fast", arch=ti.cuda)
@@ -348,7 +341,7 @@ double(z)
 print(json.dumps({"backend": type(ti.runtime.runtime.backend.storage).__name__,
                   "loss": loss[None], "a": a.grad.to_numpy().tolist(),
                   "b": b.grad.to_numpy().tolist(), "z": z.tolist()}))
-'''
+''')
 
 
 def test_cuda_binds_each_launch_to_its_arrays(tmp_path):
