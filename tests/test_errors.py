@@ -392,3 +392,15 @@ def test_a_typo_in_a_kernel_names_the_line_and_the_right_name(mode):
     with pytest.raises(ti.TinyadSyntaxError) as info:
         k()
     assert "ti.sin" in str(info.value) and info.value.loc.text.strip() == "x[i] = ti.sine(1.0)"
+
+
+def test_a_missing_annotation_names_the_ndarray_type_for_an_array():
+    """A numpy array passed to an unannotated parameter: the hint named ti.template(), which
+    then failed on the array; ti.types.ndarray() is the annotation an array takes."""
+    @ti.kernel
+    def first(a) -> ti.f32:
+        return a[0]
+
+    with pytest.raises(ti.TinyadSyntaxError, match="needs a type annotation") as error:
+        first(np.ones(3, np.float32))
+    assert "`a: ti.types.ndarray()` (a numpy array)" in str(error.value.hint)

@@ -295,6 +295,12 @@ class ExprVisitor:
         key = self.visit(node.slice)
         if isinstance(obj, Matrix):
             return obj[key]
+        if is_traced(key) and type(obj).__module__ == "numpy" and hasattr(obj, "shape"):
+            raise TinyadTypeError("a numpy array passed as ti.template() is a constant of the "
+                                  "trace: it cannot be indexed with a value known only when "
+                                  "the kernel runs", self.loc(node),
+                                  hint="annotate the parameter `ti.types.ndarray()` to pass an "
+                                       "array, or copy it into a field (x.from_numpy(a))")
         if is_traced(key):
             self.unsupported(node, "indexing a Python list with a run-time value")
         return self.python(operator.getitem, obj, key, node=node)

@@ -57,8 +57,9 @@ def parameter_kinds(fn, source: Source | None = None) -> dict:
         if param.annotation is inspect.Parameter.empty:
             node = next(a for a in source.tree.args.args if a.arg == pname)
             raise TinyadSyntaxError(f"kernel argument '{pname}' needs a type annotation",
-                                    source.loc(node), hint=f"write `{pname}: ti.f32`, `{pname}: "
-                                    f"int` or `{pname}: ti.template()`")
+                                    source.loc(node), hint=f"write `{pname}: ti.f32` or "
+                                    f"`{pname}: int` (a number), `{pname}: ti.types.ndarray()` "
+                                    f"(a numpy array) or `{pname}: ti.template()` (a field)")
         kinds[pname] = resolve_annotation(eval_annotation(param.annotation, fn))
         if isinstance(kinds[pname], StructType):
             source = source or Source.of(fn)
