@@ -238,3 +238,36 @@ def test_ctrl_c_stops_a_runaway_interp_loop_cleanly(tmp_path):
     assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
     assert "interp" + os.sep not in stderr and "evaluator.py" not in stderr, stderr   # no noise
     assert "    forever()" in stderr                     # the user's launch
+
+
+LAUNCH_ERROR = """\
+import tinyad as ti
+x = ti.field(ti.f32, shape=4)
+
+
+@ti.kernel
+def show():
+    for i in x:
+        print("x = " + str(x[i]))
+
+
+show()
+"""
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_plain_python_shows_the_users_frames_only(tmp_path, full):
+    """Under `python prog.py` (how most Taichi users run) a tinyad error's traceback began with
+    two of tinyad's frames; TINYAD_TRACEBACK=full keeps them, to debug tinyad."""
+    path = tmp_path / "prog.py"
+    path.write_text(LAUNCH_ERROR)
+    env = {k: v for k, v in os.environ.items() if k != "TINYAD_TRACEBACK"}
+    if full:
+        env["TINYAD_TRACEBACK"] = "full"
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 1
+    assert f'File "{path}", line 11, in <module>' in done.stderr          # the user's call
+    assert "prog.py\", line 8, in show" in done.stderr                     # and line
+    assert "cannot build strings" in done.stderr
+    assert ("tinyad/kernel.py" in done.stderr) == full, done.stderr

@@ -140,6 +140,10 @@ def svd(A, dt=None):
     return impl(A, dt)
 
 
+from tinyad import excepthook as _excepthook  # noqa: E402
+
+_excepthook.install()     # a tinyad error's traceback: the user's frames only
+
 __all__ = [name for name in dir() if not name.startswith("_")]
 
 

@@ -36,13 +36,11 @@ from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 from tinyad.core.notices import note, wrapped_for_stderr
+from tinyad.excepthook import is_internal
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
 from tinyad.runtime import MODES, runtime
 
-# tinyad's own source folders: frames in them are hidden from the user's tracebacks.
-_ROOT = Path(tinyad.__file__).resolve().parent.parent
-_INTERNAL_DIRS = tuple(str(_ROOT / name) + os.sep for name in ("tinyad", "interp", "compile"))
 # examples/ is installed as the package tinyad.examples (pyproject.toml), so a wheel has it too.
 EXAMPLES_DIR = Path(str(importlib.resources.files("tinyad.examples")))
 
@@ -145,10 +143,6 @@ def _environment(variables: dict):
                 os.environ[name] = value
 
 
-def _in_tinyad(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_INTERNAL_DIRS)
-
-
 def _is_frozen(filename: str) -> bool:
     return filename.startswith("<frozen")   # runpy and importlib, compiled into Python
 
@@ -157,10 +151,10 @@ def _print_user_traceback(exc: BaseException, full: bool) -> None:
     """Python's traceback, without the frames of tinyad, runpy and this command."""
     report = traceback.TracebackException.from_exception(exc)
     frames = list(report.stack)
-    hidden_at_top = bool(frames) and _in_tinyad(frames[-1].filename) and not full
+    hidden_at_top = bool(frames) and is_internal(frames[-1].filename) and not full
     if not full:
         report.stack = traceback.StackSummary.from_list(
-            [f for f in frames if not (_in_tinyad(f.filename) or _is_frozen(f.filename))])
+            [f for f in frames if not (is_internal(f.filename) or _is_frozen(f.filename))])
     if report.stack or not isinstance(exc, SyntaxError):
         print("".join(report.format()), end="", file=sys.stderr)
     else:   # a syntax error in the program itself: Python's own caret display says it all
