@@ -315,3 +315,12 @@ def test_a_mistyped_lesson_or_example_gets_a_did_you_mean():
     example = tinyad("example", "gravty")
     assert example.returncode == 2 and "did you mean 'gravity'?" in example.stderr, \
         example.stderr
+
+
+def test_the_example_listing_fits_80_columns_between_words():
+    """Its summaries ran to 104 columns, and a terminal cut them mid-word."""
+    from tinyad.cli import _example_listing, _examples
+    listing = _example_listing(_examples(), 80)
+    assert max(len(line) for line in listing.splitlines()) <= 80
+    words = " ".join(listing.split())
+    assert "minus the gradient of the potential energy." in words

@@ -28,6 +28,7 @@ import io
 import os
 import runpy
 import sys
+import textwrap
 import traceback
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from tinyad.check.rules import RuleViolation
 from tinyad.core.errors import TinyadError
 from tinyad.core.notices import note, wrapped_for_stderr
 from tinyad.excepthook import is_internal
+from tinyad.explain import output_width
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
 from tinyad.runtime import MODES, runtime
@@ -179,6 +181,17 @@ def _summary(path: Path) -> str:
     return ""
 
 
+def _example_listing(examples: dict, width: int) -> str:
+    """One row an example; a summary too long for the line continues under itself, between
+    words (as the lessons' listing)."""
+    name_width = max(len(name) for name in examples)
+    indent = " " * (2 + name_width + 2)
+    rows = [textwrap.fill(f"  {name:<{name_width}}  {_summary(path)}", width,
+                          subsequent_indent=indent, break_long_words=False)
+            for name, path in examples.items()]
+    return "\n".join([*rows, "", "run one with: tinyad example NAME"])
+
+
 def _example_command(options) -> int:
     examples = _examples()
     if not examples:
@@ -186,10 +199,7 @@ def _example_command(options) -> int:
               "a source checkout of tinyad", file=sys.stderr)
         return 1
     if options.name is None:
-        width = max(len(name) for name in examples)
-        for name, path in examples.items():
-            print(f"  {name:<{width}}  {_summary(path)}")
-        print("\nrun one with: tinyad example NAME")
+        print(_example_listing(examples, output_width()))
         return 0
     name = options.name.removesuffix(".py")
     if name not in examples:
@@ -314,7 +324,14 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:     # `tinyad example | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:
         return _bench_command(argv[1:])
     parser = build_parser()
@@ -354,10 +371,7 @@ def _bench_command(bench_args: list[str]) -> int:
 def _lesson_command(options) -> int:
     from tinyad import lessons  # noqa: PLC0415
     if options.command == "lessons" or options.lesson is None:
-        try:
-            print(lessons.listing())
-        except BrokenPipeError:     # `tinyad lessons | head`: the reader left, quietly
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(lessons.listing())
         return 0
     try:
         lesson = lessons.find(options.lesson)
