@@ -4,8 +4,11 @@
     tinyad run examples/broken_rule1.py             # stops there with that report, exit status 1
     tinyad run --no-check examples/broken_rule1.py  # runs it like Taichi: x.grad[1] = 110, not 10
 """
+import argparse
+
 import taichi as ti
 
+argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help
 ti.init()
 
 N = 16

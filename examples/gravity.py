@@ -5,9 +5,12 @@ compute_U sums the potential energy U; ti.ad.Tape(U) gives dU/dx in x.grad, and 
 uses -x.grad as the force. At the end, x.grad is compared with central finite differences.
 
 Run it:  tinyad run examples/gravity.py      (or: python examples/gravity.py)
+         tinyad run examples/gravity.py --plot forces.png    (the forces autodiff found)
 """
 import tinyad as ti
+from tinyad.examples._show import parser, save_png
 
+options = parser(__doc__.splitlines()[0]).parse_args()
 # f64, so that the finite-difference check at the end is sharp. Taichi's docs use f32.
 ti.init(default_fp=ti.f64, random_seed=0)
 
@@ -89,5 +92,20 @@ worst = finite_difference_check()
 print(f"largest relative difference over all {2 * N} components: {worst:.2e}")
 assert worst < 1e-5, "autodiff and finite differences disagree"
 
+
+
+def draw(figure):
+    """The particles and the force on each, -dU/dx (x.grad from the check's Tape)."""
+    axes = figure.subplots()
+    at, force = x.to_numpy(), -x.grad.to_numpy()
+    scale = 0.15 / max(abs(force).max(), 1e-12)      # the longest arrow: 0.15
+    axes.quiver(at[:, 0], at[:, 1], force[:, 0] * scale, force[:, 1] * scale, angles="xy",
+                scale_units="xy", scale=1, color="tab:red", width=0.004)
+    axes.plot(at[:, 0], at[:, 1], "o", color="black")
+    axes.set(xlabel="x", ylabel="y", aspect="equal",
+             title=f"{N} particles and the forces -dU/dx that autodiff gave")
+
+
+save_png(options.plot, draw)
 print("\nHow did autodiff get those forces? Step through it: tinyad lesson 1"
       "  (tinyad lessons lists all of them)")

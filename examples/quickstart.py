@@ -2,10 +2,12 @@
 
 Run it:  tinyad run examples/quickstart.py      (or: python examples/quickstart.py)
 """
+import argparse
 import math
 
 import tinyad as ti
 
+argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help
 ti.init()
 
 x = ti.field(dtype=ti.f32, shape=(), needs_grad=True)

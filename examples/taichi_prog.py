@@ -6,8 +6,11 @@ The kernel.grad() example of Taichi's autodiff documentation. Run it under tinya
 
 `tinyad run` makes `import taichi` give tinyad, so no line here mentions tinyad.
 """
+import argparse
+
 import taichi as ti
 
+argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help
 ti.init()
 
 N = 16

@@ -3,10 +3,13 @@
 A hand-written gradient (grad_replaced / grad_for) with a bug, 2 where 3 belongs, is caught;
 the same program with the right gradient passes, with finite differences as a second truth.
 """
+import argparse
+
 import numpy as np
 
 import tinyad as ti
 
+argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help
 ti.init(default_fp=ti.f64)
 x = ti.field(ti.f64, shape=2, needs_grad=True)
 loss = ti.field(ti.f64, shape=(), needs_grad=True)

@@ -324,3 +324,20 @@ def test_the_example_listing_fits_80_columns_between_words():
     assert max(len(line) for line in listing.splitlines()) <= 80
     words = " ".join(listing.split())
     assert "minus the gradient of the potential energy." in words
+
+
+def test_every_example_takes_help():
+    """`--help` ran the main example (gravity) to its end, silently ignored."""
+    from tinyad.cli import _examples
+    for name, path in _examples().items():
+        done = tinyad("run", path, "--help")
+        assert done.returncode == 0 and done.stdout.startswith("usage:"), (name, done.stderr)
+
+
+def test_the_main_example_draws_its_forces_with_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from tinyad.cli import _examples
+    picture = tmp_path / "forces.png"
+    done = tinyad("run", _examples()["gravity"], "--plot", picture)
+    assert done.returncode == 0, done.stderr
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
