@@ -42,7 +42,7 @@ class InterpBackend(Backend):
         try:
             return self._launch(traced, program, variant, scalars, record, manual)
         finally:
-            self.progress.launched(traced, time.perf_counter() - start)
+            self.progress.launched(traced, time.perf_counter() - start, variant)
 
     def _launch(self, traced, program, variant, scalars, record, manual):
         if self.checks is NO_CHECKS:
