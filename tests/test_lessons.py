@@ -230,7 +230,7 @@ def test_explain(capsys):
     assert main(["explain", f"{example}::func_broke_rule_1"]) == 0
     out = capsys.readouterr().out
     assert "adjoint IR (kernel.grad.ir)" in out and "b.grad[] += g * x[1]" in out
-    assert "reads b[]  (line 19)" in out and "line 20 writes b[] (+=)" in out
+    assert "reads b[]  (line 22)" in out and "line 23 writes b[] (+=)" in out
     assert main(["explain", f"{example}::nope"]) == 2
     assert "defines no kernel 'nope'" in capsys.readouterr().err
 
