@@ -113,7 +113,8 @@ def lower(kernel_ir, ccs=DEFAULT_CCS, debug: bool = False, gen=None) -> dict:
 
     from tinyad.compile.cudasource import generate_cuda  # noqa: PLC0415
     gen = gen or generate_cuda(kernel_ir, debug=debug)
-    name = f"{sanitize(kernel_ir.name)}_{cache.key('cuda-ptx', str(debug), gen.ir_text, gen.source)}"
+    key = cache.key("cuda-ptx", str(debug), gen.ir_text, gen.source)
+    name = f"{sanitize(kernel_ir.name)}_{key}"
     module = _fresh_module(name, gen.source)
     sig = signature(gen)
     out = {}
