@@ -59,8 +59,7 @@ class FastBackend(Backend):
         if self.target == "cuda":
             from tinyad.compile.devicemirror import DeviceMirror  # noqa: PLC0415  (imports CUDA)
             self.storage = DeviceMirror()
-        # Copies to undo a launch that fails part way (tinyad/undo.py) are made with debug=True
-        # only: they cost a pass over each field written
+        # Compiled kernels raise part way only with debug=True's bounds checks (tinyad/undo.py)
         self.launches_can_fail = bool(config.debug)
         self.launched: dict = {}         # traced kernel -> number of its latest primal launch
         self.launches = 0

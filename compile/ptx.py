@@ -112,6 +112,9 @@ def lower(kernel_ir, ccs=DEFAULT_CCS, debug: bool = False, gen=None) -> dict:
     from numba import cuda  # noqa: PLC0415
 
     from tinyad.compile.cudasource import generate_cuda  # noqa: PLC0415
+    if getattr(cuda, "implementation", "") != "NVIDIA":
+        raise CudaLoweringError("lowering for CUDA needs numba-cuda, not numba's built-in CUDA "
+                                "target: pip install -e \".[cuda]\"")
     gen = gen or generate_cuda(kernel_ir, debug=debug)
     key = cache.key("cuda-ptx", str(debug), gen.ir_text, gen.source)
     name = f"{sanitize(kernel_ir.name)}_{key}"

@@ -223,24 +223,15 @@ class ExprWriter:
             return parts[0] if self.target == "cuda" else f"({parts[0]},)"
         return f"({', '.join(parts)})"
 
-    def checked_index(self, fld, indices, loc) -> str | None:
-        """The access's index tuple through `check_index` where it is checked: every one with
-        debug=True, else those no launch check settles (core/reached.py); None elsewhere."""
-        if not indices or self.target != "cpu" or not (
-                self.debug or id(indices) in self.guarded_indices):
-            return None
-        site = len(self.sites)
-        self.sites.append(Site(fld, loc))
-        self.helpers.add("check_index")
-        ix = ", ".join(f"int64({self.value(i)})" for i in indices)
-        ix = f"({ix},)" if len(indices) == 1 else f"({ix})"
-        return f"check_index({site}, {self.arrays[id(fld)]}.shape, {ix})"
-
     def access(self, fld, indices, loc) -> str:
         array = self.arrays[id(fld)]
         if not indices:
             return f"{array}[0]"
-        checked = self.checked_index(fld, indices, loc)
-        if checked:
-            return f"{array}[{checked}]"
+        if self.debug and self.target == "cpu":
+            site = len(self.sites)
+            self.sites.append(Site(fld, loc))
+            self.helpers.add("check_index")
+            ix = ", ".join(f"int64({self.value(i)})" for i in indices)
+            ix = f"({ix},)" if len(indices) == 1 else f"({ix})"
+            return f"{array}[check_index({site}, {array}.shape, {ix})]"
         return f"{array}[{', '.join(self.value(i) for i in indices)}]"

@@ -54,7 +54,6 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
 from tinyad.core.printer import format_kernel, with_source_comment
-from tinyad.core.reached import unproven_indices
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -165,10 +164,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
         self.loops: dict[int, LoopPlan] = {}          # id(For) -> plan, for parallel loops
         self.plan_parallel()
         self.plan_all_scopes()
-        # ids of the index tuples checked at each access (besides all of them with debug=True):
-        # those no launch check settles (core/reached.py); on the CPU, where the code may
-        # raise (not in a prange loop, cpu_module below; a CUDA kernel cannot raise)
-        self.guarded_indices = unproven_indices(kernel) if target == "cpu" else frozenset()
     # ---- output -----------------------------------------------------------------------------
     def line(self, depth: int, text: str, loc=None):
         text = "    " * depth + text
@@ -317,9 +312,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
             return
         if how == "private":
             copies = ctx.loop.private[id(s.field)][1]
-            checked = self.checked_index(s.field, s.indices, s.loc)
-            index = (f"(_chunk,) + {checked}" if checked else
-                     ", ".join(["_chunk", *(self.value(i) for i in s.indices)]))
+            index = ", ".join(["_chunk", *(self.value(i) for i in s.indices)])
             sign = "+" if s.op == "add" else "-"
             self.line(depth, f"{copies}[{index}] {sign}= {value}", s.loc)
             return
@@ -345,7 +338,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
 
     def atomic_call(self, s: ir.AtomicOp, depth, ctx):
         array = self.arrays[id(s.field)]
-        index = self.checked_index(s.field, s.indices, s.loc) or self.atomic_index(s.indices)
+        index = self.atomic_index(s.indices)
         value = self.value(s.value)
         if s.field.dtype.is_int:
             value = self.wrap(value, s.field.dtype)
@@ -569,8 +562,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
         return out
 
     def cpu_module(self) -> str:
-        if self.loops:          # prange loops: a raise in one would make it run serially
-            self.guarded_indices = frozenset()
         self.lines = []
         body_start = len(self.lines)
         top = Ctx(None, "_rs")

@@ -28,6 +28,8 @@ def _lowering_available() -> str | None:
         if config.ENABLE_CUDASIM:
             return "numba's CUDA simulator is on: it has no compiler"
         from numba import cuda
+        if getattr(cuda, "implementation", "") != "NVIDIA":
+            return "numba's built-in CUDA target, not numba-cuda (the cuda extra)"
         cuda.compile_ptx(lambda a: None, "void(float32[::1])", cc=(8, 0))
     except Exception as exc:     # noqa: BLE001  no numba-cuda, or no NVVM/NVRTC libraries
         return f"no CUDA compiler ({type(exc).__name__}: {str(exc)[:200]})"

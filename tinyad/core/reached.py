@@ -54,19 +54,6 @@ class CertainBounds:
         return None
 
 
-def unproven_indices(kernel: ir.Kernel) -> frozenset:
-    """ids of the index tuples of the accesses whose bounds no launch check settles: an index
-    computed from a float or read from a field, or any access not reached in every iteration
-    (under a branch). Fast mode checks these element by element, at compiled speed, so that a
-    bad index is an error at the user's line and never memory outside the field
-    (compile/pyexpr.py); the others the launch's plan checks first (CertainBounds)."""
-    args = fixed_int_args(kernel)
-    reached = reached_nodes(kernel)
-    return frozenset(id(site.indices) for site in access_sites(kernel)
-                     if site.indices and (id(site.node) not in reached
-                                          or index_ends_function(site, args) is None))
-
-
 def reached_nodes(kernel: ir.Kernel) -> frozenset:
     """ids of the access nodes (Load, Store, AtomicOp) that every iteration of the loops around
     them reaches: not inside a branch or a `while`, nor in a loop that may `break`."""
