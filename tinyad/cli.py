@@ -205,8 +205,8 @@ def _example_command(options) -> int:
     if name not in examples:
         close = difflib.get_close_matches(name, list(examples), n=1)
         meant = f"did you mean {close[0]!r}? " if close else ""
-        print(f"tinyad example: no example {name!r}; {meant}choose one of: "
-              f"{', '.join(examples)}", file=sys.stderr)
+        print(wrapped_for_stderr(f"tinyad example: no example {name!r}; {meant}choose one of: "
+                                 f"{', '.join(examples)}"), file=sys.stderr)
         return 2
     return run_program(examples[name], options.args, mode=_option(options, "mode"),
                        check=_run_check(options), full_traceback=_option(options, "traceback"))
@@ -267,9 +267,11 @@ def _program_arguments(parser, command: str, args: list[str]) -> list[str]:
     for arg in args:
         option = arg.split("=", 1)[0]
         if option in OWN_OPTIONS:
-            parser.error(f"{command}: {arg} after the program goes to the program, not to "
-                         f"tinyad: put it before the path (tinyad {command} {arg} ...), or write "
-                         "`--` after the path to give it to the program")
+            print(wrapped_for_stderr(
+                f"tinyad {command}: {arg} after the program goes to the program, not to tinyad: "
+                f"put it before the path (tinyad {command} {arg} ...), or write `--` after the "
+                "path to give it to the program"), file=sys.stderr)
+            raise SystemExit(2)
     return args
 
 
@@ -376,7 +378,7 @@ def _lesson_command(options) -> int:
     try:
         lesson = lessons.find(options.lesson)
     except lessons.NoSuchLesson as exc:
-        print(f"tinyad lesson: {exc}", file=sys.stderr)
+        print(wrapped_for_stderr(f"tinyad lesson: {exc}"), file=sys.stderr)
         return 2
     try:
         with _environment({"TINYAD_MODE": _option(options, "mode")}):
