@@ -24,6 +24,7 @@ from __future__ import annotations
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
+from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
                             cuda_unavailable_reason)
@@ -68,6 +69,11 @@ class FastBackend(Backend):
         self.checker = (FastChecker(config.check, self.storage.to_host)
                         if config.check != "off" else None)
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
+        if self.checker is not None:
+            self.checker.checks_nonfinite = config.check_nonfinite
+        # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
+        # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
+        self.nonfinite_locator = None
         # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
         # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
@@ -107,6 +113,8 @@ class FastBackend(Backend):
                 self.checker.before_write(fld)
             result = program(scalars, self.rng)
             self.checker.tangent_wrote(regions.written_fields)   # values too
+            nonfinite.after_launch(self.checker, traced, "tangent", scalars, None,
+                                   self.checker.host, self._locate)
             return result, None
         elif self.checker is not None and variant == "adjoint_tangent":
             # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
@@ -249,6 +257,14 @@ class FastBackend(Backend):
         checker.check_replay(record, name)
         program(scalars, self.rng)
         adjointchecks.after_adjoint(checker, traced, record, manual)
+        nonfinite.after_launch(checker, traced, "adjoint", scalars, record, checker.host,
+                               self._locate)
+
+    def _locate(self, traced, variant, scalars, targets):
+        """The interpreter's re-run of one launch, on the fields' host copies."""
+        for fld in ir.fields_of(traced.variant_ir(variant).body):
+            self.checker.host(fld)       # (brought back from the device, on CUDA)
+        return self.nonfinite_locator(traced, variant, scalars, targets)
 
     @staticmethod
     def _adjoint_bounds(traced, scalars) -> None:

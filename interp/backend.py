@@ -14,6 +14,7 @@ import time
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
+from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
 from tinyad.core import analysis, ir
@@ -21,6 +22,7 @@ from tinyad.core.errors import AutodiffRuleError, TinyadError
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
+from tinyad.interp.nanwatch import locate
 from tinyad.interp.progress import Progress
 
 
@@ -31,6 +33,8 @@ class InterpBackend(Backend):
         super().__init__(config, rng)
         self.checker = Checker(config.check) if config.check != "off" else None
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
+        if self.checker is not None:
+            self.checker.checks_nonfinite = config.check_nonfinite
         self.progress = Progress()
 
     def prepare(self, kernel_ir) -> Program:
@@ -57,7 +61,9 @@ class InterpBackend(Backend):
             # way to lose a tangent is a store into a field without .dual.
             launchchecks.before_tangent(self.checker, traced, traced.ir.name)
             self._before_writes(traced)
-            return program.run(scalars, None, self.rng), None
+            result = program.run(scalars, None, self.rng)
+            nonfinite.after_launch(self.checker, traced, "tangent", scalars, None, _host, locate)
+            return result, None
         if variant == "adjoint_tangent":
             # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
             # plain Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
@@ -97,6 +103,11 @@ class InterpBackend(Backend):
         adjointchecks.before_adjoint(checker, traced, name, record, manual)
         program.run(scalars, ReplayMemory(checker, record, name), self.rng)
         adjointchecks.after_adjoint(checker, traced, record, manual)
+        nonfinite.after_launch(checker, traced, "adjoint", scalars, record, _host, locate)
+
+
+def _host(fld):
+    return fld.host_array
 
 
 def check_one_launch(traced, scalars, rng, number: int):

@@ -40,6 +40,9 @@ BACKENDS = {
 # given to a backend whose `element_checker` is None (fast mode asks for it for the launches
 # its IR analysis cannot settle; compile/ may not import interp/).
 ELEMENT_CHECKER = ("tinyad.interp.backend", "check_one_launch")
+# Where a NaN or an infinity a derivative launch wrote came from, found by re-running it in the
+# interpreter (tinyad/check/nonfinite.py): given to a backend whose `nonfinite_locator` is None.
+NONFINITE_LOCATOR = ("tinyad.interp.nanwatch", "locate")
 
 
 class Program(Protocol):
@@ -207,4 +210,7 @@ def create(mode: str, config, rng: np.random.Generator) -> Backend:
     if getattr(backend, "element_checker", False) is None:
         module, name = ELEMENT_CHECKER
         backend.element_checker = getattr(importlib.import_module(module), name)
+    if getattr(backend, "nonfinite_locator", False) is None:
+        module, name = NONFINITE_LOCATOR
+        backend.nonfinite_locator = getattr(importlib.import_module(module), name)
     return backend

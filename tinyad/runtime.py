@@ -38,6 +38,8 @@ class Config:
     # TINYAD_MODE / TINYAD_CHECK choose without editing a program (also before any ti.init)
     mode: str = field(default_factory=lambda: _from_environment("TINYAD_MODE", "interp", MODES))
     check: str = field(default_factory=lambda: _from_environment("TINYAD_CHECK", "error", CHECKS))
+    # with checks on: stop at a NaN or infinity new in a gradient, and say where it came from
+    check_nonfinite: bool = True
 
 
 @dataclass
@@ -95,12 +97,12 @@ IGNORED_OPTIONS = {"offline_cache", "offline_cache_file_path", "cpu_max_num_thre
 
 
 KNOWN_OPTIONS = ("arch", "default_fp", "default_ip", "random_seed", "debug", "mode", "check",
-                 "fast_math", "print_ir")
+                 "fast_math", "print_ir", "check_nonfinite")
 
 
 def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debug: bool = False,
          mode: str | None = None, check: str | None = None, fast_math: bool = True,
-         print_ir: bool = False, **options) -> None:
+         print_ir: bool = False, check_nonfinite: bool = True, **options) -> None:
     """`ti.init`: start afresh. Fields and traced kernels from before are forgotten."""
     mode = mode or os.environ.get("TINYAD_MODE", "interp")
     check = check or os.environ.get("TINYAD_CHECK")
@@ -128,7 +130,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.config = Config(arch=str(arch), default_fp=default_fp or T.f32,
                             default_ip=default_ip or T.i32, random_seed=random_seed,
                             debug=debug, fast_math=bool(fast_math), mode=mode, check=check,
-                            print_ir=bool(print_ir))
+                            print_ir=bool(print_ir), check_nonfinite=bool(check_nonfinite))
     T.set_typing_defaults(T.TypingDefaults(runtime.config.default_fp, runtime.config.default_ip))
     runtime.fields = []
     runtime.generation += 1

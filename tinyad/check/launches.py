@@ -176,6 +176,10 @@ class LaunchChecker:
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
+        # NaN and infinity in gradients (tinyad/check/nonfinite.py): whether to look (ti.init's
+        # check_nonfinite), and the gradients (duals) found holding one, until next cleared
+        self.checks_nonfinite = True
+        self.nonfinite_seen: dict = {}
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -460,6 +464,7 @@ class LaunchChecker:
         """Python scope (or a kernel zeroing it) set `grad` at `time`: what it held is gone, and
         with it the point it was taken at (its primal's values need no copy any more)."""
         self.grad_cleared_at[grad] = time
+        self.nonfinite_seen.pop(grad, None)
         if self.grad_point.pop(grad, None) is not None:
             waiting = self.uncopied_points.get(grad.primal)
             if waiting and grad in waiting:
@@ -493,6 +498,8 @@ class LaunchChecker:
         elif fld.role == "primal":
             self.primal_changed[fld] = access
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+        else:
+            self.nonfinite_seen.pop(fld, None)
         return access
 
 

@@ -65,6 +65,11 @@ class StaleGradientRuleError(RuleViolation):
     """A gradient that adds up derivatives taken at two different parameter values."""
 
 
+class NonFiniteGradientError(RuleViolation):
+    """A gradient (or a tangent) became NaN or infinite in a derivative kernel: where, and why
+    (tinyad/check/nonfinite.py finds it)."""
+
+
 class SilentZeroRuleError(RuleViolation):
     """A gradient would silently be zero or doubled: unseeded outputs, a field without
     gradient on the path, adjoints run out of order, a value passed around the tape."""
@@ -401,6 +406,103 @@ def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: 
             f"without needs_grad if {field} is meant to be a constant")
 
 
+# ---- NaN and infinity in a gradient ------------------------------------------------------------
+
+# How to keep an op's argument where its value and derivative are finite, `{0}` its argument
+_GUARDS = {"sqrt": "ti.sqrt(ti.max({0}, 1e-12))", "log": "ti.log(ti.max({0}, 1e-12))",
+           "rsqrt": "ti.rsqrt(ti.max({0}, 1e-12))", "exp": "ti.exp(ti.min({0}, 80.0))",
+           "asin": "ti.asin(ti.min(ti.max({0}, -0.999999), 0.999999))",
+           "acos": "ti.acos(ti.min(ti.max({0}, -0.999999), 0.999999))",
+           "truediv": "{0} / ti.max({1}, 1e-12)", "pow": "ti.max({0}, 1e-12) ** {1}"}
+_WAY_OUT = ("If NaN or infinite gradients are intended, ti.init(check_nonfinite=False) turns "
+            "this check off.")
+
+
+def _singular_words(s) -> tuple[str, str]:
+    """(what is not finite, how the derivative kernel turned it into the value) for a primal
+    operation `s` (tinyad/check/nonfinite.py Singular)."""
+    at = ", ".join(format_value(a) for a in s.args)
+    bad = next((p for p in s.partials if p is not None and p == p and abs(p) == float("inf")),
+               None) if s.partials else None
+    nan_partial = any(p is not None and p != p for p in s.partials)
+    if s.value != s.value or abs(s.value) == float("inf"):
+        what = f"{s.text} = {format_value(s.value)} at {at}"
+    else:
+        shown = format_value(bad) if bad is not None else "nan" if nan_partial else "?"
+        what = f"{s.op}'({at}) = {shown}, the derivative of {s.op} at {at}"
+    if s.untaken is None:
+        return what, "the adjoint multiplies the gradient flowing back by that derivative"
+    choice, cond, value = s.untaken
+    return f"0 * ({what}) in the branch ti.select did not take", (f"ti.select did not take {s.text} ({cond} is {value} here), so the adjoint "
+                  "flowing into it is 0, and 0 times an infinite or NaN derivative is NaN "
+                  "(both branches of a select are differentiated)")
+
+
+def _nonfinite_fix(s) -> str:
+    guard = _GUARDS.get(s.op)
+    example = f" ({s.text} -> {guard.format(*s.arg_texts)})" if guard and s.arg_texts else ""
+    if s.untaken is not None:
+        return ("guard the argument, not the result: make the branch ti.select does not take "
+                f"safe to differentiate{example}, or select on the input of {s.op} instead of "
+                "on its output (an `if` is also safe: its branch not taken is not "
+                f"differentiated). {_WAY_OUT}")
+    return (f"guard the argument of {s.op}, not its result: keep it where {s.op} and its "
+            f"derivative are finite{example}, or handle that point in an `if`. {_WAY_OUT}")
+
+
+def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None,
+                       writer: Access | None) -> NonFiniteGradientError:
+    """A derivative kernel wrote NaN or infinity into a gradient (a tangent): `finding` says
+    where its value first went non-finite (tinyad/check/nonfinite.py NonFinite)."""
+    mode = "adjoint" if variant == "adjoint" else "tangent (forward mode)"
+    name = element_name(finding.field.name, finding.element)
+    derived = f"{kernel}.grad" if variant == "adjoint" else f"{kernel} (tangent)"
+    write = Access(kind=f"`{finding.stmt}`" if finding.stmt else "write", loc=finding.loc,
+                   kernel=derived, launch=launch, iteration=finding.iteration,
+                   value=finding.value)
+    earlier, origin = [], finding.origin
+    cause_loc = origin and (origin.singular and origin.singular.loc or origin.loc)
+    if cause_loc:
+        earlier.append(Access(kind="cause", loc=cause_loc, kernel=derived, launch=launch,
+                              iteration=finding.iteration, value=origin.value))
+    fix = ("find where that value became non-finite and guard it there. " + _WAY_OUT)
+    if origin is not None and origin.singular is not None:
+        short, how = _singular_words(origin.singular)
+        consequence = (f"{short}; {how}: {name} = {format_value(finding.value)}, and every "
+                       "gradient it flows into is wrong too")
+        fix = _nonfinite_fix(origin.singular)
+    elif origin is not None:
+        operands = ", ".join(f"{t} = {format_value(v)}" for t, v in origin.operands)
+        cause = ("division by zero" if origin.text.count("/") and any(
+            v == 0 for _, v in origin.operands[1:]) else "overflow or an undefined operation")
+        short = f"`{origin.text}` = {format_value(origin.value)} ({cause}, with {operands})"
+        consequence = (f"{short}, in the {mode} statement `{origin.stmt}`; {name} = "
+                       f"{format_value(finding.value)}")
+    elif finding.loaded is not None and finding.loaded[0].role == "primal":
+        source = element_name(finding.loaded[0].name, finding.loaded[1])
+        short = f"the primal value {source} is already {format_value(finding.loaded[2])}"
+        by = "" if writer is None else (f" (last written by {writer.kernel or 'Python scope'}"
+                                        + (f", line {writer.loc.line})" if writer.loc else ")"))
+        consequence = (f"{short}{by}: the gradient taken at a NaN or infinite point is not "
+                       "finite either; the forward pass went wrong first")
+        fix = f"find why {source} is not finite in the forward pass. {_WAY_OUT}"
+    elif finding.loaded is not None:
+        source = element_name(finding.loaded[0].name, finding.loaded[1])
+        short = f"the gradient {source} flowing in is already {format_value(finding.loaded[2])}"
+        consequence = f"{short}: it was not finite before this {mode} launch ran"
+    else:
+        short = "a non-finite value the re-run could not trace to an operation"
+        consequence = "; ".join(finding.notes) or short
+    if finding.notes and origin is not None:
+        consequence += " (" + "; ".join(finding.notes) + ")"
+    return NonFiniteGradientError(Report(
+        rule="Non-finite gradient" if variant == "adjoint" else "Non-finite tangent",
+        summary=f"{name} became {format_value(finding.value)} in the {mode} of {kernel}: "
+                f"{short}.",
+        kernel=kernel, field=finding.field.name, element=finding.element, write=write,
+        earlier=earlier, consequence=consequence, fix=fix))
+
+
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "SecondWriteRuleError", "ReadDuringAccumulationRuleError", "StaleGradientRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
@@ -411,4 +513,4 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",
-           "computed_before_tape"]
+           "computed_before_tape", "NonFiniteGradientError", "nonfinite_gradient"]

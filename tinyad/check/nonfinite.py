@@ -1,0 +1,144 @@
+"""NaN and infinity in a gradient, localized: the check after each adjoint (and tangent) launch.
+
+Detection is one pass of numpy over the gradients the launch added to (the .dual fields a
+tangent launch wrote), at compiled speed, in both modes. Only when it finds a NaN or an
+infinity that was not there before does the backend's locator (interp/nanwatch.py; fast mode
+gets it through tinyad/backend.py's registry) re-run that one launch in the interpreter on
+copies of its fields, watching every operation, and say where the value first went non-finite:
+the adjoint statement, the user's line, the element, the values, and which primal operation's
+derivative (or value) it was (tinyad/check/rules.py `nonfinite_gradient` writes the report).
+
+JAX's `debug_nans` and Warp's `verify_fp` stop at the first non-finite value too, but name an
+op of the compiled program, not the user's line in the adjoint; neither says that `0 * inf`
+came from the branch `ti.select` did not take.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinyad.check import rules
+from tinyad.check.facts import kernel_facts
+from tinyad.core import ir
+
+
+@dataclass
+class Singular:
+    """A primal operation whose value or derivative is not finite at the point it ran at."""
+    op: str                   # "sqrt", "log", "truediv", ...
+    text: str                 # the operation as printed, e.g. "sqrt(x[i])"
+    args: tuple               # its operands' values
+    value: float              # its value
+    partials: tuple           # d(value)/d(arg) per operand (None: no partial)
+    # where the operation sits in a choice that did not pick it: (the choice as printed, its
+    # condition as printed, the condition's value) for `ti.select`; None when it was picked
+    untaken: tuple | None = None
+    arg_texts: tuple = ()     # its operands as printed
+    loc: object = None        # where the user wrote it
+
+    @property
+    def bad_value(self) -> bool:
+        return not _finite(self.value)
+
+
+@dataclass
+class Origin:
+    """The first operation of the re-run launch that made a non-finite value of finite ones."""
+    text: str                 # the operation as printed ("0.5 / t")
+    operands: tuple           # (printed operand, value) pairs
+    value: float
+    stmt: str                 # the statement of the derivative kernel it belongs to
+    loc: object               # the user's line that statement comes from
+    singular: Singular | None = None     # the primal operation at that line it derives from
+
+
+@dataclass
+class NonFinite:
+    """What the watched re-run found: the first write of a non-finite value into a gradient
+    (or tangent), and where that value came from."""
+    field: object             # the .grad (.dual) field written
+    element: tuple
+    value: float
+    stmt: str                 # the writing statement, as the derivative kernel prints it
+    loc: object
+    iteration: int | None
+    origin: Origin | None = None
+    # no operation made it: (field, element, value) of the non-finite value the launch loaded
+    loaded: tuple | None = None
+    notes: list = field(default_factory=list)
+
+
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except (TypeError, ValueError):
+        return True
+
+
+def first_nonfinite(data: np.ndarray):
+    """-> (index, value) of the first NaN or infinity in `data`, or None. A sum first: it is
+    finite for nearly every gradient, and one pass without a temporary array (an overflow of
+    the sum itself falls through to the exact test)."""
+    if data.dtype.kind != "f" or data.size == 0:
+        return None
+    with np.errstate(all="ignore"):
+        if math.isfinite(data.sum()):
+            return None
+    bad = np.argwhere(~np.isfinite(data))
+    if len(bad) == 0:
+        return None
+    index = tuple(int(i) for i in bad[0])
+    return index, data[index].item()
+
+
+def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -> None:
+    """After an adjoint (or tangent) launch: a NaN or infinity new in the gradients it added
+    to (the duals it wrote) is located and reported (raised, or shown in warn mode). `host`
+    gives a field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
+    if not checker.checks_nonfinite:
+        return
+    targets = _targets(traced, variant)
+    for target in targets:
+        if target in checker.nonfinite_seen:
+            continue      # found already, and not cleared since: nothing new to say
+        if first_nonfinite(host(target)) is None:
+            continue
+        finding = locate(traced, variant, scalars, targets)
+        said = finding is None or _already_reported(checker, finding)
+        for other in targets:      # (a non-finite value flows on: said once, here)
+            checker.nonfinite_seen[other] = checker.tick()
+        if said:      # (None: there before the launch, from a write this check does not see)
+            return
+        checker.report(rules.nonfinite_gradient(
+            kernel=traced.ir.name, variant=variant, finding=finding,
+            launch=None if launch is None else launch.number,
+            writer=_writer(checker, finding)))
+        return
+
+
+def _targets(traced, variant: str) -> tuple:
+    """The fields whose new non-finite values the check looks for."""
+    if variant == "adjoint":
+        return kernel_facts(traced).adjoint_targets
+    written = traced.__dict__.setdefault("_duals_written", {})
+    if variant not in written:
+        written[variant] = tuple(f for f in ir.fields_written(traced.variant_ir(variant).body)
+                                 if f.role == "dual")
+    return written[variant]
+
+
+def _already_reported(checker, finding: NonFinite) -> bool:
+    """A non-finite value that came in through a gradient (a tangent) already reported."""
+    if finding.origin is not None or finding.loaded is None:
+        return False
+    source = finding.loaded[0]
+    return source.role != "primal" and source in checker.nonfinite_seen
+
+
+def _writer(checker, finding: NonFinite):
+    """Where a non-finite primal value the launch loaded was last written (None: unknown)."""
+    if finding.loaded is None or finding.loaded[0].role != "primal":
+        return None
+    return checker.primal_changed.get(finding.loaded[0])
