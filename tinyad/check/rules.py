@@ -18,6 +18,7 @@ where the backend can see the violation.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tinyad.check.report import ACCUMULATE, Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
@@ -422,17 +423,16 @@ def _singular_words(s) -> tuple[str, str]:
     """(what is not finite, how the derivative kernel turned it into the value) for a primal
     operation `s` (tinyad/check/nonfinite.py Singular)."""
     at = ", ".join(format_value(a) for a in s.args)
-    bad = next((p for p in s.partials if p is not None and p == p and abs(p) == float("inf")),
-               None) if s.partials else None
-    nan_partial = any(p is not None and p != p for p in s.partials)
-    if s.value != s.value or abs(s.value) == float("inf"):
+    bad = next((p for p in s.partials if p is not None and math.isinf(p)), None)
+    nan_partial = any(p is not None and math.isnan(p) for p in s.partials)
+    if not math.isfinite(s.value):
         what = f"{s.text} = {format_value(s.value)} at {at}"
     else:
         shown = format_value(bad) if bad is not None else "nan" if nan_partial else "?"
         what = f"{s.op}'({at}) = {shown}, the derivative of {s.op} at {at}"
     if s.untaken is None:
         return what, "the adjoint multiplies the gradient flowing back by that derivative"
-    choice, cond, value = s.untaken
+    _, cond, value = s.untaken
     return f"0 * ({what}) in the branch ti.select did not take", (f"ti.select did not take {s.text} ({cond} is {value} here), so the adjoint "
                   "flowing into it is 0, and 0 times an infinite or NaN derivative is NaN "
                   "(both branches of a select are differentiated)")

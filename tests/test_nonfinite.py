@@ -1,0 +1,175 @@
+"""NaN and infinity in a gradient, localized (tinyad/check/nonfinite.py, interp/nanwatch.py): the
+report names the derivative statement, the user's line, the element, the values and the cause;
+each bad program has a clean twin that stays silent and whose gradient matches f64 finite
+differences (or the analytic derivative where a difference would straddle a kink). Both modes.
+"""
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import tinyad as ti
+from tinyad.check.rules import NonFiniteGradientError
+from tests.gradcheck import finite_difference
+
+
+def _line_of(fn, text: str) -> int:
+    """The file line of the first line of `fn`'s source that contains `text`."""
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(k for k, line in enumerate(lines) if text in line)
+
+
+def _scalar_program(values, body):
+    """x (with values), loss = sum over i of body(x[i]); -> (x, loss, kernel, run_loss)."""
+    x = ti.field(ti.f64, shape=len(values), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.array(values))
+
+    @ti.kernel
+    def compute():
+        for i in x:
+            loss[None] += body(x[i])
+
+    def run_loss():
+        loss[None] = 0.0
+        compute()
+        return loss[None]
+    return x, loss, compute, run_loss
+
+
+def _gradient(x, loss, compute):
+    with ti.ad.Tape(loss):
+        compute()
+    return x.grad.to_numpy()
+
+
+def _caught(x, loss, compute) -> NonFiniteGradientError:
+    with pytest.raises(NonFiniteGradientError) as caught:
+        _gradient(x, loss, compute)
+    return caught.value
+
+
+# ---- the branch ti.select did not take ------------------------------------------------------
+
+@ti.func
+def _select_sqrt(v):
+    return ti.select(v > 0, ti.sqrt(v), 0.0)
+
+
+@ti.func
+def _select_sqrt_guarded(v):
+    return ti.select(v > 0, ti.sqrt(ti.max(v, 1e-12)), 0.0)
+
+
+def test_select_untaken_sqrt_at_zero_is_0_times_inf(mode):
+    x, loss, compute, _ = _scalar_program([1.0, 0.0, 4.0], _select_sqrt)
+    error = _caught(x, loss, compute)
+    report, text = error.report, str(error)
+    assert report.rule == "Non-finite gradient" and report.kernel == "compute"
+    assert report.field == "x.grad" and report.element == (1,)
+    assert report.write.iteration == 1 and math.isnan(report.write.value)
+    assert report.earlier[0].loc.line == _line_of(_select_sqrt, "ti.select")   # the cause
+    assert report.write.loc.line == _line_of(compute.fn, "body(x[i])")   # x.grad's write
+    assert "x.grad[1] became nan in the adjoint of compute" in text
+    assert "0 * (sqrt'(0) = inf" in text and "ti.select did not take" in text
+    assert "x.grad[" in report.write.kind        # the adjoint statement, as the IR prints it
+    assert "ti.sqrt(ti.max(v, 1e-12))" in report.fix and "check_nonfinite=False" in report.fix
+    assert report.earlier[0].kind == "cause" and math.isinf(report.earlier[0].value)
+
+
+def test_select_guarded_twin_is_silent_and_right(mode):
+    values = [1.0, 0.0, 4.0, -2.0]
+    x, loss, compute, run_loss = _scalar_program(values, _select_sqrt_guarded)
+    grad = _gradient(x, loss, compute)
+    analytic = [0.5 / math.sqrt(v) if v > 0 else 0.0 for v in values]
+    np.testing.assert_allclose(grad, analytic, rtol=1e-9)
+    away_from_zero = [0, 2, 3]     # (a difference at 0 straddles the select's jump)
+    np.testing.assert_allclose(grad[away_from_zero],
+                               finite_difference(run_loss, x)[away_from_zero], rtol=1e-6)
+
+
+@ti.func
+def _select_exp(v):
+    return ti.select(v < 50.0, ti.exp(v), 0.0)
+
+
+@ti.func
+def _select_exp_guarded(v):
+    return ti.select(v < 50.0, ti.exp(ti.min(v, 50.0)), 0.0)
+
+
+def test_select_untaken_exp_overflow(mode):
+    x, loss, compute, _ = _scalar_program([1.0, 800.0], _select_exp)
+    error = _caught(x, loss, compute)
+    assert error.report.element == (1,)
+    text = str(error)
+    assert "exp(v) = inf at 800" in text and "ti.select did not take" in text
+    assert "ti.exp(ti.min(v, 80.0))" in error.report.fix
+
+
+def test_select_exp_guarded_twin(mode):
+    x, loss, compute, run_loss = _scalar_program([1.0, 800.0, -3.0], _select_exp_guarded)
+    grad = _gradient(x, loss, compute)
+    np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(grad, [math.e, 0.0, math.exp(-3.0)], rtol=1e-9)
+
+
+# ---- sqrt'(0): the length of a zero vector ---------------------------------------------------
+
+def _distance_program(eps: float):
+    n = 3
+    p = ti.Vector.field(2, ti.f64, shape=n, needs_grad=True)
+    q = ti.Vector.field(2, ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    p.from_numpy(np.array([[0.0, 0.0], [1.0, 2.0], [3.0, -1.0]]))
+    q.from_numpy(np.array([[1.0, 1.0], [1.0, 2.0], [0.0, 0.0]]))   # p[1] == q[1]
+
+    @ti.kernel
+    def total_distance():
+        for i in p:
+            d = p[i] - q[i]
+            loss[None] += ti.sqrt(d.dot(d) + eps)
+
+    def run_loss():
+        loss[None] = 0.0
+        total_distance()
+        return loss[None]
+    return p, loss, total_distance, run_loss
+
+
+def test_distance_of_a_zero_vector_names_sqrt_at_zero(mode):
+    p, loss, total_distance, _ = _distance_program(0.0)
+    error = _caught(p, loss, total_distance)
+    report = error.report
+    assert report.field == "p.grad" and report.element[0] == 1
+    assert report.kernel == "total_distance"
+    assert report.write.loc.line == _line_of(total_distance.fn, "d = p[i]")    # p.grad's write
+    assert report.earlier[0].loc.line == _line_of(total_distance.fn, "ti.sqrt")   # the cause
+    assert "sqrt'(0) = inf, the derivative of sqrt at 0" in str(error)
+    assert "ti.select" not in report.summary
+    assert "ti.sqrt(ti.max(" in report.fix and "guard the argument of sqrt" in report.fix
+
+
+def test_distance_with_epsilon_twin(mode):
+    p, loss, total_distance, run_loss = _distance_program(1e-12)
+    grad = _gradient(p, loss, total_distance)
+    np.testing.assert_allclose(grad, finite_difference(run_loss, p), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad[1], [0.0, 0.0])
+
+
+# ---- log(0): the forward value itself is infinite --------------------------------------------
+
+def test_log_of_zero(mode):
+    x, loss, compute, _ = _scalar_program([2.0, 0.0], lambda v: ti.log(v))
+    error = _caught(x, loss, compute)
+    assert error.report.element == (1,)
+    assert "log(x[i]) = -inf at 0" in str(error)     # (a Python lambda: inlined as written)
+    assert "ti.log(ti.max(x[i], 1e-12))" in error.report.fix
+
+
+def test_log1p_twin(mode):
+    x, loss, compute, run_loss = _scalar_program([2.0, 0.0], lambda v: ti.log(v + 1.0))
+    grad = _gradient(x, loss, compute)
+    np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6)
+    np.testing.assert_allclose(grad, [1 / 3, 1.0], rtol=1e-9)
