@@ -173,3 +173,127 @@ def test_log1p_twin(mode):
     grad = _gradient(x, loss, compute)
     np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6)
     np.testing.assert_allclose(grad, [1 / 3, 1.0], rtol=1e-9)
+
+
+# ---- a NaN the forward pass made; several kernels in one Tape --------------------------------
+
+def _two_kernels(values, first, second):
+    """y = first(x) by kernel `make`, loss = sum of second(y) by kernel `reduce`."""
+    x = ti.field(ti.f64, shape=len(values), needs_grad=True)
+    y = ti.field(ti.f64, shape=len(values), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    x.from_numpy(np.array(values))
+
+    @ti.kernel
+    def make():
+        for i in x:
+            y[i] = first(x[i])
+
+    @ti.kernel
+    def reduce():
+        for i in y:
+            loss[None] += second(y[i])
+
+    def run():
+        make()
+        reduce()
+
+    def run_loss():
+        loss[None] = 0.0
+        run()
+        return loss[None]
+    return x, loss, run, run_loss, make
+
+
+def test_nan_from_the_primal_says_so_and_where_it_was_written(mode):
+    x, loss, run, _, make = _two_kernels([1.0, 4.0, -1.0], lambda v: ti.sqrt(v),
+                                         lambda v: v * v)
+    error = _caught(x, loss, run)
+    report, text = error.report, str(error)
+    assert report.kernel == "reduce" and report.field == "y.grad" and report.element == (2,)
+    assert "the primal value y[2] is already nan" in text
+    assert f"last written by make, line {_line_of(make.fn, 'y[i] = ')}" in text
+    assert "forward pass" in report.fix
+
+
+def test_finite_primal_twin(mode):
+    x, loss, run, run_loss, _ = _two_kernels([1.0, 4.0, 9.0], lambda v: ti.sqrt(v),
+                                             lambda v: v * v)
+    grad = _gradient(x, loss, run)
+    np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6)
+    np.testing.assert_allclose(grad, [1.0, 1.0, 1.0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("bad", ["make", "reduce"])
+def test_tape_names_the_kernel_whose_adjoint_made_it(mode, bad):
+    risky = lambda v: ti.select(v > 0, ti.sqrt(v), 0.0)    # noqa: E731
+    plain = lambda v: 2.0 * v                               # noqa: E731
+    x, loss, run, _, _ = (_two_kernels([0.0, 1.0], risky, plain) if bad == "make"
+                          else _two_kernels([0.0, 1.0], plain, risky))
+    error = _caught(x, loss, run)
+    assert error.report.kernel == bad
+    assert error.report.field == ("x.grad" if bad == "make" else "y.grad")
+    assert f"in the adjoint of {bad}:" in str(error) and "ti.select did not take" in str(error)
+
+
+def test_tape_of_guarded_kernels_twin(mode):
+    guarded = lambda v: ti.select(v > 0, ti.sqrt(ti.max(v, 1e-12)), 0.0)   # noqa: E731
+    x, loss, run, run_loss, _ = _two_kernels([0.25, 1.0, -1.0], guarded, lambda v: 2.0 * v)
+    grad = _gradient(x, loss, run)
+    np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6, atol=1e-9)
+
+
+# ---- the way out, warn mode, forward mode ----------------------------------------------------
+
+def test_check_nonfinite_false_lets_an_intended_nan_through(mode):
+    ti.init(mode=mode, default_fp=ti.f64, check_nonfinite=False)
+    x, loss, compute, _ = _scalar_program([1.0, 0.0], _select_sqrt)
+    grad = _gradient(x, loss, compute)         # Taichi's answer: NaN, without a word
+    assert grad[0] == 0.5 and math.isnan(grad[1])
+
+
+def test_warn_mode_shows_it_once_and_goes_on(mode, capsys):
+    ti.init(mode=mode, default_fp=ti.f64, check="warn")
+    x, loss, compute, _ = _scalar_program([1.0, 0.0, 0.0], _select_sqrt)
+    for _ in range(2):
+        grad = _gradient(x, loss, compute)
+    assert math.isnan(grad[1]) and math.isnan(grad[2])
+    shown = capsys.readouterr().err
+    assert shown.count("Non-finite gradient") == 1      # warn mode: a problem is shown once
+    assert "x.grad[1] became nan" in shown
+
+
+def _forward_distance(eps: float):
+    p = ti.Vector.field(2, ti.f64, shape=2, needs_grad=True, needs_dual=True)
+    dist = ti.field(ti.f64, shape=2, needs_grad=True, needs_dual=True)
+    p.from_numpy(np.array([[3.0, 4.0], [0.0, 0.0]]))
+
+    @ti.kernel
+    def lengths():
+        for i in p:
+            dist[i] = ti.sqrt(p[i].dot(p[i]) + eps)
+    return p, dist, lengths
+
+
+def test_forward_mode_length_of_a_zero_vector(mode):
+    p, dist, lengths = _forward_distance(0.0)
+    with pytest.raises(NonFiniteGradientError) as caught:
+        with ti.ad.FwdMode(loss=dist, param=p, seed=[1.0, 1.0, 1.0, 1.0]):
+            lengths()
+    report = caught.value.report
+    assert report.rule == "Non-finite tangent" and report.field == "dist.dual"
+    assert report.element == (1,) and math.isnan(report.write.value)
+    assert "sqrt'(0) = inf" in str(caught.value)
+
+
+def test_forward_mode_guarded_twin(mode):
+    p, dist, lengths = _forward_distance(1e-12)
+    with ti.ad.FwdMode(loss=dist, param=p, seed=[1.0, 1.0, 1.0, 1.0]):
+        lengths()
+    tangent = dist.dual.to_numpy()
+    base = p.to_numpy()
+    step = 1e-6
+    expected = [(np.sqrt(((base[i] + step) ** 2).sum() + 1e-12)
+                 - np.sqrt(((base[i] - step) ** 2).sum() + 1e-12)) / (2 * step) for i in range(2)]
+    np.testing.assert_allclose(tangent, expected, rtol=1e-6, atol=1e-9)
+    assert tangent[1] == 0.0
