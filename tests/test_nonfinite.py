@@ -297,3 +297,33 @@ def test_forward_mode_guarded_twin(mode):
                  - np.sqrt(((base[i] - step) ** 2).sum() + 1e-12)) / (2 * step) for i in range(2)]
     np.testing.assert_allclose(tangent, expected, rtol=1e-6, atol=1e-9)
     assert tangent[1] == 0.0
+
+
+def test_time_indexed_field_is_checked_where_each_step_adds(mode):
+    """Each step's adjoint looks at the rows its forward read (not the whole history): the NaN
+    step 2 makes (x[2, 1] = 0, sqrt'(0)) is found in step 2's adjoint, in x.grad[2, 1]."""
+    steps = 4
+    x = ti.field(ti.f64, shape=(steps + 1, 2), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(2):
+            if t == 2:
+                x[t + 1, i] = ti.sqrt(x[t, i])
+            else:
+                x[t + 1, i] = x[t, i] - 1.0
+
+    @ti.kernel
+    def total():
+        for i in range(2):
+            loss[None] += x[steps, i]
+
+    x.from_numpy(np.array([[4.0, 2.0]] + [[0.0, 0.0]] * steps))     # x[2] = [2, 0]
+    with pytest.raises(NonFiniteGradientError) as caught:
+        with ti.ad.Tape(loss):
+            for t in range(steps):
+                step(t)
+            total()
+    assert caught.value.report.kernel == "step" and caught.value.report.element == (2, 1)
+    assert "sqrt'(0) = inf" in str(caught.value)

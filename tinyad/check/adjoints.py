@@ -91,7 +91,7 @@ def _any(values) -> bool:
     return bool(values.any())
 
 
-def _rows(launch):
+def rows_touched(launch):
     """(rows read, rows written) per field."""
     if launch.row_source is not None:
         loads, writes, make = launch.row_source
@@ -106,7 +106,7 @@ def _check_order(checker, launch, facts, kernel_name):
     a kernel wrote that gradient by hand since the later launch: the user's own adjoint for it
     (PlasticineLab runs its svd_grad kernel in place of svd.grad())."""
     by_hand = checker.hand_gradient_at
-    produced = {f: rows for f, rows in _rows(launch)[1].items() if f.grad is not None}
+    produced = {f: rows for f, rows in rows_touched(launch)[1].items() if f.grad is not None}
     if not produced:
         return
     later_ones = {}      # the launches after this one, awaiting their adjoint, that load them
@@ -116,7 +116,7 @@ def _check_order(checker, launch, facts, kernel_name):
     for number in sorted(later_ones):          # in launch order: the first one is reported
         later = later_ones[number]
         later_facts = kernel_facts(later.compiled)
-        shared = [f for f, rows in produced.items() if rows & _rows(later)[0].get(f, set())
+        shared = [f for f, rows in produced.items() if rows & rows_touched(later)[0].get(f, set())
                   and by_hand.get(f.grad, 0) < later.time]
         if not shared:
             continue

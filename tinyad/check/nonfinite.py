@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad.check import rules
+from tinyad.check.adjoints import rows_touched
 from tinyad.check.facts import kernel_facts
+from tinyad.check.launches import RowSpans
 from tinyad.core import ir
 
 
@@ -103,7 +105,9 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
     for target in targets:
         if target in checker.nonfinite_seen:
             continue      # found already, and not cleared since: nothing new to say
-        if first_nonfinite(host(target)) is None:
+        data = host(target)
+        rows = _rows_added_to(launch, target) if variant == "adjoint" else None
+        if first_nonfinite(data if rows is None else data[rows[0]:rows[1]]) is None:
             continue
         finding = locate(traced, variant, scalars, targets)
         said = finding is None or _already_reported(checker, finding)
@@ -127,6 +131,24 @@ def _targets(traced, variant: str) -> tuple:
         written[variant] = tuple(f for f in ir.fields_written(traced.variant_ir(variant).body)
                                  if f.role == "dual")
     return written[variant]
+
+
+def _rows_added_to(launch, grad):
+    """(lo, hi) of the leading indices of `grad` an adjoint of `launch` adds to: the rows the
+    forward launch read of its primal (a time-indexed field's one or two steps, not all of
+    them); None: the whole field."""
+    if launch is None or ir.array_rank(grad) == 0:
+        return None
+    rows = rows_touched(launch)[0].get(grad.primal)
+    if not rows:
+        return None
+    if isinstance(rows, RowSpans):
+        spans = rows.spans
+        return (min(lo for lo, _ in spans), max(hi for _, hi in spans)) if spans else None
+    firsts = [r[0] if isinstance(r, tuple) else r for r in rows]
+    if any(isinstance(r, tuple) for r in firsts):      # (a row that is not one index)
+        return None
+    return int(min(firsts)), int(max(firsts)) + 1
 
 
 def _already_reported(checker, finding: NonFinite) -> bool:
