@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import tinyad as ti
-from tinyad.check.rules import NonFiniteGradientError
 from tests.gradcheck import finite_difference
+from tinyad.check.rules import NonFiniteGradientError
 
 
 def _line_of(fn, text: str) -> int:
@@ -226,8 +226,8 @@ def test_finite_primal_twin(mode):
 
 @pytest.mark.parametrize("bad", ["make", "reduce"])
 def test_tape_names_the_kernel_whose_adjoint_made_it(mode, bad):
-    risky = lambda v: ti.select(v > 0, ti.sqrt(v), 0.0)    # noqa: E731
-    plain = lambda v: 2.0 * v                               # noqa: E731
+    risky = lambda v: ti.select(v > 0, ti.sqrt(v), 0.0)
+    plain = lambda v: 2.0 * v
     x, loss, run, _, _ = (_two_kernels([0.0, 1.0], risky, plain) if bad == "make"
                           else _two_kernels([0.0, 1.0], plain, risky))
     error = _caught(x, loss, run)
@@ -237,7 +237,7 @@ def test_tape_names_the_kernel_whose_adjoint_made_it(mode, bad):
 
 
 def test_tape_of_guarded_kernels_twin(mode):
-    guarded = lambda v: ti.select(v > 0, ti.sqrt(ti.max(v, 1e-12)), 0.0)   # noqa: E731
+    guarded = lambda v: ti.select(v > 0, ti.sqrt(ti.max(v, 1e-12)), 0.0)
     x, loss, run, run_loss, _ = _two_kernels([0.25, 1.0, -1.0], guarded, lambda v: 2.0 * v)
     grad = _gradient(x, loss, run)
     np.testing.assert_allclose(grad, finite_difference(run_loss, x), rtol=1e-6, atol=1e-9)
@@ -277,9 +277,9 @@ def _forward_distance(eps: float):
 
 def test_forward_mode_length_of_a_zero_vector(mode):
     p, dist, lengths = _forward_distance(0.0)
-    with pytest.raises(NonFiniteGradientError) as caught:
-        with ti.ad.FwdMode(loss=dist, param=p, seed=[1.0, 1.0, 1.0, 1.0]):
-            lengths()
+    with pytest.raises(NonFiniteGradientError) as caught, \
+            ti.ad.FwdMode(loss=dist, param=p, seed=[1.0, 1.0, 1.0, 1.0]):
+        lengths()
     report = caught.value.report
     assert report.rule == "Non-finite tangent" and report.field == "dist.dual"
     assert report.element == (1,) and math.isnan(report.write.value)
@@ -320,10 +320,9 @@ def test_time_indexed_field_is_checked_where_each_step_adds(mode):
             loss[None] += x[steps, i]
 
     x.from_numpy(np.array([[4.0, 2.0]] + [[0.0, 0.0]] * steps))     # x[2] = [2, 0]
-    with pytest.raises(NonFiniteGradientError) as caught:
-        with ti.ad.Tape(loss):
-            for t in range(steps):
-                step(t)
-            total()
+    with pytest.raises(NonFiniteGradientError) as caught, ti.ad.Tape(loss):
+        for t in range(steps):
+            step(t)
+        total()
     assert caught.value.report.kernel == "step" and caught.value.report.element == (2, 1)
     assert "sqrt'(0) = inf" in str(caught.value)
