@@ -326,3 +326,42 @@ def test_time_indexed_field_is_checked_where_each_step_adds(mode):
         total()
     assert caught.value.report.kernel == "step" and caught.value.report.element == (2, 1)
     assert "sqrt'(0) = inf" in str(caught.value)
+
+
+def test_manual_sweep_and_a_nan_the_same_kernel_computes_forward(mode):
+    """kernel.grad() by hand, no Tape; sqrt(-1) in the forward value itself (taken, no select):
+    the report says the forward pass computes it."""
+    x, loss, compute, _ = _scalar_program([4.0, -1.0], lambda v: ti.sqrt(v))
+    compute()
+    assert math.isnan(loss[None])
+    loss.grad[None] = 1.0
+    with pytest.raises(NonFiniteGradientError) as caught:
+        compute.grad()
+    text = str(caught.value)
+    assert caught.value.report.element == (1,)
+    assert "sqrt(x[i]) = nan at -1" in text and "the forward pass computes this value" in text
+
+
+def test_manual_sweep_twin(mode):
+    x, loss, compute, run_loss = _scalar_program([4.0, 1.0], lambda v: ti.sqrt(v))
+    compute()
+    loss.grad[None] = 1.0
+    compute.grad()
+    np.testing.assert_allclose(x.grad.to_numpy(), finite_difference(run_loss, x), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.to_numpy(), [0.25, 0.5], rtol=1e-9)
+
+
+def test_a_failed_rerun_still_reports_the_element(mode, monkeypatch):
+    """The locator is a re-run: if it fails, the detection is still reported, without the
+    line, and no internal error reaches the user."""
+    def broken(*args):
+        raise RuntimeError("the locator broke")
+    if mode == "interp":
+        monkeypatch.setattr("tinyad.interp.backend.locate", broken)
+    else:
+        from tinyad.runtime import runtime
+        monkeypatch.setattr(runtime.backend, "nonfinite_locator", broken)
+    x, loss, compute, _ = _scalar_program([1.0, 0.0], _select_sqrt)
+    error = _caught(x, loss, compute)
+    assert error.report.element == (1,) and error.report.write is None
+    assert "not located" in str(error) and "the locator broke" in str(error)

@@ -16,6 +16,7 @@ import numpy as np
 
 from tinyad import undo
 from tinyad.backend import NO_CHECKS
+from tinyad.check import nonfinite
 from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
@@ -79,6 +80,7 @@ class Tape(Recorder):
         self.modes: list = []        # per call: AutodiffMode.VALIDATION or .REVERSE, as Taichi
         self._call_kwargs: list = []   # per call: its keyword arguments (grad_check replays)
         self._grad_checker = None
+        self._began = None           # the checker's time when it began recording
 
     def __enter__(self):
         if self.entered:
@@ -125,6 +127,8 @@ class Tape(Recorder):
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
         self._checks.begin_tape()
+        checker = getattr(self._checks, "checker", None)
+        self._began = checker.tick() if checker is not None else None
         self._token = active_recorder.set(self)
         return self
 
@@ -170,13 +174,7 @@ class Tape(Recorder):
         finally:
             undo.active_undo.reset(self._undo_token)
 
-    def _restore(self):
-        if self._undo is not None:
-            self._undo.restore()
-
-    def grad(self):
-        if self.gradient_evaluated:
-            raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
+    def _backward(self):
         if self.loss is not None:
             self.loss.grad._fill(1, self._loc)
         for adjoint, args, kwargs, launch in reversed(self.entries):
@@ -185,8 +183,42 @@ class Tape(Recorder):
                 continue
             with runtime.backend.checks.custom_gradient(getattr(adjoint, "__name__", "")):
                 adjoint(*args, **kwargs)
+
+    def _can_run_again(self, checker) -> bool:
+        """Can the backward pass run again from the state it started in, rebuilt without a
+        copy: the gradients cleared on entry, nothing but the adjoints writing them since, no
+        custom gradient (a Python function) among the entries?"""
+        began = self._began
+        return (self.clear_gradients and len(self.entries) > 1 and began is not None
+                and all(hasattr(adjoint, "replay") for adjoint, *_ in self.entries)
+                and not any(t > began for t in checker.grad_cleared_at.values())
+                and not any(t > began for t in checker.hand_gradient_at.values()))
+
+    def _restore(self):
+        if self._undo is not None:
+            self._undo.restore()
+
+    def grad(self):
+        if self.gradient_evaluated:
+            raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
+        checker = getattr(runtime.backend.checks, "checker", None)
+        batching = checker is not None and self._can_run_again(checker)
+        try:      # (NaN and infinity looked for once, at the end: tinyad/check/nonfinite.py)
+            if checker is not None:
+                checker.nonfinite_batching = batching
+            self._backward()
+        finally:
+            if checker is not None:
+                checker.nonfinite_batching = False
         self.gradient_evaluated = True
-        runtime.backend.checks.tape_differentiated()
+        try:
+            runtime.backend.checks.tape_differentiated()
+        except nonfinite.Relocate as found:
+            # Where it first appeared: the backward again from its start, launch by launch
+            _clear_all(None, self._loc)
+            self._backward()
+            if found.args[0] not in checker.nonfinite_seen:    # (no launch said where)
+                nonfinite.relocation_failed(checker, found, "the Tape")
         if self._grad_checker is not None:
             self._grad_checker.check([(primal, args, kwargs) for (primal, args), kwargs
                                       in zip(self.calls, self._call_kwargs)])

@@ -180,6 +180,8 @@ class LaunchChecker:
         # check_nonfinite), and the gradients (duals) found holding one, until next cleared
         self.checks_nonfinite = True
         self.nonfinite_seen: dict = {}
+        self.nonfinite_batch = None    # a Tape's adjoint launches, looked at when it ends
+        self.nonfinite_batching = False   # while a Tape's backward that can run again runs
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -395,10 +397,14 @@ class LaunchChecker:
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
+        self.nonfinite_batch = None
 
     def tape_differentiated(self):
         """The latest Tape's backward pass has run."""
         self.backward_loc = None
+        batch, self.nonfinite_batch = self.nonfinite_batch, None
+        if batch is not None:     # (tinyad/check/nonfinite.py: NaN and infinity, once a Tape)
+            batch.finish()
 
     def find_launch(self, compiled, scalars) -> Launch | None:
         """The forward launch a manual kernel.grad(*args) belongs to: the latest alike not yet

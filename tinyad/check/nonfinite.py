@@ -95,31 +95,120 @@ def first_nonfinite(data: np.ndarray):
     return index, data[index].item()
 
 
+class Relocate(Exception):
+    """A Tape's gradients hold a new NaN or infinity: its backward pass is to run again from
+    its start, each launch looked at on its own (tinyad/ad.py Tape.grad catches it)."""
+
+
 def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -> None:
     """After an adjoint (or tangent) launch: a NaN or infinity new in the gradients it added
-    to (the duals it wrote) is located and reported (raised, or shown in warn mode). `host`
-    gives a field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
+    to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
+    Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
+    the launches are only noted, and their gradients looked at once when it ends
+    (LaunchChecker.tape_differentiated finishes the batch): a pass per Tape over the
+    gradients of its parameters, not one per launch over every gradient. `host` gives a
+    field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
     if not checker.checks_nonfinite:
         return
-    targets = _targets(traced, variant)
-    for target in targets:
-        if target in checker.nonfinite_seen:
-            continue      # found already, and not cleared since: nothing new to say
-        data = host(target)
-        rows = _rows_added_to(launch, target) if variant == "adjoint" else None
-        if first_nonfinite(data if rows is None else data[rows[0]:rows[1]]) is None:
-            continue
-        finding = locate(traced, variant, scalars, targets)
-        said = finding is None or _already_reported(checker, finding)
-        for other in targets:      # (a non-finite value flows on: said once, here)
-            checker.nonfinite_seen[other] = checker.tick()
-        if said:      # (None: there before the launch, from a write this check does not see)
+    launched = (traced, variant, scalars, launch)
+    if variant == "adjoint" and checker.nonfinite_batching:
+        if checker.nonfinite_batch is None:
+            checker.nonfinite_batch = Batch(checker, host, locate)
+        checker.nonfinite_batch.launches.append(launched)
+        return
+    Batch(checker, host, locate, [launched]).finish()
+
+
+class Batch:
+    """Derivative launches whose gradients are looked at together."""
+
+    def __init__(self, checker, host, locate, launches=None):
+        self.checker, self.host, self.locate = checker, host, locate
+        self.launches: list = launches or []
+
+    def finish(self) -> None:
+        """One launch: look at the rows of the gradients it added to, and report a new NaN or
+        infinity there. A Tape's launches: look at the gradients of its parameters (the
+        fields none of its launches wrote; all, where there are none), and raise Relocate
+        if one holds a new NaN or infinity."""
+        checker = self.checker
+        if len(self.launches) == 1:
+            traced, variant, _, launch = self.launches[0]
+            targets = {t: _rows_added_to(launch, t) if variant == "adjoint" else None
+                       for t in _targets(traced, variant)}
+        else:
+            targets = dict.fromkeys(_parameters(self.launches))
+        for target, rows in targets.items():
+            if target in checker.nonfinite_seen:
+                continue      # seen, and not cleared since: said already
+            found = _first_in(self.host(target), rows)
+            if found is None:
+                continue
+            if len(self.launches) > 1:
+                raise Relocate(target, *found)
+            finding = self._located(self.launches[0], target, found)
+            for other in targets:       # (a non-finite value flows on: said once)
+                checker.nonfinite_seen[other] = checker.tick()
+            if finding is not None:
+                self._report(self.launches[0], finding)
             return
-        checker.report(rules.nonfinite_gradient(
+
+    def _located(self, launched, target, found):
+        """What re-running `launched` in the interpreter finds (None: the launch wrote no
+        non-finite value: it was there before)."""
+        traced, variant, scalars, _ = launched
+        try:
+            return self.locate(traced, variant, scalars, _targets(traced, variant))
+        except Exception as exc:  # noqa: BLE001  (the report goes out without the location)
+            return unlocated(target, found, f"the re-run in the interpreter failed ({exc})")
+
+    def _report(self, launched, finding) -> None:
+        traced, variant, _, launch = launched
+        if _already_reported(self.checker, finding):
+            return
+        self.checker.report(rules.nonfinite_gradient(
             kernel=traced.ir.name, variant=variant, finding=finding,
             launch=None if launch is None else launch.number,
-            writer=_writer(checker, finding)))
-        return
+            writer=_writer(self.checker, finding)))
+
+
+def unlocated(target, found, why: str) -> NonFinite:
+    """A non-finite value found in `target` ((index, value) `found`) but not traced."""
+    index, value = found
+    return NonFinite(field=target, element=index, value=value, stmt="", loc=None,
+                     iteration=None, notes=[f"not located: {why}"])
+
+
+def relocation_failed(checker, relocate: Relocate, kernel: str) -> None:
+    """The Tape's backward ran again launch by launch and no launch wrote the non-finite
+    value its first run left: reported without its line."""
+    target, index, value = relocate.args
+    checker.report(rules.nonfinite_gradient(
+        kernel=kernel, variant="adjoint", launch=None, writer=None,
+        finding=unlocated(target, (index, value), "the backward pass run again launch by "
+                                                  "launch wrote no such value")))
+
+
+def _parameters(launches) -> list:
+    """The gradients `launches` added to whose primal none of their forward launches wrote
+    (a Tape's parameters); all of them where there is none."""
+    written, targets = set(), {}
+    for traced, variant, _, _ in launches:
+        written.update(kernel_facts(traced).written)
+        targets.update(dict.fromkeys(_targets(traced, variant)))
+    leaves = [t for t in targets if t.primal not in written]
+    return leaves or list(targets)
+
+
+def _first_in(data, rows):
+    """first_nonfinite over the rows (lo, hi) of `data` (None: all), with its full index."""
+    if rows is None:
+        return first_nonfinite(data)
+    found = first_nonfinite(data[rows[0]:rows[1]])
+    if found is None:
+        return None
+    index, value = found
+    return (index[0] + rows[0], *index[1:]), value
 
 
 def _targets(traced, variant: str) -> tuple:

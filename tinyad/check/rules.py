@@ -419,23 +419,27 @@ _WAY_OUT = ("If NaN or infinite gradients are intended, ti.init(check_nonfinite=
             "this check off.")
 
 
-def _singular_words(s) -> tuple[str, str]:
-    """(what is not finite, how the derivative kernel turned it into the value) for a primal
+def _singular_words(s, result) -> tuple[str, str]:
+    """(what is not finite, how the derivative kernel made `result` of it) for a primal
     operation `s` (tinyad/check/nonfinite.py Singular)."""
     at = ", ".join(format_value(a) for a in s.args)
-    bad = next((p for p in s.partials if p is not None and math.isinf(p)), None)
-    nan_partial = any(p is not None and math.isnan(p) for p in s.partials)
+    infinite = next((p for p in s.partials if p is not None and math.isinf(p)), None)
     if not math.isfinite(s.value):
         what = f"{s.text} = {format_value(s.value)} at {at}"
     else:
-        shown = format_value(bad) if bad is not None else "nan" if nan_partial else "?"
+        shown = "nan" if infinite is None else format_value(infinite)
         what = f"{s.op}'({at}) = {shown}, the derivative of {s.op} at {at}"
-    if s.untaken is None:
-        return what, "the adjoint multiplies the gradient flowing back by that derivative"
-    _, cond, value = s.untaken
-    return f"0 * ({what}) in the branch ti.select did not take", (f"ti.select did not take {s.text} ({cond} is {value} here), so the adjoint "
-                  "flowing into it is 0, and 0 times an infinite or NaN derivative is NaN "
-                  "(both branches of a select are differentiated)")
+    if s.untaken is not None:
+        _, cond, value = s.untaken
+        return (f"0 * ({what}) in the branch ti.select did not take",
+                f"ti.select did not take {s.text} ({cond} is {value} here), so the adjoint "
+                "flowing into it is 0, and 0 times an infinite or NaN derivative is NaN (both "
+                "branches of a select are differentiated)")
+    if not math.isfinite(s.value):
+        return what, ("the forward pass computes this value itself (what it feeds is not "
+                      "finite either), and the derivative there is not finite")
+    zero = " (and inf * 0 is NaN)" if infinite is not None and math.isnan(result) else ""
+    return what, f"the adjoint multiplies the gradient flowing back by that derivative{zero}"
 
 
 def _nonfinite_fix(s) -> str:
@@ -457,9 +461,9 @@ def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None
     mode = "adjoint" if variant == "adjoint" else "tangent (forward mode)"
     name = element_name(finding.field.name, finding.element)
     derived = f"{kernel}.grad" if variant == "adjoint" else f"{kernel} (tangent)"
-    write = Access(kind=f"`{finding.stmt}`" if finding.stmt else "write", loc=finding.loc,
-                   kernel=derived, launch=launch, iteration=finding.iteration,
-                   value=finding.value)
+    write = None if finding.loc is None else Access(
+        kind=f"`{finding.stmt}`", loc=finding.loc, kernel=derived, launch=launch,
+        iteration=finding.iteration, value=finding.value)
     earlier, origin = [], finding.origin
     cause_loc = origin and (origin.singular and origin.singular.loc or origin.loc)
     if cause_loc:
@@ -467,7 +471,7 @@ def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None
                               iteration=finding.iteration, value=origin.value))
     fix = ("find where that value became non-finite and guard it there. " + _WAY_OUT)
     if origin is not None and origin.singular is not None:
-        short, how = _singular_words(origin.singular)
+        short, how = _singular_words(origin.singular, finding.value)
         consequence = (f"{short}; {how}: {name} = {format_value(finding.value)}, and every "
                        "gradient it flows into is wrong too")
         fix = _nonfinite_fix(origin.singular)
