@@ -26,6 +26,12 @@ from tinyad.check.launches import RowSpans
 from tinyad.core import ir
 
 
+# A gradient of at most this many elements is looked at whole (one numpy call); a larger one
+# only in the rows the launch added to, and by a sum (no temporary array).
+WHOLE_UP_TO = 1 << 14
+PYTHON_UP_TO = 256
+
+
 @dataclass
 class Singular:
     """A primal operation whose value or derivative is not finite at the point it ran at."""
@@ -85,9 +91,16 @@ def first_nonfinite(data: np.ndarray):
     the sum itself falls through to the exact test)."""
     if data.dtype.kind != "f" or data.size == 0:
         return None
-    with np.errstate(all="ignore"):
-        if math.isfinite(data.sum()):
+    if data.size <= PYTHON_UP_TO:      # (a few floats: Python's sum beats two numpy calls)
+        if math.isfinite(sum(data.ravel().tolist())):
             return None
+    elif data.size <= WHOLE_UP_TO:
+        if np.isfinite(data).all():
+            return None
+    else:
+        with np.errstate(all="ignore"):
+            if math.isfinite(data.sum()):
+                return None
     bad = np.argwhere(~np.isfinite(data))
     if len(bad) == 0:
         return None
@@ -110,13 +123,19 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
     field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
     if not checker.checks_nonfinite:
         return
-    launched = (traced, variant, scalars, launch)
     if variant == "adjoint" and checker.nonfinite_batching:
         if checker.nonfinite_batch is None:
             checker.nonfinite_batch = Batch(checker, host, locate)
-        checker.nonfinite_batch.launches.append(launched)
+        checker.nonfinite_batch.launches.append((traced, variant, scalars, launch))
         return
-    Batch(checker, host, locate, [launched]).finish()
+    # One launch: no container made unless something is found (a launch's few allocations
+    # would set Python's cyclic collector off over the checker's many objects, again and again)
+    seen = checker.nonfinite_seen
+    for target in _targets(traced, variant):
+        if target not in seen and _first_in(host(target), _rows_added_to(launch, target)
+                                            if variant == "adjoint" else None) is not None:
+            Batch(checker, host, locate, [(traced, variant, scalars, launch)]).finish()
+            return
 
 
 class Batch:
@@ -193,7 +212,8 @@ def _parameters(launches) -> list:
     """The gradients `launches` added to whose primal none of their forward launches wrote
     (a Tape's parameters); all of them where there is none."""
     written, targets = set(), {}
-    for traced, variant, _, _ in launches:
+    for traced, variant in dict.fromkeys((traced, variant) for traced, variant, _, _
+                                         in launches):
         written.update(kernel_facts(traced).written)
         targets.update(dict.fromkeys(_targets(traced, variant)))
     leaves = [t for t in targets if t.primal not in written]
@@ -226,7 +246,7 @@ def _rows_added_to(launch, grad):
     """(lo, hi) of the leading indices of `grad` an adjoint of `launch` adds to: the rows the
     forward launch read of its primal (a time-indexed field's one or two steps, not all of
     them); None: the whole field."""
-    if launch is None or ir.array_rank(grad) == 0:
+    if launch is None or ir.array_size(grad) <= WHOLE_UP_TO:      # (small: all of it)
         return None
     rows = rows_touched(launch)[0].get(grad.primal)
     if not rows:
