@@ -126,7 +126,10 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
     if variant == "adjoint" and checker.nonfinite_batching:
         if checker.nonfinite_batch is None:
             checker.nonfinite_batch = Batch(checker, host, locate)
-        checker.nonfinite_batch.launches.append((traced, variant, scalars, launch))
+        # (the launch's own record where there is one: no new object per launch)
+        checker.nonfinite_batch.launches.append(
+            launch if launch is not None and launch.compiled is traced else
+            (traced, variant, scalars, launch))
         return
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
@@ -145,12 +148,17 @@ class Batch:
         self.checker, self.host, self.locate = checker, host, locate
         self.launches: list = launches or []
 
+    def _unpacked(self) -> list:
+        return [(launch.compiled, "adjoint", launch.scalars, launch)
+                if not isinstance(launch, tuple) else launch for launch in self.launches]
+
     def finish(self) -> None:
         """One launch: look at the rows of the gradients it added to, and report a new NaN or
         infinity there. A Tape's launches: look at the gradients of its parameters (the
         fields none of its launches wrote; all, where there are none), and raise Relocate
         if one holds a new NaN or infinity."""
         checker = self.checker
+        self.launches = self._unpacked()
         if len(self.launches) == 1:
             traced, variant, _, launch = self.launches[0]
             targets = {t: _rows_added_to(launch, t) if variant == "adjoint" else None
