@@ -331,7 +331,7 @@ def test_time_indexed_field_is_checked_where_each_step_adds(mode):
 def test_manual_sweep_and_a_nan_the_same_kernel_computes_forward(mode):
     """kernel.grad() by hand, no Tape; sqrt(-1) in the forward value itself (taken, no select):
     the report says the forward pass computes it."""
-    x, loss, compute, _ = _scalar_program([4.0, -1.0], lambda v: ti.sqrt(v))
+    _, loss, compute, _ = _scalar_program([4.0, -1.0], lambda v: ti.sqrt(v))
     compute()
     assert math.isnan(loss[None])
     loss.grad[None] = 1.0

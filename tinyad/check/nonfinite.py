@@ -1,12 +1,16 @@
-"""NaN and infinity in a gradient, localized: the check after each adjoint (and tangent) launch.
+"""NaN and infinity in a gradient, localized: the check after the adjoint (and tangent) launches.
 
-Detection is one pass of numpy over the gradients the launch added to (the .dual fields a
-tangent launch wrote), at compiled speed, in both modes. Only when it finds a NaN or an
-infinity that was not there before does the backend's locator (interp/nanwatch.py; fast mode
-gets it through tinyad/backend.py's registry) re-run that one launch in the interpreter on
-copies of its fields, watching every operation, and say where the value first went non-finite:
-the adjoint statement, the user's line, the element, the values, and which primal operation's
-derivative (or value) it was (tinyad/check/rules.py `nonfinite_gradient` writes the report).
+Detection is a numpy pass over gradients, at compiled speed, in both modes: after each launch
+of a manual sweep (kernel.grad()) or a forward-mode launch, over the rows of the gradients
+(duals) it wrote; in a Tape, once its backward pass has ended, over the gradients of its
+parameters (a NaN upstream flows into them), and only if one holds a new NaN or infinity does
+the backward pass run again from its start (the gradients cleared, the loss seeded), each
+launch looked at on its own. The launch that first writes a non-finite value is then re-run by
+the backend's locator (interp/nanwatch.py; fast mode gets it through tinyad/backend.py's
+registry) in the interpreter on copies of its fields, watching every operation, which says
+where the value first went non-finite: the adjoint statement, the user's line, the element,
+the values, and which primal operation's derivative (or value) it was (tinyad/check/rules.py
+`nonfinite_gradient` writes the report). `ti.init(check_nonfinite=False)` turns it off.
 
 JAX's `debug_nans` and Warp's `verify_fp` stop at the first non-finite value too, but name an
 op of the compiled program, not the user's line in the adjoint; neither says that `0 * inf`
@@ -24,7 +28,6 @@ from tinyad.check.adjoints import rows_touched
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans
 from tinyad.core import ir
-
 
 # A gradient of at most this many elements is looked at whole (one numpy call); a larger one
 # only in the rows the launch added to, and by a sum (no temporary array).
@@ -86,9 +89,9 @@ def _finite(value) -> bool:
 
 
 def first_nonfinite(data: np.ndarray):
-    """-> (index, value) of the first NaN or infinity in `data`, or None. A sum first: it is
-    finite for nearly every gradient, and one pass without a temporary array (an overflow of
-    the sum itself falls through to the exact test)."""
+    """-> (index, value) of the first NaN or infinity in `data`, or None. A sum first where
+    `data` is large: finite for nearly every gradient, one pass without a temporary array (an
+    overflow of the sum itself falls through to the exact test)."""
     if data.dtype.kind != "f" or data.size == 0:
         return None
     if data.size <= PYTHON_UP_TO:      # (a few floats: Python's sum beats two numpy calls)
