@@ -365,3 +365,13 @@ def test_a_failed_rerun_still_reports_the_element(mode, monkeypatch):
     error = _caught(x, loss, compute)
     assert error.report.element == (1,) and error.report.write is None
     assert "not located" in str(error) and "the locator broke" in str(error)
+
+
+def test_tape_that_cannot_run_again_is_checked_launch_by_launch(mode):
+    """Tape(clear_gradients=False) keeps what the gradients held: its backward cannot be run
+    again from a state rebuilt without a copy, so each launch is looked at as it runs."""
+    risky = lambda v: ti.select(v > 0, ti.sqrt(v), 0.0)
+    _, loss, run, _, _ = _two_kernels([1.0, 0.0], risky, lambda v: 3.0 * v)
+    with pytest.raises(NonFiniteGradientError) as caught, ti.ad.Tape(loss, clear_gradients=False):
+        run()
+    assert caught.value.report.kernel == "make" and caught.value.report.element == (1,)
