@@ -31,7 +31,7 @@ from tinyad.core import ir
 
 # A gradient of at most this many elements is looked at whole (one numpy call); a larger one
 # only in the rows the launch added to, and by a sum (no temporary array).
-WHOLE_UP_TO = 1 << 14
+WHOLE_UP_TO = 1 << 16
 PYTHON_UP_TO = 256
 
 
