@@ -230,3 +230,50 @@ def test_a_snippet_that_does_not_do_what_its_page_says_fails(tmp_path):
         _check_shell(wrong_console)
     page.write_text("<!-- expect: ZeroDivisionError -->\n```python\n1 / 0\n```\n")
     _check_python(snippets(page)[0], tmp_path)       # the clean twin: raises as its page says
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
+    return {_anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+def _check_links(page: Path) -> None:
+    for target in LINK.findall(page.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        assert resolved.exists(), f"{page.name}: the link {target} leads to no file"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in _anchors(resolved), f"{page.name}: {target}: no such heading"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_link_of_the_pages_leads_somewhere(page):
+    _check_links(page)
+
+
+def test_a_broken_link_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# One\n[ok](#one) [gone](other.md)\n")
+    with pytest.raises(AssertionError, match="leads to no file"):
+        _check_links(page)
+    page.write_text("# One\n[ok](#one) [gone](#two)\n")
+    with pytest.raises(AssertionError, match="no such heading"):
+        _check_links(page)
+
+
+def test_the_anchor_of_a_heading_is_githubs():
+    assert _anchor(" `tinyad run` and `tinyad check`") == "tinyad-run-and-tinyad-check"
+    assert _anchor(" Fast mode: the same rules at compiled speed") == (
+        "fast-mode-the-same-rules-at-compiled-speed")
+    assert _anchor(" Taichi's layouts and gradients") == "taichis-layouts-and-gradients"
