@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import tinyad as ti
-from benchmarks import gravity, mass_spring, mpm, wave
+from . import gravity, mass_spring, mpm, wave
 from tinyad.runtime import runtime
 
 # (name, build, reference sizes, parameter field, loss field)

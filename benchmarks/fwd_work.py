@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import tinyad as ti
-from benchmarks.fwd_cost import SMALL, WORKLOADS, _field
+from .fwd_cost import SMALL, WORKLOADS, _field
 from tinyad.core import ir
 from tinyad.kernel import TracedKernel
 from tinyad.runtime import runtime
