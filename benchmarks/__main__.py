@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from . import PACKAGE, ratios
 from .process import run_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

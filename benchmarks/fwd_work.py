@@ -19,10 +19,11 @@ import time
 import numpy as np
 
 import tinyad as ti
-from .fwd_cost import SMALL, WORKLOADS, _field
 from tinyad.core import ir
 from tinyad.kernel import TracedKernel
 from tinyad.runtime import runtime
+
+from .fwd_cost import SMALL, WORKLOADS, _field
 
 
 def _trip(loop: ir.For, scalars: dict) -> int:
