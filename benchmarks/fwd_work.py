@@ -153,7 +153,7 @@ def measure(build, sizes, param, loss):
     param, loss = _field(param), _field(loss)
     seed = np.random.default_rng(0).uniform(-1, 1, param.dual.data.size).tolist()
     cleared = {id(f.dual): f.dual.data.nbytes for f in runtime.fields
-               if f.dual is not None and f.dual.is_placed}
+               if f.has_dual and f.dual.is_placed}
     with Recording() as primal:
         work.forward()
     work.reset()
