@@ -40,7 +40,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from . import PACKAGE, ratios
+from . import PACKAGE, ratios, tables
 from .process import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,16 +162,16 @@ def deviation(result, reference):
     return worst
 
 
-def table(rows):
-    head = (f"{'workload':<12} {'size':<24} {'mode':<12} {'start s':>7} {'compile s':>9} "
-            f"{'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} {'/unchecked':>10} {'loss':>12} "
-            f"{'check':>9}")
-    lines = [head, "-" * len(head)]
+def table(rows, width=None):
+    head = (f"{'workload':<12} {'size':<24} {'mode':<12} ",
+            f"{'start s':>7} {'compile s':>9} {'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} "
+            f"{'/unchecked':>10} {'loss':>11} {'check':>8}")
+    lines = []
     fast = {(w, s): r for w, s, m, r, _ in rows if m == "fast warm" and "error" not in r}
     for workload, size, mode, r, reference in rows:
-        start = f"{workload:<12} {size:<24} {mode:<12}"
+        key = f"{workload:<12} {size:<24} {mode:<12} "
         if "error" in r:
-            lines.append(f"{start} error: {r['error']}")
+            lines.append((key, f"error: {r['error']}"))
             continue
         tinyad = fast.get((workload, size))
         peer = mode.split()[0] in ratios.PEERS
@@ -183,10 +183,10 @@ def table(rows):
             reference = {"loss": tinyad["loss"], **tinyad["grads"]}   # the same as tinyad's?
         dev = deviation(r, reference)
         check = "" if dev is None else f"{dev:.1e}"
-        lines.append(f"{start} {r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
-                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>8} {cost:>10} "
-                     f"{r['loss']:>12.7g} {check:>9}")
-    return "\n".join(lines)
+        lines.append((key, f"{r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
+                           f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>8} "
+                           f"{cost:>10} {r['loss']:>11.7g} {check:>8}"))
+    return "\n".join(tables.fit(head, lines, width))
 
 
 def overhead_line(result):
