@@ -83,6 +83,7 @@ class Tape(Recorder):
         self._call_kwargs: list = []   # per call: its keyword arguments (grad_check replays)
         self._grad_checker = None
         self._written: set = set()     # the fields something recorded wrote (tapeops.py)
+        self._elements_set: set = set()   # (field, index) set in Python scope first
         self._custom = False           # a grad_replaced function was recorded
 
     def __enter__(self):
@@ -151,14 +152,16 @@ class Tape(Recorder):
         later = functools.partial(_launches_after, self.entries, len(self.entries))
         where = {"loc": self._loc and user_loc(), "later": later}
         self.entries.append((adjoint, args, where, None))
-        self._written.add(dst)
+        if dst is not None:      # (an element write: noted by wrote_before already)
+            self._written.add(dst)
 
-    def wrote_before(self, fld) -> bool:
-        """Did something recorded in this Tape write `fld`?"""
-        return fld in self._written
+    def wrote_before(self, fld, index) -> bool:
+        """Did something recorded in this Tape write element `index` of `fld`?"""
+        return fld in self._written or (fld, index) in self._elements_set
 
-    def note_written(self, fld) -> None:
-        self._written.add(fld)
+    def note_set(self, fld, index) -> None:
+        """x[index] = v in Python scope, with nothing in this Tape writing x[index] before."""
+        self._elements_set.add((fld, index))
 
     def _called(self, primal, args, kwargs):
         self.calls.append((primal, args))
@@ -182,7 +185,7 @@ class Tape(Recorder):
         try:
             self._checks.end_tape(self._loc)
             if exc_type is None and self.loss is not None and not self._custom and \
-                    self.loss not in self._written:
+                    not self.wrote_before(self.loss, ()):
                 self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
                 self.grad()

@@ -71,11 +71,11 @@ def element_written(dst, index) -> None:
     tape = _tape()
     if tape is None or not _differentiated(dst):
         return
-    if tape.wrote_before(dst):
+    if tape.wrote_before(dst, index):
         value = np.array(_storage().to_host(dst)[index], copy=True)
-        tape.record_field_op(_set_element, SET_ADJOINT, (dst, index, value), dst)
+        tape.record_field_op(_set_element, SET_ADJOINT, (dst, index, value), None)
     else:
-        tape.note_written(dst)
+        tape.note_set(dst, index)
 
 
 def _constant_written(dst, name, adjoint, replay, argument) -> None:
