@@ -55,8 +55,8 @@ class LostGradients:
         self.unwritten_loss = (loss, tape_loc)
 
     # ---- gradients read and cleared -------------------------------------------------------
-    def gradient_read(self, grad, tape_loc=None, loc=None) -> None:
-        """Python scope (or, with `loc` given, a kernel) read a gradient."""
+    def gradient_read(self, grad, tape_loc=None, loc=None, kernel=None) -> None:
+        """Python scope (or, with `loc` given, `kernel`) read a gradient."""
         checker = self.checker
         if checker.tape is not None and loc is None:
             if not checker.in_custom_primal:
@@ -67,7 +67,7 @@ class LostGradients:
         if cleared is not None:
             self.warn_once(rules.gradient_cleared_before_read(
                 gradient=grad.name, clear_loc=cleared, read_loc=loc or user_loc(),
-                tape_loc=self.backward_loc))
+                tape_loc=self.backward_loc, reader=kernel))
         self.read_at[grad] = checker.tick()
 
     def gradient_will_change(self, grad) -> None:
@@ -83,7 +83,7 @@ class LostGradients:
         self.held_gradient.discard(grad)
         self.cleared.pop(grad, None)
         if held and index is None and not grad.data.any():
-            self.cleared[grad] = loc
+            self.cleared[grad] = loc or user_loc()
 
     # ---- kernel launches --------------------------------------------------------------------
     def no_grad_launch(self, launch) -> None:
@@ -107,7 +107,7 @@ class LostGradients:
                 loss=loss.name, kernel=kernel_name, write_loc=facts.first_store[loss],
                 tape_loc=tape_loc))
         for grad in facts.grads_loaded:
-            self.gradient_read(grad, loc=facts.first_grad_load.get(grad))
+            self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
 
     def _reads_cut(self, facts, kernel_name: str) -> None:
         for fld in facts.loaded:

@@ -440,7 +440,7 @@ def loss_written_after_tape(*, loss: str, kernel: str, write_loc: SrcLoc,
     """Nothing inside the Tape wrote its loss; a kernel after it does."""
     return SilentZeroRuleError(Report(
         rule="Loss computed after the Tape",
-        summary=f"{kernel} computes the Tape's loss {loss} after the Tape closed; nothing "
+        summary=f"{kernel} computes {loss}, the Tape's loss, after the Tape closed; nothing "
                 "inside the Tape wrote it.",
         kernel=kernel, field=loss, earlier=_tape_line(tape_loc),
         write=Access(kind="store", loc=write_loc, kernel=kernel),
@@ -451,15 +451,17 @@ def loss_written_after_tape(*, loss: str, kernel: str, write_loc: SrcLoc,
 
 
 def gradient_cleared_before_read(*, gradient: str, clear_loc: SrcLoc | None,
-                                 read_loc: SrcLoc | None, tape_loc: SrcLoc | None) -> Report:
-    """A warning: reading zeros may be meant (a test that clearing works)."""
+                                 read_loc: SrcLoc | None, tape_loc: SrcLoc | None,
+                                 reader: str | None = None) -> Report:
+    """A warning: reading zeros may be meant (a test that clearing works). `reader`: the kernel
+    that read it (None: Python scope)."""
     return Report(
         rule="Gradient cleared before it was read (warning)",
         summary=f"{gradient} was cleared after the Tape's backward pass and before anything "
                 "read the gradient it computed.",
-        field=gradient, earlier=_tape_line(tape_loc, "backward"),
-        write=Access(kind="clear", loc=clear_loc), read=Access(kind="read", loc=read_loc),
-        write_replaces_read=False,
+        kernel=reader, field=gradient,
+        earlier=[*_tape_line(tape_loc, "backward"), Access(kind="clear", loc=clear_loc)],
+        read=Access(kind="read", loc=read_loc, kernel=reader),
         consequence=f"the read gets zeros instead of the Tape's gradient in {gradient}",
         fix=f"read {gradient} (take the optimiser step) before clearing it; a new Tape clears "
             "the gradients itself (clear_gradients=True)")
