@@ -219,3 +219,18 @@ def test_copy_from_something_else_is_refused(mode):
     z = ti.field(ti.f64, shape=N)
     with pytest.raises(ti.TinyadTypeError, match="non-field"):
         z.copy_from(np.zeros(N))
+
+
+def test_verify_replays_copy_and_fill(chain):
+    """ti.ad.verify replays a run's copy_from and fill as the kernels Taichi runs for them, so
+    its sympy truth sees the copy (it once replayed kernels only: a loss of 0 here)."""
+    x, y, z, loss, square, total = chain
+
+    def run():
+        z.fill(1.0)
+        square()
+        z.copy_from(y)
+        total()
+    result = ti.ad.verify(run, loss, [x])
+    assert "all 3 elements agree with sympy" in str(result)
+    np.testing.assert_allclose(x.grad.to_numpy(), [2.0, 8.0, 18.0])

@@ -21,9 +21,16 @@ from tinyad.runtime import active_forward_mode, active_recorder, runtime
 
 
 def _tape():
-    """The Tape recording now, or None (ti.ad.verify's recorder takes no field operations)."""
+    """The Tape recording now, or None."""
     recorder = active_recorder.get()
     return recorder if getattr(recorder, "records_field_ops", False) else None
+
+
+def _replayed(operation: str, dst, argument) -> None:
+    """ti.ad.verify's recorder, if it is recording, takes the kernel Taichi runs for this."""
+    recorder = active_recorder.get()
+    if getattr(recorder, "replays_field_ops", False):
+        recorder.record_field_op(operation, dst, argument)
 
 
 def _storage():
@@ -44,6 +51,7 @@ def copied(dst, src) -> None:
     tape = _tape()
     if tape is not None and src is not dst and _differentiated(dst):
         tape.record_field_op(_copy, COPY_ADJOINT, (dst, src), dst)
+    _replayed("copy_from", dst, src)
 
 
 def loaded(dst, array) -> None:
@@ -55,6 +63,7 @@ def loaded(dst, array) -> None:
 def filled(dst, value) -> None:
     """dst.fill(value) has run (the user's own fill, not one a Tape does)."""
     _constant_written(dst, "fill", FILL_ADJOINT, _fill, lambda: value)
+    _replayed("fill", dst, value)
 
 
 def gradient_read(grad) -> None:
