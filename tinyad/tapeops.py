@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad import undo
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.runtime import active_forward_mode, active_recorder, runtime
@@ -143,6 +144,7 @@ class FieldOpAdjoint:
 
 def _take_gradient(dst, index=...):
     """Zero dst.grad (at `index`) and return what it held."""
+    undo.before_python_write(dst.grad)     # (a Tape that fails puts gradients back too)
     grad = _storage().to_host(dst.grad)
     held = np.array(grad[index], copy=True)
     grad[index] = 0
@@ -153,6 +155,7 @@ def _take_gradient(dst, index=...):
 def _copy_adjoint(dst, src):
     held = _take_gradient(dst)
     if src.role == "primal" and src.grad is not None and src.grad.is_placed:
+        undo.before_python_write(src.grad)
         grad = _storage().to_host(src.grad)
         grad += held.astype(grad.dtype)
         _storage().invalidate(src.grad)

@@ -23,7 +23,7 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
-from tinyad.check.lostgrads import LostGradients
+from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
 from tinyad.core.notices import note
@@ -517,7 +517,7 @@ class LaunchChecker:
         derived = self.derived_in_tape.get(src) if src in self.derived_in_tape else \
             self.derived_outside_tape.get(src)
         if self.tape is not None and src not in self.derived_in_tape:
-            _check_computed_before_tape(self, _CopyFacts(dst, src, user_loc()),
+            _check_computed_before_tape(self, CopyFacts(dst, src, user_loc()),
                                         f"{dst.name}.copy_from({src.name})", None)
         if derived is not None:
             derived = (f"{dst.name}.copy_from({src.name})", user_loc(), *derived[2:])
@@ -659,27 +659,6 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
     for fld in facts.written:
         spans = ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS)
         written[fld] = span_union(written.get(fld, ()), spans)
-
-
-@dataclass(frozen=True)
-class _CopyFacts:
-    """What _check_computed_before_tape asks of a launch, for dst.copy_from(src) in a Tape."""
-    dst: object
-    src: object
-    loc: object
-    loaded_own: frozenset = frozenset()
-
-    @property
-    def loaded(self):
-        return (self.src,)
-
-    @property
-    def written(self):
-        return (self.dst,)
-
-    @property
-    def first_load(self):
-        return {self.src: self.loc}
 
 
 # Spans of leading indices, [(lo, hi)] sorted and disjoint (hi exclusive).

@@ -10,6 +10,8 @@ tinyad/check/rules.py):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.render import print_report
@@ -119,3 +121,25 @@ class LostGradients:
                     taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
         for fld in facts.written:
             self.cut.pop(fld, None)
+
+
+@dataclass(frozen=True)
+class CopyFacts:
+    """What the computed-before-the-Tape check asks of a launch (KernelFacts), for
+    dst.copy_from(src) inside a Tape (tinyad/check/launches.py python_copy)."""
+    dst: object
+    src: object
+    loc: object
+    loaded_own: frozenset = frozenset()
+
+    @property
+    def loaded(self):
+        return (self.src,)
+
+    @property
+    def written(self):
+        return (self.dst,)
+
+    @property
+    def first_load(self):
+        return {self.src: self.loc}
