@@ -336,3 +336,14 @@ def test_a_copy_through_numpy_inside_the_tape_is_reported(model, capsys):
         total_z()
     _silent(capsys)
     assert np.abs(x.grad.to_numpy()).max() > 1
+
+
+def test_state_copied_back_inside_the_per_frame_tape_is_an_error(frames):
+    """The copy inside the Tape, after step read the state: step's adjoint would replay the
+    new state (Global Data Access Rule 1, from Python scope)."""
+    _, state, nxt, p, loss, step, frame_loss, *_ = frames
+    with pytest.raises(ti.ReadThenOverwriteRuleError, match="changed in Python scope"):
+        with ti.ad.Tape(loss):
+            step()
+            frame_loss()
+            state.copy_from(nxt)
