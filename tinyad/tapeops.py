@@ -7,8 +7,9 @@ gradient to the source and zeroes the destination's; a fill or a load from numpy
 destination's gradient (its new values are constants). tinyad does the operations at numpy speed
 and records the same adjoints here, in every mode. An element write `x[i] = v` Taichi does not
 record, so a gradient reaching x[i] flows on to whatever wrote x[i] earlier in the Tape, though
-that value was overwritten: tinyad records it when something earlier in the Tape wrote x, and
-zeroes x.grad[i] there. Inside ti.ad.FwdMode a copy carries the tangent (.dual) along and the
+that value was overwritten: tinyad records it when something earlier in the Tape wrote x (or
+x[i], from Python), and zeroes x.grad[i] there; setting inputs one by one inside the Tape keeps
+their gradients, as in Taichi. Inside ti.ad.FwdMode a copy carries the tangent (.dual) along and the
 other writes set it to zero, as the tangent kernels of Taichi's would.
 """
 from __future__ import annotations
@@ -57,13 +58,12 @@ def copied(dst, src) -> None:
 
 def loaded(dst, array) -> None:
     """dst.from_numpy(array) has run."""
-    _constant_written(dst, "from_numpy", FROM_NUMPY_ADJOINT, _from_numpy,
-                      lambda: np.array(array, copy=True))
+    _constant_written(dst, FROM_NUMPY_ADJOINT, _from_numpy, lambda: np.array(array, copy=True))
 
 
 def filled(dst, value) -> None:
     """dst.fill(value) has run (the user's own fill, not one a Tape does)."""
-    _constant_written(dst, "fill", FILL_ADJOINT, _fill, lambda: value)
+    _constant_written(dst, FILL_ADJOINT, _fill, lambda: value)
     _replayed("fill", dst, value)
 
 
@@ -88,7 +88,8 @@ def element_written(dst, index) -> None:
         tape.note_set(dst, index)
 
 
-def _constant_written(dst, name, adjoint, replay, argument) -> None:
+def _constant_written(dst, adjoint, replay, argument) -> None:
+    """dst was set to constants: its tangent is zero, and its gradient stops there."""
     if active_forward_mode.get() is not None and dst.dual is not None:
         _set_dual(dst, None)
     tape = _tape()
