@@ -40,8 +40,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from benchmarks import ratios
-from benchmarks.process import run_module
+from . import PACKAGE, ratios
+from .process import run_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -102,8 +103,8 @@ def describe(args):
 def peer_command(peer, name):
     """(module, flags) that run workload `name` under `peer`."""
     if peer == "taichi":
-        return f"benchmarks.{name}", ["--taichi"]
-    return f"benchmarks.peers.{peer}_{name}", []
+        return f"{PACKAGE}.{name}", ["--taichi"]
+    return f"{PACKAGE}.peers.{peer}_{name}", []
 
 
 def median_run(results):
@@ -114,7 +115,7 @@ def median_run(results):
 
 def measure_workload(name, sizes, repeats, cache, peers, rounds=1):
     """Rows (workload, size label, mode, result, reference) for one workload."""
-    module, rows = f"benchmarks.{name}", []
+    module, rows = f"{PACKAGE}.{name}", []
     for k, size in enumerate(sizes):
         common = ["--repeats", str(repeats)]
         if size.interp:
@@ -223,16 +224,16 @@ def main(argv=None):
                              "checked against the CPU (benchmarks/gpu.py)")
     args = parser.parse_args(argv)
     if args.arch == "cuda":
-        from benchmarks import gpu  # noqa: PLC0415
+        from . import gpu  # noqa: PLC0415
         return gpu.main(args, run)
     if args.interp_vs or args.interp_cost:
-        from benchmarks import interp_vs  # noqa: PLC0415
+        from . import interp_vs  # noqa: PLC0415
         suite = QUICK if args.quick else WORKLOADS
         names = args.only.split(",") if args.only else list(suite)
         print(interp_vs.compare(args.interp_vs, suite, names, args.repeats, describe))
         return None
     if args.concurrent:
-        from benchmarks import concurrent  # noqa: PLC0415
+        from . import concurrent  # noqa: PLC0415
         return concurrent.main(["--copies", str(args.concurrent),
                                 "--workload", args.only or "wave"])
     suite = QUICK if args.quick else WORKLOADS
@@ -253,7 +254,7 @@ def main(argv=None):
         for name in names:
             rows += measure_workload(name, suite[name], args.repeats, cache, peers, args.rounds)
             print(f"{name}: done", file=sys.stderr)
-        overhead = run("benchmarks.overhead",
+        overhead = run(f"{PACKAGE}.overhead",
                        ["--calls", "2000" if args.quick else "20000"]
                        + (["--taichi"] if taichi else []),
                        {"TINYAD_CACHE_DIR": os.path.join(cache, "overhead")})

@@ -17,6 +17,8 @@ import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+from . import PACKAGE
+
 SIZES = {
     "wave": [("256^2, 256 steps", ["--n", "256", "--steps", "256"]),
              ("1024^2, 256 steps", ["--n", "1024", "--steps", "256"])],
@@ -38,13 +40,13 @@ CPU_THREADS = "8"     # the CPU reference runs beside the GPU rows: leave them c
 
 def systems(name, peers):
     """(row label, module, flags, fresh cache) for each system measured on the GPU."""
-    rows = [("tinyad", f"benchmarks.{name}", ["--mode", "fast"], True),
-            ("tinyad checked", f"benchmarks.{name}", ["--mode", "fast", "--check", "error"],
+    rows = [("tinyad", f"{PACKAGE}.{name}", ["--mode", "fast"], True),
+            ("tinyad checked", f"{PACKAGE}.{name}", ["--mode", "fast", "--check", "error"],
              False)]
     if "taichi" in peers:
-        rows.append(("taichi", f"benchmarks.{name}", ["--taichi"], True))
+        rows.append(("taichi", f"{PACKAGE}.{name}", ["--taichi"], True))
     if "jax" in peers:
-        rows.append(("jax", f"benchmarks.peers.jax_{name}", [], True))
+        rows.append(("jax", f"{PACKAGE}.peers.jax_{name}", [], True))
     return rows
 
 
@@ -70,7 +72,7 @@ def measure(suite, names, peers, repeats, run):
                 env = {"TINYAD_CACHE_DIR": os.path.join(cache, f"cpu-{name}-{k}"),
                        "NUMBA_NUM_THREADS": CPU_THREADS}
                 references[name, label] = cpu_pool.submit(
-                    run, f"benchmarks.{name}", [*args, "--mode", "fast", "--repeats", "1"], env)
+                    run, f"{PACKAGE}.{name}", [*args, "--mode", "fast", "--repeats", "1"], env)
         for name in names:
             for k, (label, args) in enumerate(suite[name]):
                 gpu_cache = os.path.join(cache, f"gpu-{name}-{k}")

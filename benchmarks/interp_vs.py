@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.process import run_module
+from .process import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKS = ("off", "error")

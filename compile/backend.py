@@ -271,7 +271,7 @@ class FastBackend(Backend):
         time, not this process's."""
         if self.target != "cpu" or traced in self.asked_ahead or not ahead.enabled():
             return
-        if any(f.role == "primal" and f.grad is not None and f.grad.requested
+        if any(f.role == "primal" and f.has_grad and f.grad.requested
                for f in ir.fields_of(traced.ir.body)):
             self._compile_adjoints_ahead([traced])
 

@@ -22,6 +22,8 @@ implements tinyad/backend.py and is named in the runtime's registry.
 import ast
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = {"tinyad": ROOT / "tinyad", "tinyad.interp": ROOT / "interp",
             "tinyad.compile": ROOT / "compile"}
@@ -119,3 +121,12 @@ def test_no_generic_top_level_packages():
             assert imported.split(".")[0] == "tinyad"
     text = (ROOT / "pyproject.toml").read_text()
     assert '"tinyad.interp" = "interp"' in text and '"tinyad.compile" = "compile"' in text
+
+
+def test_the_wheel_installs_only_the_tinyad_package():
+    """Every package pyproject.toml installs lives under `tinyad` (a wheel that installed a
+    top-level `benchmarks` shadowed, or was shadowed by, a user's own folder of that name)."""
+    tomllib = pytest.importorskip("tomllib")    # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = config["packages"] + list(config.get("package-dir", {}))
+    assert packages and all(p == "tinyad" or p.startswith("tinyad.") for p in packages), packages

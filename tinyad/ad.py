@@ -53,8 +53,8 @@ def _clear_all(gradient_type, loc) -> None:
     """clear_all_gradients, done for the user's line `loc` (a Tape's; None: found per field)."""
     role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
     for f in runtime.fields:
-        twin = getattr(f, role)
-        grad_dual = f.grad.dual if f.grad is not None else None
+        twin = f.twin_field(role)
+        grad_dual = f.grad.dual if f.has_grad else None
         for other in (twin, grad_dual):
             if other is not None and other.is_placed:
                 other._fill(0, loc)
@@ -98,7 +98,7 @@ class Tape(Recorder):
         loss = self.loss
         settle_layout()   # the layout is final now, as at a kernel launch
         if getattr(loss, "is_ndarray", False):   # any one-element ndarray, as in Taichi
-            if loss.grad is None:
+            if not loss.has_grad:
                 raise TinyadRuntimeError(
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "ndarrays that are required by autodiff.",
@@ -110,7 +110,7 @@ class Tape(Recorder):
             if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
                 raise TinyadRuntimeError("The loss of Tape must be a 0-D field, i.e. scalar",
                                          hint="declare it as ti.field(ti.f32, shape=())")
-            if loss.grad is None:
+            if not loss.has_grad:
                 raise TinyadRuntimeError(
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "fields that are required by autodiff.",
@@ -292,7 +292,7 @@ class FwdMode:
             if not isinstance(fld, Field):
                 raise TinyadTypeError(f"FwdMode takes fields for loss and param, got "
                                       f"{type(fld).__name__}")
-            if fld.dual is None:
+            if not fld.has_dual:
                 raise TinyadRuntimeError(
                     f"{fld.name} has no dual field: forward mode needs one for the loss and "
                     "the parameter", hint=f"declare {fld.name} with needs_dual=True (or call "

@@ -13,6 +13,7 @@ import re
 import numpy as np
 
 from tinyad import tapeops, undo
+from tinyad.absent import AbsentTwin
 from tinyad.core import types as T
 from tinyad.core.errors import (
     TinyadError,
@@ -124,6 +125,7 @@ class Field:
     """One global field. `data` is its numpy array once its shape is known."""
 
     is_tinyad_field = True   # how the layers below the API recognise a field (core/ir.py)
+    is_ndarray = False
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
                  needs_dual=False, primal=None, role="primal", offset=None):
@@ -135,8 +137,8 @@ class Field:
         self.name = name or f"field{len(runtime.fields)}"
         self.role = role          # "primal", "grad" or "dual"
         self.primal = primal      # for .grad/.dual fields: the field they belong to
-        self.grad: Field | None = None
-        self.dual: Field | None = None
+        self._grad: Field | None = None     # x.grad (a Field, or absent: see the properties)
+        self._dual: Field | None = None
         self.snode: SNode | None = None   # where ti.root...place() put it (shape= fields: none)
         # A grad field that exists so that the program can place it (Taichi gives every real
         # field one), but that nobody asked for yet: needs_grad, place(x.grad) or lazy_grad()
@@ -158,17 +160,17 @@ class Field:
                     "needs_grad=True or needs_dual=True",
                     hint="use ti.f32 or ti.f64, or drop needs_grad (integers have no gradient)")
             if needs_grad:
-                self.grad = self._twin("grad")
+                self._grad = self._twin("grad")
             elif self.dtype.is_float and shape is None:
-                self.grad = self._twin("grad")
-                self.grad.requested = False
+                self._grad = self._twin("grad")
+                self._grad.requested = False
                 _unrequested_grads.append(self)
             if needs_dual:
-                self.dual = self._twin("dual")
+                self._dual = self._twin("dual")
             elif self.dtype.is_float and shape is None:   # the same for a dual (place(x.dual))
-                self.dual = self._twin("dual")
-                self.dual.requested = False
-                if self.grad is None or self.grad.requested:
+                self._dual = self._twin("dual")
+                self._dual.requested = False
+                if self._grad is None or self._grad.requested:
                     _unrequested_grads.append(self)
             self._give_grad_a_dual()
         if shape is not None:
@@ -187,9 +189,9 @@ class Field:
     def _give_grad_a_dual(self) -> None:
         """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
         (a Hessian-vector product) carries the gradient's tangent there."""
-        if self.grad is not None and self.dual is not None and self.grad.dual is None and \
-                self.dual.requested:
-            self.grad.dual = self.grad._twin("dual")
+        if self._grad is not None and self._dual is not None and self._grad.dual is None and \
+                self._dual.requested:
+            self._grad.dual = self._grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
@@ -208,7 +210,7 @@ class Field:
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape "
                                      f"{self._shape}",
                                      hint="place each field once (a field's shape is fixed)")
-        partner = self.primal if self.role == "grad" else self.grad
+        partner = self.primal if self.role == "grad" else self._grad
         if partner is not None and partner._shape is not None and partner._shape != shape:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
                                   f"{partner.name} has shape {partner._shape}: a field and its "
@@ -223,11 +225,52 @@ class Field:
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = _place_node(self, SNode(shape, parent=root, kind="dense"))
         self.host_array = allocate(self, shape)
-        for twin in (self.grad, self.dual):
+        for twin in (self._grad, self._dual):
             if twin is not None and twin._shape is None and twin.requested:
                 twin._place(shape)
 
     # ---- properties --------------------------------------------------------------------
+    @property
+    def grad(self):
+        """The gradient field. A float field without one (no needs_grad=True, lazy_grad or
+        place) gives an `AbsentTwin` that says so when used (tinyad/absent.py)."""
+        if self._grad is None and self._twin_may_be_absent():
+            return AbsentTwin(self, "grad")
+        return self._grad
+
+    @grad.setter
+    def grad(self, twin: Field | None) -> None:
+        self._grad = twin
+
+    @property
+    def dual(self):
+        """The tangent field of forward mode (needs_dual=True); absent as `grad` is."""
+        if self._dual is None and self._twin_may_be_absent():
+            return AbsentTwin(self, "dual")
+        return self._dual
+
+    @dual.setter
+    def dual(self, twin: Field | None) -> None:
+        self._dual = twin
+
+    def _twin_may_be_absent(self) -> bool:
+        """As Taichi: a float field's x.grad is an (empty) field object even without one; an
+        integer field's, an ndarray's and a twin's own twins are None."""
+        return self.role == "primal" and self.dtype.is_float and not self.is_ndarray
+
+    def twin_field(self, role: str) -> Field | None:
+        """x.grad ("grad") or x.dual ("dual") where it exists, else None (tinyad's own code asks
+        this; users get `grad`/`dual`)."""
+        return self._grad if role == "grad" else self._dual
+
+    @property
+    def has_grad(self) -> bool:
+        return self._grad is not None
+
+    @property
+    def has_dual(self) -> bool:
+        return self._dual is not None
+
     @property
     def shape(self) -> tuple[int, ...]:
         self._require_placed()
@@ -562,16 +605,13 @@ class SNode:
                 self.place(*f._leaves(), offset=offset)
             elif isinstance(f, Field):
                 if offset is not None:
-                    for each in (f, f.grad, f.dual):
+                    for each in (f, f._grad, f._dual):
                         if each is not None:
                             each.offset = _normalize_offset(offset)
                 f._place(self._shape)
                 f.snode = _place_node(f, self)
             elif f is None:
-                raise TinyadTypeError(
-                    "place() got None where a field belongs: x.grad is None when x has a shape= "
-                    "without needs_grad=True, or when the first kernel launch came before "
-                    "x.grad was placed")
+                raise TinyadTypeError("place() got None where a field belongs")
             else:
                 raise TinyadTypeError(f"place() takes fields, got {type(f).__name__}")
         return self
@@ -582,23 +622,23 @@ class SNode:
         for f in runtime.fields:
             if not f.dtype.is_float:
                 continue
-            if f.grad is None:
-                f.grad = f._twin("grad")
-            f.grad.requested = True
-            if f.is_placed and not f.grad.is_placed:
-                f.grad._place(f.shape)
-                f.grad.snode = _place_node(f.grad, f.snode.parent())   # beside x, as Taichi
+            if f._grad is None:
+                f._grad = f._twin("grad")
+            f._grad.requested = True
+            if f.is_placed and not f._grad.is_placed:
+                f._grad._place(f.shape)
+                f._grad.snode = _place_node(f._grad, f.snode.parent())   # beside x, as Taichi
             f._give_grad_a_dual()
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
-            if f.dtype.is_float and f.dual is None:
-                f.dual = f._twin("dual")
-            if f.dual is not None and not f.dual.requested:   # a placeholder: asked for now
-                f.dual.requested = True
-                if f.is_placed and not f.dual.is_placed:
-                    f.dual._place(f.shape)
-                    f.dual.snode = _place_node(f.dual, f.snode.parent())
+            if f.dtype.is_float and f._dual is None:
+                f._dual = f._twin("dual")
+            if f._dual is not None and not f._dual.requested:   # a placeholder: asked for now
+                f._dual.requested = True
+                if f.is_placed and not f._dual.is_placed:
+                    f._dual._place(f.shape)
+                    f._dual.snode = _place_node(f._dual, f.snode.parent())
             f._give_grad_a_dual()
 
     @property
@@ -630,7 +670,7 @@ def settle_layout() -> None:
     dual) field that was neither asked for (needs_grad, lazy_grad, ...) nor placed is dropped."""
     while _unrequested_grads:
         f = _unrequested_grads.pop()
-        if f.grad is not None and not f.grad.requested and not f.grad.is_placed:
-            f.grad = None
-        if f.dual is not None and not f.dual.requested and not f.dual.is_placed:
-            f.dual = None
+        if f._grad is not None and not f._grad.requested and not f._grad.is_placed:
+            f._grad = None
+        if f._dual is not None and not f._dual.requested and not f._dual.is_placed:
+            f._dual = None

@@ -40,7 +40,8 @@ def _storage():
 
 
 def _differentiated(fld) -> bool:
-    return fld.role == "primal" and fld.grad is not None and fld.grad.is_placed
+    grad = fld.twin_field("grad")
+    return fld.role == "primal" and grad is not None and grad.is_placed
 
 
 # ---- the operations, called by Field after it has done them ---------------------------------
@@ -48,8 +49,9 @@ def _differentiated(fld) -> bool:
 def copied(dst, src) -> None:
     """dst.copy_from(src) has run."""
     runtime.backend.checks.python_copy(dst, src)
-    if active_forward_mode.get() is not None and dst.dual is not None:
-        _set_dual(dst, None if src.dual is None else _storage().to_host(src.dual))
+    if active_forward_mode.get() is not None and dst.has_dual:
+        tangent = src.twin_field("dual")
+        _set_dual(dst, None if tangent is None else _storage().to_host(tangent))
     tape = _tape()
     if tape is not None and src is not dst and _differentiated(dst):
         tape.record_field_op(_copy, COPY_ADJOINT, (dst, src), dst)
@@ -75,7 +77,7 @@ def gradient_read(grad) -> None:
 
 def element_written(dst, index) -> None:
     """dst[index] = value has run (index: the storage index)."""
-    if active_forward_mode.get() is not None and dst.dual is not None and dst.dual.is_placed:
+    if active_forward_mode.get() is not None and dst.has_dual and dst.dual.is_placed:
         _storage().to_host(dst.dual)[index] = 0
         _storage().invalidate(dst.dual)
     tape = _tape()
@@ -90,7 +92,7 @@ def element_written(dst, index) -> None:
 
 def _constant_written(dst, adjoint, replay, argument) -> None:
     """dst was set to constants: its tangent is zero, and its gradient stops there."""
-    if active_forward_mode.get() is not None and dst.dual is not None:
+    if active_forward_mode.get() is not None and dst.has_dual:
         _set_dual(dst, None)
     tape = _tape()
     if tape is not None and _differentiated(dst):
@@ -155,7 +157,7 @@ def _take_gradient(dst, index=...):
 
 def _copy_adjoint(dst, src):
     held = _take_gradient(dst)
-    if src.role == "primal" and src.grad is not None and src.grad.is_placed:
+    if _differentiated(src):
         undo.before_python_write(src.grad)
         grad = _storage().to_host(src.grad)
         grad += held.astype(grad.dtype)

@@ -75,7 +75,7 @@ def _analyse(compiled) -> KernelFacts:
                        tuple(f for f in grads_written.values() if f not in zeroed),
                        tuple(grads_loaded.values()),
                        frozenset(f for k, f in loaded.items() if k not in not_own),
-                       tuple(f for f in loaded.values() if f.grad is not None),
+                       tuple(f for f in loaded.values() if f.has_grad),
                        first_grad_load)
 
 

@@ -493,7 +493,7 @@ class LaunchChecker:
                 self.grad_point[grad] = (values, held[1], held[2])
 
     def python_read(self, fld, index, value):
-        if self.tape is not None and fld.grad is not None:
+        if self.tape is not None and fld.has_grad:
             self.python_reads[float(value)] = (fld, index, user_loc())
 
     def python_write(self, fld, index, loc=None) -> Access:
@@ -575,14 +575,14 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
             taint.setdefault(target, entry)
         return
     for target, sources, loc in facts.dependencies:
-        differentiable = [s for s in sources if s.grad is not None or s in taint]
+        differentiable = [s for s in sources if s.has_grad or s in taint]
         if not differentiable:
             continue
-        if target.grad is None:
+        if not target.has_grad:
             taint.setdefault(target, (loc, kernel_name))
             continue
         for source in differentiable:
-            if source.grad is None:
+            if not source.has_grad:
                 checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
                     written_at=taint[source][0], writer=taint[source][1]))
@@ -612,7 +612,7 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
     if derivations is None:
         found = {}
         for target, sources, loc in facts.dependencies:
-            differentiable = [s for s in sources if s is not target and s.grad is not None]
+            differentiable = [s for s in sources if s is not target and s.has_grad]
             found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
         derivations = compiled.derivations = tuple(found.items())
     for target, derived in derivations:
@@ -644,7 +644,7 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
     may be meant)."""
     for fld in facts.loaded:
         derived = checker.derived_outside_tape.get(fld)
-        if derived is None or fld in checker.warned_in_tape or fld.grad is None or \
+        if derived is None or fld in checker.warned_in_tape or not fld.has_grad or \
                 fld in facts.loaded_own:     # (it reads only what it wrote itself, in the Tape)
             continue
         kernel, loc, source, spans = derived

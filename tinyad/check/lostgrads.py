@@ -92,8 +92,8 @@ class LostGradients:
         """A Tape recorded a launch of a no-grad kernel: the fields it derives from
         differentiated fields get no gradient through it."""
         for target, sources, loc in kernel_facts(launch.compiled).dependencies:
-            source = next((s for s in sources if s is not target and s.grad is not None), None)
-            if source is not None and target.grad is not None:
+            source = next((s for s in sources if s is not target and s.has_grad), None)
+            if source is not None and target.has_grad:
                 self.cut.setdefault(target, (launch.kernel, loc, source))
 
     def forward_launch(self, facts, kernel_name: str) -> None:
