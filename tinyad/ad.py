@@ -17,6 +17,7 @@ import numpy as np
 from tinyad import undo
 from tinyad.backend import NO_CHECKS
 from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
+from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
 from tinyad.field import Field, settle_layout
@@ -62,6 +63,8 @@ def _clear_all(gradient_type, loc) -> None:
 class Tape(Recorder):
     """`with ti.ad.Tape(loss): ...` records launches, then differentiates them on exit."""
 
+    records_field_ops = True   # copy_from, fill, from_numpy, x[i] = v (tinyad/tapeops.py)
+
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
         self.clear_gradients = clear_gradients
@@ -79,6 +82,9 @@ class Tape(Recorder):
         self.modes: list = []        # per call: AutodiffMode.VALIDATION or .REVERSE, as Taichi
         self._call_kwargs: list = []   # per call: its keyword arguments (grad_check replays)
         self._grad_checker = None
+        self._written: set = set()     # the fields something recorded wrote (tapeops.py)
+        self._elements_set: set = set()   # (field, index) set in Python scope first
+        self._custom = False           # a grad_replaced function was recorded
 
     def __enter__(self):
         if self.entered:
@@ -132,6 +138,30 @@ class Tape(Recorder):
         """Called by each kernel launched while this Tape is active."""
         self._called(kernel, args, kwargs)
         self.entries.append((kernel.grad, args, kwargs, launch))
+        traced = kernel.last_traced
+        written = traced._written.get("primal")
+        if written is None:
+            written = traced._written["primal"] = ir.fields_written(traced.ir.body)
+        self._written.update(written)
+        self._checks.taped_launch(launch, kernel.is_no_grad)
+
+    def record_field_op(self, primal, adjoint, args, dst):
+        """A Python-scope write of `dst` (tinyad/tapeops.py): `primal(*args)` does it again (for
+        grad_check), `adjoint` is its gradient."""
+        self._called(primal, args, {})
+        later = functools.partial(_launches_after, self.entries, len(self.entries))
+        where = {"loc": self._loc and user_loc(), "later": later}
+        self.entries.append((adjoint, args, where, None))
+        if dst is not None:      # (an element write: noted by wrote_before already)
+            self._written.add(dst)
+
+    def wrote_before(self, fld, index) -> bool:
+        """Did something recorded in this Tape write element `index` of `fld`?"""
+        return fld in self._written or (fld, index) in self._elements_set
+
+    def note_set(self, fld, index) -> None:
+        """x[index] = v in Python scope, with nothing in this Tape writing x[index] before."""
+        self._elements_set.add((fld, index))
 
     def _called(self, primal, args, kwargs):
         self.calls.append((primal, args))
@@ -145,6 +175,7 @@ class Tape(Recorder):
         if primal is not None:
             self._called(primal, args, kwargs)
         self.entries.append((grad_fn, args, kwargs, None))
+        self._custom = True
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
@@ -153,6 +184,9 @@ class Tape(Recorder):
                 primal.autodiff_mode = AutodiffMode.NONE
         try:
             self._checks.end_tape(self._loc)
+            if exc_type is None and self.loss is not None and not self._custom and \
+                    not self.wrote_before(self.loss, ()):
+                self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
                 self.grad()
         except BaseException as error:
@@ -190,6 +224,11 @@ class Tape(Recorder):
         if self._grad_checker is not None:
             self._grad_checker.check([(primal, args, kwargs) for (primal, args), kwargs
                                       in zip(self.calls, self._call_kwargs)])
+
+
+def _launches_after(entries: list, index: int) -> list:
+    """The checker's records of the launches recorded after entry `index` (None: unchecked)."""
+    return [launch for *_, launch in entries[index + 1:]]
 
 
 _VALIDATION_CLASSES: dict = {}

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from tinyad import undo
+from tinyad import tapeops, undo
 from tinyad.absent import AbsentTwin
 from tinyad.core import types as T
 from tinyad.core.errors import (
@@ -350,6 +350,8 @@ class Field:
         if self.element_shape:
             return _ElementView(self, index, value.tolist())
         runtime.backend.checks.python_read(self, index, value)
+        if self.role == "grad":
+            tapeops.gradient_read(self)
         return value.item()
 
     def __setitem__(self, key, value):
@@ -359,12 +361,14 @@ class Field:
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
         self._python_wrote(index)
+        tapeops.element_written(self, index)
 
-    def _python_will_write(self):
+    def _python_will_write(self, loc=None):
         """Before a Python-scope write: a Tape's undo log and the rule checker (fast mode's
-        copies) may need the values it is about to replace."""
+        copies) may need the values it is about to replace. `loc`: the user's line where
+        tinyad writes for the user (a Tape clearing gradients), None for the user's own write."""
         undo.before_python_write(self)
-        runtime.backend.checks.python_will_write(self)
+        runtime.backend.checks.python_will_write(self, loc)
 
     def _python_wrote(self, index=None, loc=None):
         """Tell the rule checker (where the backend has one) about a Python-scope write."""
@@ -373,9 +377,15 @@ class Field:
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
         array = _storage().to_host(self)
+        if self.role == "grad":
+            tapeops.gradient_read(self)
         return array.astype(dtype) if dtype is not None else array.copy()
 
     def from_numpy(self, array) -> None:
+        self._load(array)
+        tapeops.loaded(self, array)
+
+    def _load(self, array) -> None:
         self._require_placed()
         array = np.asarray(array)
         expected = self._shape + self.element_shape
@@ -403,12 +413,19 @@ class Field:
         """fill(value), which tinyad does for the user's line `loc` (a Tape clearing its loss;
         None: a fill of the user's own)."""
         self._require_placed()
-        self._python_will_write()
+        self._python_will_write(loc)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote(None, loc)
+        if loc is None:
+            tapeops.filled(self, value)
 
     def copy_from(self, other: "Field") -> None:
-        self.from_numpy(_storage().to_host(other))
+        """Inside a Tape, recorded and differentiated as Taichi's copy kernel (tapeops.py)."""
+        if not isinstance(other, Field):
+            raise TinyadTypeError("Cannot copy from a non-field object", hint="copy_from takes "
+                                  "a field (from_numpy takes an array)")
+        self._load(_storage().to_host(other))
+        tapeops.copied(self, other)
 
 
 def _storage():

@@ -75,6 +75,16 @@ class LaunchRecorder(Recorder):
         self.launches.append(RecordedLaunch(kernel.ir_for(templates).ir, scalars,
                                             kernel.fn.__name__))
 
+    replays_field_ops = True
+
+    def record_field_op(self, operation, dst, argument):
+        """dst.copy_from(src) or dst.fill(v) inside `run`: replayed as the kernel Taichi runs
+        for it (tinyad/tapekernels.py)."""
+        from tinyad import tapekernels  # noqa: PLC0415  (it defines kernels: on first use)
+        found = tapekernels.replay(operation, dst, argument)
+        if found is not None:
+            self.record(found[0], found[1], {})
+
 
 def record_launches(run) -> list[RecordedLaunch]:
     """Call `run()` once and return the kernel launches it made, in order."""

@@ -23,6 +23,7 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
 from tinyad.core.notices import note
@@ -171,11 +172,14 @@ class LaunchChecker:
         # field -> (kernel, store loc, source field, leading-index spans derived); spans are
         # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
         self.derived_outside_tape: dict = {}
+        # what the current Tape's launches derive (None: not derived), for the Tapes after it
+        self.derived_in_tape: dict = {}
         self.written_in_tape: dict = {}       # field -> spans taped launches may have written
         self.warned_in_tape: set = set()
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
+        self.lost = LostGradients(self)       # gradients lost around a Tape (lostgrads.py)
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -386,14 +390,23 @@ class LaunchChecker:
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.written_in_tape, self.warned_in_tape = {}, set()
+        self.derived_in_tape = {}
+        self.lost.tape_begins()
 
     def end_tape(self, loc=None):
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
+        for fld, derived in self.derived_in_tape.items():   # what the next Tape finds
+            if derived is None:
+                self.derived_outside_tape.pop(fld, None)
+            else:
+                self.derived_outside_tape[fld] = derived
+        self.derived_in_tape = {}
 
     def tape_differentiated(self):
         """The latest Tape's backward pass has run."""
+        self.lost.backward_done(self.backward_loc)
         self.backward_loc = None
 
     def find_launch(self, compiled, scalars) -> Launch | None:
@@ -490,10 +503,26 @@ class LaunchChecker:
         access = Access("python write", loc or user_loc(), None, None, None, None, self.tick())
         if fld.role == "grad":
             self.gradient_cleared(fld, access.time)
+            self.lost.gradient_written(fld, index, access.loc)
         elif fld.role == "primal":
             self.primal_changed[fld] = access
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+            if self.tape is not None:
+                self.derived_in_tape[fld] = None
         return access
+
+    def python_copy(self, dst, src) -> None:
+        """dst.copy_from(src) (after its python_write): dst is derived as src is. Inside a
+        Tape, the copy reads src as a taped kernel would."""
+        derived = self.derived_in_tape.get(src) if src in self.derived_in_tape else \
+            self.derived_outside_tape.get(src)
+        if self.tape is not None and src not in self.derived_in_tape:
+            _check_computed_before_tape(self, CopyFacts(dst, src, user_loc()),
+                                        f"{dst.name}.copy_from({src.name})", None)
+        if derived is not None:
+            derived = (f"{dst.name}.copy_from({src.name})", user_loc(), *derived[2:])
+            (self.derived_in_tape if self.tape is not None else self.derived_outside_tape)[
+                dst] = derived
 
 
 # ---- before a forward launch ----------------------------------------------------------------
@@ -504,6 +533,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     {field: spans written}) of leading indices (None: every row of every field it touches), or
     a function that works them out, called only if a check needs them (most launches' do not)."""
     facts = kernel_facts(compiled)
+    checker.lost.forward_launch(facts, kernel_name)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)
     time = checker.tick()
@@ -523,6 +553,9 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         return
     if checker.derived_outside_tape:     # (it changes only outside a Tape)
         _check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
+    if not checker.in_custom_primal:     # (for the Tapes after this one)
+        _remember_derivations(checker, compiled, facts, kernel_name, rows,
+                              checker.derived_in_tape)
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -570,9 +603,11 @@ def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
 
 
 def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
-                          kernel_name: str, rows) -> None:
+                          kernel_name: str, rows, into: dict | None = None) -> None:
     """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
-    needs a gradient (which stores do is worked out once per kernel)."""
+    needs a gradient (which stores do is worked out once per kernel). Inside one, `into` is
+    the Tape's derived_in_tape, where a field not derived is marked None."""
+    derived_fields = checker.derived_outside_tape if into is None else into
     derivations = getattr(compiled, "derivations", None)
     if derivations is None:
         found = {}
@@ -582,16 +617,19 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
         derivations = compiled.derivations = tuple(found.items())
     for target, derived in derivations:
         if derived is None:
-            checker.derived_outside_tape.pop(target, None)
+            if into is None:
+                derived_fields.pop(target, None)
+            else:
+                derived_fields[target] = None
             continue
         rows = _rows_now(rows)
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
-        held = checker.derived_outside_tape.get(target)
+        held = derived_fields.get(target)
         if held is not None:
             spans = span_union(held[3], spans)
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
-        checker.derived_outside_tape[target] = (*derived, spans)
+        derived_fields[target] = (*derived, spans)
 
 
 def _rows_now(rows):

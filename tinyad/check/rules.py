@@ -401,6 +401,95 @@ def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: 
             f"without needs_grad if {field} is meant to be a constant")
 
 
+# ---- gradients lost around a Tape (tinyad/check/lostgrads.py, tinyad/tapeops.py) -------------
+
+def gradient_read_inside_tape(*, gradient: str, read_loc: SrcLoc | None,
+                              tape_loc: SrcLoc | None) -> Report:
+    """A warning: a gradient read in Python scope while the Tape records. It may be meant (a
+    look at the zeros), but a step that uses it uses a stale gradient."""
+    return Report(
+        rule="Gradient read inside the Tape (warning)",
+        summary=f"{gradient} is read inside the Tape, before its backward pass ran.",
+        field=gradient, earlier=_tape_line(tape_loc),
+        read=Access(kind="read", loc=read_loc), write_replaces_read=False,
+        consequence=f"{gradient} holds zeros here (the Tape cleared it on entry) or an earlier "
+                    "iterate's gradient: the backward pass fills it when the `with` block ends, "
+                    "so an optimiser step taken here uses the wrong gradient",
+        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where the gradient of "
+            "this iterate is")
+
+
+def no_grad_kernel_on_path(*, kernel: str, field: str, source: str, write_loc: SrcLoc,
+                           taped_kernel: str, read_loc: SrcLoc) -> Report:
+    """A warning, not an error: ti.ad.no_grad says the gradient stops there, which may be meant."""
+    return Report(
+        rule="No-grad kernel on the loss path (warning)",
+        summary=f"the no-grad kernel {kernel} computes {field} from {source}, and the taped "
+                f"kernel {taped_kernel} reads {field}.",
+        kernel=taped_kernel, field=field,
+        write=Access(kind="store", loc=write_loc, kernel=kernel),
+        read=Access(kind="read", loc=read_loc, kernel=taped_kernel), write_replaces_read=False,
+        consequence=f"the Tape skips {kernel}'s adjoint: the gradient reaches {field}.grad and "
+                    f"stops, so {source}.grad gets nothing through {field}",
+        fix=f"drop @ti.ad.no_grad from {kernel} if {field} should pass the gradient on, or "
+            f"read ti.stop_grad({source}[...]) in it to say that the gradient stops there")
+
+
+def loss_written_after_tape(*, loss: str, kernel: str, write_loc: SrcLoc,
+                            tape_loc: SrcLoc | None) -> SilentZeroRuleError:
+    """Nothing inside the Tape wrote its loss; a kernel after it does."""
+    return SilentZeroRuleError(Report(
+        rule="Loss computed after the Tape",
+        summary=f"{kernel} computes {loss}, the Tape's loss, after the Tape closed; nothing "
+                "inside the Tape wrote it.",
+        kernel=kernel, field=loss, earlier=_tape_line(tape_loc),
+        write=Access(kind="store", loc=write_loc, kernel=kernel),
+        consequence=f"the Tape differentiated a {loss} that its kernels never computed: every "
+                    "gradient it produced is zero",
+        fix=f"launch {kernel} inside the `with ti.ad.Tape({loss}):` block, after the kernels "
+            "it reads from"))
+
+
+def gradient_cleared_before_read(*, gradient: str, clear_loc: SrcLoc | None,
+                                 read_loc: SrcLoc | None, tape_loc: SrcLoc | None,
+                                 reader: str | None = None) -> Report:
+    """A warning: reading zeros may be meant (a test that clearing works). `reader`: the kernel
+    that read it (None: Python scope)."""
+    return Report(
+        rule="Gradient cleared before it was read (warning)",
+        summary=f"{gradient} was cleared after the Tape's backward pass and before anything "
+                "read the gradient it computed.",
+        kernel=reader, field=gradient,
+        earlier=[*_tape_line(tape_loc, "backward"), Access(kind="clear", loc=clear_loc)],
+        read=Access(kind="read", loc=read_loc, kernel=reader),
+        consequence=f"the read gets zeros instead of the Tape's gradient in {gradient}",
+        fix=f"read {gradient} (take the optimiser step) before clearing it; a new Tape clears "
+            "the gradients itself (clear_gradients=True)")
+
+
+def gradient_discarded_by_load(*, field: str, write_loc: SrcLoc | None, kernel: str | None,
+                               read_loc: SrcLoc | None) -> Report:
+    """A warning: from_numpy inside a Tape sets constants, as Taichi's kernel for it does."""
+    return Report(
+        rule="Gradient stopped by from_numpy (warning)",
+        summary=f"{field}.from_numpy(...) inside the Tape sets {field} to constants, and the "
+                f"backward pass throws away the gradient {field} received"
+                + (f" from {kernel}." if kernel else "."),
+        kernel=kernel, field=field,
+        write=Access(kind="from_numpy", loc=write_loc),
+        read=Access(kind="read", loc=read_loc, kernel=kernel) if read_loc else None,
+        write_replaces_read=False,
+        consequence=f"whatever the values came from gets no gradient ({field}.grad ends zero, "
+                    "as in Taichi): a copy through numpy (to_numpy, then from_numpy) cuts the "
+                    "gradient",
+        fix=f"copy between fields with {field}.copy_from(...) or in a kernel, which the Tape "
+            f"differentiates; if {field} is a parameter, load it before the Tape")
+
+
+def _tape_line(loc: SrcLoc | None, kind: str = "Tape") -> list:
+    return [Access(kind=kind, loc=loc)] if loc is not None else []
+
+
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "SecondWriteRuleError", "ReadDuringAccumulationRuleError", "StaleGradientRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
@@ -411,4 +500,6 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",
-           "computed_before_tape"]
+           "computed_before_tape", "gradient_read_inside_tape", "no_grad_kernel_on_path",
+           "loss_written_after_tape", "gradient_cleared_before_read",
+           "gradient_discarded_by_load"]
