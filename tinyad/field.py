@@ -5,15 +5,11 @@ is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
 """
 from __future__ import annotations
 
-import ast
-import inspect
-import os
-import re
-
 import numpy as np
 
 from tinyad import tapeops, undo
 from tinyad.absent import AbsentTwin
+from tinyad.allocation import allocate, normalize_shape
 from tinyad.core import types as T
 from tinyad.core.errors import (
     TinyadError,
@@ -23,102 +19,11 @@ from tinyad.core.errors import (
     index_range,
 )
 from tinyad.core.notices import note as runtime_note
-from tinyad.core.srcloc import user_frame
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
-
-_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(?::[^=]*)?=(?!=)")
-
-
-def _caller_variable_name() -> str | None:
-    """`x` in `x = ti.field(...)` (`self.x` in `self.x = ...`), read from the user's calling
-    line, so errors can name it."""
-    frame = user_frame()
-    if frame is None:
-        return None
-    if frame.f_code.co_name == "<lambda>" and frame.f_back is not None:
-        # DiffTaichi's `vec = lambda: ti.Vector.field(2, dtype=real)`, then `v = vec()`: v
-        outer = _assigned_name(frame.f_back)
-        if outer is not None:
-            return outer
-    return _assigned_name(frame)
-
-
-def _assigned_name(frame) -> str | None:
-    info = inspect.getframeinfo(frame, context=1)
-    line = info.code_context[0] if info.code_context else ""
-    match = _ASSIGNED_NAME.match(line)
-    if match is not None:
-        return match.group(1)
-    return _tuple_target(frame, line) if "," in line.split("=", 1)[0] else None
-
-
-def _tuple_target(frame, line: str) -> str | None:
-    """`b` in `a, b = ti.field(...), ti.field(...)`: the target whose value holds the call the
-    frame is making, told apart by the call's column (the code's positions, Python 3.11+)."""
-    try:
-        statement = ast.parse(line.strip()).body[0]
-        _, _, column, _ = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-    except (SyntaxError, IndexError, AttributeError):
-        return None
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Tuple)
-            and isinstance(statement.value, ast.Tuple) and column is not None):
-        return None
-    column -= len(line) - len(line.lstrip())     # (the statement was parsed without its indent)
-    for target, value in zip(statement.targets[0].elts, statement.value.elts):
-        if isinstance(target, ast.Name) and value.col_offset <= column < value.end_col_offset:
-            return target.id
-    return None
-
-
-def normalize_shape(shape) -> tuple[int, ...] | None:
-    if shape is None:
-        return None
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    shape = tuple(int(s) for s in shape)
-    if any(s <= 0 for s in shape):   # Taichi: every dimension of a field must be positive
-        raise TinyadTypeError(f"field shape {shape} has a {'zero' if 0 in shape else 'negative'} "
-                              "extent: every dimension of a field must be at least 1",
-                              hint="use shape=() for a single value" if 0 in shape else
-                              "extents count elements: use positive numbers")
-    return shape
-
-
-def _physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):   # not a POSIX system: no check
-        return None
-
-
-def _bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} bytes"
-
-
-def allocate(fld, shape: tuple) -> np.ndarray:
-    """The zeroed array of `fld`, after checking that it can fit in memory at all: a field too
-    big gets a clear error with its size before anything is allocated."""
-    full = shape + fld.element_shape
-    size = int(np.prod(full, dtype=object)) * fld.dtype.np().itemsize
-    memory = _physical_memory()
-    if memory is not None and size > memory:
-        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
-                                 f"{_bytes(size)}, more than this machine's memory "
-                                 f"({_bytes(memory)})", hint="make the field smaller")
-    try:
-        return np.zeros(full, dtype=fld.dtype.np)
-    except MemoryError:
-        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
-                                 f"{_bytes(size)}, which could not be allocated",
-                                 hint="make the field smaller, or free memory") from None
+from tinyad.varnames import caller_variable_name
 
 
 class Field:
@@ -463,9 +368,9 @@ def _as_element(value, element_shape, name):
 def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
           layout=None) -> Field:
     if isinstance(dtype, (VectorType, MatrixType)):   # ti.field(ti.math.vec3, n), as Taichi
-        return _typed_field(dtype, shape, name or _caller_variable_name(), offset, needs_grad,
+        return _typed_field(dtype, shape, name or caller_variable_name(), offset, needs_grad,
                             needs_dual)
-    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual,
+    return Field(dtype, shape, (), name or caller_variable_name(), needs_grad, needs_dual,
                  offset=offset)
 
 
@@ -473,19 +378,19 @@ def _typed_field(kind, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
     """A field of a vector or matrix type: `vec3.field(shape=n)`, `ti.field(vec3, n)`."""
     dtype = kind.dtype if kind.dtype is not None else float    # ti.math.vec3: default_fp
-    return Field(dtype, shape, kind.shape, name or _caller_variable_name(), needs_grad,
+    return Field(dtype, shape, kind.shape, name or caller_variable_name(), needs_grad,
                  needs_dual, offset=offset)
 
 
 def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual,
+    return Field(dtype, shape, (int(n),), name or caller_variable_name(), needs_grad, needs_dual,
                  offset=offset)
 
 
 def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    return Field(dtype, shape, (int(n), int(m)), name or _caller_variable_name(), needs_grad,
+    return Field(dtype, shape, (int(n), int(m)), name or caller_variable_name(), needs_grad,
                  needs_dual, offset=offset)
 
 
