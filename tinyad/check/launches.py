@@ -23,6 +23,7 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
 from tinyad.core.notices import note
@@ -176,6 +177,7 @@ class LaunchChecker:
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
+        self.races = RaceWatch()      # parallel conflicts, and where their values went
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -229,6 +231,8 @@ class LaunchChecker:
         self.latest[(compiled, scalars)] = launch
         if superseded is not None and superseded.adjoint_runs and not superseded.tape:
             self.superseded(superseded)
+        if self.races.tainted:
+            self.races.follow(self, launch)
         return launch
 
     def superseded(self, launch: Launch) -> None:
@@ -493,6 +497,8 @@ class LaunchChecker:
         elif fld.role == "primal":
             self.primal_changed[fld] = access
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+            if not index:           # the whole field (or its one element)
+                self.races.forget(fld)
         return access
 
 
