@@ -198,6 +198,8 @@ class LaunchChecker:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
+        if self.races.tainted:      # (before the launch is filed: this may raise)
+            self.races.follow(self, launch)
         if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
             alike = self.undifferentiated.get((compiled, scalars))
             if alike is None:
@@ -231,8 +233,6 @@ class LaunchChecker:
         self.latest[(compiled, scalars)] = launch
         if superseded is not None and superseded.adjoint_runs and not superseded.tape:
             self.superseded(superseded)
-        if self.races.tainted:
-            self.races.follow(self, launch)
         return launch
 
     def superseded(self, launch: Launch) -> None:

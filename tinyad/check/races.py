@@ -69,11 +69,11 @@ class RaceWatch:
         raced = [f for f in ir.fields_of(launch.compiled.ir.body)
                  if f.name == field_name and f.role == "primal"]
         reached = reach(launch.compiled, raced) if raced else set()
-        for fld in reached:
-            self.tainted.setdefault(fld, error.report)
         # (a field not found by its name: kept an error, as nothing can be proven of it)
         verdict = not raced or sink(launch.compiled, reached) is not None
-        if not verdict or not now:
+        if not verdict or not now:      # (raised now, it stops the program: nothing to watch)
+            for fld in reached:
+                self.tainted.setdefault(fld, error.report)
             self._warn(error.report)
         self.verdicts[key] = verdict
         return verdict
