@@ -8,7 +8,8 @@ value. From that it checks, element by element:
   changed after a read whose value the adjoint kernel replays (Global Data Access Rules 1 and 2,
   reads during accumulation). Which reads matter is exact: the loads that survive in the kernel's
   adjoint IR;
-* that no two iterations of a parallel loop touch one element in conflicting ways;
+* that no two iterations of a parallel loop touch one element in conflicting ways (an error
+  where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
 * when an adjoint kernel runs, that each load it replays reads the value the forward read
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
