@@ -238,7 +238,7 @@ class FastBackend(Backend):
         depend on it (check/races.py decides; elsewhere it was shown as a warning)."""
         now = self.checker.tape is not None
         if isinstance(error, ParallelConflictRuleError) and not self.checker.races.decide(
-                self.checker, record, error.report.field, lambda: error, now):
+                record, error.report.field, lambda: error, now):
             return
         if now:
             self.checker.report(error)

@@ -206,8 +206,7 @@ class LoggedMemory(Memory):
     def _race(self, fld, make_error):
         """A conflict between two iterations: an error only where a gradient can depend on it
         (check/races.py decides; elsewhere it was shown as a warning)."""
-        if self.checker.races.decide(self.checker, self.launch, fld.name, make_error,
-                                     now=not self.scope.deferred):
+        if self.checker.races.decide(self.launch, fld.name, make_error, not self.scope.deferred):
             self._raise(make_error)
 
     # ---- the three kinds of access -------------------------------------------------------

@@ -49,7 +49,7 @@ class RaceWatch:
         # check_one_launch): the conflicts found, handed to fast mode's checker to decide.
         self.collected: list | None = None
 
-    def decide(self, checker, launch, field_name: str, make_error, now: bool) -> bool:
+    def decide(self, launch, field_name: str, make_error, now: bool) -> bool:
         """A conflict between two iterations of `launch` on the field named `field_name`, whose
         ParallelConflictRuleError `make_error()` builds: -> True when it is an error (the caller
         raises it, or keeps it for the launch's adjoint, as for every rule); False when it was
