@@ -166,8 +166,8 @@ def _flows(compiled) -> tuple:
 def _dependencies(body) -> dict:
     """For each field a kernel writes: every field its stores' values, indices, enclosing
     branches and loop bounds may depend on, through locals, flow-insensitively (a fixed point,
-    as locals feed each other around loops). A loop or kernel that can be left early (`break`,
-    `return`) makes everything in it depend on every condition in it."""
+    as locals feed each other around loops). A branch that leaves a loop or the kernel early
+    (`break`, `return`) makes everything in it depend on its condition."""
     local: dict = {}          # local name -> fields its value may depend on
     into: dict = {}           # written field -> fields
 
@@ -181,11 +181,12 @@ def _dependencies(body) -> dict:
                     out |= local.get(sub.name, set())
         return out
 
-    def exits(block) -> set:
-        stmts = list(ir.walk_stmts(block))
-        if not any(isinstance(s, (ir.Break, ir.Return)) for s in stmts):
-            return set()
-        return of(s.cond for s in stmts if isinstance(s, (ir.If, ir.While)))
+    def leaves(block) -> bool:
+        return any(isinstance(s, (ir.Break, ir.Return)) for s in ir.walk_stmts(block))
+
+    def exits(block) -> set:      # the conditions of the branches that leave early
+        return of(s.cond for s in ir.walk_stmts(block)
+                  if isinstance(s, ir.If) and leaves(s.then + s.orelse))
 
     def add(table, key, found) -> bool:
         held = table.setdefault(key, set())
