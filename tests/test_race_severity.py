@@ -99,6 +99,10 @@ def test_the_same_race_is_an_error_where_the_loss_depends_on_the_counter(fields,
     def pick():
         loss[None] += x[count[None]] ** 3     # the counter steers a differentiable read
 
+    @ti.kernel
+    def add_count():
+        loss[None] += ti.cast(count[None], ti.f64)    # the loss holds it (no read replayed)
+
     with ti.ad.Tape(loss=loss):           # the counter stays off the gradient: a warning
         race()
         total()
@@ -111,6 +115,12 @@ def test_the_same_race_is_an_error_where_the_loss_depends_on_the_counter(fields,
     assert report.element_text == "count[]"
     assert report.write.loc.line == line_of(race, "count[None] = ti.max")
     assert "pick reads them from count in a read its adjoint replays" in report.consequence
+    with pytest.raises(ti.ParallelConflictRuleError) as info, ti.ad.Tape(loss=loss):
+        race()
+        total()
+        add_count()
+    assert "add_count stores them into loss, which has a gradient" in \
+        info.value.report.consequence
 
 
 def test_a_race_before_the_tape_carried_into_an_index_in_it_is_an_error(fields, capsys):
