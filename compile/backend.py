@@ -25,6 +25,7 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check.facts import kernel_facts
+from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
                             cuda_unavailable_reason)
 from tinyad.compile.accessrecord import AccessRecorder
@@ -68,8 +69,9 @@ class FastBackend(Backend):
         self.checker = (FastChecker(config.check, self.storage.to_host)
                         if config.check != "off" else None)
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
-        # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
-        # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
+        # (traced, scalars, rng, launch number) -> the rules one launch breaks within itself (its
+        # parallel conflicts, then its first other violation): interp/backend.py's
+        # check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
@@ -204,8 +206,7 @@ class FastBackend(Backend):
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             self._say_unchecked(traced, hazards[0], size)
             return None
-        error = self.element_checker(traced, scalars, self.rng, record.number)
-        if error is not None:
+        for error in self.element_checker(traced, scalars, self.rng, record.number):
             self._launch_problem(record, error)
         return None
 
@@ -233,8 +234,13 @@ class FastBackend(Backend):
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if
-        ever) the launch is differentiated."""
-        if self.checker.tape is not None:
+        ever) the launch is differentiated. A parallel conflict only where a gradient can
+        depend on it (check/races.py decides; elsewhere it was shown as a warning)."""
+        now = self.checker.tape is not None
+        if isinstance(error, ParallelConflictRuleError) and not self.checker.races.decide(
+                record, error.report.field, lambda: error, now):
+            return
+        if now:
             self.checker.report(error)
         else:
             record.add_problem(error)

@@ -24,6 +24,7 @@ import numpy as np
 from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
 from tinyad.check.lostgrads import CopyFacts, LostGradients
+from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
 from tinyad.core.notices import note
@@ -180,6 +181,7 @@ class LaunchChecker:
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
         self.lost = LostGradients(self)       # gradients lost around a Tape (lostgrads.py)
+        self.races = RaceWatch()      # parallel conflicts, and where their values went
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -200,6 +202,8 @@ class LaunchChecker:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
+        if self.races.tainted:      # (before the launch is filed: this may raise)
+            self.races.follow(self, launch)
         if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
             alike = self.undifferentiated.get((compiled, scalars))
             if alike is None:
@@ -509,6 +513,8 @@ class LaunchChecker:
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
             if self.tape is not None:
                 self.derived_in_tape[fld] = None
+            if not index:           # the whole field (or its one element)
+                self.races.forget(fld)
         return access
 
     def python_copy(self, dst, src) -> None:

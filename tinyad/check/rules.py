@@ -158,6 +158,31 @@ def parallel_conflict(*, kernel: str, field: str, element: tuple, earlier: Acces
             "in order with ti.loop_config(serialize=True)"))
 
 
+def parallel_conflict_off_the_gradient(report: Report) -> Report:
+    """A warning, not an error: a parallel conflict whose values no gradient depends on (yet):
+    an integer counter or statistic (tinyad/check/races.py decides)."""
+    return dataclasses.replace(
+        report, rule="Parallel loop conflict (warning)",
+        consequence=f"none so far: what the iterations leave in {report.field} depends on "
+                    "their schedule (in Taichi too), but no gradient taken so far depends on "
+                    "it; if one comes to (through a field with a gradient, or a value an "
+                    "adjoint replays), this becomes an error",
+        fix="use an atomic, whose result does not depend on the order: "
+            "ti.atomic_max(c[None], v) instead of c[None] = ti.max(c[None], v), c[None] += 1 "
+            "for a count; or run the loop in order with ti.loop_config(serialize=True)")
+
+
+def parallel_conflict_reaches_gradient(report: Report, *, kernel: str, field: str,
+                                       loc: SrcLoc, how: str) -> ParallelConflictRuleError:
+    """A parallel conflict shown as a warning, whose values a later kernel carries into a
+    gradient: the conflict's report, with where its values went."""
+    use = ("stores them into " + field + ", which has a gradient" if how == "stored" else
+           "reads them from " + field + " in a read its adjoint replays")
+    return ParallelConflictRuleError(dataclasses.replace(
+        report, consequence=f"{kernel} {use} (line {loc.line}): the gradient depends on the "
+                            "schedule of the loop that raced"))
+
+
 def overwrite_after_read(*, field: str, element: tuple, read: Access, write: Access,
                          first_write: Access | None, first_accumulation: Access | None):
     """The rule `write` breaks by changing an element after `read`, whose value the adjoint
@@ -495,6 +520,7 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
            "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
+           "parallel_conflict_off_the_gradient", "parallel_conflict_reaches_gradient",
            "replay_divergence", "custom_gradient_reads_changed", "random_in_adjoint",
            "custom_gradient_assigns",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
