@@ -40,8 +40,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from benchmarks import ratios
-from benchmarks.process import run_module
+from . import PACKAGE, ratios, tables
+from .process import run_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -102,8 +103,8 @@ def describe(args):
 def peer_command(peer, name):
     """(module, flags) that run workload `name` under `peer`."""
     if peer == "taichi":
-        return f"benchmarks.{name}", ["--taichi"]
-    return f"benchmarks.peers.{peer}_{name}", []
+        return f"{PACKAGE}.{name}", ["--taichi"]
+    return f"{PACKAGE}.peers.{peer}_{name}", []
 
 
 def median_run(results):
@@ -114,7 +115,7 @@ def median_run(results):
 
 def measure_workload(name, sizes, repeats, cache, peers, rounds=1):
     """Rows (workload, size label, mode, result, reference) for one workload."""
-    module, rows = f"benchmarks.{name}", []
+    module, rows = f"{PACKAGE}.{name}", []
     for k, size in enumerate(sizes):
         common = ["--repeats", str(repeats)]
         if size.interp:
@@ -161,16 +162,16 @@ def deviation(result, reference):
     return worst
 
 
-def table(rows):
-    head = (f"{'workload':<12} {'size':<24} {'mode':<12} {'start s':>7} {'compile s':>9} "
-            f"{'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} {'/unchecked':>10} {'loss':>12} "
-            f"{'check':>9}")
-    lines = [head, "-" * len(head)]
+def table(rows, width=None):
+    head = (f"{'workload':<12} {'size':<24} {'mode':<12} ",
+            f"{'start s':>7} {'compile s':>9} {'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} "
+            f"{'/unchecked':>10} {'loss':>11} {'check':>8}")
+    lines = []
     fast = {(w, s): r for w, s, m, r, _ in rows if m == "fast warm" and "error" not in r}
     for workload, size, mode, r, reference in rows:
-        start = f"{workload:<12} {size:<24} {mode:<12}"
+        key = f"{workload:<12} {size:<24} {mode:<12} "
         if "error" in r:
-            lines.append(f"{start} error: {r['error']}")
+            lines.append((key, f"error: {r['error']}"))
             continue
         tinyad = fast.get((workload, size))
         peer = mode.split()[0] in ratios.PEERS
@@ -182,10 +183,10 @@ def table(rows):
             reference = {"loss": tinyad["loss"], **tinyad["grads"]}   # the same as tinyad's?
         dev = deviation(r, reference)
         check = "" if dev is None else f"{dev:.1e}"
-        lines.append(f"{start} {r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
-                     f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>8} {cost:>10} "
-                     f"{r['loss']:>12.7g} {check:>9}")
-    return "\n".join(lines)
+        lines.append((key, f"{r['import_s']:>7.2f} {r['compile_s']:>9.2f} "
+                           f"{r['forward_s']:>8.4f} {r['fwd_bwd_s']:>9.4f} {ratio:>8} "
+                           f"{cost:>10} {r['loss']:>11.7g} {check:>8}"))
+    return "\n".join(tables.fit(head, lines, width))
 
 
 def overhead_line(result):
@@ -223,16 +224,16 @@ def main(argv=None):
                              "checked against the CPU (benchmarks/gpu.py)")
     args = parser.parse_args(argv)
     if args.arch == "cuda":
-        from benchmarks import gpu  # noqa: PLC0415
+        from . import gpu  # noqa: PLC0415
         return gpu.main(args, run)
     if args.interp_vs or args.interp_cost:
-        from benchmarks import interp_vs  # noqa: PLC0415
+        from . import interp_vs  # noqa: PLC0415
         suite = QUICK if args.quick else WORKLOADS
         names = args.only.split(",") if args.only else list(suite)
         print(interp_vs.compare(args.interp_vs, suite, names, args.repeats, describe))
         return None
     if args.concurrent:
-        from benchmarks import concurrent  # noqa: PLC0415
+        from . import concurrent  # noqa: PLC0415
         return concurrent.main(["--copies", str(args.concurrent),
                                 "--workload", args.only or "wave"])
     suite = QUICK if args.quick else WORKLOADS
@@ -253,7 +254,7 @@ def main(argv=None):
         for name in names:
             rows += measure_workload(name, suite[name], args.repeats, cache, peers, args.rounds)
             print(f"{name}: done", file=sys.stderr)
-        overhead = run("benchmarks.overhead",
+        overhead = run(f"{PACKAGE}.overhead",
                        ["--calls", "2000" if args.quick else "20000"]
                        + (["--taichi"] if taichi else []),
                        {"TINYAD_CACHE_DIR": os.path.join(cache, "overhead")})

@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from . import PACKAGE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {"wave": ["--n", "128", "--steps", "256"], "gravity": ["--n", "8", "--steps", "1000"],
          "mass_spring": ["--nx", "10", "--ny", "5", "--steps", "1024"],
@@ -33,7 +35,7 @@ SETTLE_S = 4.0      # from starting the copies to their common start: imports an
 def start(workload, repeats, env, start_at):
     full_env = dict(os.environ, **env, BENCH_START_AT=repr(start_at),
                     PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, "-m", f"benchmarks.{workload}", *SIZES[workload],
+    return subprocess.Popen([sys.executable, "-m", f"{PACKAGE}.{workload}", *SIZES[workload],
                              "--mode", "fast", "--repeats", str(repeats)], cwd=ROOT,
                             env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)

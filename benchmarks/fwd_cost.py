@@ -15,8 +15,9 @@ import time
 import numpy as np
 
 import tinyad as ti
-from benchmarks import gravity, mass_spring, mpm, wave
 from tinyad.runtime import runtime
+
+from . import gravity, mass_spring, mpm, wave
 
 # (name, build, reference sizes, parameter field, loss field)
 WORKLOADS = [("gravity", gravity.build, {"n": 1024, "steps": 100}, "x", "U"),

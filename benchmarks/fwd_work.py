@@ -19,10 +19,11 @@ import time
 import numpy as np
 
 import tinyad as ti
-from benchmarks.fwd_cost import SMALL, WORKLOADS, _field
 from tinyad.core import ir
 from tinyad.kernel import TracedKernel
 from tinyad.runtime import runtime
+
+from .fwd_cost import SMALL, WORKLOADS, _field
 
 
 def _trip(loop: ir.For, scalars: dict) -> int:
@@ -152,7 +153,7 @@ def measure(build, sizes, param, loss):
     param, loss = _field(param), _field(loss)
     seed = np.random.default_rng(0).uniform(-1, 1, param.dual.data.size).tolist()
     cleared = {id(f.dual): f.dual.data.nbytes for f in runtime.fields
-               if f.dual is not None and f.dual.is_placed}
+               if f.has_dual and f.dual.is_placed}
     with Recording() as primal:
         work.forward()
     work.reset()

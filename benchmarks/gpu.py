@@ -17,6 +17,8 @@ import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+from . import PACKAGE, tables
+
 SIZES = {
     "wave": [("256^2, 256 steps", ["--n", "256", "--steps", "256"]),
              ("1024^2, 256 steps", ["--n", "1024", "--steps", "256"])],
@@ -38,13 +40,13 @@ CPU_THREADS = "8"     # the CPU reference runs beside the GPU rows: leave them c
 
 def systems(name, peers):
     """(row label, module, flags, fresh cache) for each system measured on the GPU."""
-    rows = [("tinyad", f"benchmarks.{name}", ["--mode", "fast"], True),
-            ("tinyad checked", f"benchmarks.{name}", ["--mode", "fast", "--check", "error"],
+    rows = [("tinyad", f"{PACKAGE}.{name}", ["--mode", "fast"], True),
+            ("tinyad checked", f"{PACKAGE}.{name}", ["--mode", "fast", "--check", "error"],
              False)]
     if "taichi" in peers:
-        rows.append(("taichi", f"benchmarks.{name}", ["--taichi"], True))
+        rows.append(("taichi", f"{PACKAGE}.{name}", ["--taichi"], True))
     if "jax" in peers:
-        rows.append(("jax", f"benchmarks.peers.jax_{name}", [], True))
+        rows.append(("jax", f"{PACKAGE}.peers.jax_{name}", [], True))
     return rows
 
 
@@ -70,7 +72,7 @@ def measure(suite, names, peers, repeats, run):
                 env = {"TINYAD_CACHE_DIR": os.path.join(cache, f"cpu-{name}-{k}"),
                        "NUMBA_NUM_THREADS": CPU_THREADS}
                 references[name, label] = cpu_pool.submit(
-                    run, f"benchmarks.{name}", [*args, "--mode", "fast", "--repeats", "1"], env)
+                    run, f"{PACKAGE}.{name}", [*args, "--mode", "fast", "--repeats", "1"], env)
         for name in names:
             for k, (label, args) in enumerate(suite[name]):
                 gpu_cache = os.path.join(cache, f"gpu-{name}-{k}")
@@ -87,15 +89,16 @@ def measure(suite, names, peers, repeats, run):
     return rows
 
 
-def table(rows) -> str:
-    head = (f"{'workload':<12}{'size':<25}{'system':<15}{'arch':<5}{'compile s':>10}"
-            f"{'fwd+bwd s':>10}{'tinyad/x':>9}{'/unchecked':>11}{'loss':>13}{'vs cpu':>9}")
-    lines = [head, "-" * len(head)]
+def table(rows, width=None) -> str:
+    head = (f"{'workload':<12}{'size':<25}{'system':<15}",
+            f"{'arch':<5}{'compile s':>10}{'fwd+bwd s':>10}{'tinyad/x':>9}{'/unchecked':>11}"
+            f"{'loss':>13}{'vs cpu':>9}")
+    lines = []
     tinyad = {(w, s): r for w, s, m, r, _ in rows if m == "tinyad" and "error" not in r}
     for workload, size, system, r, reference in rows:
-        start = f"{workload:<12}{size[:24]:<25}{system:<15}"
+        key = f"{workload:<12}{size[:24]:<25}{system:<15}"
         if "error" in r:
-            lines.append(f"{start}error: {r['error']}"[:160])
+            lines.append((key, f"error: {r['error']}"[:160]))
             continue
         ours = tinyad.get((workload, size))
         ratio = (f"{ours['fwd_bwd_s'] / r['fwd_bwd_s']:.2f}"
@@ -103,10 +106,10 @@ def table(rows) -> str:
         cost = f"{r['fwd_bwd_s'] / ours['fwd_bwd_s']:.2f}" if ours and "checked" in system \
             else ""
         dev = None if system == "tinyad cpu" else deviation(r, reference)
-        lines.append(f"{start}{r.get('arch', '?'):<5}{r['compile_s']:>10.2f}"
-                     f"{r['fwd_bwd_s']:>10.4f}{ratio:>9}{cost:>11}{r['loss']:>13.7g}"
-                     f"{'' if dev is None else f'{dev:.1e}':>9}")
-    return "\n".join(lines)
+        lines.append((key, f"{r.get('arch', '?'):<5}{r['compile_s']:>10.2f}"
+                           f"{r['fwd_bwd_s']:>10.4f}{ratio:>9}{cost:>11}{r['loss']:>13.7g}"
+                           f"{'' if dev is None else f'{dev:.1e}':>9}"))
+    return "\n".join(tables.fit(head, lines, width))
 
 
 def main(args, run) -> None:

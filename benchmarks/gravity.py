@@ -12,7 +12,7 @@
 """
 import numpy as np
 
-from benchmarks.harness import Workload, run
+from .harness import Workload, run
 
 
 def build(ti, n, steps, dt=1e-5):

@@ -56,7 +56,7 @@ def ran_on(ti, args) -> str:
     """Where the work ran: "cpu" or "cuda" (tinyad falls back to the CPU without a GPU)."""
     if args.taichi:
         return args.arch
-    from tinyad.runtime import runtime   # noqa: PLC0415
+    from tinyad.runtime import runtime  # noqa: PLC0415
     return getattr(runtime.backend, "target", "cpu")
 
 

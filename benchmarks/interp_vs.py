@@ -24,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.process import run_module
+from . import tables
+from .process import run_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKS = ("off", "error")
@@ -94,43 +95,45 @@ def _ratio(a, b):
     return f"{a / b:.1f}x" if a and b else "-"
 
 
-def speedup_table(rev, rows) -> str:
-    head = (f"{'workload':<12} {'size':<28} {'check':<6} {'fwd then':>9} {'fwd now':>9} "
-            f"{'speed-up':>8} {'f+b then':>9} {'f+b now':>9} {'speed-up':>8}")
-    lines = [f"interp mode, now against {rev} (CPU seconds, medians; one process each, "
-             "side by side)", head, "-" * len(head)]
+def speedup_table(rev, rows, width=None) -> str:
+    head = (f"{'workload':<12} {'size':<28} {'check':<6} ",
+            f"{'fwd then':>9} {'fwd now':>9} {'speed-up':>8} {'f+b then':>9} {'f+b now':>9} "
+            f"{'speed-up':>8}")
+    lines = []
     for name, label, check, then, now, _ in rows:
-        start = f"{name:<12} {label:<28} {check:<6}"
+        key = f"{name:<12} {label:<28} {check:<6} "
         bad = [r["error"] for r in (then, now) if "error" in r]
         if bad:
-            lines.append(f"{start} error: {bad[0]}")
+            lines.append((key, f"error: {bad[0]}"))
             continue
-        lines.append(f"{start} {then['forward_cpu_s']:>9.4f} {now['forward_cpu_s']:>9.4f} "
-                     f"{_ratio(then['forward_cpu_s'], now['forward_cpu_s']):>8} "
-                     f"{then['fwd_bwd_cpu_s']:>9.4f} {now['fwd_bwd_cpu_s']:>9.4f} "
-                     f"{_ratio(then['fwd_bwd_cpu_s'], now['fwd_bwd_cpu_s']):>8}")
-    return "\n".join(lines)
+        lines.append((key, f"{then['forward_cpu_s']:>9.4f} {now['forward_cpu_s']:>9.4f} "
+                           f"{_ratio(then['forward_cpu_s'], now['forward_cpu_s']):>8} "
+                           f"{then['fwd_bwd_cpu_s']:>9.4f} {now['fwd_bwd_cpu_s']:>9.4f} "
+                           f"{_ratio(then['fwd_bwd_cpu_s'], now['fwd_bwd_cpu_s']):>8}"))
+    return "\n".join(tables.fit(head, lines, width, title=f"interp mode, now against {rev} "
+                                "(CPU seconds, medians; one process each, side by side)"))
 
 
-def cost_table(rows) -> str:
-    head = (f"{'workload':<12} {'size':<28} {'fwd':>6} {'fwd+bwd':>8} {'traced MB':>15} "
-            f"{'ratio':>6} {'rss MB':>13} {'ratio':>6}")
-    lines = ["what the checks cost in interp mode now: checked over unchecked, CPU seconds "
-             "and memory (traced MB: peak allocated by the workload, off / on)", head,
-             "-" * len(head)]
+def cost_table(rows, width=None) -> str:
+    head = (f"{'workload':<12} {'size':<28} ",
+            f"{'fwd':>6} {'fwd+bwd':>8} {'traced MB':>15} {'ratio':>6} {'rss MB':>13} "
+            f"{'ratio':>6}")
+    lines = []
     by = {(name, label, check): (now, memory) for name, label, check, _, now, memory in rows}
     for name, label in dict.fromkeys((r[0], r[1]) for r in rows):
         (off, off_mem), (on, on_mem) = by[name, label, "off"], by[name, label, "error"]
-        start = f"{name:<12} {label:<28}"
+        key = f"{name:<12} {label:<28} "
         bad = [r["error"] for r in (off, on, off_mem, on_mem) if "error" in r]
         if bad:
-            lines.append(f"{start} error: {bad[0]}")
+            lines.append((key, f"error: {bad[0]}"))
             continue
-        lines.append(
-            f"{start} {on['forward_cpu_s'] / off['forward_cpu_s']:>6.2f} "
+        lines.append((key,
+            f"{on['forward_cpu_s'] / off['forward_cpu_s']:>6.2f} "
             f"{on['fwd_bwd_cpu_s'] / off['fwd_bwd_cpu_s']:>8.2f} "
             f"{off_mem['traced_peak_mb']:>7.2f}/{on_mem['traced_peak_mb']:<7.2f} "
             f"{on_mem['traced_peak_mb'] / off_mem['traced_peak_mb']:>6.2f} "
             f"{off['peak_rss_mb']:>6.0f}/{on['peak_rss_mb']:<6.0f} "
-            f"{on['peak_rss_mb'] / off['peak_rss_mb']:>6.2f}")
-    return "\n".join(lines)
+            f"{on['peak_rss_mb'] / off['peak_rss_mb']:>6.2f}"))
+    return "\n".join(tables.fit(head, lines, width, title=(
+        "what the checks cost in interp mode now: checked over unchecked, CPU seconds and "
+        "memory (traced MB: peak allocated by the workload, off / on)")))

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from benchmarks.harness import Workload, run
+from .harness import Workload, run
 
 DT, M, K, DAMPING, G = 1e-3, 1.0, 1e4, 0.5, 9.8
 K_GROUND, K_FRICTION, GROUND_Y = 1e4, 5e3, 0.05

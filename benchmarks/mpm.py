@@ -18,7 +18,7 @@ the warm compile figures.
 # No `from __future__ import annotations`: Taichi reads the kernels' annotations (s: ti.i32).
 import numpy as np
 
-from benchmarks.harness import Workload, run
+from .harness import Workload, run
 
 
 def build(ti, n, grid, steps, dt=4e-4, nu=0.2, gravity=9.8, bound=3):

@@ -66,9 +66,9 @@ def plot(rows, peers, path):
     """Grouped bars of tinyad/peer per workload and size into path (a .png, or a directory for
     benchmarks.png in it): -> the file written, or why none was."""
     try:
-        import matplotlib                                    # noqa: PLC0415
+        import matplotlib  # noqa: PLC0415
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt                      # noqa: PLC0415
+        import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
         return "no plot: matplotlib is not installed (pip install -e \".[plot]\")"
     if os.path.isdir(path):

@@ -16,7 +16,7 @@
 # no `from __future__ import annotations`: Taichi reads the kernels' `t: ti.i32` annotations
 import numpy as np
 
-from benchmarks.harness import Workload, run
+from .harness import Workload, run
 
 C2 = 0.25
 

@@ -26,6 +26,7 @@ from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
+from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
                             cuda_unavailable_reason)
 from tinyad.compile.accessrecord import AccessRecorder
@@ -74,8 +75,9 @@ class FastBackend(Backend):
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None
-        # (traced, scalars, rng, launch number) -> the rule one launch breaks within itself, or
-        # None: interp/backend.py's check_one_launch, given by tinyad/backend.py's create().
+        # (traced, scalars, rng, launch number) -> the rules one launch breaks within itself (its
+        # parallel conflicts, then its first other violation): interp/backend.py's
+        # check_one_launch, given by tinyad/backend.py's create().
         self.element_checker = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
@@ -212,8 +214,7 @@ class FastBackend(Backend):
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             self._say_unchecked(traced, hazards[0], size)
             return None
-        error = self.element_checker(traced, scalars, self.rng, record.number)
-        if error is not None:
+        for error in self.element_checker(traced, scalars, self.rng, record.number):
             self._launch_problem(record, error)
         return None
 
@@ -241,8 +242,13 @@ class FastBackend(Backend):
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if
-        ever) the launch is differentiated."""
-        if self.checker.tape is not None:
+        ever) the launch is differentiated. A parallel conflict only where a gradient can
+        depend on it (check/races.py decides; elsewhere it was shown as a warning)."""
+        now = self.checker.tape is not None
+        if isinstance(error, ParallelConflictRuleError) and not self.checker.races.decide(
+                record, error.report.field, lambda: error, now):
+            return
+        if now:
             self.checker.report(error)
         else:
             record.add_problem(error)
@@ -287,7 +293,7 @@ class FastBackend(Backend):
         time, not this process's."""
         if self.target != "cpu" or traced in self.asked_ahead or not ahead.enabled():
             return
-        if any(f.role == "primal" and f.grad is not None and f.grad.requested
+        if any(f.role == "primal" and f.has_grad and f.grad.requested
                for f in ir.fields_of(traced.ir.body)):
             self._compile_adjoints_ahead([traced])
 

@@ -424,6 +424,7 @@ class FastChecker(PointCopies, LaunchChecker):
         if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
             if fld.role == "grad":
                 self.gradient_cleared(fld, self.tick())
+                self.lost.gradient_written(fld, index, loc)
             return None
         access = super().python_write(fld, index, loc)
         self.wrote((fld,))

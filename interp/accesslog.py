@@ -8,7 +8,8 @@ value. From that it checks, element by element:
   changed after a read whose value the adjoint kernel replays (Global Data Access Rules 1 and 2,
   reads during accumulation). Which reads matter is exact: the loads that survive in the kernel's
   adjoint IR;
-* that no two iterations of a parallel loop touch one element in conflicting ways;
+* that no two iterations of a parallel loop touch one element in conflicting ways (an error
+  where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
 * when an adjoint kernel runs, that each load it replays reads the value the forward read
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
@@ -202,6 +203,12 @@ class LoggedMemory(Memory):
         elif len(self.launch.problems) < DEFERRED_KEPT:
             self.launch.add_problem(make_error())
 
+    def _race(self, fld, make_error):
+        """A conflict between two iterations: an error only where a gradient can depend on it
+        (check/races.py decides; elsewhere it was shown as a warning)."""
+        if self.checker.races.decide(self.launch, fld.name, make_error, not self.scope.deferred):
+            self._raise(make_error)
+
     # ---- the three kinds of access -------------------------------------------------------
     def load(self, fld, index, site):
         # The hottest path of interp mode with checks on: kept inline on purpose.
@@ -282,7 +289,7 @@ class LoggedMemory(Memory):
                 if earlier is not None and earlier[3] != it:
                     if slot == other == SLOTS["store"] and same_value(earlier[4], value):
                         continue   # the same value stored twice: no race in the result
-                    self._raise(lambda: rules.parallel_conflict(
+                    self._race(key[0], lambda: rules.parallel_conflict(
                         kernel=self.launch.kernel, field=key[0].name, element=key[1],
                         earlier=as_access(earlier), later=self._access(kind, site, value)))
                     seen[other + 1] = None

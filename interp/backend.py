@@ -110,14 +110,17 @@ def _host(fld):
     return fld.host_array
 
 
-def check_one_launch(traced, scalars, rng, number: int):
+def check_one_launch(traced, scalars, rng, number: int) -> list:
     """Run one forward launch in the interpreter with the per-element log, on the fields as they
-    are now, then put every field it touched back: -> the first autodiff rule it breaks within
-    this launch (an AutodiffRuleError), or None. Fast mode calls this for a kernel whose IR does
-    not prove it free of in-launch hazards, when the program is small enough to interpret."""
+    are now, then put every field it touched back: -> the autodiff rules it breaks within this
+    launch (AutodiffRuleErrors): its parallel conflicts (one a field), which fast mode's checker
+    decides (check/races.py), then the first other violation. Fast mode calls this for a kernel
+    whose IR does not prove it free of in-launch hazards, when the program is small enough to
+    interpret."""
     checker = Checker("error")
     checker.launches = number - 1      # the report names the launch as fast mode counts it
     checker.begin_tape()               # a scope of its own that raises at the first violation
+    conflicts = checker.races.collected = []
     record = checker.new_launch(traced.ir.name, traced, scalars)
     replayed = kernel_facts(traced).replayed
     fields = ir.fields_of(traced.ir.body)
@@ -126,10 +129,10 @@ def check_one_launch(traced, scalars, rng, number: int):
         Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
                               echo=False)
     except AutodiffRuleError as error:
-        return error
+        return [*conflicts, error]
     except TinyadError:
-        return None      # not a rule: the compiled launch that follows behaves as it always has
+        pass             # not a rule: the compiled launch that follows behaves as it always has
     finally:
         for f, values in zip(fields, saved):
             f.data[...] = values
-    return None
+    return conflicts

@@ -363,7 +363,7 @@ class LoggedLanes(lanes.PlainLanes):
             narrow = fld.host_array.size < 2**31
             # the order check compares rows of fields with a gradient only (the rows a
             # launch's adjoint produces and a later launch reads)
-            graded = fld.grad is not None
+            graded = fld.has_grad
             for e in events:
                 loc = LOCS.code(e.site.loc)
                 flat = e.flat

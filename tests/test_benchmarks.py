@@ -134,3 +134,21 @@ def test_the_gpu_check_runs_and_compares_with_the_cpu(tmp_path):
     for row in rows[:2]:
         assert row[52:57].strip() == arch, proc.stdout
         assert float(row.split()[-1]) < 1e-4, proc.stdout       # "vs cpu": the same numbers
+
+
+def test_the_table_folds_its_rows_to_fit_an_80_column_terminal():
+    """At 80 columns a row's measures go on a line of their own (the one-line table is 120
+    columns and wrapped mid-number); in a file or a pipe, each row stays one line."""
+    from benchmarks.__main__ import table
+
+    result = {"import_s": 0.47, "compile_s": 9.4, "forward_s": 0.0022, "fwd_bwd_s": 0.0356,
+              "loss": -407.084, "grads": {}}
+    rows = [("gravity", "N=8, 100 steps", "fast warm", result, None),
+            ("gravity", "N=8, 100 steps", "fast checked", {"error": "a long message " * 9}, None)]
+    wide = table(rows, width=None).splitlines()
+    assert len(wide) == 4 and len(wide[0]) >= 100
+    narrow = table(rows, width=80).splitlines()
+    assert max(map(len, narrow)) < 80
+    assert narrow[3].startswith("gravity") and narrow[4].split() == \
+        ["0.47", "9.40", "0.0022", "0.0356", "-407.084"]
+    assert " ".join(narrow[6:]).split() == ["error:"] + ("a long message " * 9).split()

@@ -278,6 +278,19 @@ def test_bench_passes_its_arguments_to_the_benchmarks_from_any_directory(tmp_pat
     assert done.returncode != 0 and "nonesuch" in done.stdout + done.stderr
 
 
+def test_bench_runs_tinyads_benchmarks_beside_a_users_own_benchmarks_package(tmp_path):
+    """A user's project with its own `benchmarks/` package: `tinyad bench` ran that (it was
+    `python -m benchmarks`, and the working directory comes first on the path)."""
+    users = tmp_path / "benchmarks"
+    users.mkdir()
+    (users / "__init__.py").write_text("")
+    (users / "__main__.py").write_text("print('the user program ran')\n")
+    done = tinyad("bench", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "the user program ran" not in done.stdout
+    assert done.stdout.startswith("usage: tinyad bench")
+
+
 def test_an_error_in_a_terminal_wraps_between_words_and_keeps_its_source_lines(tmp_path,
                                                                               monkeypatch):
     """In a terminal (here 40 columns) the message and hint wrap at word boundaries, as the

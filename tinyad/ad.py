@@ -18,6 +18,7 @@ from tinyad import undo
 from tinyad.backend import NO_CHECKS
 from tinyad.check import nonfinite
 from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
+from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
 from tinyad.field import Field, settle_layout
@@ -53,8 +54,8 @@ def _clear_all(gradient_type, loc) -> None:
     """clear_all_gradients, done for the user's line `loc` (a Tape's; None: found per field)."""
     role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
     for f in runtime.fields:
-        twin = getattr(f, role)
-        grad_dual = f.grad.dual if f.grad is not None else None
+        twin = f.twin_field(role)
+        grad_dual = f.grad.dual if f.has_grad else None
         for other in (twin, grad_dual):
             if other is not None and other.is_placed:
                 other._fill(0, loc)
@@ -62,6 +63,8 @@ def _clear_all(gradient_type, loc) -> None:
 
 class Tape(Recorder):
     """`with ti.ad.Tape(loss): ...` records launches, then differentiates them on exit."""
+
+    records_field_ops = True   # copy_from, fill, from_numpy, x[i] = v (tinyad/tapeops.py)
 
     def __init__(self, loss=None, clear_gradients=True, validation=False, grad_check=None):
         self.loss = loss
@@ -81,6 +84,9 @@ class Tape(Recorder):
         self._call_kwargs: list = []   # per call: its keyword arguments (grad_check replays)
         self._grad_checker = None
         self._began = None           # the checker's time when it began recording
+        self._written: set = set()     # the fields something recorded wrote (tapeops.py)
+        self._elements_set: set = set()   # (field, index) set in Python scope first
+        self._custom = False           # a grad_replaced function was recorded
 
     def __enter__(self):
         if self.entered:
@@ -94,7 +100,7 @@ class Tape(Recorder):
         loss = self.loss
         settle_layout()   # the layout is final now, as at a kernel launch
         if getattr(loss, "is_ndarray", False):   # any one-element ndarray, as in Taichi
-            if loss.grad is None:
+            if not loss.has_grad:
                 raise TinyadRuntimeError(
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "ndarrays that are required by autodiff.",
@@ -106,7 +112,7 @@ class Tape(Recorder):
             if not isinstance(loss, Field) or loss.shape != () or loss.element_shape:
                 raise TinyadRuntimeError("The loss of Tape must be a 0-D field, i.e. scalar",
                                          hint="declare it as ti.field(ti.f32, shape=())")
-            if loss.grad is None:
+            if not loss.has_grad:
                 raise TinyadRuntimeError(
                     "Gradients of loss are not allocated, please set needs_grad=True for all "
                     "fields that are required by autodiff.",
@@ -136,6 +142,30 @@ class Tape(Recorder):
         """Called by each kernel launched while this Tape is active."""
         self._called(kernel, args, kwargs)
         self.entries.append((kernel.grad, args, kwargs, launch))
+        traced = kernel.last_traced
+        written = traced._written.get("primal")
+        if written is None:
+            written = traced._written["primal"] = ir.fields_written(traced.ir.body)
+        self._written.update(written)
+        self._checks.taped_launch(launch, kernel.is_no_grad)
+
+    def record_field_op(self, primal, adjoint, args, dst):
+        """A Python-scope write of `dst` (tinyad/tapeops.py): `primal(*args)` does it again (for
+        grad_check), `adjoint` is its gradient."""
+        self._called(primal, args, {})
+        later = functools.partial(_launches_after, self.entries, len(self.entries))
+        where = {"loc": self._loc and user_loc(), "later": later}
+        self.entries.append((adjoint, args, where, None))
+        if dst is not None:      # (an element write: noted by wrote_before already)
+            self._written.add(dst)
+
+    def wrote_before(self, fld, index) -> bool:
+        """Did something recorded in this Tape write element `index` of `fld`?"""
+        return fld in self._written or (fld, index) in self._elements_set
+
+    def note_set(self, fld, index) -> None:
+        """x[index] = v in Python scope, with nothing in this Tape writing x[index] before."""
+        self._elements_set.add((fld, index))
 
     def _called(self, primal, args, kwargs):
         self.calls.append((primal, args))
@@ -149,6 +179,7 @@ class Tape(Recorder):
         if primal is not None:
             self._called(primal, args, kwargs)
         self.entries.append((grad_fn, args, kwargs, None))
+        self._custom = True
 
     def __exit__(self, exc_type, exc, tb):
         active_recorder.reset(self._token)
@@ -157,6 +188,9 @@ class Tape(Recorder):
                 primal.autodiff_mode = AutodiffMode.NONE
         try:
             self._checks.end_tape(self._loc)
+            if exc_type is None and self.loss is not None and not self._custom and \
+                    not self.wrote_before(self.loss, ()):
+                self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
                 self.grad()
         except BaseException as error:
@@ -224,6 +258,11 @@ class Tape(Recorder):
                                       in zip(self.calls, self._call_kwargs)])
 
 
+def _launches_after(entries: list, index: int) -> list:
+    """The checker's records of the launches recorded after entry `index` (None: unchecked)."""
+    return [launch for *_, launch in entries[index + 1:]]
+
+
 _VALIDATION_CLASSES: dict = {}
 
 
@@ -285,7 +324,7 @@ class FwdMode:
             if not isinstance(fld, Field):
                 raise TinyadTypeError(f"FwdMode takes fields for loss and param, got "
                                       f"{type(fld).__name__}")
-            if fld.dual is None:
+            if not fld.has_dual:
                 raise TinyadRuntimeError(
                     f"{fld.name} has no dual field: forward mode needs one for the loss and "
                     "the parameter", hint=f"declare {fld.name} with needs_dual=True (or call "

@@ -112,12 +112,29 @@ class CheckHooks:
     def python_read(self, field, index, value) -> None:
         """Python scope read one element of a field."""
 
-    def python_will_write(self, field) -> None:
-        """Python scope is about to write some of the field's elements."""
+    def python_will_write(self, field, loc=None) -> None:
+        """Python scope is about to write some of the field's elements (`loc`: the user's line
+        where tinyad writes for the user, such as a Tape clearing gradients; None otherwise)."""
 
     def python_write(self, field, index, loc=None) -> None:
         """Python scope wrote one element (`index`) or the whole field (`index` None), at the
         user's line `loc` (None: the checker finds it)."""
+
+    def python_copy(self, dst, src) -> None:
+        """dst.copy_from(src) has run (after its python_write)."""
+
+    def gradient_read(self, grad, tape_loc=None) -> None:
+        """Python scope read a gradient field (x.grad[i], x.grad.to_numpy()), inside the Tape
+        at line `tape_loc` if one is recording."""
+
+    def taped_launch(self, launch, no_grad: bool) -> None:
+        """A Tape recorded a kernel launch (`launch`: the checker's record of it)."""
+
+    def tape_loss_unwritten(self, loss, loc) -> None:
+        """The Tape at line `loc` ends, and nothing recorded in it wrote its loss."""
+
+    def warn_once(self, report) -> None:
+        """Show a warning's report, once per pair of lines it names."""
 
     def problems(self) -> list:
         """The violations found so far, one per bug (check="warn" collects them)."""
@@ -152,11 +169,29 @@ class CheckerHooks(CheckHooks):
     def python_read(self, field, index, value):
         self.checker.python_read(field, index, value)
 
-    def python_will_write(self, field):
+    def python_will_write(self, field, loc=None):
         self.checker.before_write(field)
+        if field.role == "grad" and loc is None:
+            self.checker.lost.gradient_will_change(field)
 
     def python_write(self, field, index, loc=None):
         self.checker.python_write(field, index, loc)
+
+    def python_copy(self, dst, src):
+        self.checker.python_copy(dst, src)
+
+    def gradient_read(self, grad, tape_loc=None):
+        self.checker.lost.gradient_read(grad, tape_loc)
+
+    def taped_launch(self, launch, no_grad):
+        if no_grad and launch is not None:
+            self.checker.lost.no_grad_launch(launch)
+
+    def tape_loss_unwritten(self, loss, loc):
+        self.checker.lost.loss_unwritten(loss, loc)
+
+    def warn_once(self, report):
+        self.checker.lost.warn_once(report)
 
     def problems(self):
         return list(self.checker.problems.values())

@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "input or output is not a terminal)")
     commands.add_parser("lessons", help="list the lessons")
     commands.add_parser("bench", add_help=False,
-                        help="python -m benchmarks: the four workloads in fast mode, side by "
+                        help="tinyad's benchmarks: the four workloads in fast mode, side by "
                              "side with Taichi, Warp and JAX where installed (its options "
                              "follow: tinyad bench --help)")
     sub = commands.add_parser("explain", help="show a kernel's source, IR and adjoint IR side by "
@@ -360,11 +360,11 @@ def _main(argv: list[str]) -> int:
 
 
 def _bench_command(bench_args: list[str]) -> int:
-    """`python -m benchmarks` with the same arguments, in its own process (it is the benchmarks
-    package's program, installed beside tinyad, not part of tinyad)."""
+    """tinyad's benchmarks (`python -m tinyad.benchmarks`) with the same arguments, in their own
+    process: from any directory, whatever the user's own folders are called."""
     import subprocess  # noqa: PLC0415
     try:
-        return subprocess.call([sys.executable, "-m", "benchmarks", *bench_args],
+        return subprocess.call([sys.executable, "-m", "tinyad.benchmarks", *bench_args],
                                env=dict(os.environ, TINYAD_BENCH_PROG="tinyad bench"))
     except KeyboardInterrupt:
         return 130

@@ -129,7 +129,7 @@ def values_panel(*fields) -> Panel:
     lines = []
     for f in fields:
         lines.append(f"{f.name} = {_short(f.to_numpy())}")
-        if f.grad is not None:
+        if f.has_grad:
             lines.append(f"{f.name}.grad = {_short(f.grad.to_numpy())}")
     return Panel("values and gradients", "\n".join(lines))
 

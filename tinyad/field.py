@@ -5,14 +5,11 @@ is an (N, 2) array. `shape` is the user's shape (N,), as in Taichi.
 """
 from __future__ import annotations
 
-import ast
-import inspect
-import os
-import re
-
 import numpy as np
 
-from tinyad import undo
+from tinyad import tapeops, undo
+from tinyad.absent import AbsentTwin
+from tinyad.allocation import allocate, normalize_shape
 from tinyad.core import types as T
 from tinyad.core.errors import (
     TinyadError,
@@ -22,108 +19,18 @@ from tinyad.core.errors import (
     index_range,
 )
 from tinyad.core.notices import note as runtime_note
-from tinyad.core.srcloc import user_frame
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
 from tinyad.taichi_internals import SNodeHandle
-
-_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(?::[^=]*)?=(?!=)")
-
-
-def _caller_variable_name() -> str | None:
-    """`x` in `x = ti.field(...)` (`self.x` in `self.x = ...`), read from the user's calling
-    line, so errors can name it."""
-    frame = user_frame()
-    if frame is None:
-        return None
-    if frame.f_code.co_name == "<lambda>" and frame.f_back is not None:
-        # DiffTaichi's `vec = lambda: ti.Vector.field(2, dtype=real)`, then `v = vec()`: v
-        outer = _assigned_name(frame.f_back)
-        if outer is not None:
-            return outer
-    return _assigned_name(frame)
-
-
-def _assigned_name(frame) -> str | None:
-    info = inspect.getframeinfo(frame, context=1)
-    line = info.code_context[0] if info.code_context else ""
-    match = _ASSIGNED_NAME.match(line)
-    if match is not None:
-        return match.group(1)
-    return _tuple_target(frame, line) if "," in line.split("=", 1)[0] else None
-
-
-def _tuple_target(frame, line: str) -> str | None:
-    """`b` in `a, b = ti.field(...), ti.field(...)`: the target whose value holds the call the
-    frame is making, told apart by the call's column (the code's positions, Python 3.11+)."""
-    try:
-        statement = ast.parse(line.strip()).body[0]
-        _, _, column, _ = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-    except (SyntaxError, IndexError, AttributeError):
-        return None
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Tuple)
-            and isinstance(statement.value, ast.Tuple) and column is not None):
-        return None
-    column -= len(line) - len(line.lstrip())     # (the statement was parsed without its indent)
-    for target, value in zip(statement.targets[0].elts, statement.value.elts):
-        if isinstance(target, ast.Name) and value.col_offset <= column < value.end_col_offset:
-            return target.id
-    return None
-
-
-def normalize_shape(shape) -> tuple[int, ...] | None:
-    if shape is None:
-        return None
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    shape = tuple(int(s) for s in shape)
-    if any(s <= 0 for s in shape):   # Taichi: every dimension of a field must be positive
-        raise TinyadTypeError(f"field shape {shape} has a {'zero' if 0 in shape else 'negative'} "
-                              "extent: every dimension of a field must be at least 1",
-                              hint="use shape=() for a single value" if 0 in shape else
-                              "extents count elements: use positive numbers")
-    return shape
-
-
-def _physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):   # not a POSIX system: no check
-        return None
-
-
-def _bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} bytes"
-
-
-def allocate(fld, shape: tuple) -> np.ndarray:
-    """The zeroed array of `fld`, after checking that it can fit in memory at all: a field too
-    big gets a clear error with its size before anything is allocated."""
-    full = shape + fld.element_shape
-    size = int(np.prod(full, dtype=object)) * fld.dtype.np().itemsize
-    memory = _physical_memory()
-    if memory is not None and size > memory:
-        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
-                                 f"{_bytes(size)}, more than this machine's memory "
-                                 f"({_bytes(memory)})", hint="make the field smaller")
-    try:
-        return np.zeros(full, dtype=fld.dtype.np)
-    except MemoryError:
-        raise TinyadRuntimeError(f"field {fld.name} of shape {shape} ({fld.dtype}) needs "
-                                 f"{_bytes(size)}, which could not be allocated",
-                                 hint="make the field smaller, or free memory") from None
+from tinyad.varnames import caller_variable_name
 
 
 class Field:
     """One global field. `data` is its numpy array once its shape is known."""
 
     is_tinyad_field = True   # how the layers below the API recognise a field (core/ir.py)
+    is_ndarray = False
 
     def __init__(self, dtype, shape=None, element_shape=(), name=None, needs_grad=False,
                  needs_dual=False, primal=None, role="primal", offset=None):
@@ -135,8 +42,8 @@ class Field:
         self.name = name or f"field{len(runtime.fields)}"
         self.role = role          # "primal", "grad" or "dual"
         self.primal = primal      # for .grad/.dual fields: the field they belong to
-        self.grad: Field | None = None
-        self.dual: Field | None = None
+        self._grad: Field | None = None     # x.grad (a Field, or absent: see the properties)
+        self._dual: Field | None = None
         self.snode: SNode | None = None   # where ti.root...place() put it (shape= fields: none)
         # A grad field that exists so that the program can place it (Taichi gives every real
         # field one), but that nobody asked for yet: needs_grad, place(x.grad) or lazy_grad()
@@ -158,17 +65,17 @@ class Field:
                     "needs_grad=True or needs_dual=True",
                     hint="use ti.f32 or ti.f64, or drop needs_grad (integers have no gradient)")
             if needs_grad:
-                self.grad = self._twin("grad")
+                self._grad = self._twin("grad")
             elif self.dtype.is_float and shape is None:
-                self.grad = self._twin("grad")
-                self.grad.requested = False
+                self._grad = self._twin("grad")
+                self._grad.requested = False
                 _unrequested_grads.append(self)
             if needs_dual:
-                self.dual = self._twin("dual")
+                self._dual = self._twin("dual")
             elif self.dtype.is_float and shape is None:   # the same for a dual (place(x.dual))
-                self.dual = self._twin("dual")
-                self.dual.requested = False
-                if self.grad is None or self.grad.requested:
+                self._dual = self._twin("dual")
+                self._dual.requested = False
+                if self._grad is None or self._grad.requested:
                     _unrequested_grads.append(self)
             self._give_grad_a_dual()
         if shape is not None:
@@ -187,9 +94,9 @@ class Field:
     def _give_grad_a_dual(self) -> None:
         """A field with both twins gets x.grad.dual too: forward mode over an adjoint kernel
         (a Hessian-vector product) carries the gradient's tangent there."""
-        if self.grad is not None and self.dual is not None and self.grad.dual is None and \
-                self.dual.requested:
-            self.grad.dual = self.grad._twin("dual")
+        if self._grad is not None and self._dual is not None and self._grad.dual is None and \
+                self._dual.requested:
+            self._grad.dual = self._grad._twin("dual")
 
     def _twin(self, role: str) -> "Field":
         twin = Field(self.dtype, None, self.element_shape, f"{self.name}.{role}", primal=self,
@@ -208,7 +115,7 @@ class Field:
             raise TinyadRuntimeError(f"field {self.name} is already placed with shape "
                                      f"{self._shape}",
                                      hint="place each field once (a field's shape is fixed)")
-        partner = self.primal if self.role == "grad" else self.grad
+        partner = self.primal if self.role == "grad" else self._grad
         if partner is not None and partner._shape is not None and partner._shape != shape:
             raise TinyadTypeError(f"field {self.name} placed with shape {shape}, but "
                                   f"{partner.name} has shape {partner._shape}: a field and its "
@@ -223,11 +130,52 @@ class Field:
         if self.snode is None:   # shape=: as Taichi's ti.root.dense(shape).place(x)
             self.snode = _place_node(self, SNode(shape, parent=root, kind="dense"))
         self.host_array = allocate(self, shape)
-        for twin in (self.grad, self.dual):
+        for twin in (self._grad, self._dual):
             if twin is not None and twin._shape is None and twin.requested:
                 twin._place(shape)
 
     # ---- properties --------------------------------------------------------------------
+    @property
+    def grad(self):
+        """The gradient field. A float field without one (no needs_grad=True, lazy_grad or
+        place) gives an `AbsentTwin` that says so when used (tinyad/absent.py)."""
+        if self._grad is None and self._twin_may_be_absent():
+            return AbsentTwin(self, "grad")
+        return self._grad
+
+    @grad.setter
+    def grad(self, twin: Field | None) -> None:
+        self._grad = twin
+
+    @property
+    def dual(self):
+        """The tangent field of forward mode (needs_dual=True); absent as `grad` is."""
+        if self._dual is None and self._twin_may_be_absent():
+            return AbsentTwin(self, "dual")
+        return self._dual
+
+    @dual.setter
+    def dual(self, twin: Field | None) -> None:
+        self._dual = twin
+
+    def _twin_may_be_absent(self) -> bool:
+        """As Taichi: a float field's x.grad is an (empty) field object even without one; an
+        integer field's, an ndarray's and a twin's own twins are None."""
+        return self.role == "primal" and self.dtype.is_float and not self.is_ndarray
+
+    def twin_field(self, role: str) -> Field | None:
+        """x.grad ("grad") or x.dual ("dual") where it exists, else None (tinyad's own code asks
+        this; users get `grad`/`dual`)."""
+        return self._grad if role == "grad" else self._dual
+
+    @property
+    def has_grad(self) -> bool:
+        return self._grad is not None
+
+    @property
+    def has_dual(self) -> bool:
+        return self._dual is not None
+
     @property
     def shape(self) -> tuple[int, ...]:
         self._require_placed()
@@ -307,6 +255,8 @@ class Field:
         if self.element_shape:
             return _ElementView(self, index, value.tolist())
         runtime.backend.checks.python_read(self, index, value)
+        if self.role == "grad":
+            tapeops.gradient_read(self)
         return value.item()
 
     def __setitem__(self, key, value):
@@ -316,12 +266,14 @@ class Field:
         storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
         storage.invalidate(self)
         self._python_wrote(index)
+        tapeops.element_written(self, index)
 
-    def _python_will_write(self):
+    def _python_will_write(self, loc=None):
         """Before a Python-scope write: a Tape's undo log and the rule checker (fast mode's
-        copies) may need the values it is about to replace."""
+        copies) may need the values it is about to replace. `loc`: the user's line where
+        tinyad writes for the user (a Tape clearing gradients), None for the user's own write."""
         undo.before_python_write(self)
-        runtime.backend.checks.python_will_write(self)
+        runtime.backend.checks.python_will_write(self, loc)
 
     def _python_wrote(self, index=None, loc=None):
         """Tell the rule checker (where the backend has one) about a Python-scope write."""
@@ -330,9 +282,15 @@ class Field:
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
         array = _storage().to_host(self)
+        if self.role == "grad":
+            tapeops.gradient_read(self)
         return array.astype(dtype) if dtype is not None else array.copy()
 
     def from_numpy(self, array) -> None:
+        self._load(array)
+        tapeops.loaded(self, array)
+
+    def _load(self, array) -> None:
         self._require_placed()
         array = np.asarray(array)
         expected = self._shape + self.element_shape
@@ -360,12 +318,19 @@ class Field:
         """fill(value), which tinyad does for the user's line `loc` (a Tape clearing its loss;
         None: a fill of the user's own)."""
         self._require_placed()
-        self._python_will_write()
+        self._python_will_write(loc)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote(None, loc)
+        if loc is None:
+            tapeops.filled(self, value)
 
     def copy_from(self, other: "Field") -> None:
-        self.from_numpy(_storage().to_host(other))
+        """Inside a Tape, recorded and differentiated as Taichi's copy kernel (tapeops.py)."""
+        if not isinstance(other, Field):
+            raise TinyadTypeError("Cannot copy from a non-field object", hint="copy_from takes "
+                                  "a field (from_numpy takes an array)")
+        self._load(_storage().to_host(other))
+        tapeops.copied(self, other)
 
 
 def _storage():
@@ -403,9 +368,9 @@ def _as_element(value, element_shape, name):
 def field(dtype, shape=None, name=None, offset=None, needs_grad=False, needs_dual=False,
           layout=None) -> Field:
     if isinstance(dtype, (VectorType, MatrixType)):   # ti.field(ti.math.vec3, n), as Taichi
-        return _typed_field(dtype, shape, name or _caller_variable_name(), offset, needs_grad,
+        return _typed_field(dtype, shape, name or caller_variable_name(), offset, needs_grad,
                             needs_dual)
-    return Field(dtype, shape, (), name or _caller_variable_name(), needs_grad, needs_dual,
+    return Field(dtype, shape, (), name or caller_variable_name(), needs_grad, needs_dual,
                  offset=offset)
 
 
@@ -413,19 +378,19 @@ def _typed_field(kind, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
     """A field of a vector or matrix type: `vec3.field(shape=n)`, `ti.field(vec3, n)`."""
     dtype = kind.dtype if kind.dtype is not None else float    # ti.math.vec3: default_fp
-    return Field(dtype, shape, kind.shape, name or _caller_variable_name(), needs_grad,
+    return Field(dtype, shape, kind.shape, name or caller_variable_name(), needs_grad,
                  needs_dual, offset=offset)
 
 
 def vector_field(n, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    return Field(dtype, shape, (int(n),), name or _caller_variable_name(), needs_grad, needs_dual,
+    return Field(dtype, shape, (int(n),), name or caller_variable_name(), needs_grad, needs_dual,
                  offset=offset)
 
 
 def matrix_field(n, m, dtype, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> Field:
-    return Field(dtype, shape, (int(n), int(m)), name or _caller_variable_name(), needs_grad,
+    return Field(dtype, shape, (int(n), int(m)), name or caller_variable_name(), needs_grad,
                  needs_dual, offset=offset)
 
 
@@ -545,16 +510,13 @@ class SNode:
                 self.place(*f._leaves(), offset=offset)
             elif isinstance(f, Field):
                 if offset is not None:
-                    for each in (f, f.grad, f.dual):
+                    for each in (f, f._grad, f._dual):
                         if each is not None:
                             each.offset = _normalize_offset(offset)
                 f._place(self._shape)
                 f.snode = _place_node(f, self)
             elif f is None:
-                raise TinyadTypeError(
-                    "place() got None where a field belongs: x.grad is None when x has a shape= "
-                    "without needs_grad=True, or when the first kernel launch came before "
-                    "x.grad was placed")
+                raise TinyadTypeError("place() got None where a field belongs")
             else:
                 raise TinyadTypeError(f"place() takes fields, got {type(f).__name__}")
         return self
@@ -565,23 +527,23 @@ class SNode:
         for f in runtime.fields:
             if not f.dtype.is_float:
                 continue
-            if f.grad is None:
-                f.grad = f._twin("grad")
-            f.grad.requested = True
-            if f.is_placed and not f.grad.is_placed:
-                f.grad._place(f.shape)
-                f.grad.snode = _place_node(f.grad, f.snode.parent())   # beside x, as Taichi
+            if f._grad is None:
+                f._grad = f._twin("grad")
+            f._grad.requested = True
+            if f.is_placed and not f._grad.is_placed:
+                f._grad._place(f.shape)
+                f._grad.snode = _place_node(f._grad, f.snode.parent())   # beside x, as Taichi
             f._give_grad_a_dual()
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
-            if f.dtype.is_float and f.dual is None:
-                f.dual = f._twin("dual")
-            if f.dual is not None and not f.dual.requested:   # a placeholder: asked for now
-                f.dual.requested = True
-                if f.is_placed and not f.dual.is_placed:
-                    f.dual._place(f.shape)
-                    f.dual.snode = _place_node(f.dual, f.snode.parent())
+            if f.dtype.is_float and f._dual is None:
+                f._dual = f._twin("dual")
+            if f._dual is not None and not f._dual.requested:   # a placeholder: asked for now
+                f._dual.requested = True
+                if f.is_placed and not f._dual.is_placed:
+                    f._dual._place(f.shape)
+                    f._dual.snode = _place_node(f._dual, f.snode.parent())
             f._give_grad_a_dual()
 
     @property
@@ -613,7 +575,7 @@ def settle_layout() -> None:
     dual) field that was neither asked for (needs_grad, lazy_grad, ...) nor placed is dropped."""
     while _unrequested_grads:
         f = _unrequested_grads.pop()
-        if f.grad is not None and not f.grad.requested and not f.grad.is_placed:
-            f.grad = None
-        if f.dual is not None and not f.dual.requested and not f.dual.is_placed:
-            f.dual = None
+        if f._grad is not None and not f._grad.requested and not f._grad.is_placed:
+            f._grad = None
+        if f._dual is not None and not f._dual.requested and not f._dual.is_placed:
+            f._dual = None

@@ -75,6 +75,16 @@ class LaunchRecorder(Recorder):
         self.launches.append(RecordedLaunch(kernel.ir_for(templates).ir, scalars,
                                             kernel.fn.__name__))
 
+    replays_field_ops = True
+
+    def record_field_op(self, operation, dst, argument):
+        """dst.copy_from(src) or dst.fill(v) inside `run`: replayed as the kernel Taichi runs
+        for it (tinyad/tapekernels.py)."""
+        from tinyad import tapekernels  # noqa: PLC0415  (it defines kernels: on first use)
+        found = tapekernels.replay(operation, dst, argument)
+        if found is not None:
+            self.record(found[0], found[1], {})
+
 
 def record_launches(run) -> list[RecordedLaunch]:
     """Call `run()` once and return the kernel launches it made, in order."""
@@ -132,7 +142,7 @@ def _check_params(params, loss, need_grad=True, twin="grad") -> list[Field]:
                                   "gradients")
         if p is loss:
             raise TinyadTypeError(f"the loss {p.name} cannot also be a parameter")
-        other = getattr(p, twin)
+        other = p.twin_field(twin)
         if need_grad and (other is None or not other.is_placed):
             raise TinyadTypeError(
                 f"parameter {p.name} has no {'gradient' if twin == 'grad' else 'dual'} field",
@@ -311,7 +321,7 @@ def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol
         raise TinyadTypeError(f"verify: mode must be 'rev' or 'fwd', got {mode!r}")
     _check_loss(loss)
     params = _check_params(params, loss, twin="dual" if mode == "fwd" else "grad")
-    if mode == "fwd" and loss.dual is None:
+    if mode == "fwd" and not loss.has_dual:
         raise TinyadTypeError(f"the loss {loss.name} has no dual field",
                               hint=f"declare {loss.name} with needs_dual=True")
     _no_tape_active()
@@ -451,7 +461,7 @@ def formula(run, loss, params=None, simplify: bool = False, max_symbols: int = 2
     if params is None:
         used = {id(f): f for launch in launches for f in ir.fields_of(launch.kernel_ir.body)}
         params = [f for f in used.values() if f.role == "primal" and f is not loss and
-                  f.dtype.is_float and f.grad is not None]
+                  f.dtype.is_float and f.has_grad]
     params = _check_params(params, loss, need_grad=False)
     expr = SymbolicRun(launches, loss, params, start, max_symbols, timeout).formula()
     if simplify:
@@ -473,7 +483,7 @@ def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None =
     _check_loss(loss)
     params = _check_params(params, loss)
     _check_params(params, loss, twin="dual")
-    if loss.dual is None:
+    if not loss.has_dual:
         raise TinyadTypeError(f"the loss {loss.name} has no dual field",
                               hint=f"declare {loss.name} with needs_dual=True")
     _no_tape_active()

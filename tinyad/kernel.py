@@ -217,6 +217,7 @@ class Kernel:
                 np.copyto(value.copy_back_to, runtime.backend.storage.to_host(value))
         recorder = active_recorder.get()
         if recorder is not None:
+            self.last_traced = traced     # (what the Tape asks which fields it wrote)
             recorder.record(self, args, kwargs, launch)
         return result
 

@@ -16,13 +16,15 @@ import weakref
 
 import numpy as np
 
+from tinyad.allocation import normalize_shape
 from tinyad.core import types as T
 from tinyad.core.arrays import ArrayParam
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
-from tinyad.field import Field, _caller_variable_name, normalize_shape
+from tinyad.field import Field
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.runtime import runtime
+from tinyad.varnames import caller_variable_name
 
 
 class Ndarray(Field):
@@ -73,17 +75,17 @@ def ndarray(dtype, shape, needs_grad=False, name=None) -> Ndarray:
     """`ti.ndarray(dtype, shape, needs_grad=False)`: dtype a scalar type or ti.types.vector /
     ti.types.matrix (ti.math.vec3, ...)."""
     scalar, element_shape = _element_type(dtype)
-    return Ndarray(scalar, shape, element_shape, name or _caller_variable_name(), needs_grad)
+    return Ndarray(scalar, shape, element_shape, name or caller_variable_name(), needs_grad)
 
 
 def vector_ndarray(n, dtype, shape, needs_grad=False) -> Ndarray:
     """`ti.Vector.ndarray(3, ti.f32, shape)`: an ndarray of n-vectors."""
-    return ndarray(lang.VectorType(n, dtype), shape, needs_grad, _caller_variable_name())
+    return ndarray(lang.VectorType(n, dtype), shape, needs_grad, caller_variable_name())
 
 
 def matrix_ndarray(n, m, dtype, shape, needs_grad=False) -> Ndarray:
     """`ti.Matrix.ndarray(2, 3, ti.f32, shape)`: an ndarray of n x m matrices."""
-    return ndarray(lang.MatrixType(n, m, dtype), shape, needs_grad, _caller_variable_name())
+    return ndarray(lang.MatrixType(n, m, dtype), shape, needs_grad, caller_variable_name())
 
 
 Matrix.ndarray, Vector.ndarray = staticmethod(matrix_ndarray), staticmethod(vector_ndarray)

@@ -6,13 +6,15 @@ get gradients with needs_grad=True; integer members never have one (as in Taichi
 """
 from __future__ import annotations
 
+from tinyad.allocation import normalize_shape
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadAttributeError, TinyadTypeError
-from tinyad.field import _caller_variable_name, field, matrix_field, normalize_shape, vector_field
+from tinyad.field import field, matrix_field, vector_field
 from tinyad.frontend import structs
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.structs import Struct, StructType
+from tinyad.varnames import caller_variable_name
 
 
 class StructField:
@@ -143,7 +145,7 @@ def struct_field(members, shape=None, name=None, offset=None, needs_grad=False,
                  needs_dual=False, layout=None) -> StructField:
     """`ti.Struct.field({"a": ti.f32, "v": ti.types.vector(3, ti.f32)}, shape=n)`."""
     kinds = members.members if isinstance(members, StructType) else StructType(members).members
-    name = name or _caller_variable_name() or "struct"
+    name = name or caller_variable_name() or "struct"
     shape = normalize_shape(shape)
     fields = {}
     for member, kind in kinds.items():

@@ -61,4 +61,4 @@ class SNodeHandle:
         checker needs no bit: this says whether Taichi would have one."""
         placed = self._snode.placed
         return bool(runtime.config.debug and placed is not None and placed.role == "primal"
-                    and placed.grad is not None and placed.grad.is_placed)
+                    and placed.has_grad and placed.grad.is_placed)

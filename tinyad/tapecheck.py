@@ -41,7 +41,7 @@ class GradChecker:
             raise TinyadTypeError("grad_check should be a list of fields that need to check "
                                   "gradients.")
         for x in to_check:
-            if not isinstance(x, Field) or x.grad is None:
+            if not isinstance(x, Field) or not x.has_grad:
                 raise TinyadTypeError(f"grad_check: {getattr(x, 'name', x)!r} is not a field "
                                       "with needs_grad=True")
         self.loss = loss

@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from benchmarks.harness import Workload, measure  # noqa: F401  (Workload: for the modules)
+from ..harness import Workload, measure  # noqa: F401  (Workload: for the modules)
 
 SYSTEMS = ("warp", "jax")
 

@@ -4,7 +4,7 @@
 """
 import numpy as np
 
-from benchmarks.peers import Workload, run
+from . import Workload, run
 
 
 def build(jax, n, steps, dt=1e-5):

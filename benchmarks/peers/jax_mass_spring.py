@@ -4,7 +4,7 @@
 """
 import numpy as np
 
-from benchmarks.mass_spring import (
+from ..mass_spring import (
     DAMPING,
     DT,
     GROUND_Y,
@@ -17,7 +17,7 @@ from benchmarks.mass_spring import (
     M,
     lattice,
 )
-from benchmarks.peers import Workload, run
+from . import Workload, run
 
 
 def build(jax, nx, ny, steps):

@@ -6,7 +6,7 @@ recomputation by hand).
 """
 import numpy as np
 
-from benchmarks.peers import Workload, run
+from . import Workload, run
 
 # the 3 x 3 stencil's offsets, i major as in the tinyad module's ti.static loops
 OFFSETS = np.array([(i, j) for i in range(3) for j in range(3)], np.int32)

@@ -2,8 +2,8 @@
 
 `python -m benchmarks.peers.jax_wave --n 128 --steps 256` prints one JSON line.
 """
-from benchmarks.peers import Workload, run
-from benchmarks.wave import C2, inputs
+from ..wave import C2, inputs
+from . import Workload, run
 
 
 def build(jax, n, steps):

@@ -5,7 +5,7 @@ wp.Tape every step, as the tinyad module uses ti.ad.Tape(U).
 """
 import numpy as np
 
-from benchmarks.peers import Workload, run
+from . import Workload, run
 
 
 def build(wp, n, steps, dt=1e-5):

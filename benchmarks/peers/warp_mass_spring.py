@@ -5,7 +5,7 @@ wp.Tape over the trajectory, d loss / d amp from amp.grad.
 """
 import numpy as np
 
-from benchmarks.mass_spring import (
+from ..mass_spring import (
     DAMPING,
     DT,
     GROUND_Y,
@@ -18,7 +18,7 @@ from benchmarks.mass_spring import (
     M,
     lattice,
 )
-from benchmarks.peers import Workload, run, warp_taped
+from . import Workload, run, warp_taped
 
 
 def build(wp, nx, ny, steps):

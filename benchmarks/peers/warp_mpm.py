@@ -6,7 +6,7 @@ see an array overwritten; the tinyad module reuses one grid and recomputes it in
 """
 import numpy as np
 
-from benchmarks.peers import Workload, run, warp_taped
+from . import Workload, run, warp_taped
 
 
 def build(wp, n, grid, steps, dt=4e-4, nu=0.2, gravity=9.8, bound=3):

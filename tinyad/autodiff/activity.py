@@ -22,7 +22,7 @@ from tinyad.core.ops import TABLE, cast_keeps_gradient
 def twin_of(fld, twin: str):
     """The field's `twin` ("grad" or "dual") where a float field has one, else None (always
     None for twin=None: no field carries a derivative)."""
-    other = getattr(fld, twin, None) if twin is not None else None
+    other = fld.twin_field(twin) if twin is not None else None
     return other if other is not None and fld.dtype.is_float else None
 
 

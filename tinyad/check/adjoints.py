@@ -28,7 +28,7 @@ def before_adjoint(checker: LaunchChecker, compiled, kernel_name, launch, manual
         _check_order(checker, launch, facts, kernel_name)
         _check_rounds(checker, launch, facts, kernel_name)
         _check_second_adjoint(checker, launch, facts, kernel_name)
-    outputs = [f for f in facts.written if f.grad is not None]
+    outputs = [f for f in facts.written if f.has_grad]
     if not outputs:
         print_report(rules.no_output_gradient(kernel=kernel_name, call=user_loc()))
         return
@@ -106,7 +106,7 @@ def _check_order(checker, launch, facts, kernel_name):
     a kernel wrote that gradient by hand since the later launch: the user's own adjoint for it
     (PlasticineLab runs its svd_grad kernel in place of svd.grad())."""
     by_hand = checker.hand_gradient_at
-    produced = {f: rows for f, rows in rows_touched(launch)[1].items() if f.grad is not None}
+    produced = {f: rows for f, rows in rows_touched(launch)[1].items() if f.has_grad}
     if not produced:
         return
     later_ones = {}      # the launches after this one, awaiting their adjoint, that load them
@@ -120,7 +120,7 @@ def _check_order(checker, launch, facts, kernel_name):
                   and by_hand.get(f.grad, 0) < later.time]
         if not shared:
             continue
-        seeded = [f for f in later_facts.written if f.grad is not None and _seeded(f.grad, later)]
+        seeded = [f for f in later_facts.written if f.has_grad and _seeded(f.grad, later)]
         if seeded:
             checker.report(rules.adjoints_out_of_order(
                 kernel=kernel_name, launch=launch.number, later_kernel=later.kernel,
@@ -133,7 +133,7 @@ def _check_second_adjoint(checker, launch, facts, kernel_name):
     gradients still seeded (a store's adjoint consumes its seed; an atomic add's does not), onto
     gradients not cleared since: they would hold its gradient twice."""
     if not launch.adjoint_runs or not any(
-            f.grad is not None and _seeded(f.grad, launch) for f in facts.written):
+            f.has_grad and _seeded(f.grad, launch) for f in facts.written):
         return
     for grad in facts.adjoint_targets:
         if checker.grad_cleared_at.get(grad, 0) < launch.adjoint_at and grad.data.any():
@@ -161,7 +161,7 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
     checker.adjoint_ran(launch)
     time = checker.tick()
     for fld in kernel_facts(compiled).written:     # (the adjoint reads their gradients)
-        if fld.grad is not None:
+        if fld.has_grad:
             checker.grad_read_at[fld.grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
     for grad in kernel_facts(compiled).adjoint_targets:

@@ -27,6 +27,7 @@ class KernelFacts:
     loaded_own: frozenset   # primal fields each of whose loads reads what its own iteration
                             # wrote just before (core/analysis.py loads_after_own_stores)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
+    first_grad_load: dict   # .grad field -> loc of its first load
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -39,7 +40,7 @@ def kernel_facts(compiled) -> KernelFacts:
 def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
-    grads_written, grads_loaded = {}, {}
+    grads_written, grads_loaded, first_grad_load = {}, {}, {}
     own = analysis.loads_after_own_stores(compiled.ir)
     not_own = set()          # id() of the primal fields some load reads from before
     for stmt in ir.walk_stmts(body):
@@ -59,6 +60,7 @@ def _analyse(compiled) -> KernelFacts:
                         not_own.add(id(sub.field))
                 elif isinstance(sub, ir.Load) and sub.field.role == "grad":
                     grads_loaded.setdefault(id(sub.field), sub.field)
+                    first_grad_load.setdefault(sub.field, sub.loc)
     try:
         adjoint = compiled.adjoint_ir()
         replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
@@ -73,7 +75,8 @@ def _analyse(compiled) -> KernelFacts:
                        tuple(f for f in grads_written.values() if f not in zeroed),
                        tuple(grads_loaded.values()),
                        frozenset(f for k, f in loaded.items() if k not in not_own),
-                       tuple(f for f in loaded.values() if f.grad is not None))
+                       tuple(f for f in loaded.values() if f.has_grad),
+                       first_grad_load)
 
 
 def _dependencies(body) -> tuple:

@@ -23,6 +23,8 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check.lostgrads import CopyFacts, LostGradients
+from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report
 from tinyad.core.notices import note
@@ -171,11 +173,15 @@ class LaunchChecker:
         # field -> (kernel, store loc, source field, leading-index spans derived); spans are
         # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
         self.derived_outside_tape: dict = {}
+        # what the current Tape's launches derive (None: not derived), for the Tapes after it
+        self.derived_in_tape: dict = {}
         self.written_in_tape: dict = {}       # field -> spans taped launches may have written
         self.warned_in_tape: set = set()
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
         self.paths_checked: dict = {}
+        self.lost = LostGradients(self)       # gradients lost around a Tape (lostgrads.py)
+        self.races = RaceWatch()      # parallel conflicts, and where their values went
         # NaN and infinity in gradients (tinyad/check/nonfinite.py): whether to look (ti.init's
         # check_nonfinite), and the gradients (duals) found holding one, until next cleared
         self.checks_nonfinite = True
@@ -202,6 +208,8 @@ class LaunchChecker:
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
+        if self.races.tainted:      # (before the launch is filed: this may raise)
+            self.races.follow(self, launch)
         if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
             alike = self.undifferentiated.get((compiled, scalars))
             if alike is None:
@@ -392,15 +400,24 @@ class LaunchChecker:
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.written_in_tape, self.warned_in_tape = {}, set()
+        self.derived_in_tape = {}
+        self.lost.tape_begins()
 
     def end_tape(self, loc=None):
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
         self.nonfinite_batch = None
+        for fld, derived in self.derived_in_tape.items():   # what the next Tape finds
+            if derived is None:
+                self.derived_outside_tape.pop(fld, None)
+            else:
+                self.derived_outside_tape[fld] = derived
+        self.derived_in_tape = {}
 
     def tape_differentiated(self):
         """The latest Tape's backward pass has run."""
+        self.lost.backward_done(self.backward_loc)
         self.backward_loc = None
         batch, self.nonfinite_batch = self.nonfinite_batch, None
         if batch is not None:     # (tinyad/check/nonfinite.py: NaN and infinity, once a Tape)
@@ -491,7 +508,7 @@ class LaunchChecker:
                 self.grad_point[grad] = (values, held[1], held[2])
 
     def python_read(self, fld, index, value):
-        if self.tape is not None and fld.grad is not None:
+        if self.tape is not None and fld.has_grad:
             self.python_reads[float(value)] = (fld, index, user_loc())
 
     def python_write(self, fld, index, loc=None) -> Access:
@@ -501,12 +518,30 @@ class LaunchChecker:
         access = Access("python write", loc or user_loc(), None, None, None, None, self.tick())
         if fld.role == "grad":
             self.gradient_cleared(fld, access.time)
+            self.lost.gradient_written(fld, index, access.loc)
         elif fld.role == "primal":
             self.primal_changed[fld] = access
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
+            if self.tape is not None:
+                self.derived_in_tape[fld] = None
+            if not index:           # the whole field (or its one element)
+                self.races.forget(fld)
         else:
             self.nonfinite_seen.pop(fld, None)
         return access
+
+    def python_copy(self, dst, src) -> None:
+        """dst.copy_from(src) (after its python_write): dst is derived as src is. Inside a
+        Tape, the copy reads src as a taped kernel would."""
+        derived = self.derived_in_tape.get(src) if src in self.derived_in_tape else \
+            self.derived_outside_tape.get(src)
+        if self.tape is not None and src not in self.derived_in_tape:
+            _check_computed_before_tape(self, CopyFacts(dst, src, user_loc()),
+                                        f"{dst.name}.copy_from({src.name})", None)
+        if derived is not None:
+            derived = (f"{dst.name}.copy_from({src.name})", user_loc(), *derived[2:])
+            (self.derived_in_tape if self.tape is not None else self.derived_outside_tape)[
+                dst] = derived
 
 
 # ---- before a forward launch ----------------------------------------------------------------
@@ -517,6 +552,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     {field: spans written}) of leading indices (None: every row of every field it touches), or
     a function that works them out, called only if a check needs them (most launches' do not)."""
     facts = kernel_facts(compiled)
+    checker.lost.forward_launch(facts, kernel_name)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)
     time = checker.tick()
@@ -536,6 +572,9 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         return
     if checker.derived_outside_tape:     # (it changes only outside a Tape)
         _check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
+    if not checker.in_custom_primal:     # (for the Tapes after this one)
+        _remember_derivations(checker, compiled, facts, kernel_name, rows,
+                              checker.derived_in_tape)
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -555,14 +594,14 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
             taint.setdefault(target, entry)
         return
     for target, sources, loc in facts.dependencies:
-        differentiable = [s for s in sources if s.grad is not None or s in taint]
+        differentiable = [s for s in sources if s.has_grad or s in taint]
         if not differentiable:
             continue
-        if target.grad is None:
+        if not target.has_grad:
             taint.setdefault(target, (loc, kernel_name))
             continue
         for source in differentiable:
-            if source.grad is None:
+            if not source.has_grad:
                 checker.report(rules.missing_gradient_on_path(
                     kernel=kernel_name, field=source.name, read_loc=loc,
                     written_at=taint[source][0], writer=taint[source][1]))
@@ -583,28 +622,33 @@ def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
 
 
 def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
-                          kernel_name: str, rows) -> None:
+                          kernel_name: str, rows, into: dict | None = None) -> None:
     """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
-    needs a gradient (which stores do is worked out once per kernel)."""
+    needs a gradient (which stores do is worked out once per kernel). Inside one, `into` is
+    the Tape's derived_in_tape, where a field not derived is marked None."""
+    derived_fields = checker.derived_outside_tape if into is None else into
     derivations = getattr(compiled, "derivations", None)
     if derivations is None:
         found = {}
         for target, sources, loc in facts.dependencies:
-            differentiable = [s for s in sources if s is not target and s.grad is not None]
+            differentiable = [s for s in sources if s is not target and s.has_grad]
             found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
         derivations = compiled.derivations = tuple(found.items())
     for target, derived in derivations:
         if derived is None:
-            checker.derived_outside_tape.pop(target, None)
+            if into is None:
+                derived_fields.pop(target, None)
+            else:
+                derived_fields[target] = None
             continue
         rows = _rows_now(rows)
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
-        held = checker.derived_outside_tape.get(target)
+        held = derived_fields.get(target)
         if held is not None:
             spans = span_union(held[3], spans)
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
-        checker.derived_outside_tape[target] = (*derived, spans)
+        derived_fields[target] = (*derived, spans)
 
 
 def _rows_now(rows):
@@ -619,7 +663,7 @@ def _check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kern
     may be meant)."""
     for fld in facts.loaded:
         derived = checker.derived_outside_tape.get(fld)
-        if derived is None or fld in checker.warned_in_tape or fld.grad is None or \
+        if derived is None or fld in checker.warned_in_tape or not fld.has_grad or \
                 fld in facts.loaded_own:     # (it reads only what it wrote itself, in the Tape)
             continue
         kernel, loc, source, spans = derived

@@ -18,8 +18,8 @@ where the backend can see the violation.
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from tinyad.check.nonfinite_words import nonfinite_story
 from tinyad.check.report import ACCUMULATE, Access, Report, element_name, format_value
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.core.srcloc import SrcLoc, user_loc
@@ -162,6 +162,31 @@ def parallel_conflict(*, kernel: str, field: str, element: tuple, earlier: Acces
         fix="make the iterations independent: write results to a separate field (y[i] = "
             "f(x[i - 1]) instead of x[i] = f(x[i - 1])), accumulate with +=, or run the loop "
             "in order with ti.loop_config(serialize=True)"))
+
+
+def parallel_conflict_off_the_gradient(report: Report) -> Report:
+    """A warning, not an error: a parallel conflict whose values no gradient depends on (yet):
+    an integer counter or statistic (tinyad/check/races.py decides)."""
+    return dataclasses.replace(
+        report, rule="Parallel loop conflict (warning)",
+        consequence=f"none so far: what the iterations leave in {report.field} depends on "
+                    "their schedule (in Taichi too), but no gradient taken so far depends on "
+                    "it; if one comes to (through a field with a gradient, or a value an "
+                    "adjoint replays), this becomes an error",
+        fix="use an atomic, whose result does not depend on the order: "
+            "ti.atomic_max(c[None], v) instead of c[None] = ti.max(c[None], v), c[None] += 1 "
+            "for a count; or run the loop in order with ti.loop_config(serialize=True)")
+
+
+def parallel_conflict_reaches_gradient(report: Report, *, kernel: str, field: str,
+                                       loc: SrcLoc, how: str) -> ParallelConflictRuleError:
+    """A parallel conflict shown as a warning, whose values a later kernel carries into a
+    gradient: the conflict's report, with where its values went."""
+    use = ("stores them into " + field + ", which has a gradient" if how == "stored" else
+           "reads them from " + field + " in a read its adjoint replays")
+    return ParallelConflictRuleError(dataclasses.replace(
+        report, consequence=f"{kernel} {use} (line {loc.line}): the gradient depends on the "
+                            "schedule of the loop that raced"))
 
 
 def overwrite_after_read(*, field: str, element: tuple, read: Access, write: Access,
@@ -407,104 +432,105 @@ def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: 
             f"without needs_grad if {field} is meant to be a constant")
 
 
+# ---- gradients lost around a Tape (tinyad/check/lostgrads.py, tinyad/tapeops.py) -------------
+
+def gradient_read_inside_tape(*, gradient: str, read_loc: SrcLoc | None,
+                              tape_loc: SrcLoc | None) -> Report:
+    """A warning: a gradient read in Python scope while the Tape records. It may be meant (a
+    look at the zeros), but a step that uses it uses a stale gradient."""
+    return Report(
+        rule="Gradient read inside the Tape (warning)",
+        summary=f"{gradient} is read inside the Tape, before its backward pass ran.",
+        field=gradient, earlier=_tape_line(tape_loc),
+        read=Access(kind="read", loc=read_loc), write_replaces_read=False,
+        consequence=f"{gradient} holds zeros here (the Tape cleared it on entry) or an earlier "
+                    "iterate's gradient: the backward pass fills it when the `with` block ends, "
+                    "so an optimiser step taken here uses the wrong gradient",
+        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where the gradient of "
+            "this iterate is")
+
+
+def no_grad_kernel_on_path(*, kernel: str, field: str, source: str, write_loc: SrcLoc,
+                           taped_kernel: str, read_loc: SrcLoc) -> Report:
+    """A warning, not an error: ti.ad.no_grad says the gradient stops there, which may be meant."""
+    return Report(
+        rule="No-grad kernel on the loss path (warning)",
+        summary=f"the no-grad kernel {kernel} computes {field} from {source}, and the taped "
+                f"kernel {taped_kernel} reads {field}.",
+        kernel=taped_kernel, field=field,
+        write=Access(kind="store", loc=write_loc, kernel=kernel),
+        read=Access(kind="read", loc=read_loc, kernel=taped_kernel), write_replaces_read=False,
+        consequence=f"the Tape skips {kernel}'s adjoint: the gradient reaches {field}.grad and "
+                    f"stops, so {source}.grad gets nothing through {field}",
+        fix=f"drop @ti.ad.no_grad from {kernel} if {field} should pass the gradient on, or "
+            f"read ti.stop_grad({source}[...]) in it to say that the gradient stops there")
+
+
+def loss_written_after_tape(*, loss: str, kernel: str, write_loc: SrcLoc,
+                            tape_loc: SrcLoc | None) -> SilentZeroRuleError:
+    """Nothing inside the Tape wrote its loss; a kernel after it does."""
+    return SilentZeroRuleError(Report(
+        rule="Loss computed after the Tape",
+        summary=f"{kernel} computes {loss}, the Tape's loss, after the Tape closed; nothing "
+                "inside the Tape wrote it.",
+        kernel=kernel, field=loss, earlier=_tape_line(tape_loc),
+        write=Access(kind="store", loc=write_loc, kernel=kernel),
+        consequence=f"the Tape differentiated a {loss} that its kernels never computed: every "
+                    "gradient it produced is zero",
+        fix=f"launch {kernel} inside the `with ti.ad.Tape({loss}):` block, after the kernels "
+            "it reads from"))
+
+
+def gradient_cleared_before_read(*, gradient: str, clear_loc: SrcLoc | None,
+                                 read_loc: SrcLoc | None, tape_loc: SrcLoc | None,
+                                 reader: str | None = None) -> Report:
+    """A warning: reading zeros may be meant (a test that clearing works). `reader`: the kernel
+    that read it (None: Python scope)."""
+    return Report(
+        rule="Gradient cleared before it was read (warning)",
+        summary=f"{gradient} was cleared after the Tape's backward pass and before anything "
+                "read the gradient it computed.",
+        kernel=reader, field=gradient,
+        earlier=[*_tape_line(tape_loc, "backward"), Access(kind="clear", loc=clear_loc)],
+        read=Access(kind="read", loc=read_loc, kernel=reader),
+        consequence=f"the read gets zeros instead of the Tape's gradient in {gradient}",
+        fix=f"read {gradient} (take the optimiser step) before clearing it; a new Tape clears "
+            "the gradients itself (clear_gradients=True)")
+
+
+def gradient_discarded_by_load(*, field: str, write_loc: SrcLoc | None, kernel: str | None,
+                               read_loc: SrcLoc | None) -> Report:
+    """A warning: from_numpy inside a Tape sets constants, as Taichi's kernel for it does."""
+    return Report(
+        rule="Gradient stopped by from_numpy (warning)",
+        summary=f"{field}.from_numpy(...) inside the Tape sets {field} to constants, and the "
+                f"backward pass throws away the gradient {field} received"
+                + (f" from {kernel}." if kernel else "."),
+        kernel=kernel, field=field,
+        write=Access(kind="from_numpy", loc=write_loc),
+        read=Access(kind="read", loc=read_loc, kernel=kernel) if read_loc else None,
+        write_replaces_read=False,
+        consequence=f"whatever the values came from gets no gradient ({field}.grad ends zero, "
+                    "as in Taichi): a copy through numpy (to_numpy, then from_numpy) cuts the "
+                    "gradient",
+        fix=f"copy between fields with {field}.copy_from(...) or in a kernel, which the Tape "
+            f"differentiates; if {field} is a parameter, load it before the Tape")
+
+
+def _tape_line(loc: SrcLoc | None, kind: str = "Tape") -> list:
+    return [Access(kind=kind, loc=loc)] if loc is not None else []
 # ---- NaN and infinity in a gradient ------------------------------------------------------------
-
-# How to keep an op's argument where its value and derivative are finite, `{0}` its argument
-_GUARDS = {"sqrt": "ti.sqrt(ti.max({0}, 1e-12))", "log": "ti.log(ti.max({0}, 1e-12))",
-           "rsqrt": "ti.rsqrt(ti.max({0}, 1e-12))", "exp": "ti.exp(ti.min({0}, 80.0))",
-           "asin": "ti.asin(ti.min(ti.max({0}, -0.999999), 0.999999))",
-           "acos": "ti.acos(ti.min(ti.max({0}, -0.999999), 0.999999))",
-           "truediv": "{0} / ti.max({1}, 1e-12)", "pow": "ti.max({0}, 1e-12) ** {1}"}
-_WAY_OUT = ("If NaN or infinite gradients are intended, ti.init(check_nonfinite=False) turns "
-            "this check off.")
-
-
-def _singular_words(s, result) -> tuple[str, str]:
-    """(what is not finite, how the derivative kernel made `result` of it) for a primal
-    operation `s` (tinyad/check/nonfinite.py Singular)."""
-    at = ", ".join(format_value(a) for a in s.args)
-    infinite = next((p for p in s.partials if p is not None and math.isinf(p)), None)
-    if not math.isfinite(s.value):
-        what = f"{s.text} = {format_value(s.value)} at {at}"
-    else:
-        shown = "nan" if infinite is None else format_value(infinite)
-        what = f"{s.op}'({at}) = {shown}, the derivative of {s.op} at {at}"
-    if s.untaken is not None:
-        _, cond, value = s.untaken
-        return (f"0 * ({what}) in the branch ti.select did not take",
-                f"ti.select did not take {s.text} ({cond} is {value} here), so the adjoint "
-                "flowing into it is 0, and 0 times an infinite or NaN derivative is NaN (both "
-                "branches of a select are differentiated)")
-    if not math.isfinite(s.value):
-        return what, ("the forward pass computes this value itself (what it feeds is not "
-                      "finite either), and the derivative there is not finite")
-    zero = " (and inf * 0 is NaN)" if infinite is not None and math.isnan(result) else ""
-    return what, f"the adjoint multiplies the gradient flowing back by that derivative{zero}"
-
-
-def _nonfinite_fix(s) -> str:
-    guard = _GUARDS.get(s.op)
-    example = f" ({s.text} -> {guard.format(*s.arg_texts)})" if guard and s.arg_texts else ""
-    if s.untaken is not None:
-        return ("guard the argument, not the result: make the branch ti.select does not take "
-                f"safe to differentiate{example}, or select on the input of {s.op} instead of "
-                "on its output (an `if` is also safe: its branch not taken is not "
-                f"differentiated). {_WAY_OUT}")
-    return (f"guard the argument of {s.op}, not its result: keep it where {s.op} and its "
-            f"derivative are finite{example}, or handle that point in an `if`. {_WAY_OUT}")
-
 
 def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None,
                        writer: Access | None) -> NonFiniteGradientError:
     """A derivative kernel wrote NaN or infinity into a gradient (a tangent): `finding` says
-    where its value first went non-finite (tinyad/check/nonfinite.py NonFinite)."""
-    mode = "adjoint" if variant == "adjoint" else "tangent (forward mode)"
-    name = element_name(finding.field.name, finding.element)
-    derived = f"{kernel}.grad" if variant == "adjoint" else f"{kernel} (tangent)"
-    write = None if finding.loc is None else Access(
-        kind=f"`{finding.stmt}`", loc=finding.loc, kernel=derived, launch=launch,
-        iteration=finding.iteration, value=finding.value)
-    earlier, origin = [], finding.origin
-    cause_loc = origin and (origin.singular and origin.singular.loc or origin.loc)
-    if cause_loc:
-        earlier.append(Access(kind="cause", loc=cause_loc, kernel=derived, launch=launch,
-                              iteration=finding.iteration, value=origin.value))
-    fix = ("find where that value became non-finite and guard it there. " + _WAY_OUT)
-    if origin is not None and origin.singular is not None:
-        short, how = _singular_words(origin.singular, finding.value)
-        consequence = (f"{short}; {how}: {name} = {format_value(finding.value)}, and every "
-                       "gradient it flows into is wrong too")
-        fix = _nonfinite_fix(origin.singular)
-    elif origin is not None:
-        operands = ", ".join(f"{t} = {format_value(v)}" for t, v in origin.operands)
-        cause = ("division by zero" if origin.text.count("/") and any(
-            v == 0 for _, v in origin.operands[1:]) else "overflow or an undefined operation")
-        short = f"`{origin.text}` = {format_value(origin.value)} ({cause}, with {operands})"
-        consequence = (f"{short}, in the {mode} statement `{origin.stmt}`; {name} = "
-                       f"{format_value(finding.value)}")
-    elif finding.loaded is not None and finding.loaded[0].role == "primal":
-        source = element_name(finding.loaded[0].name, finding.loaded[1])
-        short = f"the primal value {source} is already {format_value(finding.loaded[2])}"
-        by = "" if writer is None else (f" (last written by {writer.kernel or 'Python scope'}"
-                                        + (f", line {writer.loc.line})" if writer.loc else ")"))
-        consequence = (f"{short}{by}: the gradient taken at a NaN or infinite point is not "
-                       "finite either; the forward pass went wrong first")
-        fix = f"find why {source} is not finite in the forward pass. {_WAY_OUT}"
-    elif finding.loaded is not None:
-        source = element_name(finding.loaded[0].name, finding.loaded[1])
-        short = f"the gradient {source} flowing in is already {format_value(finding.loaded[2])}"
-        consequence = f"{short}: it was not finite before this {mode} launch ran"
-    else:
-        short = "a non-finite value the re-run could not trace to an operation"
-        consequence = "; ".join(finding.notes) or short
-    if finding.notes and origin is not None:
-        consequence += " (" + "; ".join(finding.notes) + ")"
+    where its value first went non-finite (tinyad/check/nonfinite.py NonFinite); the cause and
+    the fix in words are tinyad/check/nonfinite_words.py's."""
     return NonFiniteGradientError(Report(
         rule="Non-finite gradient" if variant == "adjoint" else "Non-finite tangent",
-        summary=f"{name} became {format_value(finding.value)} in the {mode} of {kernel}: "
-                f"{short}.",
-        kernel=kernel, field=finding.field.name, element=finding.element, write=write,
-        earlier=earlier, consequence=consequence, fix=fix))
+        **nonfinite_story(kernel, variant, finding, launch, writer)))
+
+
 
 
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
@@ -512,9 +538,13 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
            "KernelSimplicityRuleError", "element_name", "read_then_overwrite",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
+           "parallel_conflict_off_the_gradient", "parallel_conflict_reaches_gradient",
            "replay_divergence", "custom_gradient_reads_changed", "random_in_adjoint",
            "custom_gradient_assigns",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",
-           "computed_before_tape", "NonFiniteGradientError", "nonfinite_gradient"]
+           "computed_before_tape", "gradient_read_inside_tape", "no_grad_kernel_on_path",
+           "loss_written_after_tape", "gradient_cleared_before_read",
+           "gradient_discarded_by_load",
+           "NonFiniteGradientError", "nonfinite_gradient"]

@@ -35,6 +35,15 @@ class ArrayParam:
         self.requested = True
         self.bound = None           # the array of the current launch (None: not launched)
 
+    @property
+    def has_grad(self) -> bool:       # (as a Field's: tinyad/field.py)
+        return self.grad is not None
+
+    has_dual = False
+
+    def twin_field(self, role: str) -> ArrayParam | None:
+        return self.grad if role == "grad" else None
+
     def with_grad(self) -> ArrayParam:
         self.grad = ArrayParam(f"{self.name}.grad", self.dtype, self._shape, self.element_shape,
                                role="grad", primal=self, position=self.position)

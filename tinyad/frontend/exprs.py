@@ -208,7 +208,7 @@ class ExprVisitor:
         obj = self.visit(node.value)
         if ir.is_field(obj) and node.attr in ("grad", "dual"):
             twin = getattr(obj, node.attr)
-            if twin is None:
+            if twin is None or getattr(twin, "is_absent_twin", False):   # (tinyad/absent.py)
                 flag = "needs_grad" if node.attr == "grad" else "needs_dual"
                 raise TinyadRuntimeError(
                     f"Gradient {obj.name}.{node.attr} has not been placed, check whether "
