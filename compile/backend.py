@@ -25,6 +25,7 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import launches as launchchecks
 from tinyad.check import nonfinite
+from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
@@ -48,6 +49,10 @@ INTERPRETER_CHECK_LIMIT = 400_000
 RECORD_PAST = 20_000
 
 
+class CheckerWithNonFinite(NonFiniteChecks, FastChecker):
+    """Fast mode's rule checker, with NaN and infinity in gradients (check/nonfinite.py)."""
+
+
 class FastBackend(Backend):
     name = "fast"
     arrays_as_parameters = True   # compiled code takes every array as a parameter
@@ -67,7 +72,7 @@ class FastBackend(Backend):
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
         self.asked_ahead: set = set()    # traced kernels whose adjoints were queued ahead
-        self.checker = (FastChecker(config.check, self.storage.to_host)
+        self.checker = (CheckerWithNonFinite(config.check, self.storage.to_host)
                         if config.check != "off" else None)
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         if self.checker is not None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
+from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
 from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
@@ -64,7 +65,7 @@ class Scope:
 DEFERRED_KEPT = 16     # violations a launch outside a Tape keeps for its adjoint
 
 
-class Checker(LaunchChecker):
+class Checker(NonFiniteChecks, LaunchChecker):
     """The launch checks' memory plus interp mode's per-element log (one per ti.init)."""
 
     def __init__(self, mode: str):

@@ -42,7 +42,7 @@ BACKENDS = {
 ELEMENT_CHECKER = ("tinyad.interp.backend", "check_one_launch")
 # Where a NaN or an infinity a derivative launch wrote came from, found by re-running it in the
 # interpreter (tinyad/check/nonfinite.py): given to a backend whose `nonfinite_locator` is None.
-NONFINITE_LOCATOR = ("tinyad.interp.nanwatch", "locate")
+NONFINITE_LOCATOR = ("tinyad.interp.backend", "locate")
 
 
 class Program(Protocol):

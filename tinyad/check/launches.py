@@ -182,12 +182,6 @@ class LaunchChecker:
         self.paths_checked: dict = {}
         self.lost = LostGradients(self)       # gradients lost around a Tape (lostgrads.py)
         self.races = RaceWatch()      # parallel conflicts, and where their values went
-        # NaN and infinity in gradients (tinyad/check/nonfinite.py): whether to look (ti.init's
-        # check_nonfinite), and the gradients (duals) found holding one, until next cleared
-        self.checks_nonfinite = True
-        self.nonfinite_seen: dict = {}
-        self.nonfinite_batch = None    # a Tape's adjoint launches, looked at when it ends
-        self.nonfinite_batching = False   # while a Tape's backward that can run again runs
 
     def report(self, error) -> None:
         """A violation: raised (check="error") or shown and passed over (check="warn"). In warn
@@ -407,7 +401,6 @@ class LaunchChecker:
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
-        self.nonfinite_batch = None
         for fld, derived in self.derived_in_tape.items():   # what the next Tape finds
             if derived is None:
                 self.derived_outside_tape.pop(fld, None)
@@ -419,9 +412,6 @@ class LaunchChecker:
         """The latest Tape's backward pass has run."""
         self.lost.backward_done(self.backward_loc)
         self.backward_loc = None
-        batch, self.nonfinite_batch = self.nonfinite_batch, None
-        if batch is not None:     # (tinyad/check/nonfinite.py: NaN and infinity, once a Tape)
-            batch.finish()
 
     def find_launch(self, compiled, scalars) -> Launch | None:
         """The forward launch a manual kernel.grad(*args) belongs to: the latest alike not yet
@@ -487,7 +477,6 @@ class LaunchChecker:
         """Python scope (or a kernel zeroing it) set `grad` at `time`: what it held is gone, and
         with it the point it was taken at (its primal's values need no copy any more)."""
         self.grad_cleared_at[grad] = time
-        self.nonfinite_seen.pop(grad, None)
         if self.grad_point.pop(grad, None) is not None:
             waiting = self.uncopied_points.get(grad.primal)
             if waiting and grad in waiting:
@@ -526,8 +515,6 @@ class LaunchChecker:
                 self.derived_in_tape[fld] = None
             if not index:           # the whole field (or its one element)
                 self.races.forget(fld)
-        else:
-            self.nonfinite_seen.pop(fld, None)
         return access
 
     def python_copy(self, dst, src) -> None:

@@ -111,6 +111,38 @@ def first_nonfinite(data: np.ndarray):
     return index, data[index].item()
 
 
+class NonFiniteChecks:
+    """The non-finite check's part of a backend's rule checker (a base before LaunchChecker):
+    whether to look (ti.init's check_nonfinite), the gradients (duals) found holding a NaN or
+    an infinity until next cleared, and a Tape's launches looked at when its backward ends."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.checks_nonfinite = True
+        self.nonfinite_seen: dict = {}
+        self.nonfinite_batch: Batch | None = None
+        self.nonfinite_batching = False   # while a Tape's backward that can run again runs
+
+    def gradient_cleared(self, grad, time: int) -> None:
+        super().gradient_cleared(grad, time)
+        self.nonfinite_seen.pop(grad, None)
+
+    def python_write(self, fld, index, loc=None):
+        if fld.role != "primal":
+            self.nonfinite_seen.pop(fld, None)
+        return super().python_write(fld, index, loc)
+
+    def end_tape(self, loc=None) -> None:
+        super().end_tape(loc)
+        self.nonfinite_batch = None
+
+    def tape_differentiated(self) -> None:
+        super().tape_differentiated()
+        batch, self.nonfinite_batch = self.nonfinite_batch, None
+        if batch is not None:
+            batch.finish()
+
+
 class Relocate(Exception):
     """A Tape's gradients hold a new NaN or infinity: its backward pass is to run again from
     its start, each launch looked at on its own (tinyad/ad.py Tape.grad catches it)."""
@@ -121,7 +153,7 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
     to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
     Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
     the launches are only noted, and their gradients looked at once when it ends
-    (LaunchChecker.tape_differentiated finishes the batch): a pass per Tape over the
+    (NonFiniteChecks.tape_differentiated finishes the batch): a pass per Tape over the
     gradients of its parameters, not one per launch over every gradient. `host` gives a
     field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
     if not checker.checks_nonfinite:
