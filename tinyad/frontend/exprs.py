@@ -373,7 +373,11 @@ def _logic(name, a, b):
     that decides (`2 and 3` is 3, `0 or 5` is 5), both evaluated. On truth values (comparisons,
     logic) that is the plain logic op, which prints as such; a matrix operand makes it
     element-wise 1 / 0, as Taichi's vectors do."""
-    if isinstance(a, Matrix) or isinstance(b, Matrix) or (_is_truth(a) and _is_truth(b)):
+    if isinstance(a, Matrix):   # entry by entry (B.binary would fold the Matrix objects)
+        return a._zip(b, lambda x, y: B.binary(name, x, y))
+    if isinstance(b, Matrix):
+        return b._zip(a, lambda x, y: B.binary(name, x, y), reflected=True)
+    if _is_truth(a) and _is_truth(b):
         return B.binary(name, a, b)
     a = B.as_expr(a)
     decides = B.binary("ne", a, 0)
