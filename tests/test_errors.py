@@ -370,6 +370,20 @@ def test_a_taichi_feature_left_out_says_so_by_name():
     assert "scipy" in info.value.hint
 
 
+def test_ti_ui_may_be_named_and_calling_it_says_it_is_left_out():
+    """TinyDiffRast's package annotates `window: ti.ui.Window` in a class that every program
+    imports, windowed or not: the import stopped a headless run at the annotation."""
+    def track_inputs(window: ti.ui.Window) -> None:
+        return None
+
+    assert track_inputs(None) is None and "not in tinyad" in repr(ti.ui.Window)
+    with pytest.raises(ti.TinyadError, match=r"tinyad has no ti\.ui\.Window: Taichi's GGUI") as info:
+        ti.ui.Window("training", res=(64, 64))
+    assert "matplotlib" in info.value.hint
+    with pytest.raises(ti.TinyadError, match=r"ti\.ui\.Window\.get_canvas"):
+        ti.ui.Window.get_canvas()
+
+
 def test_ti_types_names_what_it_lacks():
     """A cloth program annotates a kernel argument `ti.types.sparse_matrix_builder()`:
     Python's bare AttributeError from inside tinyad was all it got."""
