@@ -21,6 +21,10 @@ LEFT_OUT = {
     "aot": "ahead-of-time modules are not in tinyad",
     "profiler": "Taichi's kernel profiler is not in tinyad: time with time.perf_counter()",
 }
+_SPARSE = ("sparse and dynamic SNodes are stored densely in tinyad, with no list or activity "
+           "operations: keep a count in an integer field (k = ti.atomic_add(count[i], 1))")
+LEFT_OUT.update({name: _SPARSE for name in ("append", "length", "activate", "deactivate",
+                                              "is_active", "deactivate_all_snodes")})
 
 # Public attributes of `ti` that are implementation modules, not API: never suggested.
 _API_MODULES = ("ad", "math")

@@ -253,6 +253,13 @@ class ExprVisitor:
             raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
                                      self.loc(node), hint=f"give it shape=, or place it with "
                                      f"ti.root.dense(ti.i, n).place({fld.name})")
+        if len(key) == fld.ndim - 1 and _under_dynamic(fld):
+            raise TinyadTypeError(
+                f"field {fld.name} is placed under ti.root...dynamic(...): tinyad stores it "
+                "densely and has no dynamic-list operations (x[i].append(v), x[i].length(), "
+                "x[i].deactivate(), ti.append, ti.length)", self.loc(node),
+                hint="keep the count in an integer field: k = ti.atomic_add(count[i], 1), "
+                     f"then {fld.name}[i, k] = v; loop over range(count[i])")
         if len(key) != fld.ndim:
             raise TinyadTypeError(f"field {fld.name} has {fld.ndim} dimension(s) {fld.shape}, "
                                   f"indexed with {len(key)} index(es)", self.loc(node),
@@ -366,6 +373,16 @@ class ExprVisitor:
         except Exception as exc:  # noqa: BLE001  (the user's mistake, or a bug in tinyad)
             traced = any(is_traced(a) for a in (*args, *kwargs.values()))
             raise call_failure(fn, args, exc, self.loc(node), traced_args=traced) from exc
+
+
+def _under_dynamic(fld) -> bool:
+    """Is the field placed under a ti.root...dynamic(...) level (a list per cell in Taichi)?"""
+    node = getattr(fld, "snode", None)
+    while node is not None:
+        if getattr(node, "kind", None) == "dynamic":
+            return True
+        node = node.parent()
+    return False
 
 
 def _logic(name, a, b):
