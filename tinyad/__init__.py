@@ -151,5 +151,7 @@ def __getattr__(name: str):
     """`ti.feild`: say what was probably meant, or which Taichi feature tinyad leaves out."""
     if name.startswith("__"):
         raise AttributeError(name)
-    from tinyad.unknown_names import unknown_name  # noqa: PLC0415  (only on a mistake)
+    from tinyad.unknown_names import LEFT_OUT, NAMEABLE, LeftOutName, unknown_name  # noqa: PLC0415
+    if name in NAMEABLE:     # ti.ui.Window in an annotation: an error only when called
+        return LeftOutName(f"ti.{name}", LEFT_OUT[name])
     raise unknown_name(name, globals())

@@ -295,8 +295,10 @@ def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
         read=Access(kind="read", loc=read_loc, kernel=kernel),
         write=Access(kind="store", loc=written_at, kernel=writer or kernel),
         consequence=f"everything upstream of {field} gets no gradient from this kernel",
-        fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad()), or read it "
-            f"as ti.stop_grad({field}[...]) where the gradient is meant to stop there"))
+        fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad()), or, where "
+            f"the gradient is meant to stop there, call ti.stop_grad({field}) in the kernel "
+            f"before the read (Taichi's spelling; tinyad also takes ti.stop_grad({field}[...]) "
+            "on one read, which Taichi 1.7 refuses)"))
 
 
 def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> SilentZeroRuleError:
