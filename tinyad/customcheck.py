@@ -1,0 +1,327 @@
+"""Custom gradients checked automatically: each `grad_replaced` / `grad_for` pair, once per call
+site, by the dot-product test against finite differences of its primal.
+
+Why: a custom gradient replaces autodiff for its piece of the program, and nothing else checks
+that it is the derivative of what its primal computes (a wrong constant, a dropped term, a
+checkpointing segment that chains only some adjoints). `ti.ad.verify` would, but only where the
+user thinks of calling it. The final gradient of a wrong one is silently wrong; this names the
+piece.
+
+The test, for the primal P seen as a map from the elements it reads to the elements it writes:
+for a random direction v on the inputs and random weights w on the outputs,
+    w . (J v)    by central differences of P, replayed in f64 (tinyad/gradverify.py's Replayer),
+    v . (J^T w)  by the custom gradient, run with w as the outputs' .grad and every other
+                 gradient zero,
+must agree (one w, two directions v). Which elements count, from one replay of P that notes
+every access (`_AccessSets`):
+  * inputs: float elements with a gradient that P reads before writing them;
+  * outputs: elements P writes and does not read again. An element P writes and then reads is
+    its scratch (a checkpointed step's temporaries): its gradient after P is nobody's, and a
+    custom gradient may clear it, so it gets no weight. An element P reads, then overwrites in
+    place is an output but no input (whether its gradient is zeroed or kept is convention).
+
+When: under a Tape with the rule checks on (ti.init's check, "error" by default, or "warn"), at
+the first call of each pair from each source line (a loop over time steps pays once). The
+primal's launches are recorded as it runs (its fields untouched); the test runs when the Tape
+reaches the custom gradient, just before the real call, on copies: every field value and
+gradient is put back, the rule checker is paused. A mismatch is reported after the real call,
+so a rule the checker finds there (which names the exact line) comes first. The check stands
+aside where it cannot judge: ti.random() in the primal, a replay that does not reproduce what
+the primal computed (Python-scope writes inside it), no input or output with a gradient, a
+custom gradient that raises when run alone. `ti.ad.verify` turns it off while it runs (it
+checks the whole gradient itself).
+
+Off: `@ti.ad.grad_for(primal, check=False)` for one pair; ti.init(check="off") for all checks.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import linecache
+
+import numpy as np
+
+from tinyad.backend import NO_CHECKS
+from tinyad.check import rules
+from tinyad.check.report import Access
+from tinyad.core import ir
+from tinyad.core.errors import TinyadError
+from tinyad.core.srcloc import SrcLoc, user_loc
+from tinyad.interp.wide import ShadowMemory
+from tinyad.ndarray import state_fields
+from tinyad.runtime import active_forward_mode, active_recorder, runtime
+from tinyad.undo import active_undo
+
+DIRECTIONS = 2
+RTOL = {"f64": 1e-5, "f32": 1e-3}   # f32: the custom gradient itself rounds like f32
+_checked_sites: dict = {}            # ti.init generation -> {(primal, file, line)}
+_standing_aside: contextvars.ContextVar = contextvars.ContextVar("tinyad_custom_check_aside",
+                                                                 default=False)
+stats = {"checked": 0}               # custom gradients tested so far (tests count them)
+
+
+@contextlib.contextmanager
+def standing_aside():
+    """No custom gradient is checked inside (ti.ad.verify checks the whole gradient)."""
+    token = _standing_aside.set(True)
+    try:
+        yield
+    finally:
+        _standing_aside.reset(token)
+
+
+def probe_for(primal) -> Probe | None:
+    """A Probe for this call of a grad_replaced `primal` under a Tape, or None: checks off,
+    the pair opted out, or this call site already checked."""
+    if runtime.backend.checks is NO_CHECKS or _standing_aside.get() or \
+            not getattr(primal, "check_gradient", False) or \
+            active_forward_mode.get() is not None:
+        return None
+    loc = user_loc()
+    if loc is None:
+        return None
+    sites = _checked_sites.setdefault(runtime.generation, set())
+    if len(_checked_sites) > 1:          # (an earlier ti.init's sites are gone for good)
+        for generation in [g for g in _checked_sites if g != runtime.generation]:
+            del _checked_sites[generation]
+    key = (id(primal), loc.file, loc.line)
+    if key in sites:
+        return None
+    sites.add(key)
+    return Probe(primal, loc)
+
+
+class _AccessSets(ShadowMemory):
+    """A ShadowMemory that notes, per float field, the elements read before any write, the
+    elements written, and the elements read after a write."""
+
+    def __init__(self, values=None):
+        super().__init__(values)
+        self.read_first: dict = {}
+        self.written: dict = {}
+        self.read_after_write: dict = {}
+
+    def mask(self, table: dict, field) -> np.ndarray:
+        entry = table.get(id(field))
+        if entry is None:
+            entry = table[id(field)] = (field, np.zeros(self.array(field).shape, bool))
+        return entry[1]
+
+    def load(self, field, index, site):
+        value = super().load(field, index, site)
+        if field.dtype.is_float:
+            written = self.written.get(id(field))
+            table = self.read_after_write if written is not None and written[1][index] \
+                else self.read_first
+            self.mask(table, field)[index] = True
+        return value
+
+    def store(self, field, index, value, site):
+        super().store(field, index, value, site)
+        if field.dtype.is_float:
+            self.mask(self.written, field)[index] = True
+
+    def atomic(self, op, field, index, value, site):
+        old = super().atomic(op, field, index, value, site)
+        if field.dtype.is_float:
+            self.mask(self.written, field)[index] = True
+        return old
+
+
+def _has_gradient(field) -> bool:
+    return getattr(field, "role", None) == "primal" and field.grad is not None and \
+        field.grad.is_placed
+
+
+class Probe:
+    """One call of a grad_replaced function, recorded for the dot-product test."""
+
+    def __init__(self, primal, loc: SrcLoc):
+        from tinyad.gradverify import LaunchRecorder  # noqa: PLC0415  (it imports ad.py's peers)
+        self.primal, self.loc = primal, loc
+        self.recorder = LaunchRecorder()
+        self.start = {f: f.data.copy() for f in state_fields() if getattr(f, "role", "") ==
+                      "primal"}
+        self.inputs: dict = {}     # field -> bool mask of the elements that are inputs
+        self.outputs: dict = {}    # field -> bool mask of the elements that are outputs
+        self.replayer = None
+        self.base: dict = {}       # output field -> its replayed values after the primal
+
+    def primal_ran(self) -> bool:
+        """The primal has run (its launches recorded): find its inputs and outputs by one
+        replay. -> whether the test can judge this call (then the Tape calls `gradient`)."""
+        try:
+            self._find_inputs_and_outputs()
+        except TinyadError:          # (something the f64 replay cannot run: not judged)
+            self.replayer = None
+        self.start = None if self.replayer is None else self.start
+        return self.replayer is not None
+
+    def _find_inputs_and_outputs(self) -> None:
+        """Inputs and outputs from one replay that notes each access; the replayer is kept
+        only if that replay reproduces what the primal computed."""
+        from tinyad.gradverify import Replayer, _precision  # noqa: PLC0415
+        launches = self.recorder.launches
+        if not launches or any(isinstance(x, ir.Op) and x.op == "random"
+                               for launch in launches for s in ir.walk_stmts(launch.kernel_ir.body)
+                               for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)):
+            return
+        used = {id(f) for launch in launches for f in ir.fields_of(launch.kernel_ir.body)}
+        self.start = {f: a for f, a in self.start.items() if id(f) in used}
+        if not self.start:
+            return
+        replayer = Replayer(launches, None, self.start)
+        sets = replayer.run(memory=_AccessSets)
+        self.precision = _precision(launches, next(iter(self.start)), [])
+        for fld, read in sets.read_first.values():
+            written = sets.written.get(id(fld))
+            mask = read & ~written[1] if written is not None else read
+            if _has_gradient(fld) and mask.any():
+                self.inputs[fld] = mask
+        for fld, written in sets.written.values():
+            again = sets.read_after_write.get(id(fld))
+            mask = written & ~again[1] if again is not None else written
+            if _has_gradient(fld) and mask.any():
+                if not _reproduced(sets.array(fld)[mask], fld.data[mask], self.precision):
+                    return               # (Python-scope writes inside it, say): no judging
+                self.outputs[fld] = mask
+                self.base[fld] = sets.array(fld).copy()
+        if self.inputs and self.outputs:
+            self.replayer = replayer
+
+    def gradient(self, grad_fn):
+        """`grad_fn` as the Tape should call it: tested first, on copies, then run for real;
+        a mismatch is reported after the real call."""
+        @functools.wraps(grad_fn)
+        def call(*args, **kwargs):
+            mismatch = self.test(grad_fn, args, kwargs)
+            result = grad_fn(*args, **kwargs)
+            if mismatch is not None:
+                checker = getattr(runtime.backend, "checker", None)
+                if checker is not None:
+                    checker.report(mismatch)
+            return result
+        return call
+
+    def test(self, grad_fn, args, kwargs):
+        """-> the rule error when the custom gradient fails the dot-product test, else None."""
+        if self.replayer is None:
+            return None
+        rng = np.random.default_rng(len(_checked_sites.get(runtime.generation, ())))
+        weights = {f: np.where(m, rng.uniform(-1, 1, m.shape), 0.0)
+                   for f, m in self.outputs.items()}
+        adjoint = _run_alone(grad_fn, args, kwargs, weights, list(self.inputs))
+        if adjoint is None:
+            return None
+        stats["checked"] += 1
+        for _ in range(DIRECTIONS):
+            direction = {f: np.where(m, rng.uniform(-1, 1, m.shape), 0.0)
+                         for f, m in self.inputs.items()}
+            found = self._compare(direction, weights, adjoint)
+            if found is not None:
+                return found
+        return None
+
+    def _compare(self, direction, weights, adjoint):
+        terms = [direction[f] * adjoint[f] for f in direction]
+        by_adjoint = float(sum(t.sum() for t in terms))
+        tol = self._tolerance(terms, weights)
+        by_fd = self._directional(direction, weights, by_adjoint, tol)
+        if abs(by_fd - by_adjoint) <= tol:
+            return None
+        # where it disagrees: the same test, one input field at a time
+        wrong = []
+        for f in direction:
+            only = {f: direction[f]}
+            part = float((direction[f] * adjoint[f]).sum())
+            part_tol = self._tolerance([direction[f] * adjoint[f]], weights)
+            if abs(self._directional(only, weights, part, part_tol) - part) > part_tol:
+                wrong.append(f.name)
+        return rules.custom_gradient_mismatch(
+            primal=self.primal.__name__, gradient=getattr(self.primal.grad, "__name__", "?"),
+            call=Access(kind="call", loc=self.loc), definitions=_definitions(self.primal),
+            inputs=[_describe(f, m) for f, m in self.inputs.items()],
+            outputs=[_describe(f, m) for f, m in self.outputs.items()],
+            by_fd=by_fd, by_adjoint=by_adjoint, wrong_inputs=wrong, precision=self.precision)
+
+    def _tolerance(self, terms, weights) -> float:
+        """How far the two numbers may be apart: RTOL of the dot product's terms, and never
+        less than the rounding the finite differences of the weighted outputs carry."""
+        size = sum(float(np.abs(t).sum()) for t in terms)
+        rounding = 1e-9 * sum(float(np.abs(self.base[f] * w).sum()) for f, w in weights.items())
+        return max(RTOL[self.precision] * size, rounding, 1e-300)
+
+    def _directional(self, direction, weights, near: float, tol: float) -> float:
+        """w . (J v) by central differences of the f64 replay (gradverify's step sweep)."""
+        from tinyad.gradverify import central_difference  # noqa: PLC0415
+
+        def weighted(h):
+            memory = self.replayer.run({f: h * v for f, v in direction.items()})
+            return float(sum((memory.array(f) * w).sum() for f, w in weights.items()))
+        scale = max([1.0] + [float(np.abs(self.start[f][m]).max())
+                             for f, m in self.inputs.items() if f in direction])
+        return central_difference(weighted, scale,
+                                  lambda fd: 0.0 if fd == near else abs(fd - near) / tol)
+
+
+def _reproduced(replayed, ran, precision) -> bool:
+    rtol = 1e-4 if precision == "f32" else 1e-7
+    return bool(np.allclose(replayed, ran.astype(np.float64), rtol=rtol, atol=rtol * 1e-3,
+                            equal_nan=True))
+
+
+def _run_alone(grad_fn, args, kwargs, weights: dict, inputs: list):
+    """Run the custom gradient with `weights` as the outputs' gradients and every other
+    gradient zero, the rule checker paused; -> {input field: its gradient after}, or None if
+    it raised. Every field value and gradient is put back afterwards."""
+    backend = runtime.backend
+    storage = backend.storage
+    fields = [f for f in state_fields() if getattr(f, "role", "") == "primal"]
+    grads = [f.grad for f in fields if _has_gradient(f)]
+    saved = [(f, storage.snapshot(f)) for f in fields + grads]
+    rng_state = runtime.rng.bit_generator.state
+    checks, checker = backend.checks, getattr(backend, "checker", None)
+    tokens = (active_recorder.set(None), active_undo.set(None))
+    backend.checks, backend.checker = NO_CHECKS, None
+    try:
+        for g in grads:
+            storage.fill(g, 0)
+        for f, w in weights.items():
+            storage.assign(f.grad, w.astype(f.grad.dtype.np))
+        grad_fn(*args, **kwargs)
+        return {f: storage.to_host(f.grad).astype(np.float64) for f in inputs}
+    except (TinyadError, ArithmeticError, ValueError, IndexError):
+        return None     # it cannot run alone: not this check's to judge
+    finally:
+        backend.checks, backend.checker = checks, checker
+        active_recorder.reset(tokens[0])
+        active_undo.reset(tokens[1])
+        for f, values in saved:
+            storage.restore(f, values)
+        runtime.rng.bit_generator.state = rng_state
+
+
+def _describe(field, mask) -> str:
+    count = int(mask.sum())
+    if count == mask.size:
+        return f"{field.name} (all {count})" if count > 1 else field.name
+    first = tuple(int(i) for i in np.argwhere(mask)[0])
+    return f"{count} of {field.name}'s {mask.size} elements (from {field.name}{list(first)})"
+
+
+def _definitions(primal) -> list:
+    """The `def` lines of the primal and of its custom gradient, for the report."""
+    found = []
+    for label, fn in (("primal", primal), ("gradient", getattr(primal, "grad", None))):
+        code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+        if code is not None:
+            line = code.co_firstlineno     # (a decorator's line): on to the `def` itself
+            while linecache.getline(code.co_filename, line).lstrip().startswith("@"):
+                line += 1
+            found.append(Access(kind=label, loc=SrcLoc(code.co_filename, line, 0, None,
+                                                       code.co_name)))
+    return found
+
+
+__all__ = ["Probe", "probe_for", "standing_aside", "stats"]
