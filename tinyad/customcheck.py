@@ -28,8 +28,8 @@ gradient is put back, the rule checker is paused. A mismatch is reported after t
 so a rule the checker finds there (which names the exact line) comes first. The check stands
 aside where it cannot judge: ti.random() in the primal, a replay that does not reproduce what
 the primal computed (Python-scope writes inside it), no input or output with a gradient, a
-custom gradient that raises when run alone. `ti.ad.verify` turns it off while it runs (it
-checks the whole gradient itself).
+custom gradient that raises when run alone. It stands aside inside `ti.ad.verify` and a
+`Tape(loss, grad_check=[...])`, which check the whole gradient themselves.
 
 Off: `@ti.ad.grad_for(primal, check=False)` for one pair; ti.init(check="off") for all checks.
 """
@@ -73,10 +73,11 @@ def standing_aside():
 
 def probe_for(primal) -> Probe | None:
     """A Probe for this call of a grad_replaced `primal` under a Tape, or None: checks off,
-    the pair opted out, or this call site already checked."""
+    the pair opted out, or this call site already checked (a loop's first call is the one)."""
     if runtime.backend.checks is NO_CHECKS or _standing_aside.get() or \
             not getattr(primal, "check_gradient", False) or \
-            active_forward_mode.get() is not None:
+            active_forward_mode.get() is not None or \
+            getattr(active_recorder.get(), "grad_check", None):   # (Tape(grad_check=) checks)
         return None
     loc = user_loc()
     if loc is None:
@@ -140,7 +141,7 @@ class Probe:
     def __init__(self, primal, loc: SrcLoc):
         from tinyad.gradverify import LaunchRecorder  # noqa: PLC0415  (it imports ad.py's peers)
         self.primal, self.loc = primal, loc
-        self.recorder = LaunchRecorder()
+        self.recorder = LaunchRecorder()     # the kernels of the primal, as it runs
         self.start = {f: f.data.copy() for f in state_fields() if getattr(f, "role", "") ==
                       "primal"}
         self.inputs: dict = {}     # field -> bool mask of the elements that are inputs
