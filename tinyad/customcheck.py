@@ -28,8 +28,9 @@ gradient is put back, the rule checker is paused. A mismatch is reported after t
 so a rule the checker finds there (which names the exact line) comes first. The check stands
 aside where it cannot judge: ti.random() in the primal, a replay that does not reproduce what
 the primal computed (Python-scope writes inside it), no input or output with a gradient, a
-custom gradient that raises when run alone. It stands aside inside `ti.ad.verify` and a
-`Tape(loss, grad_check=[...])`, which check the whole gradient themselves.
+custom gradient that raises when run alone. It stands aside inside `ti.ad.verify`,
+`ti.ad.forward_reverse_check` and a `Tape(loss, grad_check=[...])`, which check the whole
+gradient themselves.
 
 Off: `@ti.ad.grad_for(primal, check=False)` for one pair; ti.init(check="off") for all checks.
 """

@@ -486,6 +486,7 @@ def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None =
     share (ti.ad.verify catches those). Params need needs_grad and needs_dual; the loss too.
     -> {"jvp": ..., "vjp": ...}; raises ti.GradientMismatchError when they disagree."""
     from tinyad.ad import FwdMode, Tape  # noqa: PLC0415  (ad.py imports this module lazily)
+    from tinyad.customcheck import standing_aside  # noqa: PLC0415
     _check_loss(loss)
     params = _check_params(params, loss)
     _check_params(params, loss, twin="dual")
@@ -499,7 +500,7 @@ def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None =
     try:
         start = _start_values(state, loss, None)
         state.restore(start)
-        with Tape(loss):
+        with standing_aside(), Tape(loss):   # (the gradient as a whole is checked here)
             run()
         vjp = sum(float(np.sum(p.grad.data.astype(np.float64) * directions[p])) for p in params)
         state.restore(start)
