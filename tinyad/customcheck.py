@@ -40,6 +40,7 @@ import contextlib
 import contextvars
 import functools
 import linecache
+import time
 
 import numpy as np
 
@@ -49,17 +50,35 @@ from tinyad.check.report import Access
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.srcloc import SrcLoc, user_loc
+from tinyad.interp import lanes
+from tinyad.interp.domain import NUMERIC
 from tinyad.interp.wide import ShadowMemory
 from tinyad.ndarray import state_fields
 from tinyad.runtime import active_forward_mode, active_recorder, runtime
 from tinyad.undo import active_undo
 
 DIRECTIONS = 2
+# An f32 program's replays widen every value to f64 on the interpreter's scalar path (~20 us an
+# element and statement): past this many elements in the fields its primal uses, not checked.
+SCALAR_LIMIT = 20_000
 RTOL = {"f64": 1e-5, "f32": 1e-3}   # f32: the custom gradient itself rounds like f32
 _checked_sites: dict = {}            # ti.init generation -> {(primal, file, line)}
 _standing_aside: contextvars.ContextVar = contextvars.ContextVar("tinyad_custom_check_aside",
                                                                  default=False)
-stats = {"checked": 0}               # custom gradients tested so far (tests count them)
+# custom gradients tested so far (tests count them), and the seconds the check took in all
+stats = {"checked": 0, "seconds": 0.0}
+
+
+def _timed(method):
+    """Adds the method's time to stats["seconds"] (what the check costs, measured)."""
+    @functools.wraps(method)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            stats["seconds"] += time.perf_counter() - start
+    return timed
 
 
 @contextlib.contextmanager
@@ -96,7 +115,7 @@ def probe_for(primal) -> Probe | None:
 
 class _AccessSets(ShadowMemory):
     """A ShadowMemory that notes, per float field, the elements read before any write, the
-    elements written, and the elements read after a write."""
+    elements written, and the elements read after a write (as flat masks)."""
 
     def __init__(self, values=None):
         super().__init__(values)
@@ -105,30 +124,66 @@ class _AccessSets(ShadowMemory):
         self.read_after_write: dict = {}
 
     def mask(self, table: dict, field) -> np.ndarray:
+        """Field's flat mask in `table`; the sets map id(field) -> (field, mask)."""
         entry = table.get(id(field))
         if entry is None:
-            entry = table[id(field)] = (field, np.zeros(self.array(field).shape, bool))
+            entry = table[id(field)] = (field, np.zeros(self.array(field).size, bool))
         return entry[1]
+
+    def note_reads(self, field, flat) -> None:
+        if field.dtype.is_float:
+            written = self.written.get(id(field))
+            after = written[1][flat] if written is not None else np.zeros(np.shape(flat), bool)
+            self.mask(self.read_after_write, field)[np.asarray(flat)[after]] = True
+            self.mask(self.read_first, field)[np.asarray(flat)[~after]] = True
+
+    def note_writes(self, field, flat) -> None:
+        if field.dtype.is_float:
+            self.mask(self.written, field)[flat] = True
+
+    def _flat(self, field, index) -> np.ndarray:
+        shape = self.array(field).shape
+        return np.array([np.ravel_multi_index(index, shape) if index else 0])
 
     def load(self, field, index, site):
         value = super().load(field, index, site)
-        if field.dtype.is_float:
-            written = self.written.get(id(field))
-            table = self.read_after_write if written is not None and written[1][index] \
-                else self.read_first
-            self.mask(table, field)[index] = True
+        self.note_reads(field, self._flat(field, index))
         return value
 
     def store(self, field, index, value, site):
         super().store(field, index, value, site)
-        if field.dtype.is_float:
-            self.mask(self.written, field)[index] = True
+        self.note_writes(field, self._flat(field, index))
 
     def atomic(self, op, field, index, value, site):
         old = super().atomic(op, field, index, value, site)
-        if field.dtype.is_float:
-            self.mask(self.written, field)[index] = True
+        self.note_writes(field, self._flat(field, index))
         return old
+
+
+class _TrackedLanes(lanes.PlainLanes):
+    """The lane form of _AccessSets: a parallel loop's accesses noted as index arrays."""
+
+    def load(self, fld, idx, lanes_, site):
+        data, where, flat = self.locate(fld, idx, len(lanes_), site)
+        self.memory.note_reads(fld, flat)
+        return data[where]
+
+    def store(self, fld, idx, values, lanes_, site):
+        super().store(fld, idx, values, lanes_, site)
+        self.memory.note_writes(fld, self.locate(fld, idx, len(lanes_), site)[2])
+
+    def atomic(self, op, fld, idx, values, lanes_, site):
+        super().atomic(op, fld, idx, values, lanes_, site)
+        self.memory.note_writes(fld, self.locate(fld, idx, len(lanes_), site)[2])
+
+
+class _LaneShadow(ShadowMemory):
+    """A ShadowMemory whose parallel loops run as numpy lanes (f64 programs: the lanes compute
+    in the nodes' own f64, as the scalar path's F64Domain would)."""
+
+
+lanes.LANE_MEMORIES[_AccessSets] = _TrackedLanes
+lanes.LANE_MEMORIES[_LaneShadow] = lanes.PlainLanes
 
 
 def _has_gradient(field) -> bool:
@@ -139,6 +194,7 @@ def _has_gradient(field) -> bool:
 class Probe:
     """One call of a grad_replaced function, recorded for the dot-product test."""
 
+    @_timed
     def __init__(self, primal, loc: SrcLoc):
         from tinyad.gradverify import LaunchRecorder  # noqa: PLC0415  (it imports ad.py's peers)
         self.primal, self.loc = primal, loc
@@ -150,6 +206,7 @@ class Probe:
         self.replayer = None
         self.base: dict = {}       # output field -> its replayed values after the primal
 
+    @_timed
     def primal_ran(self) -> bool:
         """The primal has run (its launches recorded): find its inputs and outputs by one
         replay. -> whether the test can judge this call (then the Tape calls `gradient`)."""
@@ -173,17 +230,23 @@ class Probe:
         self.start = {f: a for f, a in self.start.items() if id(f) in used}
         if not self.start:
             return
-        replayer = Replayer(launches, None, self.start)
-        sets = replayer.run(memory=_AccessSets)
         self.precision = _precision(launches, next(iter(self.start)), [])
+        wide = self.precision == "f32"    # f32: every value widened, on the scalar path
+        if wide and sum(a.size for a in self.start.values()) > SCALAR_LIMIT:
+            return
+        replayer = Replayer(launches, None, self.start, domain=None if wide else NUMERIC)
+        self.memory = ShadowMemory if wide else _LaneShadow
+        sets = replayer.run(memory=_AccessSets)
         for fld, read in sets.read_first.values():
             written = sets.written.get(id(fld))
-            mask = read & ~written[1] if written is not None else read
+            mask = (read & ~written[1] if written is not None else read).reshape(
+                sets.array(fld).shape)
             if _has_gradient(fld) and mask.any():
                 self.inputs[fld] = mask
         for fld, written in sets.written.values():
             again = sets.read_after_write.get(id(fld))
-            mask = written & ~again[1] if again is not None else written
+            mask = (written & ~again[1] if again is not None else written).reshape(
+                sets.array(fld).shape)
             if _has_gradient(fld) and mask.any():
                 if not _reproduced(sets.array(fld)[mask], fld.data[mask], self.precision):
                     return               # (Python-scope writes inside it, say): no judging
@@ -206,39 +269,40 @@ class Probe:
             return result
         return call
 
+    @_timed
     def test(self, grad_fn, args, kwargs):
-        """-> the rule error when the custom gradient fails the dot-product test, else None."""
+        """-> the rule error when the custom gradient fails the dot-product test, else None.
+        Directions and weights are kept as values on their masks' elements."""
         if self.replayer is None:
             return None
         rng = np.random.default_rng(len(_checked_sites.get(runtime.generation, ())))
-        weights = {f: np.where(m, rng.uniform(-1, 1, m.shape), 0.0)
-                   for f, m in self.outputs.items()}
-        adjoint = _run_alone(grad_fn, args, kwargs, weights, list(self.inputs))
+        weights = {f: rng.uniform(-1, 1, int(m.sum())) for f, m in self.outputs.items()}
+        adjoint = _run_alone(grad_fn, args, kwargs, self.outputs, weights, self.inputs)
         if adjoint is None:
             return None
         stats["checked"] += 1
+        # the rounding the finite differences of the weighted outputs carry
+        self.rounding = 1e-9 * sum(float(np.abs(self.base[f][m] * weights[f]).sum())
+                                   for f, m in self.outputs.items())
         for _ in range(DIRECTIONS):
-            direction = {f: np.where(m, rng.uniform(-1, 1, m.shape), 0.0)
-                         for f, m in self.inputs.items()}
+            direction = {f: rng.uniform(-1, 1, int(m.sum())) for f, m in self.inputs.items()}
             found = self._compare(direction, weights, adjoint)
             if found is not None:
                 return found
         return None
 
     def _compare(self, direction, weights, adjoint):
-        terms = [direction[f] * adjoint[f] for f in direction]
-        by_adjoint = float(sum(t.sum() for t in terms))
-        tol = self._tolerance(terms, weights)
+        terms = {f: direction[f] * adjoint[f] for f in direction}
+        by_adjoint = float(sum(t.sum() for t in terms.values()))
+        tol = self._tolerance(terms.values())
         by_fd = self._directional(direction, weights, by_adjoint, tol)
         if abs(by_fd - by_adjoint) <= tol:
             return None
-        # where it disagrees: the same test, one input field at a time
-        wrong = []
+        wrong = []    # where it disagrees: the same test, one input field at a time
         for f in direction:
-            only = {f: direction[f]}
-            part = float((direction[f] * adjoint[f]).sum())
-            part_tol = self._tolerance([direction[f] * adjoint[f]], weights)
-            if abs(self._directional(only, weights, part, part_tol) - part) > part_tol:
+            part, part_tol = float(terms[f].sum()), self._tolerance([terms[f]])
+            if abs(self._directional({f: direction[f]}, weights, part, part_tol) - part) > \
+                    part_tol:
                 wrong.append(f.name)
         return rules.custom_gradient_mismatch(
             primal=self.primal.__name__, gradient=getattr(self.primal.grad, "__name__", "?"),
@@ -247,22 +311,26 @@ class Probe:
             outputs=[_describe(f, m) for f, m in self.outputs.items()],
             by_fd=by_fd, by_adjoint=by_adjoint, wrong_inputs=wrong, precision=self.precision)
 
-    def _tolerance(self, terms, weights) -> float:
+    def _tolerance(self, terms) -> float:
         """How far the two numbers may be apart: RTOL of the dot product's terms, and never
-        less than the rounding the finite differences of the weighted outputs carry."""
+        less than the rounding of the finite differences."""
         size = sum(float(np.abs(t).sum()) for t in terms)
-        rounding = 1e-9 * sum(float(np.abs(self.base[f] * w).sum()) for f, w in weights.items())
-        return max(RTOL[self.precision] * size, rounding, 1e-300)
+        return max(RTOL[self.precision] * size, self.rounding, 1e-300)
 
     def _directional(self, direction, weights, near: float, tol: float) -> float:
         """w . (J v) by central differences of the f64 replay (gradverify's step sweep)."""
         from tinyad.gradverify import central_difference  # noqa: PLC0415
+        units = {}
+        for f, values in direction.items():
+            units[f] = np.zeros(self.inputs[f].shape)
+            units[f][self.inputs[f]] = values
 
         def weighted(h):
-            memory = self.replayer.run({f: h * v for f, v in direction.items()})
-            return float(sum((memory.array(f) * w).sum() for f, w in weights.items()))
-        scale = max([1.0] + [float(np.abs(self.start[f][m]).max())
-                             for f, m in self.inputs.items() if f in direction])
+            memory = self.replayer.run({f: h * unit for f, unit in units.items()}, self.memory)
+            return float(sum((memory.array(f)[m] * weights[f]).sum()
+                             for f, m in self.outputs.items()))
+        scale = max([1.0] + [float(np.abs(self.start[f][self.inputs[f]]).max())
+                             for f in direction])
         return central_difference(weighted, scale,
                                   lambda fd: 0.0 if fd == near else abs(fd - near) / tol)
 
@@ -273,10 +341,10 @@ def _reproduced(replayed, ran, precision) -> bool:
                             equal_nan=True))
 
 
-def _run_alone(grad_fn, args, kwargs, weights: dict, inputs: list):
-    """Run the custom gradient with `weights` as the outputs' gradients and every other
-    gradient zero, the rule checker paused; -> {input field: its gradient after}, or None if
-    it raised. Every field value and gradient is put back afterwards."""
+def _run_alone(grad_fn, args, kwargs, outputs: dict, weights: dict, inputs: dict):
+    """Run the custom gradient with `weights` as the gradients of the `outputs` elements and
+    every other gradient zero, the rule checker paused; -> {input field: its gradient on the
+    `inputs` elements}, or None if it raised. Every field value and gradient is put back."""
     backend = runtime.backend
     storage = backend.storage
     fields = [f for f in state_fields() if getattr(f, "role", "") == "primal"]
@@ -289,10 +357,13 @@ def _run_alone(grad_fn, args, kwargs, weights: dict, inputs: list):
     try:
         for g in grads:
             storage.fill(g, 0)
-        for f, w in weights.items():
-            storage.assign(f.grad, w.astype(f.grad.dtype.np))
+        for f, mask in outputs.items():
+            seeded = np.zeros(mask.shape, f.grad.dtype.np)
+            seeded[mask] = weights[f]
+            storage.assign(f.grad, seeded)
         grad_fn(*args, **kwargs)
-        return {f: storage.to_host(f.grad).astype(np.float64) for f in inputs}
+        return {f: storage.to_host(f.grad)[mask].astype(np.float64)
+                for f, mask in inputs.items()}
     except (TinyadError, ArithmeticError, ValueError, IndexError):
         return None     # it cannot run alone: not this check's to judge
     finally:

@@ -237,10 +237,12 @@ class SymbolicRun:
 class Replayer:
     """The recorded launches replayed in f64 on private memory (interp/wide.py)."""
 
-    def __init__(self, launches, loss, values):
+    def __init__(self, launches, loss, values, domain=None):
+        """`domain`: the interpreter's value domain (default F64Domain: every float widened;
+        an f64 program may pass NUMERIC, whose parallel loops run as numpy lanes)."""
         from tinyad.interp import Program  # noqa: PLC0415
         from tinyad.interp.wide import F64Domain  # noqa: PLC0415
-        domain = F64Domain()
+        domain = domain or F64Domain()
         compiled: dict = {}
         self.steps = []
         for launch in launches:
@@ -259,7 +261,7 @@ class Replayer:
                                    for f, delta in shift.items()}}
         memory = memory(values) if memory is not None else ShadowMemory(values)
         for program, scalars in self.steps:
-            program.run(scalars, memory, runtime.rng)
+            program.run(scalars, memory, runtime.rng, echo=False)
         return memory
 
     def loss_at(self, field=None, index=(), delta=0.0) -> float:
