@@ -54,7 +54,7 @@ def _true_gradient():
 
 @pytest.mark.parametrize("fault", ["wrong constant", "dropped term"])
 def test_a_wrong_custom_gradient_is_caught_by_name_line_and_numbers(mode, fault):
-    x, loss, forward, _ = _pair(power_factor=2.0 if fault == "wrong constant" else 3.0,
+    _, loss, forward, _ = _pair(power_factor=2.0 if fault == "wrong constant" else 3.0,
                                 dropped_term=fault == "dropped term")
     with pytest.raises(ti.CustomGradientRuleError) as caught:
         with ti.ad.Tape(loss):
