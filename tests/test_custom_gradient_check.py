@@ -241,3 +241,51 @@ def test_the_check_leaves_the_users_fields_as_they_would_be_without_it(mode):
         results.append([a for f in fields for a in (f.to_numpy(), f.grad.to_numpy())])
     for checked, unchecked in zip(*results):
         np.testing.assert_array_equal(checked, unchecked)
+
+
+def test_where_it_cannot_judge_the_check_stands_aside(mode, capsys):
+    """A primal that writes a field from Python (the replay of its kernels cannot reproduce
+    it) and one that draws ti.random(): both custom gradients are right, and nothing is said
+    (a finite difference of the kernels alone would be wrong here)."""
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    scale = ti.field(ti.f64, shape=(), needs_grad=True)
+    noise = ti.field(ti.f64, shape=3)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def scaled_squares():
+        for i in x:
+            loss[None] += scale[None] * x[i] ** 2 + noise[i] * x[i]
+
+    @ti.kernel
+    def scaled_squares_grad():
+        for i in x:
+            x.grad[i] += (2 * scale[None] * x[i] + noise[i]) * loss.grad[None]
+
+    @ti.kernel
+    def draw():
+        for i in noise:
+            noise[i] = ti.random()
+
+    @ti.ad.grad_replaced
+    def from_python():
+        scale[None] = 3.0          # a Python-scope write inside the primal
+        scaled_squares()
+
+    @ti.ad.grad_replaced
+    def with_random():
+        draw()
+        scaled_squares()
+
+    for primal in (from_python, with_random):
+        ti.ad.grad_for(primal)(scaled_squares_grad)
+    x.from_numpy(X0[:3])
+    scale[None] = 1.0
+    checked = customcheck.stats["checked"]
+    for primal in (from_python, with_random):
+        with ti.ad.Tape(loss):
+            primal()
+        np.testing.assert_allclose(x.grad.to_numpy(), 6 * X0[:3] + noise.to_numpy(),
+                                   rtol=1e-12)
+    assert customcheck.stats["checked"] == checked
+    assert capsys.readouterr().err == ""
