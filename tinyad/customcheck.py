@@ -54,6 +54,7 @@ from tinyad.check import rules
 from tinyad.check.report import Access
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
+from tinyad.core.notices import note
 from tinyad.core.srcloc import SrcLoc, user_loc
 from tinyad.interp import lanes
 from tinyad.interp.domain import NUMERIC
@@ -237,7 +238,11 @@ class Probe:
             return
         self.precision = _precision(launches, next(iter(self.start)), [])
         wide = self.precision == "f32"    # f32: every value widened, on the scalar path
-        if wide and sum(a.size for a in self.start.values()) > SCALAR_LIMIT:
+        size = sum(a.size for a in self.start.values())
+        if wide and size > SCALAR_LIMIT:
+            note(f"the custom gradient of {self.primal.__name__} (called at {self.loc}) is not "
+                 f"checked: its f32 fields hold {size:,} elements, past the {SCALAR_LIMIT:,} "
+                 "the f64 replay checks (in an f64 program it would be)")
             return
         replayer = Replayer(launches, None, self.start, domain=None if wide else NUMERIC)
         self.memory = ShadowMemory if wide else _LaneShadow
