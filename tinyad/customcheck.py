@@ -193,8 +193,7 @@ lanes.LANE_MEMORIES[_LaneShadow] = lanes.PlainLanes
 
 
 def _has_gradient(field) -> bool:
-    return getattr(field, "role", None) == "primal" and field.grad is not None and \
-        field.grad.is_placed
+    return getattr(field, "role", None) == "primal" and field.has_grad and field.grad.is_placed
 
 
 class Probe:
