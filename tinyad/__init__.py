@@ -5,6 +5,7 @@
 from tinyad import ad, algorithms, simt
 from tinyad.ad import Tape
 from tinyad.check.rules import (
+    CustomGradientRuleError,
     ParallelConflictRuleError,
     ReadDuringAccumulationRuleError,
     ReadThenOverwriteRuleError,
@@ -90,8 +91,8 @@ __version__ = "0.1.0"
 
 # Errors and warnings print as tinyad.<Name>, the name users catch them by, rather than by the
 # layer that defines them (tinyad.core.errors, tinyad.check.rules).
-for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-               ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
+for _error in (CustomGradientRuleError, ParallelConflictRuleError,
+               ReadDuringAccumulationRuleError, ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
                GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
                TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
