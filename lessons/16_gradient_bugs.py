@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 16: the gradient bugs Warp's guide teaches, each caught
+# # Lesson 16: Warp's gradient bugs, each caught by tinyad
 #
 # NVIDIA Warp's gradient-debugging guide opens with "gradient bugs are almost never math
 # bugs": the derivative rules are right, and the gradient is lost on the way, between
