@@ -370,6 +370,45 @@ def test_a_taichi_feature_left_out_says_so_by_name():
     assert "scipy" in info.value.hint
 
 
+def test_ti_ui_may_be_named_and_calling_it_says_it_is_left_out():
+    """TinyDiffRast's package annotates `window: ti.ui.Window` in a class that every program
+    imports, windowed or not: the import stopped a headless run at the annotation."""
+    def track_inputs(window: ti.ui.Window) -> None:
+        return None
+
+    assert track_inputs(None) is None and "not in tinyad" in repr(ti.ui.Window)
+    with pytest.raises(ti.TinyadError, match=r"tinyad has no ti\.ui\.Window: Taichi's GGUI") as info:
+        ti.ui.Window("training", res=(64, 64))
+    assert "matplotlib" in info.value.hint
+    with pytest.raises(ti.TinyadError, match=r"ti\.ui\.Window\.get_canvas"):
+        ti.ui.Window.get_canvas()
+
+
+def test_a_dynamic_list_operation_says_tinyad_has_none(mode):
+    """TinyDiffRast's rasterizer queues triangles per tile with `queue[x, y].append(t)` on a
+    ti.root...dynamic field: tinyad said "indexed with 2 index(es), give one per dimension"."""
+    queue = ti.field(ti.i32)
+    ti.root.dense(ti.ij, (2, 2)).dynamic(ti.k, 8, chunk_size=4).place(queue)
+
+    @ti.kernel
+    def enqueue():
+        for x, y in ti.ndrange(2, 2):
+            queue[x, y].append(x + y)
+
+    @ti.kernel
+    def dense_use():                     # every index given: the dense storage is fine
+        for x, y in ti.ndrange(2, 2):
+            queue[x, y, 3] = x + y
+
+    with pytest.raises(ti.TinyadError, match=r"queue is placed under ti\.root\.\.\.dynamic") as info:
+        enqueue()
+    assert "queue[x, y].append(x + y)" in str(info.value) and "atomic_add" in info.value.hint
+    dense_use()
+    assert queue.to_numpy()[:, :, 3].tolist() == [[0, 1], [1, 2]]
+    with pytest.raises(ti.TinyadError, match=r"tinyad has no ti\.append: sparse and dynamic"):
+        ti.append(queue.snode.parent(), [0, 0], 1)
+
+
 def test_ti_types_names_what_it_lacks():
     """A cloth program annotates a kernel argument `ti.types.sparse_matrix_builder()`:
     Python's bare AttributeError from inside tinyad was all it got."""

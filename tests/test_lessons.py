@@ -115,8 +115,22 @@ def test_kernel_simplicity(mode, monkeypatch):
 
 def test_custom_gradients(mode, monkeypatch):
     ns, out = run_lesson(9, mode, monkeypatch)
+    assert "the custom gradient backward is not the derivative of forward" in out
     assert "x.grad[0] = 4.0" in out and "128 of 128 elements disagree" in out
     assert ns["x"].grad[0] == 8.0              # total = 2 * 4 * sum(x)
+
+
+def test_gradient_bugs(mode, monkeypatch):
+    """Lesson 16: the copy passes the gradient (2 x), and each of the three lost gradients is
+    reported, the wrong custom adjoint off by its factor 3."""
+    _, out = run_lesson(16, mode, monkeypatch)
+    assert "x.grad = [2. 4. 6. 8.]" in out       # 2 x, through the copy
+    assert "Gradient read inside the Tape (warning)" in out and "step = [0. 0. 0. 0.]" in out
+    assert "Loss computed after the Tape" in out and "late_energy" in out
+    found = re.search(r"finite differences of cube give (\S+)\s+and cube_adjoint gives (\S+)\.",
+                      out)
+    assert found, out
+    assert float(found[1]) == pytest.approx(3 * float(found[2]), rel=1e-6)
 
 
 # ---- rendering and stepping -----------------------------------------------------------------

@@ -75,6 +75,13 @@ def representative_reports(locs):
         rules.computed_before_tape(field=FIELD, source="initial_positions", write_loc=write_loc,
                                    kernel="precompute_the_rest_lengths", taped_kernel=KERNEL,
                                    read_loc=read_loc),
+        rules.custom_gradient_mismatch(
+            primal="advance_with_checkpoints", gradient="advance_with_checkpoints_grad",
+            call=Access("call", read_loc), definitions=[Access("primal", write_loc)],
+            inputs=[f"4096 of {FIELD}'s 65536 elements (from {FIELD}[0, 0])", "weights (all 3)"],
+            outputs=[f"4096 of {FIELD}'s 65536 elements (from {FIELD}[1, 0])"],
+            by_fd=0.123456789, by_adjoint=-98765.4321, wrong_inputs=["weights"],
+            precision="f32"),
     ]
 
 
@@ -122,7 +129,7 @@ def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
                 ti.ReplayDivergenceRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError, ti.SilentZeroRuleError,
                 rules.Report, rules.Report, ti.SilentZeroRuleError,    # unseeded: warnings
                 rules.Report, rules.Report, ti.StaleGradientRuleError,
-                ti.SilentZeroRuleError, rules.Report]
+                ti.SilentZeroRuleError, rules.Report, ti.CustomGradientRuleError]
     reports = representative_reports(locs)
     assert [type(item) for item in reports] == expected
     overwrite = reports[0]

@@ -43,6 +43,33 @@ def test_and_or_on_integers_give_the_deciding_operand(mode):
     assert "and" in str(truth.ir)        # comparisons keep the plain logic op
 
 
+def test_and_or_on_vectors_go_entry_by_entry(mode):
+    # biaxialFem99.py (guanshaoheng/mpm-ml-dem) writes `(pos < 0 and vel < 0) or (...)` on
+    # vectors: both ends were folded as Python objects, every entry 1 (or a crash on `cond[j]`)
+    p = ti.Vector.field(2, ti.f32, shape=3)
+    v = ti.Vector.field(2, ti.f32, shape=3)
+    out = ti.Vector.field(2, ti.i32, shape=3)
+    mixed = ti.Vector.field(3, ti.i32, shape=3)
+
+    @ti.kernel
+    def walls(a: ti.i32):
+        for i in range(3):
+            cond = (p[i] < 0 and v[i] < 0) or (p[i] > 1 and v[i] > 0)
+            for j in ti.static(range(2)):
+                out[i][j] = 1 if cond[j] else 0
+        u = ti.Vector([2, 0, a])
+        w = ti.Vector([3, 5, 0])
+        mixed[0] = u and w
+        mixed[1] = u or w
+        mixed[2] = (a > 3) and w        # a scalar with a vector: the scalar meets every entry
+
+    p.from_numpy(np.array([[-1, 2], [0.5, -1], [2, 2]], np.float32))
+    v.from_numpy(np.array([[-1, 1], [1, -1], [1, -1]], np.float32))
+    walls(4)
+    assert out.to_numpy().tolist() == [[1, 1], [0, 1], [1, 0]]   # Taichi 1.7.4's
+    assert mixed.to_numpy().tolist() == [[1, 0, 0], [1, 1, 1], [1, 1, 0]]
+
+
 def test_any_and_all_of_a_matrix_look_at_every_entry(mode):
     a = ti.Matrix.field(2, 2, dtype=ti.i32, shape=())
     found = ti.field(ti.i32, shape=2)

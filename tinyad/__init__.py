@@ -5,6 +5,7 @@
 from tinyad import ad, algorithms, simt
 from tinyad.ad import Tape
 from tinyad.check.rules import (
+    CustomGradientRuleError,
     ParallelConflictRuleError,
     ReadDuringAccumulationRuleError,
     ReadThenOverwriteRuleError,
@@ -90,8 +91,8 @@ __version__ = "0.1.0"
 
 # Errors and warnings print as tinyad.<Name>, the name users catch them by, rather than by the
 # layer that defines them (tinyad.core.errors, tinyad.check.rules).
-for _error in (ParallelConflictRuleError, ReadDuringAccumulationRuleError,
-               ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
+for _error in (CustomGradientRuleError, ParallelConflictRuleError,
+               ReadDuringAccumulationRuleError, ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
                GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
                TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
@@ -151,5 +152,7 @@ def __getattr__(name: str):
     """`ti.feild`: say what was probably meant, or which Taichi feature tinyad leaves out."""
     if name.startswith("__"):
         raise AttributeError(name)
-    from tinyad.unknown_names import unknown_name  # noqa: PLC0415  (only on a mistake)
+    from tinyad.unknown_names import LEFT_OUT, NAMEABLE, LeftOutName, unknown_name  # noqa: PLC0415
+    if name in NAMEABLE:     # ti.ui.Window in an annotation: an error only when called
+        return LeftOutName(f"ti.{name}", LEFT_OUT[name])
     raise unknown_name(name, globals())

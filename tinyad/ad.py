@@ -364,13 +364,18 @@ def grad_replaced(func):
         recorder = active_recorder.get()
         if recorder is None or recorder.records_primal_kernels:
             return func(*args, **kwargs)   # (gradverify's recorder wants the kernels inside)
-        token = active_recorder.set(None)   # the kernels inside are not recorded one by one
+        from tinyad import customcheck  # noqa: PLC0415  (it imports the interpreter)
+        probe = customcheck.probe_for(decorated)   # the first call from this line: checked
+        # the kernels inside are not recorded one by one (but for the check, if any)
+        token = active_recorder.set(probe.recorder if probe is not None else None)
         try:
             with runtime.backend.checks.custom_primal():
                 result = func(*args, **kwargs)
         finally:
             active_recorder.reset(token)
-        recorder.record_custom(decorated.grad, args, kwargs, primal=decorated)
+        recorder.record_custom(probe.gradient(decorated.grad) if probe is not None and
+                               probe.primal_ran() else decorated.grad,
+                               args, kwargs, primal=decorated)
         return result
 
     def missing_grad(*args, **kwargs):
@@ -381,14 +386,17 @@ def grad_replaced(func):
     return decorated
 
 
-def grad_for(primal):
-    """`@ti.ad.grad_for(primal)`: this function computes primal's gradient."""
+def grad_for(primal, check=True):
+    """`@ti.ad.grad_for(primal)`: this function computes primal's gradient. With the rule
+    checks on, it is compared with finite differences of primal once per call site
+    (tinyad/customcheck.py); check=False leaves this pair unchecked."""
     if not getattr(primal, "grad_replaced", False):
         # a RuntimeError, as in Taichi (its tests catch that)
         raise TinyadRuntimeError("Primal function must be decorated by ti.ad.grad_replaced")
 
     def decorator(grad_fn):
         primal.grad = grad_fn
+        primal.check_gradient = bool(check)
         return grad_fn
     return decorator
 

@@ -247,10 +247,12 @@ class SymbolicRun:
 class Replayer:
     """The recorded launches replayed in f64 on private memory (interp/wide.py)."""
 
-    def __init__(self, launches, loss, values):
+    def __init__(self, launches, loss, values, domain=None):
+        """`domain`: the interpreter's value domain (default F64Domain: every float widened;
+        an f64 program may pass NUMERIC, whose parallel loops run as numpy lanes)."""
         from tinyad.interp import Program  # noqa: PLC0415
         from tinyad.interp.wide import F64Domain  # noqa: PLC0415
-        domain = F64Domain()
+        domain = domain or F64Domain()
         compiled: dict = {}
         self.steps = []
         for launch in launches:
@@ -259,32 +261,47 @@ class Replayer:
             self.steps.append((compiled[id(launch.kernel_ir)], launch.scalars))
         self.loss, self.values = loss, values
 
-    def loss_at(self, field=None, index=(), delta=0.0) -> float:
+    def run(self, shift: dict | None = None, memory=None):
+        """Replay from the starting values plus `shift` ({field: f64 array added to it}) on
+        `memory` (a fresh ShadowMemory of those values by default); -> the memory."""
         from tinyad.interp.wide import ShadowMemory  # noqa: PLC0415
         values = self.values
-        if field is not None:
-            shifted = self.values[field].astype(np.float64)
-            shifted[index] += delta
-            values = {**self.values, field: shifted}
-        memory = ShadowMemory(values)
+        if shift:
+            values = {**values, **{f: values[f].astype(np.float64) + delta
+                                   for f, delta in shift.items()}}
+        memory = memory(values) if memory is not None else ShadowMemory(values)
         for program, scalars in self.steps:
-            program.run(scalars, memory, runtime.rng)
-        return float(memory.array(self.loss)[()])
+            program.run(scalars, memory, runtime.rng, echo=False)
+        return memory
+
+    def loss_at(self, field=None, index=(), delta=0.0) -> float:
+        shift = None
+        if field is not None:
+            shift = {field: np.zeros(self.values[field].shape)}
+            shift[field][index] = delta
+        return float(self.run(shift).array(self.loss)[()])
 
     def derivative(self, field, index, close_enough) -> float:
         """Central differences over EPS_SWEEP; stops at the first step that `close_enough`
         accepts, else returns the one that came closest (Taichi's GradChecker sweeps too)."""
         x = float(self.values[field][index])
-        best, best_gap = math.nan, math.inf
-        for eps in EPS_SWEEP:
-            h = eps * max(1.0, abs(x))
-            fd = (self.loss_at(field, index, h) - self.loss_at(field, index, -h)) / (2 * h)
-            gap = close_enough(fd)
-            if gap <= 1.0:
-                return fd
-            if gap < best_gap or math.isnan(best):
-                best, best_gap = fd, gap
-        return best
+        return central_difference(lambda h: self.loss_at(field, index, h), max(1.0, abs(x)),
+                                  close_enough)
+
+
+def central_difference(f, scale: float, close_enough) -> float:
+    """(f(h) - f(-h)) / 2h for h = eps * scale over EPS_SWEEP: the first quotient that
+    `close_enough` accepts (a distance <= 1), else the one that came closest."""
+    best, best_gap = math.nan, math.inf
+    for eps in EPS_SWEEP:
+        h = eps * scale
+        fd = (f(h) - f(-h)) / (2 * h)
+        gap = close_enough(fd)
+        if gap <= 1.0:
+            return fd
+        if gap < best_gap or math.isnan(best):
+            best, best_gap = fd, gap
+    return best
 
 
 # ---- verify / formula ---------------------------------------------------------------------------
@@ -343,7 +360,8 @@ def verify(run, loss, params, method: str = "sympy", at=None, *, rtol=None, atol
 
 def _reverse_mode_gradients(run, loss, params, state, start) -> dict:
     from tinyad.ad import Tape  # noqa: PLC0415  (ad.py imports this module lazily)
-    with Tape(loss):
+    from tinyad.customcheck import standing_aside  # noqa: PLC0415
+    with standing_aside(), Tape(loss):   # (the whole gradient is checked here)
         run()
     return {p: p.grad.data.astype(np.float64) for p in params}
 
@@ -480,6 +498,7 @@ def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None =
     share (ti.ad.verify catches those). Params need needs_grad and needs_dual; the loss too.
     -> {"jvp": ..., "vjp": ...}; raises ti.GradientMismatchError when they disagree."""
     from tinyad.ad import FwdMode, Tape  # noqa: PLC0415  (ad.py imports this module lazily)
+    from tinyad.customcheck import standing_aside  # noqa: PLC0415
     _check_loss(loss)
     params = _check_params(params, loss)
     _check_params(params, loss, twin="dual")
@@ -493,7 +512,7 @@ def forward_reverse_check(run, loss, params, seed: int = 0, rtol: float | None =
     try:
         start = _start_values(state, loss, None)
         state.restore(start)
-        with Tape(loss):
+        with standing_aside(), Tape(loss):   # (the gradient as a whole is checked here)
             run()
         vjp = sum(float(np.sum(p.grad.data.astype(np.float64) * directions[p])) for p in params)
         state.restore(start)

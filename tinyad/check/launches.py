@@ -192,6 +192,8 @@ class LaunchChecker:
         r = error.report
         signature = (r.rule, r.kernel, r.read.loc if r.read else None,
                      r.write.loc if r.write else None)
+        if r.read is None and r.write is None and r.earlier:   # (known by its lines alone)
+            signature += tuple(a.loc for a in r.earlier)
         problem = self.problems.get(signature)
         if problem is None:
             problem = self.problems[signature] = Problem(r)

@@ -71,6 +71,10 @@ class NonFiniteGradientError(RuleViolation):
     (tinyad/check/nonfinite.py finds it)."""
 
 
+class CustomGradientRuleError(RuleViolation):
+    """A custom gradient (grad_for) that is not the derivative of its grad_replaced primal."""
+
+
 class SilentZeroRuleError(RuleViolation):
     """A gradient would silently be zero or doubled: unseeded outputs, a field without
     gradient on the path, adjoints run out of order, a value passed around the tape."""
@@ -261,6 +265,36 @@ def random_in_adjoint(*, kernel: str, loc: SrcLoc) -> ReplayDivergenceRuleError:
             "differentiated kernels) and read them from there"))
 
 
+def custom_gradient_mismatch(*, primal: str, gradient: str, call: Access, definitions: list,
+                             inputs: list[str], outputs: list[str], by_fd: float,
+                             by_adjoint: float, wrong_inputs: list[str],
+                             precision: str) -> CustomGradientRuleError:
+    """The dot-product test of a grad_replaced / grad_for pair failed (tinyad/customcheck.py):
+    w . (J v) from finite differences of the primal differs from v . (J^T w) from the custom
+    gradient, for random v on the primal's inputs and w on its outputs."""
+    where = (f" (it is {', '.join(wrong_inputs)} that {gradient} gets wrong)"
+             if wrong_inputs and len(wrong_inputs) < len(inputs) else "")
+    note = "" if precision == "f64" else " (the program runs in f32: a looser tolerance, 1e-3)"
+    return CustomGradientRuleError(Report(
+        rule="Custom gradient mismatch",
+        summary=f"the custom gradient {gradient} is not the derivative of {primal}: along a "
+                f"random direction, finite differences of {primal} give {by_fd:.9g} and "
+                f"{gradient} gives {by_adjoint:.9g}{note}.",
+        earlier=[call, *definitions],
+        consequence=f"every gradient that flows back through {primal} is wrong{where}. The "
+                    f"test: v random in [-1, 1] on {primal}'s inputs ({'; '.join(inputs)}), w "
+                    f"random in [-1, 1] on its outputs ({'; '.join(outputs)}); w . (J v) by "
+                    f"central differences of {primal} in f64 = {by_fd:.9g}, v . (J^T w) by "
+                    f"{gradient} with w as the outputs' .grad = {by_adjoint:.9g}",
+        fix=f"make {gradient} add (+=) to each input's .grad the derivative of everything "
+            f"{primal} computes from it, times the outputs' .grad (a missing factor or term, or "
+            "a .grad() left out of a recompute-then-chain sequence, gives this; "
+            f"ti.ad.verify(lambda: {primal}(...), loss, [inputs]) checks one piece at a time). "
+            f"If the difference is intended, turn this check off for the pair with "
+            f"@ti.ad.grad_for({primal}, check=False), or every check with "
+            "ti.init(check='off')"))
+
+
 # ---- gradients silently zero or doubled ------------------------------------------------------
 
 def custom_gradient_assigns(*, field: str, element: tuple, write: Access,
@@ -301,8 +335,10 @@ def missing_gradient_on_path(*, kernel: str, field: str, read_loc: SrcLoc,
         read=Access(kind="read", loc=read_loc, kernel=kernel),
         write=Access(kind="store", loc=written_at, kernel=writer or kernel),
         consequence=f"everything upstream of {field} gets no gradient from this kernel",
-        fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad()), or read it "
-            f"as ti.stop_grad({field}[...]) where the gradient is meant to stop there"))
+        fix=f"declare {field} with needs_grad=True (or call ti.root.lazy_grad()), or, where "
+            f"the gradient is meant to stop there, call ti.stop_grad({field}) in the kernel "
+            f"before the read (Taichi's spelling; tinyad also takes ti.stop_grad({field}[...]) "
+            "on one read, which Taichi 1.7 refuses)"))
 
 
 def missing_dual_on_path(*, kernel: str, field: str, store_loc: SrcLoc) -> SilentZeroRuleError:
@@ -540,7 +576,7 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "python_overwrite", "second_write", "read_during_accumulation", "parallel_conflict",
            "parallel_conflict_off_the_gradient", "parallel_conflict_reaches_gradient",
            "replay_divergence", "custom_gradient_reads_changed", "random_in_adjoint",
-           "custom_gradient_assigns",
+           "custom_gradient_assigns", "CustomGradientRuleError", "custom_gradient_mismatch",
            "value_passed_around_tape", "missing_gradient_on_path", "missing_dual_on_path",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",

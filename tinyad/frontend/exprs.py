@@ -253,6 +253,13 @@ class ExprVisitor:
             raise TinyadRuntimeError(f"field {fld.name} is used in a kernel before it has a shape",
                                      self.loc(node), hint=f"give it shape=, or place it with "
                                      f"ti.root.dense(ti.i, n).place({fld.name})")
+        if len(key) == fld.ndim - 1 and _under_dynamic(fld):
+            raise TinyadTypeError(
+                f"field {fld.name} is placed under ti.root...dynamic(...): tinyad stores it "
+                "densely and has no dynamic-list operations (x[i].append(v), x[i].length(), "
+                "x[i].deactivate(), ti.append, ti.length)", self.loc(node),
+                hint="keep the count in an integer field: k = ti.atomic_add(count[i], 1), "
+                     f"then {fld.name}[i, k] = v; loop over range(count[i])")
         if len(key) != fld.ndim:
             raise TinyadTypeError(f"field {fld.name} has {fld.ndim} dimension(s) {fld.shape}, "
                                   f"indexed with {len(key)} index(es)", self.loc(node),
@@ -368,12 +375,26 @@ class ExprVisitor:
             raise call_failure(fn, args, exc, self.loc(node), traced_args=traced) from exc
 
 
+def _under_dynamic(fld) -> bool:
+    """Is the field placed under a ti.root...dynamic(...) level (a list per cell in Taichi)?"""
+    node = getattr(fld, "snode", None)
+    while node is not None:
+        if getattr(node, "kind", None) == "dynamic":
+            return True
+        node = node.parent()
+    return False
+
+
 def _logic(name, a, b):
     """`a and b` / `a or b` on kernel scalars, as in Python and Taichi: the value of the operand
     that decides (`2 and 3` is 3, `0 or 5` is 5), both evaluated. On truth values (comparisons,
     logic) that is the plain logic op, which prints as such; a matrix operand makes it
     element-wise 1 / 0, as Taichi's vectors do."""
-    if isinstance(a, Matrix) or isinstance(b, Matrix) or (_is_truth(a) and _is_truth(b)):
+    if isinstance(a, Matrix):   # entry by entry (B.binary would fold the Matrix objects)
+        return a._zip(b, lambda x, y: B.binary(name, x, y))
+    if isinstance(b, Matrix):
+        return b._zip(a, lambda x, y: B.binary(name, x, y), reflected=True)
+    if _is_truth(a) and _is_truth(b):
         return B.binary(name, a, b)
     a = B.as_expr(a)
     decides = B.binary("ne", a, 0)

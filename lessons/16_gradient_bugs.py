@@ -1,0 +1,131 @@
+# %% [markdown]
+# # Lesson 16: Warp's gradient bugs, each caught by tinyad
+#
+# NVIDIA Warp's gradient-debugging guide opens with "gradient bugs are almost never math
+# bugs": the derivative rules are right, and the gradient is lost on the way, between
+# kernels, in Python, or in a hand-written piece. Four of its scenarios, as Taichi programs.
+# Taichi runs each without a word; tinyad computes the right gradient or says which line lost
+# it. The program: a state copied from the parameters, and an energy sum of squares.
+
+# %%
+import numpy as np
+
+import tinyad as ti
+
+ti.init(default_fp=ti.f64)
+n = 4
+x = ti.field(ti.f64, shape=n, needs_grad=True)
+state = ti.field(ti.f64, shape=n, needs_grad=True)
+loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def energy():
+    for i in state:
+        loss[None] += state[i] ** 2
+
+
+x.from_numpy(np.arange(1.0, n + 1))
+
+# %% [markdown]
+# ## 1. A copy in Python scope
+#
+# `state.copy_from(x)` looks like Python, but Taichi runs it as a kernel and its Tape
+# differentiates it: the gradient flows back through the copy to `x`. tinyad does the same
+# (d loss / d x = 2 x):
+
+# %%
+with ti.ad.Tape(loss):
+    state.copy_from(x)
+    energy()
+print("x.grad =", x.grad.to_numpy())
+
+# %% [markdown]
+# ## 2. Reading the gradient inside the Tape
+#
+# An optimiser step written inside the `with` block reads `x.grad` before the backward pass
+# has run: it holds zeros (the Tape cleared them) or the previous iterate's gradient. The step
+# is silently wrong; tinyad warns, naming the Tape and the read:
+
+# %%
+with ti.ad.Tape(loss):
+    state.copy_from(x)
+    energy()
+    step = x.grad.to_numpy()      # BAD: the backward pass runs when the block ends
+print("step =", step)
+
+# %% [markdown]
+# ## 3. The loss computed after the Tape
+#
+# A kernel that computes the loss, launched after the `with` block: the Tape differentiated a
+# loss that nothing inside it wrote, and every gradient is zero. This one is certain, so it
+# is an error, at the late launch:
+
+# %%
+late = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def late_energy():
+    for i in x:
+        late[None] += x[i] ** 2
+
+
+try:
+    with ti.ad.Tape(late):
+        state.copy_from(x)
+    late_energy()                 # BAD: belongs inside the block
+except ti.AutodiffRuleError as error:
+    print(error)
+
+# %% [markdown]
+# ## 4. A custom gradient with wrong math
+#
+# A hand-written gradient (`grad_replaced` / `grad_for`, a checkpointing segment) is trusted
+# by Taichi, Warp and JAX alike. tinyad compares each one, the first time each line calls it
+# under a Tape, with finite differences of its primal in f64 along random directions: here
+# the adjoint of y = x^3 forgot a factor (3 x^2 written as x^2).
+
+# %%
+y = ti.field(ti.f64, shape=n, needs_grad=True)
+cube_loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def cube_kernel():
+    for i in x:
+        y[i] = x[i] ** 3
+
+
+@ti.kernel
+def cube_kernel_adjoint():
+    for i in x:
+        x.grad[i] += y.grad[i] * x[i] ** 2     # BAD: the derivative is 3 x^2
+
+
+@ti.kernel
+def total():
+    for i in y:
+        cube_loss[None] += y[i]
+
+
+@ti.ad.grad_replaced
+def cube():
+    cube_kernel()
+
+
+@ti.ad.grad_for(cube)
+def cube_adjoint():
+    cube_kernel_adjoint()
+
+
+try:
+    with ti.ad.Tape(cube_loss):
+        cube()
+        total()
+except ti.AutodiffRuleError as error:
+    print(error)
+
+# %% [markdown]
+# Each report names the line to change. What tinyad cannot see is intent: a loss seeded with
+# 1 where the program meant 1/N is a different function, correctly differentiated.
