@@ -3,7 +3,7 @@
 #
 # NVIDIA Warp's gradient-debugging guide opens with "gradient bugs are almost never math
 # bugs": the derivative rules are right, and the gradient is lost on the way, between
-# kernels, in Python, or in a hand-written piece. Four of its scenarios, as Taichi programs.
+# kernels, in Python, or in a hand-written piece. Five of its scenarios, as Taichi programs.
 # Taichi runs each without a word; tinyad computes the right gradient or says which line lost
 # it. The program: a state copied from the parameters, and an energy sum of squares.
 
@@ -123,6 +123,31 @@ try:
     with ti.ad.Tape(cube_loss):
         cube()
         total()
+except ti.AutodiffRuleError as error:
+    print(error)
+
+# %% [markdown]
+# ## 5. A NaN in the gradient
+#
+# The length of a vector is `sqrt(d . d)`; at a zero vector its value is 0, fine, but its
+# derivative `d / |d|` is 0 / 0. The NaN surfaces in the gradient, far from its cause. tinyad
+# traces it back to the operation and the element, and says to guard the argument:
+
+# %%
+p = ti.Vector.field(2, ti.f64, shape=2, needs_grad=True)
+spread = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def distance():
+    d = p[1] - p[0]
+    spread[None] = ti.sqrt(d.dot(d))      # BAD at d = 0
+
+
+p.from_numpy(np.ones((2, 2)))             # the two points coincide
+try:
+    with ti.ad.Tape(spread):
+        distance()
 except ti.AutodiffRuleError as error:
     print(error)
 

@@ -121,8 +121,8 @@ def test_custom_gradients(mode, monkeypatch):
 
 
 def test_gradient_bugs(mode, monkeypatch):
-    """Lesson 16: the copy passes the gradient (2 x), and each of the three lost gradients is
-    reported, the wrong custom adjoint off by its factor 3."""
+    """Lesson 16: the copy passes the gradient (2 x); each of the three lost gradients is
+    reported, the wrong custom adjoint off by its factor 3; the NaN is traced to sqrt."""
     _, out = run_lesson(16, mode, monkeypatch)
     assert "x.grad = [2. 4. 6. 8.]" in out       # 2 x, through the copy
     assert "Gradient read inside the Tape (warning)" in out and "step = [0. 0. 0. 0.]" in out
@@ -131,6 +131,7 @@ def test_gradient_bugs(mode, monkeypatch):
                       out)
     assert found, out
     assert float(found[1]) == pytest.approx(3 * float(found[2]), rel=1e-6)
+    assert "Non-finite gradient" in out and "sqrt" in out
 
 
 # ---- rendering and stepping -----------------------------------------------------------------
