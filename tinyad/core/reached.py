@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from tinyad.core import ir
 from tinyad.core.analysis import access_sites, assigned, direct_break, fixed_int_args
 
@@ -169,3 +171,126 @@ def _exact(expr, env: dict, guards: list) -> _Ends | None:
 
 def _int_const(expr) -> bool:
     return isinstance(expr, ir.Const) and expr.dtype.is_int
+
+
+class IndexProof:
+    """Which accesses of a kernel compiled code must check element by element: those whose
+    indices the IR cannot bound (fast mode's bad-index flag, compile/badindex.py).
+
+    An access needs no check when every index it can take is inside the field, whatever the
+    launch's arguments: interval arithmetic over constants, loop ranges and the integer locals
+    a loop assigns once (`always_inside`). Nor does one that `CertainBounds` can settle before
+    each launch (reached in every iteration, ends exact in the integer arguments): those are
+    `launch_sites`, which the launcher checks once per argument values. Every other access
+    (an index read from a field, computed from a float, a local assigned twice, a `while`'s
+    counter, i - 1 under `if i > 0`) is `guarded`: the ids of its index tuples (`rank`: the
+    most indices one of them has)."""
+
+    def __init__(self, kernel: ir.Kernel, everything: bool = False):
+        args = fixed_int_args(kernel)
+        reached = reached_nodes(kernel)
+        restored = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Restore)}
+        guarded, launch_sites, self.rank = set(), [], 0
+        for site in access_sites(kernel):
+            if not site.indices:
+                continue
+            if everything:
+                guarded.add(id(site.indices))
+                self.rank = max(self.rank, len(site.indices))
+            elif always_inside(site, restored):
+                continue
+            elif (id(site.node) in reached and _components_inside(site, restored)
+                  and index_ends_function(site, args) is not None):
+                launch_sites.append(site)
+            else:
+                guarded.add(id(site.indices))
+                self.rank = max(self.rank, len(site.indices))
+        self.guarded = frozenset(guarded)
+        self.launch_sites = launch_sites
+
+
+def always_inside(site, restored=frozenset()) -> bool:
+    """Is every index `site` can take inside its field, for any arguments? (Interval
+    arithmetic: a superset of the values, so a branch around the access does not matter.)"""
+    env = _loop_intervals(site, restored)
+    if env is None:
+        return True                      # a loop around it never runs
+    sizes = (*site.field.shape, *site.field.element_shape)
+    return all(_inside(_interval(e, env), n) for e, n in zip(site.indices, sizes))
+
+
+def _components_inside(site, restored) -> bool:
+    """The indices past the field's own (a vector's component) are inside its elements."""
+    env = _loop_intervals(site, restored)
+    ndim = len(site.field.shape)
+    return env is None or all(_inside(_interval(e, env), n) for e, n in
+                              zip(site.indices[ndim:], site.field.element_shape))
+
+
+def _inside(span, size: int) -> bool:
+    return span is not None and 0 <= span[0] and span[1] < size
+
+
+def _loop_intervals(site, restored) -> dict | None:
+    """{local: (lowest, highest) or None} for the loop variables around `site` and the integer
+    locals their bodies assign once (not one a Restore also assigns); None when some loop
+    around it never runs."""
+    env: dict = {}
+    for loop in site.loops:
+        if not isinstance(loop, ir.For):
+            continue                     # (a `while` binds nothing)
+        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
+        if start is not None and stop is not None and stop[1] - 1 < start[0]:
+            return None
+        bounded = start is not None and stop is not None and loop.var not in assigned(loop.body)
+        env[loop.var] = (start[0], stop[1] - 1) if bounded else None
+        for name, value in site.preludes.get(id(loop), ()):
+            env[name] = None if name in restored else _interval(value, env)
+    return env
+
+
+def _interval(expr, env: dict):
+    """(lowest, highest) an integer expression can take, or None when unbounded (a float, a
+    load, an argument, an op that may wrap around its type)."""
+    if isinstance(expr, ir.Const):
+        return (int(expr.value),) * 2 if expr.dtype.is_int else None
+    if isinstance(expr, ir.Var):
+        return env.get(expr.name)
+    if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
+        return None
+    op, raw = expr.op, expr.args
+    if op in ("floordiv", "mod") and len(raw) == 2 and _int_const(raw[1]) \
+            and int(raw[1].value) > 0:
+        a, c = _interval(raw[0], env), int(raw[1].value)
+        if a is None:
+            return None
+        if op == "floordiv":
+            return _fits(a[0] // c, a[1] // c, expr.dtype)
+        return a if 0 <= a[0] and a[1] < c else (0, c - 1)
+    spans = [_interval(a, env) for a in raw]
+    if any(s is None for s in spans):
+        return None
+    if op in ("cast", "pos"):
+        return _fits(*spans[0], expr.dtype)
+    if op == "neg":
+        return _fits(-spans[0][1], -spans[0][0], expr.dtype)
+    if len(spans) != 2:
+        return None
+    (a, b), (c, d) = spans
+    if op == "add":
+        return _fits(a + c, b + d, expr.dtype)
+    if op == "sub":
+        return _fits(a - d, b - c, expr.dtype)
+    if op in ("min", "max"):
+        pick = min if op == "min" else max
+        return pick(a, c), pick(b, d)
+    if op == "mul":
+        products = (a * c, a * d, b * c, b * d)
+        return _fits(min(products), max(products), expr.dtype)
+    return None
+
+
+def _fits(low: int, high: int, dtype):
+    """(low, high), where the type holds both (else the op may wrap: unbounded)."""
+    info = np.iinfo(dtype.np)
+    return (low, high) if info.min <= low and high <= info.max else None
