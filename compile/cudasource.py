@@ -98,7 +98,7 @@ def generate_cuda(kernel: ir.Kernel, debug: bool = False) -> Generated:
     written = sorted(gen.fields.index(f) for f in ir.fields_written(kernel.body))
     generated = Generated(kernel, "cuda", source, "launch", gen.fields,
                           [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
-                          bool(gen.loops), [], written)
+                          bool(gen.loops), gen.sites, written)
     generated.carried = module.carried
     generated.segments = module.segment_names      # the cuda.jit kernels, in launch order
     generated.sets_error = any(isinstance(s, ir.Save) for s in ir.walk_stmts(kernel.body))
