@@ -176,11 +176,14 @@ class LaunchBounds:
     values, the bounds error if one of them reaches outside its field."""
 
     def __init__(self, kernel, sites):
-        self.bounds = CertainBounds(kernel, sites)
+        self.kernel, self.sites = kernel, sites
+        self.bounds = None              # (made at the first launch: it compiles each site's ends)
         self.names = [a.name for a in kernel.args]
         self.passed: set = set()
 
     def check(self, scalars) -> None:
+        if self.bounds is None:
+            self.bounds = CertainBounds(self.kernel, self.sites)
         key = tuple(int(scalars[i]) for i in self.bounds.positions)
         if key in self.passed:
             return

@@ -36,10 +36,10 @@ class CertainBounds:
         self.args = fixed_int_args(kernel)
         names = [a.name for a in kernel.args]
         self.positions = tuple(names.index(n) for n in self.args)
-        reached = reached_nodes(kernel)
+        reached, changed = reached_nodes(kernel), {}
         self.ends = [(site, ends) for site in (sites or access_sites(kernel))
                      if id(site.node) in reached
-                     and (ends := index_ends_function(site, self.args)) is not None]
+                     and (ends := index_ends_function(site, self.args, changed)) is not None]
 
     def outside(self, scalars: tuple):
         """(site, dimension, index) of the first access a launch with these scalar arguments
@@ -86,12 +86,23 @@ class _Ends(NamedTuple):
     dense: bool = True
 
 
-def index_ends_function(site, args: tuple):
+def index_ends_function(site, args: tuple, changed: dict | None = None):
     """For an access `reached_nodes` holds whose indices are exact (see the module): a
     function of the integer arguments `args` (in that order) -> ((lowest, highest) index the
     launch touches, per dimension of the field), or None when a loop around it is empty (or
     its ends cannot be told for these arguments). None instead of a function when the access
-    is not such."""
+    is not such. `changed`: id(loop) -> the locals its body assigns, remembered across calls
+    on one kernel (a kernel's sites share its loops)."""
+    lines = _ends_source(site, args, {} if changed is None else changed)
+    if lines is None:
+        return None
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
+    return namespace["ends"]
+
+
+def _ends_source(site, args: tuple, changed: dict) -> list | None:
+    """index_ends_function's source lines, or None."""
     if not site.field.shape:
         return None
     lines = [f"def ends({', '.join('a_' + n for n in args)}):"]
@@ -101,8 +112,10 @@ def index_ends_function(site, args: tuple):
         if not isinstance(loop, ir.For):
             return None
         start, stop = _exact(loop.start, env, guards), _exact(loop.stop, env, guards)
+        if id(loop) not in changed:
+            changed[id(loop)] = assigned(loop.body)
         if start is None or stop is None or start.loops or stop.loops or \
-                loop.var in assigned(loop.body):
+                loop.var in changed[id(loop)]:
             return None        # bounds that a loop variable moves, or a variable changed
         lines.append(f"    l{k} = {start.low}; h{k} = {stop.low} - 1")
         lines.append(f"    if h{k} < l{k}: return None")
@@ -120,9 +133,7 @@ def index_ends_function(site, args: tuple):
         ends.append(f"({found.low}, {found.high})")
     lines.extend(f"    if not ({guard}): return None" for guard in guards)
     lines.append(f"    return ({''.join(e + ', ' for e in ends)})")
-    namespace: dict = {}
-    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
-    return namespace["ends"]
+    return lines
 
 
 def _exact(expr, env: dict, guards: list) -> _Ends | None:
@@ -191,16 +202,19 @@ class IndexProof:
         reached = reached_nodes(kernel)
         restored = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Restore)}
         guarded, launch_sites, self.rank = set(), [], 0
+        changed: dict = {}                   # id(loop) -> the locals its body assigns
         for site in access_sites(kernel):
             if not site.indices:
                 continue
             if everything:
                 guarded.add(id(site.indices))
                 self.rank = max(self.rank, len(site.indices))
-            elif always_inside(site, restored):
                 continue
-            elif (id(site.node) in reached and _components_inside(site, restored)
-                  and index_ends_function(site, args) is not None):
+            env = _loop_intervals(site, restored, changed)
+            if env is None or _inside_all(site, env, 0):
+                continue                     # (a loop around it never runs)
+            if (id(site.node) in reached and _inside_all(site, env, len(site.field.shape))
+                    and _ends_source(site, args, changed) is not None):
                 launch_sites.append(site)
             else:
                 guarded.add(id(site.indices))
@@ -212,29 +226,26 @@ class IndexProof:
 def always_inside(site, restored=frozenset()) -> bool:
     """Is every index `site` can take inside its field, for any arguments? (Interval
     arithmetic: a superset of the values, so a branch around the access does not matter.)"""
-    env = _loop_intervals(site, restored)
-    if env is None:
-        return True                      # a loop around it never runs
+    env = _loop_intervals(site, restored, {})
+    return env is None or _inside_all(site, env, 0)
+
+
+def _inside_all(site, env: dict, start: int) -> bool:
+    """Are the access's indices from position `start` on (past the field's own: a vector's
+    component) inside their extents, over the intervals `env`?"""
     sizes = (*site.field.shape, *site.field.element_shape)
-    return all(_inside(_interval(e, env), n) for e, n in zip(site.indices, sizes))
-
-
-def _components_inside(site, restored) -> bool:
-    """The indices past the field's own (a vector's component) are inside its elements."""
-    env = _loop_intervals(site, restored)
-    ndim = len(site.field.shape)
-    return env is None or all(_inside(_interval(e, env), n) for e, n in
-                              zip(site.indices[ndim:], site.field.element_shape))
+    return all(_inside(_interval(e, env), n)
+               for e, n in zip(site.indices[start:], sizes[start:]))
 
 
 def _inside(span, size: int) -> bool:
     return span is not None and 0 <= span[0] and span[1] < size
 
 
-def _loop_intervals(site, restored) -> dict | None:
+def _loop_intervals(site, restored, changed: dict) -> dict | None:
     """{local: (lowest, highest) or None} for the loop variables around `site` and the integer
     locals their bodies assign once (not one a Restore also assigns); None when some loop
-    around it never runs."""
+    around it never runs. `changed` remembers each loop's assigned locals."""
     env: dict = {}
     for loop in site.loops:
         if not isinstance(loop, ir.For):
@@ -242,7 +253,9 @@ def _loop_intervals(site, restored) -> dict | None:
         start, stop = _interval(loop.start, env), _interval(loop.stop, env)
         if start is not None and stop is not None and stop[1] - 1 < start[0]:
             return None
-        bounded = start is not None and stop is not None and loop.var not in assigned(loop.body)
+        if id(loop) not in changed:
+            changed[id(loop)] = assigned(loop.body)
+        bounded = start is not None and stop is not None and loop.var not in changed[id(loop)]
         env[loop.var] = (start[0], stop[1] - 1) if bounded else None
         for name, value in site.preludes.get(id(loop), ()):
             env[name] = None if name in restored else _interval(value, env)
