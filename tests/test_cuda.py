@@ -283,3 +283,15 @@ def test_a_bad_index_is_reported_on_cuda(tmp_path):
     assert "index (-1,) is out of bounds for field x of shape (64,)" in out["raised"]
     assert "out[i] = x[idx[i]]" in out["raised"]
     assert out["again"][10] == 5
+
+
+def test_debug_guards_every_access_on_cuda():
+    """Without debug only the accesses the IR cannot bound are guarded; with debug=True every
+    one (CUDA code cannot raise, so debug's bounds checks are the flag there too)."""
+    gather = _gather_program()
+    plain, debug = generate_cuda(gather.ir), generate_cuda(gather.ir, debug=True)
+
+    def guarded(gen):      # (field, column) of each guarded access
+        return {(site.field.name, site.loc.col) for site in gen.sites}
+    assert guarded(plain) == {("grid", 12), ("x", 39)}       # grid[base, ...], x[idx[i]]
+    assert guarded(debug) == guarded(plain) | {("x", 27), ("idx", 41)}     # x[i], idx[i]
