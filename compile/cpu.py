@@ -6,7 +6,8 @@ All compile with `error_model="numpy"` (IEEE results, x // 0 == 0, as the interp
 fast-math flags of `ti.init(fast_math=True)`, the default (compile/pysource.py says which).
 Debug mode (`ti.init(debug=True)`) compiles serially with `boundscheck=True` and an explicit
 check at every field access; an out-of-bounds index raises TinyadIndexError naming the field
-and the user's line, like interp mode.
+and the user's line, like interp mode. Without it, the accesses whose indices the IR does not
+bound report a bad index after the launch, through a flag (compile/badindex.py).
 
 Launch overhead is kept low: the launcher is a closure made once per kernel that passes each
 field's array and each scalar, converted to the kernel's numpy dtype, straight to numba's
@@ -20,7 +21,7 @@ import sys
 
 import numpy as np
 
-from tinyad.compile import ahead, cache, threads
+from tinyad.compile import ahead, badindex, cache, threads
 from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
@@ -74,25 +75,31 @@ class CpuKernel:
         self._launch = self._make_launcher()
 
     def _make_launcher(self):
-        fn, fields = self.fn, tuple(self.generated.fields)
-        converts = tuple(d.np for d in self.generated.scalars)
-        random = self.generated.uses_random
+        gen = self.generated
+        fn, fields = self.fn, tuple(gen.fields)
+        converts = tuple(d.np for d in gen.scalars)
+        random = gen.uses_random
+        bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
+        tail = () if bad is None else (bad,)    # the bad-index flag (compile/badindex.py)
         if not converts and not random:
             def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields])
+                return fn(*[f.host_array for f in fields], *tail)
         elif not random:
             def launch(scalars, rng):
                 return fn(*[f.host_array for f in fields],
-                          *[c(v) for c, v in zip(converts, scalars)])
+                          *[c(v) for c, v in zip(converts, scalars)], *tail)
         else:
             def launch(scalars, rng):
                 return fn(*[f.host_array for f in fields],
-                          *[c(v) for c, v in zip(converts, scalars)], _seed(rng))
-        if self.generated.parallel:
+                          *[c(v) for c, v in zip(converts, scalars)], _seed(rng), *tail)
+        if gen.parallel:
             launch = _governed(launch)
-        if not self.generated.sites:
+        if bad is not None:
+            launch = badindex.flagged(launch, bad, gen.sites)
+        if gen.launch_bounds is not None:
+            launch = gen.launch_bounds.before(launch)
+        if not gen.sites or bad is not None:
             return launch
-        gen = self.generated
 
         def checked(scalars, rng):
             try:

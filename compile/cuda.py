@@ -4,7 +4,9 @@ A kernel becomes segments (compile/pysource.py): each parallel loop is a grid-st
 `cuda.jit` kernel; the code between parallel loops runs in a one-thread kernel; top-level
 locals that cross segments travel in one-element device arrays. `ti.atomic_*` in a parallel
 loop is `cuda.atomic.*`; save stacks are `cuda.local.array`s of fixed size (CUDA_STACK; an
-overflow raises TinyadRuntimeError after the launch).
+overflow raises TinyadRuntimeError after the launch). An index the IR does not bound (every
+index with debug=True) is clamped into its field and reported after the launch
+(compile/badindex.py).
 
 Fields live on the device between launches, in a device mirror (compile/devicemirror.py): a
 field's values are brought back only when Python scope reads them, and sent again only after
@@ -24,6 +26,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from tinyad.compile import cache
+from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cudasource import generate_cuda
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import CUDA_STACK, Generated
@@ -88,6 +91,8 @@ class CudaKernel:
         # once (the kernel writes its return value at every launch).
         self.reads_error = gen.sets_error
         self._err = self._ret = None
+        # the bad-index flag (compile/badindex.py): read back after every launch that has it
+        self._bad = None
 
     def __call__(self, scalars=(), rng=None):
         """Launch once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
@@ -108,6 +113,12 @@ class CudaKernel:
         extra = [err] if ret is None else [err, ret]
         if gen.uses_random:
             extra.append(np.int64((rng or np.random.default_rng(0)).integers(0, 2**62)))
+        if gen.bad_slots:
+            if self._bad is None:
+                self._bad = cuda.to_device(np.zeros(gen.bad_slots, np.int64))
+            extra.append(self._bad)
+        if gen.launch_bounds is not None:
+            gen.launch_bounds.check(scalars)
         self.launch(*device, *values, *carry, *extra)
         for k in gen.written:
             self.mirror.kernel_wrote(arrays[k])     # the device has the new values
@@ -119,6 +130,11 @@ class CudaKernel:
                 f"kernel {gen.kernel.name}: a save stack of the adjoint kernel overflowed "
                 f"({CUDA_STACK} entries per thread on CUDA)", gen.kernel.loc,
                 hint="loop fewer times inside one parallel iteration, or run on the CPU")
+        if gen.bad_slots:
+            bad = self._bad.copy_to_host()
+            if bad[0]:
+                self._bad.copy_to_device(np.zeros(gen.bad_slots, np.int64))
+                raise bad_index_error(gen.sites, bad)
         if ret is not None:
             return ret.copy_to_host()[0].item()
         return None

@@ -41,7 +41,8 @@ class CudaModule:
         carry = {n: f"_c_{gen.local[n]}" for n in carried}
         params = ([gen.field_names[id(f)] for f in gen.fields]
                   + [gen.local[a.name] for a in k.args] + list(carry.values()) + ["_err"]
-                  + (["_ret"] if k.ret else []) + ([gen.seed] if gen.uses_random else []))
+                  + (["_ret"] if k.ret else []) + ([gen.seed] if gen.uses_random else [])
+                  + ([gen.bad] if gen.bad else []))
         name = gen.entry
         kernels, launches = [], []
         self.segment_names = []
@@ -97,8 +98,9 @@ def generate_cuda(kernel: ir.Kernel, debug: bool = False) -> Generated:
     written = sorted(gen.fields.index(f) for f in ir.fields_written(kernel.body))
     generated = Generated(kernel, "cuda", source, "launch", gen.fields,
                           [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
-                          bool(gen.loops), [], written)
+                          bool(gen.loops), gen.sites, written)
     generated.carried = module.carried
     generated.segments = module.segment_names      # the cuda.jit kernels, in launch order
     generated.sets_error = any(isinstance(s, ir.Save) for s in ir.walk_stmts(kernel.body))
+    generated.bad_slots, generated.launch_bounds = gen.bad_slots, gen.launch_bounds
     return generated

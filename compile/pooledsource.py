@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from tinyad.compile.gather import split_gathers
 from tinyad.compile.nesting import carried_locals, nest_loops, segments
-from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import (
+    BAD_TYPE,
     NO_CFUNC,
     NP_TYPE,
     NUMBA_TYPE,
@@ -32,6 +32,7 @@ from tinyad.compile.pysource import (
     generate_cpu,
     parallel_min_default,
 )
+from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, referenced
@@ -73,6 +74,8 @@ class PooledModule:
         parts += [f"types.{NUMBA_TYPE[a.dtype.name]}" for a in gen.kernel.args]
         if gen.uses_random:
             parts.append("types.int64")
+        if gen.bad:
+            parts.append(BAD_TYPE)
         parts += trailing
         return "types.none(\n    " + ",\n    ".join(parts) + ",\n)"
 
@@ -122,6 +125,8 @@ class PooledModule:
         args = [gen.field_names[id(f)] for f in gen.fields] + [gen.local[a.name] for a in k.args]
         if gen.uses_random:
             args.append(gen.seed)
+        if gen.bad:
+            args.append(gen.bad)
         for n in carried:
             arg = [a for a in k.args if a.name == n]
             init = (f"np.array([{gen.local[n]}], {NP_TYPE[self.dtype(n).name]})" if arg else
@@ -275,4 +280,5 @@ def generate_pooled(kernel: ir.Kernel, fast_math: bool = True,
                       if isinstance(s, (ir.Store, ir.AtomicOp))})
     return Generated(kernel, "cpu", source, gen.entry, gen.fields,
                      [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
-                     bool(gen.loops), gen.sites, written)
+                     bool(gen.loops), gen.sites, written, bad_slots=gen.bad_slots,
+                     launch_bounds=gen.launch_bounds)

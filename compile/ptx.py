@@ -68,6 +68,8 @@ def signature(gen) -> str:
         parts.append(_array(gen.ret, 1))
     if gen.uses_random:
         parts.append("int64")
+    if gen.bad_slots:
+        parts.append("int64[::1]")      # the bad-index flag (compile/badindex.py)
     return f"void({', '.join(parts)})"
 
 

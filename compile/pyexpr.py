@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad.compile import rt
+from tinyad.compile import badindex, rt
 from tinyad.compile.op_spellings import SPELLINGS
 from tinyad.core import ir, ops
 from tinyad.core import types as T
@@ -30,7 +30,7 @@ RESERVED = (set(keyword.kwlist) | set(dir(builtins))
             | {"np", "math", "numba", "njit", "prange", "cuda", "types", "float32", "float64",
                "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "launch"} | set(rt.HELPERS)
-            | set(rt.CONSTANTS))
+            | set(rt.CONSTANTS) | set(badindex.NAMES))
 # and what a CUDA module imports from tinyad.compile.cuda (a field named `grid` would hide it)
 CUDA_RESERVED = {"grid", "libdevice", "MAX_THREADS"}
 
@@ -42,7 +42,8 @@ class CodegenError(Exception):
 @dataclass
 class Site:
     """What debug mode checks, and where in the user's code: a field access (its field), a
-    divisor (None), or an assert (its message template)."""
+    divisor (None), or an assert (its message template). Without debug (and on CUDA) the
+    accesses the bad-index flag guards (compile/badindex.py)."""
     field: object
     loc: object
     template: str | None = None
@@ -223,10 +224,30 @@ class ExprWriter:
             return parts[0] if self.target == "cuda" else f"({parts[0]},)"
         return f"({', '.join(parts)})"
 
+    def guarded_index(self, fld, indices, loc) -> str | None:
+        """The access's index through its `in_bounds` guard, where the IR does not bound it
+        (compile/badindex.py); else None."""
+        if not indices or id(indices) not in self.guarded:
+            return None
+        site = len(self.sites)
+        self.sites.append(Site(fld, loc))
+        self.guard_ranks.add(len(indices))
+        array = self.arrays[id(fld)]
+        values = [self.value(i) for i in indices]
+        if self.target == "cuda":   # numba compiles a device function per literal argument
+            values = [f"int64({v})" if isinstance(i, ir.Const) else v
+                      for v, i in zip(values, indices)]
+        site_text = f"int64({site})" if self.target == "cuda" else str(site)
+        return badindex.guard_call(len(indices), self.bad, site_text, array, values,
+                                   self.target)
+
     def access(self, fld, indices, loc) -> str:
         array = self.arrays[id(fld)]
         if not indices:
             return f"{array}[0]"
+        guarded = self.guarded_index(fld, indices, loc)
+        if guarded is not None:
+            return f"{array}[{guarded}]"
         if self.debug and self.target == "cpu":
             site = len(self.sites)
             self.sites.append(Site(fld, loc))

@@ -44,7 +44,7 @@ import os
 import string
 from dataclasses import dataclass, field
 
-from tinyad.compile import rt
+from tinyad.compile import badindex, rt
 from tinyad.compile.cudaloops import CudaLoops
 from tinyad.compile.gather import is_scratch, split_gathers
 from tinyad.compile.nesting import nest_loops
@@ -54,6 +54,7 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
 from tinyad.core.printer import format_kernel, with_source_comment
+from tinyad.core.reached import IndexProof
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -65,6 +66,8 @@ PARALLEL_MIN = 256
 # assuming no NaN or inf lets a NaN check or an overflow go silently wrong (Taichi assumes
 # them). Not `afn`: it turns `x ** float(n)` into llvm.powi, whose runtime numba's JIT lacks.
 FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
+# The bad-index array's numba type (compile/badindex.py)
+BAD_TYPE = 'types.Array(types.int64, 1, "C")'
 # numba gives every function a C-callable twin (for first-class function values) unless told
 # not to; nothing takes a kernel's address, and the twin cost ~20 ms of compile a function.
 NO_CFUNC = "no_cfunc_wrapper=True"
@@ -110,6 +113,10 @@ class Generated:
     segments: list = field(default_factory=list)
     carried: list = field(default_factory=list)
     sets_error: bool = False         # CUDA: a save stack may overflow, setting _err[0]
+    # The bad-index flag (compile/badindex.py): the length of the int64 array the kernel takes
+    # last (0: none; `sites` are then its guarded accesses), and the check before each launch
+    bad_slots: int = 0
+    launch_bounds: object = None
 
     @property
     def ir_text(self) -> str:
@@ -164,6 +171,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
         self.loops: dict[int, LoopPlan] = {}          # id(For) -> plan, for parallel loops
         self.plan_parallel()
         self.plan_all_scopes()
+        self.prove_indices()
     # ---- output -----------------------------------------------------------------------------
     def line(self, depth: int, text: str, loc=None):
         text = "    " * depth + text
@@ -171,6 +179,21 @@ class Generator(ExprWriter, Planner, CudaLoops):
             text = with_source_comment(text, loc, column=64)   # 4-space indents: wider
             self.last_loc = loc
         self.lines.append(text)
+    def prove_indices(self):
+        """Which accesses the bad-index flag guards (compile/badindex.py): without debug, those
+        the IR does not bound; on CUDA with debug, all. (The CPU's debug mode checks every
+        access by raising instead, compile/rt.py check_index.)"""
+        self.guarded, self.guard_ranks, self.bad = frozenset(), set(), None
+        self.bad_slots, self.launch_bounds = 0, None
+        if self.debug and self.target == "cpu":
+            return
+        proof = IndexProof(self.kernel, everything=self.debug)
+        self.guarded = proof.guarded
+        if proof.guarded:
+            self.bad = self.names.temp("bad")
+            self.bad_slots = 1 + proof.rank
+        if proof.launch_sites:
+            self.launch_bounds = badindex.LaunchBounds(self.kernel, proof.launch_sites)
     # ---- statements -------------------------------------------------------------------------
     def hoist_random(self, exprs, depth, state, loc):
         """Bind every ti.random() of a statement to a temporary drawn before it."""
@@ -312,7 +335,11 @@ class Generator(ExprWriter, Planner, CudaLoops):
             return
         if how == "private":
             copies = ctx.loop.private[id(s.field)][1]
-            index = ", ".join(["_chunk", *(self.value(i) for i in s.indices)])
+            guarded = self.guarded_index(s.field, s.indices, s.loc)
+            if guarded is None:
+                index = ", ".join(["_chunk", *(self.value(i) for i in s.indices)])
+            else:
+                index = f"(_chunk,) + {guarded}" if len(s.indices) > 1 else f"_chunk, {guarded}"
             sign = "+" if s.op == "add" else "-"
             self.line(depth, f"{copies}[{index}] {sign}= {value}", s.loc)
             return
@@ -338,7 +365,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
 
     def atomic_call(self, s: ir.AtomicOp, depth, ctx):
         array = self.arrays[id(s.field)]
-        index = self.atomic_index(s.indices)
+        index = self.guarded_index(s.field, s.indices, s.loc) or self.atomic_index(s.indices)
         value = self.value(s.value)
         if s.field.dtype.is_int:
             value = self.wrap(value, s.field.dtype)
@@ -527,6 +554,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
         parts += [f"types.{NUMBA_TYPE[a.dtype.name]}" for a in self.kernel.args]
         if self.uses_random:
             parts.append("types.int64")
+        if self.bad:
+            parts.append(BAD_TYPE)
         ret = f"types.{NUMBA_TYPE[self.kernel.ret.name]}" if self.kernel.ret else "types.none"
         return f"{ret}(\n    " + ",\n    ".join(parts) + ",\n)" if parts else f"{ret}()"
 
@@ -535,6 +564,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
         params += [self.local[a.name] for a in self.kernel.args]
         if self.uses_random:
             params.append(self.seed)
+        if self.bad:
+            params.append(self.bad)
         return params
 
     def header(self) -> list[str]:
@@ -547,7 +578,9 @@ class Generator(ExprWriter, Planner, CudaLoops):
                 f"{tuple(f.shape)}{' x ' + str(f.element_shape) if f.element_shape else ''}"
                 for f in self.fields] + [
                 f"    {self.local[a.name]}: {a.dtype}" for a in k.args] + (
-                [f"    {self.seed}: the launch's random seed"] if self.uses_random else []) + [
+                [f"    {self.seed}: the launch's random seed"] if self.uses_random else []) + (
+                [f"    {self.bad}: where the first bad index is recorded (compile/badindex.py)"]
+                if self.bad else []) + [
                 "", "The kernel's IR:", "", *format_kernel(k).splitlines(), '"""']
 
     def shared_globals(self, helper_decorator: str) -> list[str]:
@@ -559,6 +592,9 @@ class Generator(ExprWriter, Planner, CudaLoops):
             out.append(f"from tinyad.compile.rt import {', '.join(rt.CONSTANTS)}")
         if self.helpers:
             out += ["", "", rt.helper_source(self.helpers, helper_decorator)]
+        if self.guard_ranks:
+            out += ["", "", badindex.guard_source(self.guard_ranks, self.target,
+                                                  helper_decorator)]
         return out
 
     def cpu_module(self) -> str:
@@ -633,7 +669,8 @@ def generate_cpu(kernel: ir.Kernel, debug: bool = False, fast_math: bool = True,
                       if isinstance(s, (ir.Store, ir.AtomicOp))})
     return Generated(kernel, "cpu", source, gen.entry, gen.fields,
                      [a.dtype for a in kernel.args], gen.uses_random, kernel.ret,
-                     bool(gen.loops), gen.sites, written)
+                     bool(gen.loops), gen.sites, written, bad_slots=gen.bad_slots,
+                     launch_bounds=gen.launch_bounds)
 
 
 def _outer_parallel_loops(block):

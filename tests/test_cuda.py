@@ -207,3 +207,91 @@ def test_tinyad_arch_chooses_the_device_of_an_init_that_names_none(monkeypatch, 
         assert "ti.init(arch=cuda)" in capsys.readouterr().err
     ti.init(mode="fast", arch=ti.cpu)             # named: the environment does not override
     assert runtime.config.arch == "cpu"
+
+
+def _gather_program():
+    """A gather through an index field and a scatter at a float-computed index: accesses the
+    bad-index flag guards (compile/badindex.py)."""
+    ti.init(mode="fast", default_fp=ti.f32)
+    n = 16
+    x = ti.field(ti.f32, n, needs_grad=True)
+    idx = ti.field(ti.i32, n)
+    grid = ti.Vector.field(2, ti.f32, (4, 4), needs_grad=True)
+
+    @ti.kernel
+    def gather():
+        for i in range(n):
+            base = ti.cast(x[i] * 4, ti.i32)
+            grid[base, 3 - base][1] += x[idx[i]]
+
+    return gather
+
+
+def test_a_guarded_access_lowers_to_ptx(lowering):
+    gather = _gather_program()
+    for kernel_ir in (gather.ir, gather.grad.ir):
+        gen = generate_cuda(kernel_ir)
+        assert gen.bad_slots == 4 and "in_bounds3(" in gen.source, gen.source
+        assert ptx.signature(gen).endswith(", int64[::1])")
+        out = ptx.lower(kernel_ir, ((9, 0), (8, 0)))
+        assert "atom.global.cas.b64" in "".join(out.values())    # the record's claim
+
+
+BAD_INDEX_SCRIPT = simulator_program('''
+    import numpy as np
+    import tinyad as ti
+
+    ti.init(mode="fast", arch=ti.cuda, default_fp=ti.f32)
+    n = 64
+    x = ti.field(ti.f32, n)
+    idx = ti.field(ti.i32, n)
+    out = ti.field(ti.f32, n)
+
+    @ti.kernel
+    def gather():
+        for i in range(n):
+            out[i] = x[idx[i]]
+
+    x.from_numpy(np.arange(n, dtype=np.float32))
+    idx.from_numpy(np.arange(n)[::-1].astype(np.int32))
+    gather()
+    clean = out.to_numpy().tolist()
+    idx[10] = -1
+    try:
+        gather()
+        raised = None
+    except ti.TinyadIndexError as exc:
+        raised = str(exc)
+    idx[10] = 5
+    gather()
+    from tinyad import compile as fast_compile
+    print(json.dumps({"clean": clean, "raised": raised, "again": out.to_numpy().tolist(),
+                      "backend": fast_compile.backend_for("cuda")}))
+''')
+
+
+def test_a_bad_index_is_reported_on_cuda(tmp_path):
+    """The simulator runs the guard's device function: -1 is reported at the user's line, the
+    clean launches before and after are right."""
+    out = run_script(BAD_INDEX_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",
+                     TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["backend"] == "cuda"
+    assert out["clean"] == list(range(63, -1, -1))
+    assert out["raised"] is not None
+    assert "index (-1,) is out of bounds for field x of shape (64,)" in out["raised"]
+    assert "out[i] = x[idx[i]]" in out["raised"]
+    assert out["again"][10] == 5
+
+
+def test_debug_guards_every_access_on_cuda():
+    """Without debug only the accesses the IR cannot bound are guarded; with debug=True every
+    one (CUDA code cannot raise, so debug's bounds checks are the flag there too)."""
+    gather = _gather_program()
+    plain, debug = generate_cuda(gather.ir), generate_cuda(gather.ir, debug=True)
+
+    def guarded(gen):      # (field, column) of each guarded access
+        return {(site.field.name, site.loc.col) for site in gen.sites}
+    assert guarded(plain) == {("grid", 12), ("x", 39)}       # grid[base, ...], x[idx[i]]
+    assert guarded(debug) == guarded(plain) | {("x", 27), ("idx", 41)}     # x[i], idx[i]

@@ -13,8 +13,10 @@ one after. The user fixes the mistake and runs again from a state that never exi
 Both hold where launches are checked: interp mode, and fast mode with `debug=True`. A copy costs
 a pass over the field, as much as a memory-bound compiled kernel: fast mode without `debug=True`
 copies nothing, so a failure there leaves the fields as the failure found them (its kernels do
-not raise part way; a rule error or a Python exception inside a Tape can stop it between
-launches). The next Tape starts clean either way.
+not raise part way; a bad index the IR cannot bound is reported when the launch returns, after
+it ran with that access sent to the field's element 0, compile/badindex.py; a rule error or a
+Python exception inside a Tape can stop it between launches). The next Tape starts clean
+either way.
 """
 from __future__ import annotations
 

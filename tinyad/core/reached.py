@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from tinyad.core import ir
 from tinyad.core.analysis import access_sites, assigned, direct_break, fixed_int_args
 
@@ -34,10 +36,10 @@ class CertainBounds:
         self.args = fixed_int_args(kernel)
         names = [a.name for a in kernel.args]
         self.positions = tuple(names.index(n) for n in self.args)
-        reached = reached_nodes(kernel)
+        reached, changed = reached_nodes(kernel), {}
         self.ends = [(site, ends) for site in (sites or access_sites(kernel))
                      if id(site.node) in reached
-                     and (ends := index_ends_function(site, self.args)) is not None]
+                     and (ends := index_ends_function(site, self.args, changed)) is not None]
 
     def outside(self, scalars: tuple):
         """(site, dimension, index) of the first access a launch with these scalar arguments
@@ -84,12 +86,23 @@ class _Ends(NamedTuple):
     dense: bool = True
 
 
-def index_ends_function(site, args: tuple):
+def index_ends_function(site, args: tuple, changed: dict | None = None):
     """For an access `reached_nodes` holds whose indices are exact (see the module): a
     function of the integer arguments `args` (in that order) -> ((lowest, highest) index the
     launch touches, per dimension of the field), or None when a loop around it is empty (or
     its ends cannot be told for these arguments). None instead of a function when the access
-    is not such."""
+    is not such. `changed`: id(loop) -> the locals its body assigns, remembered across calls
+    on one kernel (a kernel's sites share its loops)."""
+    lines = _ends_source(site, args, {} if changed is None else changed)
+    if lines is None:
+        return None
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
+    return namespace["ends"]
+
+
+def _ends_source(site, args: tuple, changed: dict) -> list | None:
+    """index_ends_function's source lines, or None."""
     if not site.field.shape:
         return None
     lines = [f"def ends({', '.join('a_' + n for n in args)}):"]
@@ -99,8 +112,10 @@ def index_ends_function(site, args: tuple):
         if not isinstance(loop, ir.For):
             return None
         start, stop = _exact(loop.start, env, guards), _exact(loop.stop, env, guards)
+        if id(loop) not in changed:
+            changed[id(loop)] = assigned(loop.body)
         if start is None or stop is None or start.loops or stop.loops or \
-                loop.var in assigned(loop.body):
+                loop.var in changed[id(loop)]:
             return None        # bounds that a loop variable moves, or a variable changed
         lines.append(f"    l{k} = {start.low}; h{k} = {stop.low} - 1")
         lines.append(f"    if h{k} < l{k}: return None")
@@ -118,9 +133,7 @@ def index_ends_function(site, args: tuple):
         ends.append(f"({found.low}, {found.high})")
     lines.extend(f"    if not ({guard}): return None" for guard in guards)
     lines.append(f"    return ({''.join(e + ', ' for e in ends)})")
-    namespace: dict = {}
-    exec("\n".join(lines), namespace)   # noqa: S102  (source built above from the IR)
-    return namespace["ends"]
+    return lines
 
 
 def _exact(expr, env: dict, guards: list) -> _Ends | None:
@@ -169,3 +182,128 @@ def _exact(expr, env: dict, guards: list) -> _Ends | None:
 
 def _int_const(expr) -> bool:
     return isinstance(expr, ir.Const) and expr.dtype.is_int
+
+
+class IndexProof:
+    """Which accesses of a kernel compiled code must check element by element: those whose
+    indices the IR cannot bound (fast mode's bad-index flag, compile/badindex.py).
+
+    An access needs no check when every index it can take is inside the field, whatever the
+    launch's arguments: interval arithmetic over constants, loop ranges and the integer locals
+    a loop assigns once (`always_inside`). Nor does one that `CertainBounds` can settle before
+    each launch (reached in every iteration, ends exact in the integer arguments): those are
+    `launch_sites`, which the launcher checks once per argument values. Every other access
+    (an index read from a field, computed from a float, a local assigned twice, a `while`'s
+    counter, i - 1 under `if i > 0`) is `guarded`: the ids of its index tuples (`rank`: the
+    most indices one of them has)."""
+
+    def __init__(self, kernel: ir.Kernel, everything: bool = False):
+        args = fixed_int_args(kernel)
+        reached = reached_nodes(kernel)
+        restored = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Restore)}
+        guarded, launch_sites, self.rank = set(), [], 0
+        changed: dict = {}                   # id(loop) -> the locals its body assigns
+        for site in access_sites(kernel):
+            if not site.indices:
+                continue
+            if everything:
+                guarded.add(id(site.indices))
+                self.rank = max(self.rank, len(site.indices))
+                continue
+            env = _loop_intervals(site, restored, changed)
+            if env is None or _inside_all(site, env, 0):
+                continue                     # (a loop around it never runs)
+            if (id(site.node) in reached and _inside_all(site, env, len(site.field.shape))
+                    and _ends_source(site, args, changed) is not None):
+                launch_sites.append(site)
+            else:
+                guarded.add(id(site.indices))
+                self.rank = max(self.rank, len(site.indices))
+        self.guarded = frozenset(guarded)
+        self.launch_sites = launch_sites
+
+
+def always_inside(site, restored=frozenset()) -> bool:
+    """Is every index `site` can take inside its field, for any arguments? (Interval
+    arithmetic: a superset of the values, so a branch around the access does not matter.)"""
+    env = _loop_intervals(site, restored, {})
+    return env is None or _inside_all(site, env, 0)
+
+
+def _inside_all(site, env: dict, start: int) -> bool:
+    """Are the access's indices from position `start` on (past the field's own: a vector's
+    component) inside their extents, over the intervals `env`?"""
+    sizes = (*site.field.shape, *site.field.element_shape)
+    return all(_inside(_interval(e, env), n)
+               for e, n in zip(site.indices[start:], sizes[start:]))
+
+
+def _inside(span, size: int) -> bool:
+    return span is not None and 0 <= span[0] and span[1] < size
+
+
+def _loop_intervals(site, restored, changed: dict) -> dict | None:
+    """{local: (lowest, highest) or None} for the loop variables around `site` and the integer
+    locals their bodies assign once (not one a Restore also assigns); None when some loop
+    around it never runs. `changed` remembers each loop's assigned locals."""
+    env: dict = {}
+    for loop in site.loops:
+        if not isinstance(loop, ir.For):
+            continue                     # (a `while` binds nothing)
+        start, stop = _interval(loop.start, env), _interval(loop.stop, env)
+        if start is not None and stop is not None and stop[1] - 1 < start[0]:
+            return None
+        if id(loop) not in changed:
+            changed[id(loop)] = assigned(loop.body)
+        bounded = start is not None and stop is not None and loop.var not in changed[id(loop)]
+        env[loop.var] = (start[0], stop[1] - 1) if bounded else None
+        for name, value in site.preludes.get(id(loop), ()):
+            env[name] = None if name in restored else _interval(value, env)
+    return env
+
+
+def _interval(expr, env: dict):
+    """(lowest, highest) an integer expression can take, or None when unbounded (a float, a
+    load, an argument, an op that may wrap around its type)."""
+    if isinstance(expr, ir.Const):
+        return (int(expr.value),) * 2 if expr.dtype.is_int else None
+    if isinstance(expr, ir.Var):
+        return env.get(expr.name)
+    if not isinstance(expr, ir.Op) or not expr.dtype.is_int:
+        return None
+    op, raw = expr.op, expr.args
+    if op in ("floordiv", "mod") and len(raw) == 2 and _int_const(raw[1]) \
+            and int(raw[1].value) > 0:
+        a, c = _interval(raw[0], env), int(raw[1].value)
+        if a is None:
+            return None
+        if op == "floordiv":
+            return _fits(a[0] // c, a[1] // c, expr.dtype)
+        return a if 0 <= a[0] and a[1] < c else (0, c - 1)
+    spans = [_interval(a, env) for a in raw]
+    if any(s is None for s in spans):
+        return None
+    if op in ("cast", "pos"):
+        return _fits(*spans[0], expr.dtype)
+    if op == "neg":
+        return _fits(-spans[0][1], -spans[0][0], expr.dtype)
+    if len(spans) != 2:
+        return None
+    (a, b), (c, d) = spans
+    if op == "add":
+        return _fits(a + c, b + d, expr.dtype)
+    if op == "sub":
+        return _fits(a - d, b - c, expr.dtype)
+    if op in ("min", "max"):
+        pick = min if op == "min" else max
+        return pick(a, c), pick(b, d)
+    if op == "mul":
+        products = (a * c, a * d, b * c, b * d)
+        return _fits(min(products), max(products), expr.dtype)
+    return None
+
+
+def _fits(low: int, high: int, dtype):
+    """(low, high), where the type holds both (else the op may wrap: unbounded)."""
+    info = np.iinfo(dtype.np)
+    return (low, high) if info.min <= low and high <= info.max else None
