@@ -204,8 +204,8 @@ class FastBackend(Backend):
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             self._say_unchecked(traced, hazards[0], size)
             return None
-        error = self.element_checker(traced, scalars, self.rng, record.number)
-        if error is not None:
+        for error in self.element_checker(traced, scalars, self.rng, record.number,
+                                          every=self.checker.mode == "warn"):
             self._launch_problem(record, error)
         return None
 

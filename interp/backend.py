@@ -99,12 +99,17 @@ class InterpBackend(Backend):
         adjointchecks.after_adjoint(checker, traced, record, manual)
 
 
-def check_one_launch(traced, scalars, rng, number: int):
+def check_one_launch(traced, scalars, rng, number: int, every: bool = False) -> list:
     """Run one forward launch in the interpreter with the per-element log, on the fields as they
-    are now, then put every field it touched back: -> the first autodiff rule it breaks within
-    this launch (an AutodiffRuleError), or None. Fast mode calls this for a kernel whose IR does
-    not prove it free of in-launch hazards, when the program is small enough to interpret."""
+    are now, then put every field it touched back: -> the autodiff rules it breaks within this
+    launch (AutodiffRuleErrors): the first, or with `every` (warn mode, which counts a bug's
+    elements) each one the log finds; [] if none. Fast mode calls this for a kernel whose IR
+    does not prove it free of in-launch hazards, when the program is small enough to
+    interpret."""
     checker = Checker("error")
+    found: list = []
+    if every:          # collected, not shown: fast mode's own checker reports them
+        checker.report = found.append
     checker.launches = number - 1      # the report names the launch as fast mode counts it
     checker.begin_tape()               # a scope of its own that raises at the first violation
     record = checker.new_launch(traced.ir.name, traced, scalars)
@@ -115,10 +120,10 @@ def check_one_launch(traced, scalars, rng, number: int):
         Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
                               echo=False)
     except AutodiffRuleError as error:
-        return error
+        found.append(error)
     except TinyadError:
-        return None      # not a rule: the compiled launch that follows behaves as it always has
+        pass      # not a rule: the compiled launch that follows behaves as it always has
     finally:
         for f, values in zip(fields, saved):
             f.data[...] = values
-    return None
+    return found
