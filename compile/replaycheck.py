@@ -32,7 +32,14 @@ from tinyad.check import launches, rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
-from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead
+from tinyad.compile.readwitness import (
+    CopyBuffers,
+    ReadIndex,
+    ReplayedRead,
+    differences,
+    in_field,
+    in_program_order,
+)
 from tinyad.compile.regions import (
     KernelRegions,
     LaunchPlan,
@@ -66,44 +73,11 @@ def _size(box: tuple) -> int:
     return size
 
 
-def _differences(before: np.ndarray, now: np.ndarray):
-    """The elements (relative to the box, in order: an array of index rows) where `now`
-    differs from `before`, or None. NaN equals NaN here, and float values within rounding of
-    each other (128 ulps of the box's largest value) are equal: a step recomputed in the
-    backward pass (DiffTaichi's checkpointing) sums its parallel atomics in another order, and
-    that is not a change."""
-    if before.shape == now.shape and (before.tobytes() == now.tobytes() or np.array_equal(
-            before, now, equal_nan=before.dtype.kind == "f")):
-        return None
-    if before.dtype.kind == "f":
-        tolerance = 128 * np.finfo(before.dtype).eps
-        scale = float(np.nanmax(np.abs(before), initial=0.0))
-        differs = ~np.isclose(now, before, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
-    else:
-        differs = before != now
-    where = np.argwhere(differs)
-    return None if where.shape[0] == 0 else where
-
-
-def _in_program_order(read: ReplayedRead) -> tuple:
-    """Reads by launch, then by source position (within a launch fast mode does not know
-    which iteration read first)."""
-    loc = read.site.node.loc
-    return (read.launch.number, loc.line if loc else 0, loc.col if loc else 0)
-
-
 def _counting(more: list, error):
     """`error`, carrying the other elements the same compare found changed (warn mode counts
     a bug's elements; interp mode reports each)."""
     error.more_elements = more
     return error
-
-
-def _in_field(box: tuple, relative) -> tuple:
-    """A position in `box` as the field's index, then a vector's or matrix's component (as
-    interp names an element)."""
-    return tuple(lo + int(i) for i, (lo, _) in zip(relative, box)) + \
-        tuple(int(i) for i in relative[len(box):])
 
 
 def _value(array, index):
@@ -398,7 +372,7 @@ class FastChecker(PointCopies, LaunchChecker):
                     changed.append((read, *change))
         # the least element first, and of its reads the earliest: interp mode reports the
         # first element a write changes, with its first read
-        changed.sort(key=lambda c: (c[2], _in_program_order(c[0])))
+        changed.sort(key=lambda c: (c[2], in_program_order(c[0])))
         for read, relative, element, now, more in changed:
             self.reads.retire(read)
             read_access = self._read_access(read, relative)
@@ -416,13 +390,13 @@ class FastChecker(PointCopies, LaunchChecker):
         which counts a bug's elements, the read's other changed elements, else []). A changed
         read is reported once."""
         fld = read.field
-        where = _differences(read.values, self.host(fld)[read.slices])
+        where = differences(read.values, self.host(fld)[read.slices])
         if where is None:
             return None
         read.reported = True
         relative = tuple(int(i) for i in where[0])
-        element = _in_field(read.box, relative)
-        more = [_in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
+        element = in_field(read.box, relative)
+        more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
         return relative, element, _value(self.host(fld), element), more
 
     def _read_access(self, read: ReplayedRead, relative: tuple) -> Access:
@@ -504,7 +478,7 @@ class FastChecker(PointCopies, LaunchChecker):
         reading it for the adjoint (regions.own_overwrites): Rule 1 at the first element whose
         value changed, or None. `before`: the field's values before the launch."""
         now = self.host(fld)
-        where = _differences(before, now)
+        where = differences(before, now)
         if where is None:
             return None
         element = tuple(int(i) for i in where[0])

@@ -68,6 +68,7 @@ def _changed_scalar(g: gen.Generator, d: gen.Draw) -> str:
 
 def overwrite(g, d, extra):
     """Global Data Access Rule 1: a field read in the Tape is changed later in it."""
+    extra["manual"] = False     # (outside a Tape, the same is a replay divergence: `outside`)
     name = _changed_scalar(g, d)
     at = _reader(g, d, name)
     c = d.const(0.1, 0.9)
@@ -80,7 +81,8 @@ def overwrite(g, d, extra):
 
 
 def second_write(g, d, extra, accumulate=False):
-    """Global Data Access Rule 2 (store, read, store), or a read between two +=."""
+    """Global Data Access Rule 2 (store, read, store), or a read between two +=, in a Tape."""
+    extra["manual"] = False
     f = g.new_field("scalar")
     f.written = True
     extra["state"].append(f.name)
@@ -129,7 +131,9 @@ def race(g, d, extra):
 
 
 def index(g, d, extra):
-    """The integer field that steers a gather is changed after the gather read it."""
+    """The integer field that steers a gather is changed in the Tape after the gather read
+    it."""
+    extra["manual"] = False
     at = _reader(g, d, "x", "idx[i]")
     body = d.choice(["idx[i] = (idx[i] + 1) % N", "idx[i] = (idx[i] + N - 1) % N"])
     k = _kernel(g, "for i in range(N):", [body])
