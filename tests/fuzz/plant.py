@@ -168,7 +168,9 @@ def unseeded(g, d, extra):
 
 
 def stale(g, d, extra):
-    """Two manual sweeps, the parameters changed between them, their gradients not cleared."""
+    """Two manual sweeps, the parameters changed between them, their gradients not cleared
+    (x's is not zero: a product with x reaches the loss, so the step between them moves x)."""
+    _reader(g, d, "x")
     extra.update(manual=True, rounds=2, keep_grads=True)
     return Plant("stale", "StaleGradientRuleError", False, "x.grad not cleared between rounds")
 
