@@ -96,6 +96,19 @@ def test_the_judge_names_where_two_reports_differ():
     assert plantcheck._disagreed(p, "", ("read.iteration",), [(a, c)]).kind == "disagreed"
 
 
+def test_the_plant_tally_counts_by_rule_and_fails_on_a_disagreement(capsys):
+    from fuzz.__main__ import PlantTally  # noqa: PLC0415  (the CLI module, run as __main__)
+    tally = PlantTally()
+    tally.add(plantcheck.PlantOutcome("caught", "race"))
+    tally.add(plantcheck.PlantOutcome("caught-no-iteration", "python", "", ("read.iteration",)))
+    assert tally.clean()
+    tally.add(plantcheck.PlantOutcome("disagreed", "race", "", ("element",)))
+    assert not tally.clean()
+    tally.show(1.0)
+    out = capsys.readouterr().out
+    assert "3 planted programs" in out and "race: where reports differ: element 1" in out
+
+
 def test_generator_spells_every_differentiable_op():
     differentiable = {name for name, spec in TABLE.items() if spec.differentiable}
     assert differentiable <= set(gen.OPS), differentiable - set(gen.OPS)
