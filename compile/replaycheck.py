@@ -399,8 +399,8 @@ class FastChecker(PointCopies, LaunchChecker):
         more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
         return relative, element, _value(self.host(fld), element), more
 
-    def _read_access(self, read: ReplayedRead, relative: tuple) -> Access:
-        launch = read.launch
+    def _read_access(self, read: ReplayedRead, relative: tuple, launch=None) -> Access:
+        launch = launch or read.launch    # (launches that read equal values share a read)
         return Access("read", read.site.node.loc, launch.kernel, launch.number, None,
                       _value(read.values, relative), launch.time)
 
@@ -501,7 +501,7 @@ class FastChecker(PointCopies, LaunchChecker):
             changed = self._changed_element(read)
             if changed is not None:
                 relative, element, now, _ = changed
-                return (read.field, element, self._read_access(read, relative), now,
+                return (read.field, element, self._read_access(read, relative, launch), now,
                         self._last_writer(read.field, element, launch.time))
         return None
 
@@ -525,7 +525,7 @@ class FastChecker(PointCopies, LaunchChecker):
             fld = read.field
             self.report(_counting(more, rules.replay_divergence(
                 kernel=kernel_name, field=fld.name, element=element,
-                read=self._read_access(read, relative), now=now,
+                read=self._read_access(read, relative, launch), now=now,
                 last_writer=self._last_writer(fld, element, launch.time))))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:

@@ -197,3 +197,33 @@ def test_a_replay_divergence_names_the_element_the_first_iteration_read():
     interp, fast = (_shifted_read_then_bumped(mode) for mode in ("interp", "fast"))
     assert interp.element_text == "w[1]"
     assert fast.element_text == interp.element_text
+
+
+def test_a_replay_divergence_names_the_launch_being_differentiated(mode):
+    """k(0) and k(1) read equal values of x, so fast mode kept one copy for both, and named
+    launch #1 when the adjoint of launch #2 found x changed (fuzzer, plant 'outside' seed
+    131)."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k(t: ti.i32):
+        for i in range(4):
+            loss[None] += x[i] * x[i] * (t + 1)
+
+    @ti.kernel
+    def bump():
+        for i in range(4):
+            x[i] += 0.5
+
+    x.from_numpy(np.array([0.1, 0.2, 0.3, 0.4]))
+    k(0)
+    k(1)
+    bump()
+    loss.grad[None] = 1
+    with pytest.raises(ti.ReplayDivergenceRuleError) as info:
+        k.grad(1)
+    report = info.value.report
+    assert (report.read.kernel, report.read.launch) == ("k", 2)
+    assert report.element_text == "x[0]" and report.write.kernel == "bump"
