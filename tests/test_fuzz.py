@@ -74,6 +74,17 @@ def test_both_modes_report_each_planted_bug_alike(rule):
         f"{planted.plant.what}\n{planted.program.source}"
 
 
+@pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
+@pytest.mark.xfail(strict=True, reason="k5 reads x only in a branch never taken; fast mode's "
+                   "copy is the read's box, so it raises at k5's adjoint (launch #3), interp "
+                   "mode at k8's (launch #1), the first that replays a changed read "
+                   "(tests/fuzz/findings/plant-outside-seed158.py; the false report this "
+                   "leads to: test_report_agreement.py, reads that never happened)")
+def test_finding_plant_outside_seed158_is_reported_alike():
+    planted, outcome = plantcheck.check_seeded(158, "outside", small=True)
+    assert outcome.kind in CAUGHT, outcome.reason
+
+
 def test_a_plant_changes_the_program_and_the_judge_can_fail():
     """The plant adds to the clean program and nothing else moves; judged as if its bug were
     planted, the clean program is a missed plant."""

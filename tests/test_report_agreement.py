@@ -227,3 +227,51 @@ def test_a_replay_divergence_names_the_launch_being_differentiated(mode):
     report = info.value.report
     assert (report.read.kernel, report.read.launch) == ("k", 2)
     assert report.element_text == "x[0]" and report.write.kernel == "bump"
+
+
+@pytest.mark.parametrize("reader", ["gather", "branch"])
+@pytest.mark.parametrize("writer", ["python", "kernel"])
+def test_a_write_to_an_element_no_read_reached_is_clean(mode, reader, writer, request, capsys):
+    """k reads w only where no iteration goes: through idx = [0, 0, 1, 1] (a gather), or in a
+    branch never taken; w[2] is then changed inside the Tape. Nothing the adjoint replays
+    changed: interp mode is silent and the gradient right. Fast mode copies each read's whole
+    box and reports Rule 1 on w[2], a read that never happened (found through the fuzzer's
+    findings tests/fuzz/findings/plant-python-seed159.py and plant-outside-seed158.py, where
+    fast mode named such a read)."""
+    if mode == "fast":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="fast mode's copy of a "
+                                              "read is its box, not the elements it read"))
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    w = ti.field(ti.f64, shape=4)
+    idx = ti.field(ti.i32, shape=4)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def gather():
+        for i in range(4):
+            loss[None] += w[idx[i]] * x[i]
+
+    @ti.kernel
+    def branch():
+        for i in range(4):
+            loss[None] += x[i]
+            if x[i] > 10.0:
+                loss[None] += w[i] * x[i]
+
+    @ti.kernel
+    def bump():
+        w[2] = 7.0
+
+    x.from_numpy(np.array([0.1, 0.2, 0.3, 0.4]))
+    w.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]))
+    idx.from_numpy(np.array([0, 0, 1, 1], dtype=np.int32))
+    with ti.ad.Tape(loss):
+        (gather if reader == "gather" else branch)()
+        if writer == "python":
+            w[2] = 7.0
+        else:
+            bump()
+    expected = [1.0, 1.0, 2.0, 2.0] if reader == "gather" else [1.0] * 4   # w[idx[i]], 1
+    assert x.grad.to_numpy().tolist() == expected
+    assert "Rule" not in capsys.readouterr().err
