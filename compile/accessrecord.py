@@ -173,9 +173,11 @@ class LoopRecords:
         return sorted(found, key=lambda w: (w[1], w[0]))
 
     def access(self, launch, k: int, iteration: int, value=None) -> Access:
+        """Site k's access in record row `iteration`; a report names the iteration by its loop
+        variable's value, as interp mode does (row 0 is the loop's start)."""
         value = value.item() if isinstance(value, np.generic) else value
         return Access(self.kinds[k][0], self.sites[k].node.loc, launch.kernel, launch.number,
-                      iteration, value, launch.time)
+                      self.start + iteration, value, launch.time)
 
 
 class AccessRecorder:

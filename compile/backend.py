@@ -219,7 +219,8 @@ class FastBackend(Backend):
         if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
             self._say_unchecked(traced, hazards[0], size)
             return None
-        for error in self.element_checker(traced, scalars, self.rng, record.number):
+        for error in self.element_checker(traced, scalars, self.rng, record.number,
+                                          every=self.checker.mode == "warn"):
             self._launch_problem(record, error)
         return None
 

@@ -32,7 +32,14 @@ from tinyad.check import launches, rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.pointcopies import PointCopies
-from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead
+from tinyad.compile.readwitness import (
+    CopyBuffers,
+    ReadIndex,
+    ReplayedRead,
+    differences,
+    in_field,
+    in_program_order,
+)
 from tinyad.compile.regions import (
     KernelRegions,
     LaunchPlan,
@@ -66,24 +73,11 @@ def _size(box: tuple) -> int:
     return size
 
 
-def _first_difference(before: np.ndarray, now: np.ndarray):
-    """The first element (relative to the box) where `now` differs from `before`, or None.
-    NaN equals NaN here, and float values within rounding of each other (128 ulps of the
-    box's largest value) are equal: a step recomputed in the backward pass (DiffTaichi's
-    checkpointing) sums its parallel atomics in another order, and that is not a change."""
-    if before.shape == now.shape and (before.tobytes() == now.tobytes() or np.array_equal(
-            before, now, equal_nan=before.dtype.kind == "f")):
-        return None
-    if before.dtype.kind == "f":
-        tolerance = 128 * np.finfo(before.dtype).eps
-        scale = float(np.nanmax(np.abs(before), initial=0.0))
-        differs = ~np.isclose(now, before, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
-    else:
-        differs = before != now
-    where = np.argwhere(differs)
-    if where.shape[0] == 0:
-        return None
-    return tuple(int(i) for i in where[0])
+def _counting(more: list, error):
+    """`error`, carrying the other elements the same compare found changed (warn mode counts
+    a bug's elements; interp mode reports each)."""
+    error.more_elements = more
+    return error
 
 
 def _value(array, index):
@@ -365,43 +359,48 @@ class FastChecker(PointCopies, LaunchChecker):
 
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
         """After a write that may have changed the reads `found` (copied before it)."""
+        changed = []
         for read in found:
             if read.reported or read.values is None:   # (None: no before-write call copied it)
                 continue
             if tape is None or read.tape != self.tapes:
                 self._may_have_changed(read)
                 continue
-            if read.launch is writer:
-                continue
-            changed = self._changed_element(read)
-            if changed is None:
-                continue
-            relative, element, now = changed
+            if read.launch is not writer:
+                change = self._changed_element(read)
+                if change is not None:
+                    changed.append((read, *change))
+        # the least element first, and of its reads the earliest: interp mode reports the
+        # first element a write changes, with its first read
+        changed.sort(key=lambda c: (c[2], in_program_order(c[0])))
+        for read, relative, element, now, more in changed:
             self.reads.retire(read)
             read_access = self._read_access(read, relative)
             if writer is None:       # a Python-scope write inside the Tape
                 access.value = now
-                self.report(rules.python_overwrite(field=fld.name, element=element,
-                                                   read=read_access, write=access))
+                self.report(_counting(more, rules.python_overwrite(
+                    field=fld.name, element=element, read=read_access, write=access)))
                 continue
-            self.report(self._overwrite_error(fld, element, read_access, writer, now))
+            self.report(_counting(more, self._overwrite_error(fld, element, read_access,
+                                                              writer, now)))
 
     def _changed_element(self, read: ReplayedRead):
         """The first element of `read`'s box that no longer holds the copied value, or None:
-        (its position in the box, its index in the field, its value now). A changed read is
-        reported once."""
+        (its position in the box, its index in the field, its value now, and in warn mode,
+        which counts a bug's elements, the read's other changed elements, else []). A changed
+        read is reported once."""
         fld = read.field
-        relative = _first_difference(read.values, self.host(fld)[read.slices])
-        if relative is None:
+        where = differences(read.values, self.host(fld)[read.slices])
+        if where is None:
             return None
         read.reported = True
-        # the field's index, then a vector's or matrix's component (as interp names it)
-        element = tuple(lo + i for i, (lo, _) in zip(relative, read.box)) + \
-            tuple(relative[len(read.box):])
-        return relative, element, _value(self.host(fld), element)
+        relative = tuple(int(i) for i in where[0])
+        element = in_field(read.box, relative)
+        more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
+        return relative, element, _value(self.host(fld), element), more
 
-    def _read_access(self, read: ReplayedRead, relative: tuple) -> Access:
-        launch = read.launch
+    def _read_access(self, read: ReplayedRead, relative: tuple, launch=None) -> Access:
+        launch = launch or read.launch    # (launches that read equal values share a read)
         return Access("read", read.site.node.loc, launch.kernel, launch.number, None,
                       _value(read.values, relative), launch.time)
 
@@ -480,18 +479,20 @@ class FastChecker(PointCopies, LaunchChecker):
         reading it for the adjoint (regions.own_overwrites): Rule 1 at the first element whose
         value changed, or None. `before`: the field's values before the launch."""
         now = self.host(fld)
-        relative = _first_difference(before, now)
-        if relative is None:
+        where = differences(before, now)
+        if where is None:
             return None
-        element = tuple(int(i) for i in relative)
+        element = tuple(int(i) for i in where[0])
         read_site, write_site = regions.own_overwrites[fld]
         kind = "store" if isinstance(write_site.node, ir.Store) else "atomic_" + write_site.node.op
-        return rules.read_then_overwrite(
+        error = rules.read_then_overwrite(
             field=fld.name, element=element,
             read=Access("read", read_site.node.loc, launch.kernel, launch.number, None,
                         _value(before, element), launch.time),
             write=Access(kind, write_site.node.loc, launch.kernel, launch.number, None,
                          _value(now, element), launch.time))
+        more = [tuple(int(i) for i in row) for row in where[1:]] if self.mode == "warn" else []
+        return _counting(more, error)
 
     def changed_read(self, launch: Launch, fields):
         wanted = {id(f) for f in fields}
@@ -500,8 +501,8 @@ class FastChecker(PointCopies, LaunchChecker):
                 continue
             changed = self._changed_element(read)
             if changed is not None:
-                relative, element, now = changed
-                return (read.field, element, self._read_access(read, relative), now,
+                relative, element, now, _ = changed
+                return (read.field, element, self._read_access(read, relative, launch), now,
                         self._last_writer(read.field, element, launch.time))
         return None
 
@@ -521,12 +522,12 @@ class FastChecker(PointCopies, LaunchChecker):
             changed = self._changed_element(read)
             if changed is None:
                 continue
-            relative, element, now = changed
+            relative, element, now, more = changed
             fld = read.field
-            self.report(rules.replay_divergence(
+            self.report(_counting(more, rules.replay_divergence(
                 kernel=kernel_name, field=fld.name, element=element,
-                read=self._read_access(read, relative), now=now,
-                last_writer=self._last_writer(fld, element, launch.time)))
+                read=self._read_access(read, relative, launch), now=now,
+                last_writer=self._last_writer(fld, element, launch.time))))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:
         """The latest launch after `since` whose facts say it may write `element`, or the latest

@@ -101,7 +101,7 @@ class ScatterCheck:
         size = int(np.prod(shape, dtype=np.int64))
         flat = np.concatenate(stored)
         if np.bincount(flat, minlength=size).max(initial=0) > 1:
-            return self._two_stores(stored, each, start, launch, fld, shape)
+            return self._two_stores(stored, each, launch, fld, shape)
         writer = np.full(size, -1, np.int64)        # each element's storing iteration
         for k, f in enumerate(stored):
             writer[f] = each
@@ -112,10 +112,12 @@ class ScatterCheck:
                 j = int(other[0])
                 element = tuple(int(i) for i in np.unravel_index(int(f[j]), shape))
                 store = next(s for s, g in zip(self.stores, stored) if np.any(g == f[j]))
-                return rules.parallel_conflict(
+                error = rules.parallel_conflict(
                     kernel=launch.kernel, field=fld.name, element=element,
-                    earlier=self._access("read", self.loads[k], launch, int(each[j]) - start),
-                    later=self._access("store", store, launch, int(w[j]) - start))
+                    earlier=self._access("read", self.loads[k], launch, int(each[j])),
+                    later=self._access("store", store, launch, int(w[j])))
+                met = [g[(writer[g] >= 0) & (writer[g] != each)] for g in loaded[k:]]
+                return _counting(error, np.concatenate(met), shape)
             if np.any(w == each):
                 return UNDECIDED
         return CLEAN
@@ -126,7 +128,7 @@ class ScatterCheck:
                       for i in access.indices[:len(shape)])
         return np.ravel_multi_index(index, shape) if shape else np.zeros(each.shape, np.int64)
 
-    def _two_stores(self, stored, each, start, launch, fld, shape):
+    def _two_stores(self, stored, each, launch, fld, shape):
         flat = np.concatenate(stored)
         iteration = np.concatenate([each] * len(stored))
         site = np.concatenate([np.full(len(f), k) for k, f in enumerate(stored)])
@@ -137,15 +139,17 @@ class ScatterCheck:
             return UNDECIDED           # one iteration storing an element twice: not a race
         k = int(clash[0])
         element = tuple(int(i) for i in np.unravel_index(int(flat[k]), shape))
-        return rules.parallel_conflict(
+        error = rules.parallel_conflict(
             kernel=launch.kernel, field=fld.name, element=element,
             earlier=self._access("store", self.stores[int(site[k])], launch,
-                                 int(iteration[k]) - start),
+                                 int(iteration[k])),
             later=self._access("store", self.stores[int(site[k + 1])], launch,
-                               int(iteration[k + 1]) - start))
+                               int(iteration[k + 1])))
+        return _counting(error, flat[clash], shape)
 
     @staticmethod
     def _access(kind, node, launch, iteration):
+        """An access of iteration `iteration`: the loop variable's value, as interp names it."""
         return Access(kind, node.loc, launch.kernel, launch.number, iteration, None, launch.time)
 
     def _eval(self, e, env: dict):
@@ -172,3 +176,11 @@ class ScatterCheck:
             raise NotIndexOnly(e)
         with np.errstate(all="raise"):
             return np.asarray(TABLE[e.op].eval(*args)).astype(e.dtype.np, copy=False)
+
+
+def _counting(error, flat: np.ndarray, shape: tuple):
+    """`error`, with every element (flat indices `flat`) two iterations meet on: warn mode
+    counts them all, as interp mode reports each (made only if asked for)."""
+    error.more_elements = (tuple(int(i) for i in np.unravel_index(int(e), shape))
+                           for e in np.unique(flat))
+    return error

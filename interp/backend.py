@@ -110,14 +110,18 @@ def _host(fld):
     return fld.host_array
 
 
-def check_one_launch(traced, scalars, rng, number: int) -> list:
+def check_one_launch(traced, scalars, rng, number: int, every: bool = False) -> list:
     """Run one forward launch in the interpreter with the per-element log, on the fields as they
     are now, then put every field it touched back: -> the autodiff rules it breaks within this
     launch (AutodiffRuleErrors): its parallel conflicts (one a field), which fast mode's checker
-    decides (check/races.py), then the first other violation. Fast mode calls this for a kernel
-    whose IR does not prove it free of in-launch hazards, when the program is small enough to
+    decides (check/races.py), then the first other violation, or with `every` (warn mode, which
+    counts a bug's elements) each one the log finds. Fast mode calls this for a kernel whose IR
+    does not prove it free of in-launch hazards, when the program is small enough to
     interpret."""
     checker = Checker("error")
+    found: list = []
+    if every:          # collected, not shown: fast mode's own checker reports them
+        checker.report = found.append
     checker.launches = number - 1      # the report names the launch as fast mode counts it
     checker.begin_tape()               # a scope of its own that raises at the first violation
     conflicts = checker.races.collected = []
@@ -129,10 +133,10 @@ def check_one_launch(traced, scalars, rng, number: int) -> list:
         Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
                               echo=False)
     except AutodiffRuleError as error:
-        return [*conflicts, error]
+        found.append(error)
     except TinyadError:
-        pass             # not a rule: the compiled launch that follows behaves as it always has
+        pass      # not a rule: the compiled launch that follows behaves as it always has
     finally:
         for f, values in zip(fields, saved):
             f.data[...] = values
-    return conflicts
+    return [*conflicts, *found]

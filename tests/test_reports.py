@@ -137,8 +137,12 @@ def test_each_constructor_gives_its_error_class_and_names_the_element(locs):
     assert overwrite.loc == overwrite.report.write.loc        # the error names the write's line
     assert f"{FIELD}[1023, 65535] = 1234567.89 instead of 0.123456789" in str(overwrite)
     assert "store, 0.123456789 -> 1234567.89" in str(overwrite)
-    conflict = reports[4].report          # two iterations: no "old -> new" between them
-    assert "store, value 1234567.89" in str(conflict) and "->" not in str(conflict)
+    # two iterations: no "old -> new" between them, and no values (they depend on the order
+    # the iterations ran in, which fast mode does not share with interp mode)
+    conflict = reports[4].report
+    assert "store" in str(conflict) and "->" not in str(conflict)
+    assert "value" not in str(conflict)
+    assert conflict.read.value is None and conflict.write.value is None
 
 
 def test_rules_and_report_never_import_the_renderer():

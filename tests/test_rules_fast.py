@@ -17,7 +17,7 @@ def fast():
     return runtime.backend
 
 
-def no_interpreter(*_):
+def no_interpreter(*_, **__):
     raise AssertionError("the interpreter was asked to check a launch the IR settles")
 
 

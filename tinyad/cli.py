@@ -450,15 +450,6 @@ def _run_check(options) -> str | None:
     return "off" if _option(options, "no_check") else "error"
 
 
-# What `tinyad check` covers in each mode (README: "No silent wrong gradients").
-MODE_COVERAGE = {
-    "interp": "every rule, element by element",
-    "fast": "every rule between launches at compiled speed; within one launch, what the IR "
-            "cannot settle is checked in the interpreter when the program is small, and named "
-            "as unchecked when it is not",
-}
-
-
 def default_check_mode() -> str:
     """`tinyad check`'s mode when --mode is not given: fast mode where numba is installed.
     Within a launch it checks in the interpreter what the IR cannot settle when the program is
@@ -477,25 +468,22 @@ def _check_command(path: Path, options) -> int:
     status = run_program(path, options.args, mode=mode, check="warn",
                          full_traceback=_option(options, "traceback"))
     ran = runtime.config.mode
-    why = ("chosen with --mode" if _option(options, "mode") == ran
-           else "the program's ti.init chose it" if ran != mode
-           else "numba is installed; --mode interp checks every access"
-           if ran == "fast" else "numba is not installed")
-    note(f"check: ran in {ran} mode ({MODE_COVERAGE[ran]}; {why})")
     problems = runtime.backend.checks.problems()
     if problems:
         count = f"{len(problems)} autodiff rule violation{'s' if len(problems) > 1 else ''}"
-        note(f"check: {count} found")
+        note(f"check: {count} found ({ran} mode)")
         for problem in problems:
             print(f"  {_problem_line(problem)}", file=sys.stderr)
-        return status or 1
-    if runtime.config.check == "off":
+    elif runtime.config.check == "off":
         note('check: nothing was checked: the program calls ti.init(check="off"), which runs '
              "no rule checks")
         return status or 2
-    if status == 0:
-        note("check: no autodiff rule violations")
-    return status
+    elif status == 0:
+        note(f"check: no autodiff rule violations ({ran} mode)")
+    if ran != mode:     # the one thing about the mode that needs saying
+        note(f"check: the program's ti.init chose {ran} mode"
+             + (f" over --mode {mode}" if _option(options, "mode") else ""))
+    return status or (1 if problems else 0)
 
 
 def _problem_line(problem) -> str:

@@ -9,6 +9,11 @@ f32), whose numba compile costs seconds per program. Programs that do not agree 
 Programs run in `--jobs` worker processes, each replaced after `--per-process` programs: numba
 never frees a compiled function, so one process that compiles every program grows by ~20 MB a
 program (5.6 GB after 300).
+
+`--plant` fuzzes the rule checker instead (tests/fuzz/plant.py, plantcheck.py): program k is
+clean program `--seed + k` with one violation of a rule planted (`--rule`, or each rule in turn),
+run in interp and fast mode, which must both raise the same report, while the clean original
+passes in both. `python -m tests.fuzz --plant --rule race --seed S --n 1 --show` shows one.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from . import harness
+from . import harness, plant, plantcheck
 
 
 def main(argv=None) -> int:
@@ -38,7 +43,14 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--per-process", type=int, default=50,
                         help="programs a worker runs before a fresh one replaces it")
+    parser.add_argument("--plant", action="store_true",
+                        help="plant one rule violation per program; both modes must report it "
+                             "alike (--fast-every, --f32 do not apply)")
+    parser.add_argument("--rule", choices=["all", *plant.PLANTS], default="all",
+                        help="with --plant: the rule to break (all: each in turn)")
     args = parser.parse_args(argv)
+    if args.plant:
+        return planted(args)
 
     counts = Counts()
     start = time.time()
@@ -61,6 +73,62 @@ def main(argv=None) -> int:
                 counts.show(time.time() - start)
     counts.show(time.time() - start)
     return 0 if counts.clean() else 1
+
+
+def planted(args) -> int:
+    rules = list(plant.PLANTS) if args.rule == "all" else [args.rule]
+    jobs = [(args.seed + k, rules[k % len(rules)]) for k in range(args.n)]
+    tally = PlantTally()
+    start = time.time()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.jobs, maxtasksperchild=args.per_process) as pool:
+        work = partial(plantcheck.check_job, small=args.small)
+        for k, (seed, program, outcome) in enumerate(pool.imap(work, jobs)):
+            if args.show:
+                print(program.program.source)
+            tally.add(outcome)
+            if outcome.kind not in ("caught", "caught-no-iteration"):
+                print(f"seed {seed} --rule {outcome.rule}: {outcome.kind}: {outcome.reason}",
+                      flush=True)
+            if outcome.kind in ("disagreed", "missed", "broken") and args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                path = args.keep / f"plant-{outcome.rule}-seed{seed}.py"
+                path.write_text(f"# {outcome.kind}: {outcome.reason}\n# planted: "
+                                f"{program.plant.what}\n" + program.program.source)
+            if (k + 1) % args.every == 0:
+                tally.show(time.time() - start)
+    tally.show(time.time() - start)
+    return 0 if tally.clean() else 1
+
+
+class PlantTally:
+    KINDS = ("caught", "caught-no-iteration", "disagreed", "missed", "false-report", "broken")
+
+    def __init__(self):
+        self.by_rule = collections.defaultdict(collections.Counter)
+        self.keys = collections.defaultdict(collections.Counter)   # rule -> differing keys
+
+    def add(self, outcome):
+        self.by_rule[outcome.rule]["programs"] += 1
+        self.by_rule[outcome.rule][outcome.kind] += 1
+        self.keys[outcome.rule].update(outcome.keys)
+
+    def clean(self) -> bool:
+        """Every plant caught alike (the iterations fast mode does not know yet aside)."""
+        return all(c["caught"] + c["caught-no-iteration"] == c["programs"]
+                   for c in self.by_rule.values())
+
+    def show(self, seconds: float):
+        total = sum((c for c in self.by_rule.values()), collections.Counter())
+        print(f"\n{total['programs']} planted programs in {seconds:.0f} s")
+        print(f"  {'rule':13}{'programs':>9}" + "".join(f"{k:>20}" for k in self.KINDS))
+        for rule, c in sorted(self.by_rule.items()) + [("all", total)]:
+            print(f"  {rule:13}{c['programs']:9d}" + "".join(f"{c[k]:20d}" for k in self.KINDS))
+        for rule, keys in sorted(self.keys.items()):
+            if keys:
+                print(f"  {rule}: where reports differ: "
+                      + ", ".join(f"{k} {n}" for k, n in keys.most_common()))
+        sys.stdout.flush()
 
 
 class Counts:

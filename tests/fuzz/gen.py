@@ -533,6 +533,7 @@ class Generator:
         rounds = 2 if d.chance(0.3) else 1       # a second round after a gradient step
         if rounds == 2:
             self.features.add("two-rounds")
+        self.shape = (state, manual, rounds)     # what plant.py renders again with a bug in
         return Program(self.source(state, manual, rounds), self.features)
 
     def sweep(self) -> list:

@@ -114,14 +114,28 @@ class Instance:
             self.sweep()
 
     def sweep(self):
-        self.zero(grads=True)
-        if self.p["sweep"] is None:
-            with ti.ad.Tape(self.p["loss"]):
+        """One forward pass and its gradient. A planted bug (plant.py) may add a step:
+        `python_write` (field, i): field[i] += 0.5 in Python inside the Tape; `between`: kernels
+        launched after the forward pass, before the sweep; `seeded=False`: loss.grad left 0;
+        `keep_grads`: the parameters' gradients are not cleared."""
+        p = self.p
+        self.zero(grads=not p.get("keep_grads"))
+        if p.get("keep_grads"):
+            for f in p["state"] + [p["loss"]]:
+                f.grad.fill(0)
+        if p["sweep"] is None:
+            with ti.ad.Tape(p["loss"]):
                 self.launch()
+                if p.get("python_write"):
+                    f, i = p["python_write"]
+                    f[i] = f[i] + 0.5
             return
         self.launch()
-        self.p["loss"].grad[None] = 1
-        for kernel, args in self.p["sweep"]:
+        for kernel, args in p.get("between", ()):
+            kernel(*args)
+        if p.get("seeded", True):
+            p["loss"].grad[None] = 1
+        for kernel, args in p["sweep"]:
             kernel.grad(*args)
 
     def values(self) -> dict:

@@ -26,7 +26,7 @@ from tinyad.check.facts import KernelFacts, kernel_facts
 from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
-from tinyad.check.report import Access, Report
+from tinyad.check.report import Access, Report, element_name
 from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
 
@@ -115,6 +115,18 @@ FAST_HISTORY = 4096
 FORGOTTEN_KEPT = 1 << 16
 
 
+def _bug(r: Report) -> tuple:
+    """What makes reports one bug: the rule, the kernel and the line that broke it (the
+    write; the read where no write is named). A write that changes elements read at several
+    lines, or by several kernels, is one bug: one fix."""
+    access = r.write if r.write is not None and r.write.loc is not None else r.read
+    loc = access.loc if access is not None else None
+    bug = (r.rule, r.kernel) + ((loc.file, loc.line) if loc is not None else (None, None))
+    if access is None and r.earlier:     # known by its lines alone (two custom-gradient pairs)
+        bug += tuple(a.loc for a in r.earlier)
+    return bug
+
+
 class LaunchChecker:
     """What the launch checks remember across launches (one per ti.init); a backend's checker
     subclasses it."""
@@ -190,15 +202,12 @@ class LaunchChecker:
         if self.mode != "warn":
             raise error
         r = error.report
-        signature = (r.rule, r.kernel, r.read.loc if r.read else None,
-                     r.write.loc if r.write else None)
-        if r.read is None and r.write is None and r.earlier:   # (known by its lines alone)
-            signature += tuple(a.loc for a in r.earlier)
-        problem = self.problems.get(signature)
+        problem = self.problems.get(_bug(r))
         if problem is None:
-            problem = self.problems[signature] = Problem(r)
+            problem = self.problems[_bug(r)] = Problem(r)
             print_report(r)
         problem.elements.add(r.element_text)
+        problem.elements.update(element_name(r.field, e) for e in error.more_elements)
 
     def new_launch(self, kernel, compiled, scalars) -> Launch:
         self.launches += 1

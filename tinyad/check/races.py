@@ -55,6 +55,9 @@ class RaceWatch:
         raises it, or keeps it for the launch's adjoint, as for every rule); False when it was
         shown as a warning. `now`: in a Tape, where the caller raises it now. Asked again for
         every element of the launch; decided once."""
+        if self.collected is not None:     # every element, for fast mode's count: it decides
+            self.collected.append(make_error())
+            return False
         key = (launch.number, field_name)
         verdict = self.verdicts.get(key)
         if verdict is not None:
@@ -62,10 +65,6 @@ class RaceWatch:
         if len(self.verdicts) > 64 or any(k[0] != launch.number for k in self.verdicts):
             self.verdicts = {}
         error = make_error()
-        if self.collected is not None:
-            self.collected.append(error)
-            self.verdicts[key] = False
-            return False
         raced = [f for f in ir.fields_of(launch.compiled.ir.body)
                  if f.name == field_name and f.role == "primal"]
         reached = reach(launch.compiled, raced) if raced else set()

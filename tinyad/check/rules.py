@@ -30,6 +30,9 @@ class RuleViolation(AutodiffRuleError):
 
     def __init__(self, report: Report):
         self.report = report
+        # Further elements of the field this one bug changed, for warn mode to count (a
+        # backend that finds them all at once sets them; interp reports each element).
+        self.more_elements: list = []
         access = report.write or report.read
         loc = access.loc if access is not None else user_loc()
         text = str(report)
@@ -145,8 +148,11 @@ def read_during_accumulation(*, field: str, element: tuple, read: Access, write:
 
 def parallel_conflict(*, kernel: str, field: str, element: tuple, earlier: Access,
                       later: Access) -> ParallelConflictRuleError:
-    """Two iterations of one parallel loop touched an element in conflicting ways."""
+    """Two iterations of one parallel loop touched an element in conflicting ways. The values
+    they saw depend on the order the iterations ran in (a backend's own, not the device's), so
+    the report names none."""
     name = element_name(field, element)
+    earlier, later = (dataclasses.replace(a, value=None) for a in (earlier, later))
     read = next((a for a in (earlier, later) if a.kind == "read"), None)
     if read is not None:
         write = later if read is earlier else earlier
