@@ -43,6 +43,26 @@ FULL_PROFILE_ONLY = [
     "tests/test_func_derivatives.py::test_grad_with_argnums_of_vector_and_matrix[[]fast]",
     "tests/test_linalg.py::test_gradients_at_degenerate_matrices_are_finite[[]interp-3]",
     "tests/test_linalg.py::test_svd_in_func_and_branch[[]interp]",
+    # The corpus sweeps in fast mode (79 programs each, cold compiles): their interp halves, and
+    # fast mode's own tests, stay in both profiles. With the slowest tests of the default run
+    # on 2 cores (5-90 s each, cold cache), they keep the README's command under 5 minutes.
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]fast-*",
+    "tests/test_corpus_fd.py::test_gradient_matches_finite_differences[[]fast-*",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-mat-local-carried-in-loop]",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-nested-serial-loops-two-*",
+    "tests/test_taichi_language.py::test_a_long_vector_indexed_at_run_time[[]fast]",
+    "tests/test_benchmarks.py::test_checked_fast_mode_accepts_the_workloads_and_changes_no_number[[]mpm]",
+    "tests/test_benchmarks.py::test_fast_mode_reproduces_the_numbers_of_benchmarks_md[[]wave]",
+    "tests/test_benchmarks.py::test_interp_checker_accepts_the_workloads_and_fast_mode_agrees[[]*]",
+    "tests/test_cli.py::test_every_example_takes_help",
+    "tests/test_cli.py::test_check_in_fast_mode_reports_the_violations_and_says_which_mode_ran",
+    "tests/test_cli.py::test_check_of_a_clean_time_stepped_program_reports_nothing",
+    "tests/test_examples_optimise.py::test_mass_spring[[]interp]",
+    "tests/test_no_wrong_value.py::test_tinyad_leaves_the_global_random_generators_alone[[]fast]",
+    "tests/test_compile_cache.py::test_two_processes_compile_the_same_kernel_at_once",
+    "tests/test_access_records.py::test_a_scatter_through_float_indices_in_a_branch[[]fast]",
+    "tests/test_fast_backend.py::test_disk_cache_is_hit_by_a_second_process_and_survives_corruption",
+    "tests/test_fast_backend.py::test_remembered_typing_compiles_the_same_machine_code",
 ]
 # These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [
