@@ -63,6 +63,20 @@ FULL_PROFILE_ONLY = [
     "tests/test_access_records.py::test_a_scatter_through_float_indices_in_a_branch[[]fast]",
     "tests/test_fast_backend.py::test_disk_cache_is_hit_by_a_second_process_and_survives_corruption",
     "tests/test_fast_backend.py::test_remembered_typing_compiles_the_same_machine_code",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-nonlinear-carry-150-*",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-mat-inverse-2x2-3x3]",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-func-early-return]",
+    "tests/test_verify.py::test_verify_agrees_on_the_corpus[[]interp-kernel-scalar-args]",
+    "tests/test_linalg.py::test_svd_polar_gradients[[]interp-*-3]",
+    "tests/test_linalg.py::test_svd_and_polar_in_kernel[[]interp-3]",
+    "tests/test_linalg.py::test_singular_value_sum_gradient_is_analytic[[]interp-3]",
+    "tests/test_linalg.py::test_svd_in_f32_kernel[[]interp-3]",
+    "tests/test_linalg.py::test_gradient_through_polar_in_a_serial_loop[[]interp]",
+    # every lesson runs in both profiles; how each screen renders in a pipe, in the full one
+    "tests/test_lessons.py::test_screens_fit_a_pipe_without_breaking_code[[]*]",
+    # the mistakes corpus in fast mode (its interp half stays): each program's first kernel
+    # compiles cold
+    "tests/test_mistakes.py::test_each_mistake_gets_a_clear_error_at_its_line[[]fast-*",
 ]
 # These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [

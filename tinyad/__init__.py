@@ -6,6 +6,7 @@ from tinyad import ad, algorithms, simt
 from tinyad.ad import Tape
 from tinyad.check.rules import (
     CustomGradientRuleError,
+    NonFiniteGradientError,
     ParallelConflictRuleError,
     ReadDuringAccumulationRuleError,
     ReadThenOverwriteRuleError,
@@ -91,8 +92,9 @@ __version__ = "0.1.0"
 
 # Errors and warnings print as tinyad.<Name>, the name users catch them by, rather than by the
 # layer that defines them (tinyad.core.errors, tinyad.check.rules).
-for _error in (CustomGradientRuleError, ParallelConflictRuleError,
-               ReadDuringAccumulationRuleError, ReadThenOverwriteRuleError, ReplayDivergenceRuleError, SecondWriteRuleError,
+for _error in (CustomGradientRuleError, NonFiniteGradientError, ParallelConflictRuleError,
+               ReadDuringAccumulationRuleError, ReadThenOverwriteRuleError,
+               ReplayDivergenceRuleError, SecondWriteRuleError,
                SilentZeroRuleError, StaleGradientRuleError, AutodiffRuleError,
                GradientMismatchError, KernelSimplicityRuleError, NonDifferentiableWarning,
                TinyadError, TinyadIndexError, TinyadRuntimeError, TinyadSyntaxError,
