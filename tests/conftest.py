@@ -77,6 +77,12 @@ FULL_PROFILE_ONLY = [
     # the mistakes corpus in fast mode (its interp half stays): each program's first kernel
     # compiles cold
     "tests/test_mistakes.py::test_each_mistake_gets_a_clear_error_at_its_line[[]fast-*",
+    # fast mode's halves of the language, linear-algebra and verification sweeps (their
+    # kernels, the 2x2 SVD's above all, are long compiles; fast mode's own tests stay)
+    "tests/test_linalg.py::*[[]fast*",
+    "tests/test_verify.py::*[[]fast*",
+    "tests/test_language.py::*[[]fast*",
+    "tests/test_taichi_language.py::*[[]fast*",
 ]
 # These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [
