@@ -103,12 +103,12 @@ def test_peer_versions_compute_tinyads_loss_and_gradients(name, peer):
 
 
 def test_python_m_benchmarks_runs_from_any_directory(tmp_path):
-    """`python -m benchmarks` finds its package and its per-measurement subprocesses find the
-    workload modules from outside the checkout (benchmarks ships as a package: after a
-    `pip install -e .` that predates it, install again)."""
+    """`python -m tinyad.benchmarks` (what `tinyad bench` runs) finds its package and its
+    per-measurement subprocesses find the workload modules from outside the checkout (after a
+    `pip install -e .` that predates the package, install again)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "gravity",
-                           "--peers", "none", "--repeats", "1"], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-m", "tinyad.benchmarks", "--quick", "--only",
+                           "gravity", "--peers", "none", "--repeats", "1"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("gravity")]
@@ -117,10 +117,10 @@ def test_python_m_benchmarks_runs_from_any_directory(tmp_path):
 
 
 def test_the_gpu_check_runs_and_compares_with_the_cpu(tmp_path):
-    """`python -m benchmarks --arch cuda` (benchmarks/gpu.py), the check prepared for a GPU: every
+    """`tinyad bench --arch cuda` (benchmarks/gpu.py), the check prepared for a GPU: every
     row gets its "arch" and its difference from tinyad on the CPU. Without a GPU, tinyad's rows
     fall back to the CPU and say so, with the same values."""
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--arch", "cuda", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "tinyad.benchmarks", "--arch", "cuda", "--quick",
                            "--only", "gravity", "--peers", "none", "--repeats", "1"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
