@@ -488,8 +488,8 @@ def gradient_read_inside_tape(*, gradient: str, read_loc: SrcLoc | None,
         consequence=f"{gradient} holds zeros here (the Tape cleared it on entry) or an earlier "
                     "iterate's gradient: the backward pass fills it when the `with` block ends, "
                     "so an optimiser step taken here uses the wrong gradient",
-        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where the gradient of "
-            "this iterate is")
+        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where it holds this "
+            "iterate's gradient")
 
 
 def no_grad_kernel_on_path(*, kernel: str, field: str, source: str, write_loc: SrcLoc,
