@@ -23,8 +23,13 @@ N = 3
 @pytest.fixture
 def chain(mode):
     """y = x**2, then some Python-scope operation on z, then loss = sum (i+1) z[i]."""
-    x, y, z = (ti.field(ti.f64, shape=N, needs_grad=True) for _ in range(3))
-    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    return _chain()
+
+
+def _chain(needs_dual=False):
+    x, y, z = (ti.field(ti.f64, shape=N, needs_grad=True, needs_dual=needs_dual)
+               for _ in range(3))
+    loss = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=needs_dual)
 
     @ti.kernel
     def square():
@@ -194,20 +199,7 @@ def test_grad_check_replays_the_copy(chain, capsys):
 
 
 def test_copy_inside_forward_mode_carries_the_tangent(mode):
-    x, y, z = (ti.field(ti.f64, shape=N, needs_grad=True, needs_dual=True) for _ in range(3))
-    loss = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
-
-    @ti.kernel
-    def square():
-        for i in x:
-            y[i] = x[i] ** 2
-
-    @ti.kernel
-    def total():
-        for i in z:
-            loss[None] += z[i] * (i + 1)
-
-    x.from_numpy(np.array([1.0, 2.0, 3.0]))
+    x, y, z, loss, square, total = _chain(needs_dual=True)
     with ti.ad.FwdMode(loss=loss, param=x, seed=[1.0, 1.0, 1.0]):
         square()
         z.copy_from(y)
