@@ -7,7 +7,6 @@ after each launch. Fields stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import time
 
@@ -17,8 +16,7 @@ from tinyad.check import launches as launchchecks
 from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
-from tinyad.core import analysis, ir
-from tinyad.core.errors import AutodiffRuleError, TinyadError
+from tinyad.core import analysis
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
@@ -108,35 +106,3 @@ class InterpBackend(Backend):
 
 def _host(fld):
     return fld.host_array
-
-
-def check_one_launch(traced, scalars, rng, number: int, every: bool = False) -> list:
-    """Run one forward launch in the interpreter with the per-element log, on the fields as they
-    are now, then put every field it touched back: -> the autodiff rules it breaks within this
-    launch (AutodiffRuleErrors): its parallel conflicts (one a field), which fast mode's checker
-    decides (check/races.py), then the first other violation, or with `every` (warn mode, which
-    counts a bug's elements) each one the log finds. Fast mode calls this for a kernel whose IR
-    does not prove it free of in-launch hazards, when the program is small enough to
-    interpret."""
-    checker = Checker("error")
-    found: list = []
-    if every:          # collected, not shown: fast mode's own checker reports them
-        checker.report = found.append
-    checker.launches = number - 1      # the report names the launch as fast mode counts it
-    checker.begin_tape()               # a scope of its own that raises at the first violation
-    conflicts = checker.races.collected = []
-    record = checker.new_launch(traced.ir.name, traced, scalars)
-    replayed = kernel_facts(traced).replayed
-    fields = ir.fields_of(traced.ir.body)
-    saved = [f.data.copy() for f in fields]
-    try:
-        Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
-                              echo=False)
-    except AutodiffRuleError as error:
-        found.append(error)
-    except TinyadError:
-        pass      # not a rule: the compiled launch that follows behaves as it always has
-    finally:
-        for f, values in zip(fields, saved):
-            f.data[...] = values
-    return [*conflicts, *found]

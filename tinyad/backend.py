@@ -36,10 +36,6 @@ BACKENDS = {
     "fast": ("tinyad.compile.backend", "FastBackend"),
 }
 
-# The interpreter's check of one launch, element by element (-> the rule it breaks, or None):
-# given to a backend whose `element_checker` is None (fast mode asks for it for the launches
-# its IR analysis cannot settle; compile/ may not import interp/).
-ELEMENT_CHECKER = ("tinyad.interp.backend", "check_one_launch")
 # Where a NaN or an infinity a derivative launch wrote came from, found by re-running it in the
 # interpreter (tinyad/check/nonfinite.py): given to a backend whose `nonfinite_locator` is None.
 NONFINITE_LOCATOR = ("tinyad.interp.backend", "locate")
@@ -242,9 +238,6 @@ def create(mode: str, config, rng: np.random.Generator) -> Backend:
     """The backend registered for `mode`, for one ti.init."""
     module, name = BACKENDS[mode]
     backend = getattr(importlib.import_module(module), name)(config, rng)
-    if getattr(backend, "element_checker", False) is None:
-        module, name = ELEMENT_CHECKER
-        backend.element_checker = getattr(importlib.import_module(module), name)
     if getattr(backend, "nonfinite_locator", False) is None:
         module, name = NONFINITE_LOCATOR
         backend.nonfinite_locator = getattr(importlib.import_module(module), name)
