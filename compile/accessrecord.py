@@ -156,6 +156,7 @@ class AccessRecorder:
                 self.columns[segment] = Columns(f"{kernel.name}_{segment}", segment, stmt,
                                                 [sites[k] for k in mine], mine)
         self.program = None           # compiled on first use (again when the trail grows)
+        self.temps = 0                # locals holding a recorded store's value
         self.ir = self._variant()
 
     @classmethod
@@ -173,6 +174,7 @@ class AccessRecorder:
 
     # ---- the variant ---------------------------------------------------------------------------
     def _variant(self) -> ir.Kernel:
+        self.temps = 0
         return replace(self.kernel, body=tuple(
             out for segment, stmt in enumerate(self.kernel.body)
             for out in self._recorded((stmt,), segment)))
@@ -180,32 +182,43 @@ class AccessRecorder:
     def _recorded(self, block: tuple, segment: int) -> tuple:
         """`block` with each statement's records just before it (an access's indices and
         value, evaluated there, are the ones the statement itself computes). A while loop's
-        condition is evaluated again after each pass of its body: recorded there too."""
+        condition is evaluated again after each pass of its body: recorded there too. A
+        recorded store's value goes through a local first, so that it is computed once."""
         out = []
         for stmt in block:
-            out.extend(self._records_of(stmt, segment))
+            stored = None
+            if isinstance(stmt, ir.Store) and any(s.node is stmt for s in self.sites):
+                self.temps += 1
+                stored = ir.Var(f"_stored{self.temps}", stmt.value.dtype, stmt.loc)
+                out.append(ir.Assign(stored.name, stmt.value, stmt.loc))
+            out.extend(self._records_of(stmt, segment, stored))
             inner = [self._recorded(b, segment) for b in ir.child_blocks(stmt)]
             if isinstance(stmt, ir.While):
                 inner[0] = inner[0] + tuple(self._records_of(stmt, segment))
-            out.append(ir.with_blocks(stmt, inner))
+            out.append(ir.with_blocks(stmt, inner) if stored is None
+                       else replace(stmt, value=stored))
         return tuple(out)
 
-    def _records_of(self, stmt, segment: int) -> list:
+    def _records_of(self, stmt, segment: int, stored=None) -> list:
         out = []
         for k, site in enumerate(self.sites):
             if site.node is stmt or any(site.node is x for e in ir.stmt_exprs(stmt)
                                         for x in ir.walk_expr(e)):
-                out.extend(self._record(k, site, segment))
+                out.extend(self._record(k, site, segment, stored))
         return out
 
-    def _record(self, k: int, site, segment: int) -> list:
+    def _record(self, k: int, site, segment: int, stored) -> list:
         node, loc = site.node, site.node.loc
         dims = tuple(site.field.shape) + tuple(site.field.element_shape)
         flat = ir.Const(0, T.i64, loc)
         for index, extent in zip(node.indices, dims):
             flat = _op("add", _op("mul", flat, ir.Const(extent, T.i64, loc)),
                        _op("cast", index, dtype=T.i64), loc=loc)
-        value = _op("cast", node, dtype=T.f64) if self.trail_sites[k].replayed else None
+        value = None
+        if self.trail_sites[k].replayed:
+            value = _op("cast", node, dtype=T.f64)
+        elif isinstance(node, ir.Store):      # what the element holds after the store
+            value = _op("cast", _op("cast", stored, dtype=node.field.dtype), dtype=T.f64)
         columns = self.columns.get(segment)
         if columns is not None:
             return columns.stores(columns.numbers.index(k), site, flat, value)

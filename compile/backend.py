@@ -163,18 +163,16 @@ class FastBackend(Backend):
         """The fields this launch may read and write in a way its IR does not settle: a
         scatter's indices may prove it clean now (compile/scattercheck.py); an iteration
         overwriting its own element is compared after the launch (-> [(field, its values
-        before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None)."""
+        before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
+        only their records build a report."""
         regions, host = regions_of(traced), self.checker.host
         own, rest = [], []
         for fld in hazards:
             scatter = regions.scatter_check(traced.ir, fld)
-            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, record, fld,
-                                                                        host)
+            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, fld, host)
             if verdict is CLEAN:
                 continue
-            if verdict is not UNDECIDED:
-                self._launch_problem(record, verdict)
-            elif fld in regions.own_overwrites:
+            if verdict is UNDECIDED and fld in regions.own_overwrites:
                 own.append((fld, host(fld).copy()))
             else:
                 rest.append(fld)

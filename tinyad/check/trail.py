@@ -98,8 +98,8 @@ def _clashes(trail: Trail, launch, fld, segment: int, every: bool) -> list:
     if at.size == 0:
         return []
     iteration, flat = trail.iteration[at], trail.flat[at]
-    elements = _clashing(iteration, flat, trail._slots[trail.site[at]], SLOTS["store"],
-                         _size(fld), every)
+    elements = _clashing(iteration, flat, trail.value[at], trail._slots[trail.site[at]],
+                         SLOTS["store"], _size(fld), every)
     return [_conflict(trail, launch, fld, at[flat == element], int(element))
             for element in elements]
 
@@ -153,12 +153,14 @@ def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
 
 
 @njit(cache=True, nogil=True)
-def _clashing(iteration, flat, slots, store, size, every):
+def _clashing(iteration, flat, value, slots, store, size, every):
     """The flat indices of the elements (in trail order; the first only unless `every`) that
-    two iterations touch in ways that do not commute. One pass finds the span of elements
-    touched; the next marks each with its first iteration, whether another touched it, and
-    the least and greatest slot its touches took; a last one collects the clashes. An index
-    outside the field's `size` elements is the launch's own error: skipped."""
+    two iterations touch in ways that do not commute (stores of one value commute: the result
+    does not depend on their order). One pass finds the span of elements touched; the next
+    marks each with its first iteration, whether another touched it, the least and greatest
+    slot its touches took, and whether its stores stored different values; a last one
+    collects the clashes. An index outside the field's `size` elements is the launch's own
+    error: skipped."""
     found = []
     low, high = np.int64(1) << 62, np.int64(-1)
     for f in flat:
@@ -171,6 +173,9 @@ def _clashing(iteration, flat, slots, store, size, every):
     shared = np.zeros(span, np.bool_)
     least = np.full(span, 127, np.int8)
     most = np.full(span, -1, np.int8)
+    stored = np.zeros(span, np.bool_)
+    first_stored = np.zeros(span, np.float64)
+    stores_differ = np.zeros(span, np.bool_)
     for n in range(flat.size):
         if not 0 <= flat[n] < size:
             continue
@@ -179,12 +184,18 @@ def _clashing(iteration, flat, slots, store, size, every):
             owner[f] = iteration[n]
         elif owner[f] != iteration[n]:
             shared[f] = True
+        if slots[n] == store:
+            if not stored[f]:
+                stored[f], first_stored[f] = True, value[n]
+            elif not (value[n] == first_stored[f] or (value[n] != value[n] and
+                                                      first_stored[f] != first_stored[f])):
+                stores_differ[f] = True
         least[f] = min(least[f], slots[n])
         most[f] = max(most[f], slots[n])
     for n in range(flat.size):
         if 0 <= flat[n] < size:
             f = flat[n] - low
-            if shared[f] and (least[f] != most[f] or least[f] == store):
+            if shared[f] and (least[f] != most[f] or (least[f] == store and stores_differ[f])):
                 found.append(flat[n])
                 shared[f] = False          # (each element once)
                 if not every:
