@@ -89,8 +89,8 @@ HOST_STORAGE = FieldStorage()
 class CheckHooks:
     """The rule checker's hooks. These do nothing: the hooks of a backend without checks."""
 
-    def begin_tape(self) -> None:
-        """A Tape starts recording."""
+    def begin_tape(self, loc=None) -> None:
+        """A Tape starts recording, at the user's line `loc` (its `with`)."""
 
     def end_tape(self, loc=None) -> None:
         """The Tape stops recording; its backward pass follows, from the user's line `loc`."""
@@ -151,8 +151,8 @@ class CheckerHooks(CheckHooks):
     def __init__(self, checker):
         self.checker = checker
 
-    def begin_tape(self):
-        self.checker.begin_tape()
+    def begin_tape(self, loc=None):
+        self.checker.begin_tape(loc)
 
     def end_tape(self, loc=None):
         self.checker.end_tape(loc)

@@ -477,19 +477,23 @@ def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: 
 # ---- gradients lost around a Tape (tinyad/check/lostgrads.py, tinyad/tapeops.py) -------------
 
 def gradient_read_inside_tape(*, gradient: str, read_loc: SrcLoc | None,
-                              tape_loc: SrcLoc | None) -> Report:
-    """A warning: a gradient read in Python scope while the Tape records. It may be meant (a
-    look at the zeros), but a step that uses it uses a stale gradient."""
+                              tape_loc: SrcLoc | None, kernel: str | None = None) -> Report:
+    """A warning: a gradient read in Python scope (or by `kernel`) while the Tape records. It
+    may be meant (a look at the zeros), but a step that uses it uses a stale gradient."""
+    reader = f"the kernel {kernel} reads {gradient}" if kernel else f"{gradient} is read"
+    fix = (f"launch {kernel} after the `with ti.ad.Tape(...)` block, where {gradient} holds "
+           "this iterate's gradient" if kernel else
+           f"read {gradient} after the `with ti.ad.Tape(...)` block, where it holds this "
+           "iterate's gradient")
     return Report(
         rule="Gradient read inside the Tape (warning)",
-        summary=f"{gradient} is read inside the Tape, before its backward pass ran.",
-        field=gradient, earlier=_tape_line(tape_loc),
-        read=Access(kind="read", loc=read_loc), write_replaces_read=False,
+        summary=f"{reader} inside the Tape, before its backward pass ran.",
+        kernel=kernel, field=gradient, earlier=_tape_line(tape_loc),
+        read=Access(kind="read", loc=read_loc, kernel=kernel), write_replaces_read=False,
         consequence=f"{gradient} holds zeros here (the Tape cleared it on entry) or an earlier "
                     "iterate's gradient: the backward pass fills it when the `with` block ends, "
                     "so an optimiser step taken here uses the wrong gradient",
-        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where it holds this "
-            "iterate's gradient")
+        fix=fix)
 
 
 def no_grad_kernel_on_path(*, kernel: str, field: str, source: str, write_loc: SrcLoc,
