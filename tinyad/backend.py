@@ -176,6 +176,7 @@ class CheckerHooks(CheckHooks):
 
     def python_write(self, field, index, loc=None):
         self.checker.python_write(field, index, loc)
+        self.checker.lost.sweeps.written(field)
 
     def python_copy(self, dst, src):
         self.checker.python_copy(dst, src)

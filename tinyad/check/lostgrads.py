@@ -6,7 +6,9 @@ tinyad/check/rules.py):
   * the Tape's loss written by no launch inside it, and by a kernel after it;
   * a gradient cleared after the backward pass, then read before another backward ran;
   * a Tape reading state that an earlier Tape computed and a copy carried over (the per-frame
-    Tape: the gradient is truncated at the Tape's start).
+    Tape: the gradient is truncated at the Tape's start);
+  * outside a Tape, a gradient read after a manual sweep skipped an adjoint that would add to
+    it (tinyad/check/sweeps.py).
 `LostGradients` is what the rule checker (tinyad/check/launches.py) remembers for these.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.render import print_report
+from tinyad.check.sweeps import ManualSweeps
 from tinyad.core.srcloc import user_loc
 
 
@@ -37,6 +40,7 @@ class LostGradients:
         self.read_at: dict = {}           # grad field -> time last read (Python or kernel)
         self.held_gradient: set = set()   # grads about to be written, holding a gradient unread
         self.cleared: dict = {}           # grad field -> line that cleared it, unread since
+        self.sweeps = ManualSweeps(checker, self.warn_once)
 
     def warn_once(self, report) -> None:
         read = report.read.loc if report.read is not None else None
@@ -48,6 +52,7 @@ class LostGradients:
 
     # ---- the Tape's life ------------------------------------------------------------------
     def tape_begins(self, loc=None) -> None:
+        self.sweeps.used_all()
         self.cut, self.unwritten_loss, self.tape_loc = {}, None, loc
         self.backward_at, self.cleared, self.held_gradient = 0, {}, set()
 
@@ -72,6 +77,8 @@ class LostGradients:
             self.warn_once(rules.gradient_cleared_before_read(
                 gradient=grad.name, clear_loc=cleared, read_loc=loc or user_loc(),
                 tape_loc=self.backward_loc, reader=kernel))
+        if self.sweeps.adjoint_at:
+            self.sweeps.read(grad, loc or user_loc(), kernel)
         self.read_at[grad] = checker.tick()
 
     def gradient_will_change(self, grad) -> None:
@@ -115,6 +122,9 @@ class LostGradients:
                 tape_loc=tape_loc))
         for grad in facts.grads_loaded:
             self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
+        if self.sweeps.reads:
+            for fld in facts.written + facts.grads_stored:
+                self.sweeps.written(fld, python=False)
 
     def _grads_read_in_tape(self, facts, kernel_name: str) -> None:
         """A taped kernel loads a gradient (an optimiser step inside the `with` block): the
