@@ -152,7 +152,7 @@ def _check_rounds(checker, launch, facts, kernel_name):
 def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
     checker.adjoint_ran(launch)
     if manual:
-        checker.lost.sweeps.manual_adjoint_ran()
+        checker.lost.sweeps.manual_adjoint_ran(launch)
     time = checker.tick()
     for fld in kernel_facts(compiled).written:     # (the adjoint reads their gradients)
         if fld.has_grad:

@@ -4,31 +4,33 @@ gradient to a field a forward launch wrote, and never ran that launch's adjoint,
 gradient it would have added to is read. Warp's guide has the checkpointed form: a segment that
 chains only some adjoints. Taichi gives the truncated gradient without a word.
 
-When a gradient G is read (in Python, or by a kernel outside a Tape), the launches in the
-checker's history are walked in order, keeping each field's latest writer. A launch L is
-*passed* when its adjoint has not run, a later launch M whose adjoint has run read (on rows L
-wrote) the value L wrote there, nothing wrote that field in between (no launch on those rows, no
-Python write since L), and M's adjoint left that field's gradient nonzero on L's rows: the sweep
-reached L's output and stopped. It is reported if L's adjoint would add to G, directly or through
-launches before it whose adjoints have not run either (each the latest writer of a field the next
-one read). Only launches outside a Tape count; a recompute that was differentiated stands for the
-launch it repeats (tinyad/check/launches.py Launch.repeats). A gradient read in the middle of a
-correct sweep is silent unless an adjoint still to come would add to it (to any of its rows: a
-read of one step's row of a time-indexed gradient mid-sweep is reported too).
-
+After each manual adjoint of a launch M, the latest writer of each differentiated field M read
+is looked for among the launches just before it. That writer L is *passed* when its adjoint has
+not run, the rows it wrote meet those M read, and Python has not written the field since L: the
+sweep reached L's output. When a gradient G is read (in Python, or by a kernel outside a Tape),
+a passed launch whose adjoint has still not run, and whose output's gradient is nonzero on the
+rows it wrote, is reported if its adjoint would add to G, directly or through launches before it
+whose adjoints have not run either (each the latest writer of a field the next one read). Only
+launches outside a Tape count; a recompute that was differentiated stands for the launch it
+repeats (tinyad/check/launches.py Launch.repeats).
 A read in the middle of a correct sweep looks the same (the adjoints still to come have not run
 yet), so the read is only remembered, and the warning is shown when the gradient is used as if
 final with the skipped adjoint still not run: its parameter written (an optimiser step, in Python
 or by a kernel), the gradient cleared, or a Tape begun. A sweep that goes on and runs that
 adjoint (a DiffTaichi loop looking at x.grad at each step) is silent.
 
-The walk runs only after a manual adjoint, once per gradient and state of the history (a Tape's
-program never pays for it)."""
+What it costs: a look back over a few launches per manual adjoint, and at a gradient read, only
+the passed launches still not differentiated (none, after a complete sweep); a Tape's program
+pays nothing."""
 from __future__ import annotations
 
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.report import Access
+
+# How far back a launch's writers are looked for: a step's few kernels (a writer further back
+# is not followed: a skipped adjoint missed, never a false report)
+LOOK_BACK = 64
 
 
 def rows_touched(launch):
@@ -51,16 +53,20 @@ class ManualSweeps:
         self.python_wrote: dict = {}  # primal field -> when Python scope last wrote it
         self.checked: dict = {}      # grad -> the state of the history it was last checked at
         self.reads: dict = {}        # grad -> (report, skipped launch) of a read awaiting use
+        self.passed: list = []       # (launch, field, later launch): passed, not differentiated
 
-    def manual_adjoint_ran(self) -> None:
+    def manual_adjoint_ran(self, launch) -> None:
+        """A manual adjoint of `launch` (None: its forward launch is not known) has run: the
+        launches it took a gradient from are passed, until their own adjoints run."""
         self.adjoint_at = self.checker.tick()
+        if launch is not None and not launch.tape:
+            self.passed = [entry for entry in self.passed if _pending(entry[0])]
+            self.passed += [(source, fld, launch) for fld, source in self._sources(launch)]
 
     def written(self, fld, python: bool = True) -> None:
         """`fld` (a primal or a gradient) is written outside a Tape (by Python scope, or by a
         kernel): a gradient read after a skipped adjoint is used now, if that adjoint has
         still not run."""
-        if not self.adjoint_at:
-            return
         if python and fld.role == "primal":
             self.python_wrote[fld] = self.checker.tick()
         if self.reads:
@@ -100,59 +106,57 @@ class ManualSweeps:
         """(the passed launch, the field, the later launch, how many more launches the
         gradient would pass through to reach `grad`) for the latest passed launch from which
         `grad` is reached, or None."""
-        passed, feeders = self._walk()
-        for launch, fld, later in reversed(passed):
+        self.passed = [entry for entry in self.passed if _pending(entry[0])]
+        for launch, fld, later in reversed(self.passed):
             if not _nonzero_on(fld.grad, rows_touched(launch)[1].get(fld)):
                 continue
-            depth = _reaches(launch, grad, feeders)
+            depth = self._reaches(launch, grad)
             if depth is not None:
                 return launch, fld, later, depth
         return None
 
-    def _walk(self):
-        """-> ([(passed launch, field, later launch)] in launch order, {id(launch): the
-        launches not differentiated whose outputs it read}) over the checker's history."""
-        writer: dict = {}         # field -> its latest writer so far
-        passed, feeders = [], {}
-        for launch in self.checker.history:
-            facts = kernel_facts(launch.compiled)
-            swept = not launch.tape and launch.adjoint_runs > 0
-            for fld in facts.loads_differentiable:
-                source = writer.get(fld)
-                if source is None or not _pending(source) or \
-                        self.python_wrote.get(fld, 0) > source.time or \
-                        not _rows_meet(rows_touched(source)[1].get(fld),
-                                       rows_touched(launch)[0].get(fld)):
+    def _sources(self, launch):
+        """[(field, launch)]: for each differentiated field `launch` loaded, its latest writer
+        before it (looked for among the LOOK_BACK launches before it in the history) if that
+        writer's adjoint has not run, the rows meet, and Python has not written the field
+        since that writer."""
+        history = self.checker.history
+        at = launch.number - history[0].number if history else -1
+        if not 0 <= at < len(history) or history[at] is not launch:
+            return []          # (left the history)
+        found = []
+        for fld in kernel_facts(launch.compiled).loads_differentiable:
+            for back in range(at - 1, max(at - 1 - LOOK_BACK, -1), -1):
+                source = history[back]
+                if fld not in kernel_facts(source.compiled).written:
                     continue
-                if swept:
-                    passed.append((source, fld, launch))
-                elif _pending(launch):
-                    feeders.setdefault(id(launch), []).append(source)
-            for fld in facts.written:
-                writer[fld] = launch
-        return passed, feeders
+                if _pending(source) and self.python_wrote.get(fld, 0) < source.time and \
+                        _rows_meet(rows_touched(source)[1].get(fld),
+                                   rows_touched(launch)[0].get(fld)):
+                    found.append((fld, source))
+                break
+        return found
+
+    def _reaches(self, launch, grad):
+        """How many launches past `launch` its gradient passes through to be added to `grad`
+        (0: its own adjoint adds to it), or None where it never is."""
+        frontier, seen, depth = [launch], {id(launch)}, 0
+        while frontier and depth <= LOOK_BACK:
+            if any(grad in kernel_facts(one.compiled).adjoint_targets for one in frontier):
+                return depth
+            upstream = []
+            for one in frontier:
+                for _, source in self._sources(one):
+                    if id(source) not in seen:
+                        seen.add(id(source))
+                        upstream.append(source)
+            frontier, depth = upstream, depth + 1
+        return None
 
 
 def _pending(launch) -> bool:
     """A launch outside a Tape whose adjoint has not run."""
     return not launch.tape and not launch.adjoint_runs
-
-
-def _reaches(launch, grad, feeders):
-    """How many launches past `launch` its gradient passes through to be added to `grad`
-    (0: its own adjoint adds to it), or None where it never is."""
-    frontier, seen, depth = [launch], {id(launch)}, 0
-    while frontier:
-        if any(grad in kernel_facts(one.compiled).adjoint_targets for one in frontier):
-            return depth
-        upstream = []
-        for one in frontier:
-            for source in feeders.get(id(one), ()):
-                if id(source) not in seen:
-                    seen.add(id(source))
-                    upstream.append(source)
-        frontier, depth = upstream, depth + 1
-    return None
 
 
 def _rows_meet(wrote, read) -> bool:
