@@ -85,8 +85,8 @@ HOST_STORAGE = FieldStorage()
 class CheckHooks:
     """The rule checker's hooks. These do nothing: the hooks of a backend without checks."""
 
-    def begin_tape(self) -> None:
-        """A Tape starts recording."""
+    def begin_tape(self, loc=None) -> None:
+        """A Tape starts recording, at the user's line `loc` (its `with`)."""
 
     def end_tape(self, loc=None) -> None:
         """The Tape stops recording; its backward pass follows, from the user's line `loc`."""
@@ -147,8 +147,8 @@ class CheckerHooks(CheckHooks):
     def __init__(self, checker):
         self.checker = checker
 
-    def begin_tape(self):
-        self.checker.begin_tape()
+    def begin_tape(self, loc=None):
+        self.checker.begin_tape(loc)
 
     def end_tape(self, loc=None):
         self.checker.end_tape(loc)
@@ -172,6 +172,7 @@ class CheckerHooks(CheckHooks):
 
     def python_write(self, field, index, loc=None):
         self.checker.python_write(field, index, loc)
+        self.checker.lost.sweeps.written(field)
 
     def python_copy(self, dst, src):
         self.checker.python_copy(dst, src)

@@ -399,14 +399,14 @@ class LaunchChecker:
         says: it keeps what launches read)."""
         return None
 
-    def begin_tape(self):
+    def begin_tape(self, loc=None):
         self.tapes += 1
         self.taped = []
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.written_in_tape, self.warned_in_tape = {}, set()
         self.derived_in_tape = {}
-        self.lost.tape_begins()
+        self.lost.tape_begins(loc)
 
     def end_tape(self, loc=None):
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.adjoints import rows_touched
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans
+from tinyad.check.sweeps import rows_touched
 from tinyad.core import ir
 
 # A gradient of at most this many elements is looked at whole (one numpy call); a larger one
