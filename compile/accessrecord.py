@@ -156,7 +156,6 @@ class AccessRecorder:
                 self.columns[segment] = Columns(f"{kernel.name}_{segment}", segment, stmt,
                                                 [sites[k] for k in mine], mine)
         self.program = None           # compiled on first use (again when the trail grows)
-        self.temps = 0                # locals holding a recorded store's value
         self.ir = self._variant()
 
     @classmethod
@@ -174,7 +173,7 @@ class AccessRecorder:
 
     # ---- the variant ---------------------------------------------------------------------------
     def _variant(self) -> ir.Kernel:
-        self.temps = 0
+        self.temps = 0                # locals holding a recorded store's value
         return replace(self.kernel, body=tuple(
             out for segment, stmt in enumerate(self.kernel.body)
             for out in self._recorded((stmt,), segment)))
