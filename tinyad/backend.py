@@ -182,8 +182,7 @@ class CheckerHooks(CheckHooks):
         self.checker.python_copy(dst, src)
 
     def gradient_read(self, grad, tape_loc=None, index=None):
-        self.checker.gradient_used(grad, index)
-        self.checker.lost.gradient_read(grad, tape_loc)
+        self.checker.lost.gradient_read(grad, tape_loc, index=index)
 
     def taped_launch(self, launch, no_grad):
         if no_grad and launch is not None:

@@ -507,12 +507,6 @@ class LaunchChecker:
             if held is not None and held[0] is None:
                 self.grad_point[grad] = (values, held[1], held[2])
 
-    def gradient_used(self, grad, index=None, loc=None, kernel=None) -> None:
-        """Python scope (`kernel` None) or a kernel reads `grad` (tinyad/check/nonfinite.py)."""
-
-    def gradients_loaded(self, facts, kernel_name: str) -> None:
-        """A forward launch of `kernel_name` loads the gradients `facts.grads_loaded`."""
-
     def python_read(self, fld, index, value):
         if self.tape is not None and fld.has_grad:
             self.python_reads[float(value)] = (fld, index, user_loc())
@@ -556,8 +550,6 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     {field: spans written}) of leading indices (None: every row of every field it touches), or
     a function that works them out, called only if a check needs them (most launches' do not)."""
     facts = kernel_facts(compiled)
-    if facts.grads_loaded:
-        checker.gradients_loaded(facts, kernel_name)
     checker.lost.forward_launch(facts, kernel_name)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)

@@ -36,6 +36,7 @@ import numpy as np
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans
+from tinyad.check.nonfinite_words import nonfinite_unused, nonfinite_used
 from tinyad.check.render import print_report
 from tinyad.check.sweeps import rows_touched
 from tinyad.core import ir
@@ -144,6 +145,7 @@ class NonFiniteChecks:
         self.nonfinite_warned: set = set()
         self.nonfinite_batch: Batch | None = None
         self.nonfinite_batching = False   # while a Tape's backward that can run again runs
+        self.lost.used, self.lost.loaded = self.gradient_used, self.gradients_loaded
 
     def gradient_cleared(self, grad, time: int) -> None:
         super().gradient_cleared(grad, time)
@@ -157,14 +159,13 @@ class NonFiniteChecks:
         key = (report.kernel, report.field, report.write.loc if report.write else None)
         if key not in self.nonfinite_warned:
             self.nonfinite_warned.add(key)
-            print_report(rules.nonfinite_gradient_unused(error))
+            print_report(nonfinite_unused(report))
         for grad in grads:
             self.nonfinite_owed.setdefault(grad, Owed(error, host))
 
     def gradient_used(self, grad, index=None, loc=None, kernel=None) -> None:
         """Python scope (`kernel` None) or a kernel reads `grad` (element `index`; None: all
         of it): if it holds a non-finite value a report is owed for, that report now."""
-        super().gradient_used(grad, index, loc, kernel)
         owed = self.nonfinite_owed.get(grad)
         if owed is None:
             return
@@ -178,14 +179,13 @@ class NonFiniteChecks:
             element, value = found if found is not None else (None, None)
         if found is None:
             return
-        self.report(rules.nonfinite_gradient_used(
-            owed.error, gradient=grad.name, element=element, value=value,
-            loc=loc or user_loc(), kernel=kernel))
+        self.report(rules.NonFiniteGradientError(nonfinite_used(
+            owed.error.report, gradient=grad.name, element=element, value=value,
+            loc=loc or user_loc(), kernel=kernel)))
 
     def gradients_loaded(self, facts, kernel_name: str) -> None:
         """A forward launch loads gradients: a gradient kernel written by hand (it writes
         gradients too) carries what they owe on into those; any other kernel uses them."""
-        super().gradients_loaded(facts, kernel_name)
         owed = [self.nonfinite_owed[g] for g in facts.grads_loaded if g in self.nonfinite_owed]
         if not owed:
             return

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tinyad.check.nonfinite_words import nonfinite_story, nonfinite_unused, nonfinite_used
+from tinyad.check.nonfinite_words import nonfinite_story
 from tinyad.check.report import ACCUMULATE, Access, Report, element_name, format_value
 from tinyad.check.sweep_words import adjoint_skipped
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
@@ -575,16 +575,6 @@ def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None
         **nonfinite_story(kernel, variant, finding, launch, writer)))
 
 
-def nonfinite_gradient_unused(error: NonFiniteGradientError) -> Report:
-    """The warning of a non-finite gradient nothing has used yet."""
-    return nonfinite_unused(error.report)
-
-
-def nonfinite_gradient_used(error: NonFiniteGradientError, **use) -> NonFiniteGradientError:
-    """The error, once the program uses the gradient (`use`: nonfinite_words.nonfinite_used's)."""
-    return NonFiniteGradientError(nonfinite_used(error.report, **use))
-
-
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "SecondWriteRuleError", "ReadDuringAccumulationRuleError", "StaleGradientRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
@@ -599,5 +589,4 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "computed_before_tape", "gradient_read_inside_tape", "no_grad_kernel_on_path",
            "loss_written_after_tape", "gradient_cleared_before_read", "adjoint_skipped",
            "gradient_discarded_by_load",
-           "NonFiniteGradientError", "nonfinite_gradient", "nonfinite_gradient_unused",
-           "nonfinite_gradient_used"]
+           "NonFiniteGradientError", "nonfinite_gradient"]
