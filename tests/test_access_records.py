@@ -269,3 +269,24 @@ def test_a_trail_that_outgrows_its_room_runs_the_launch_again(recorded):
     expected_y = x.to_numpy() * 0.4
     np.testing.assert_allclose(y.to_numpy(), expected_y, rtol=1e-12)
     np.testing.assert_allclose(x.grad.to_numpy(), 2 * expected_y * 0.4, rtol=1e-12)
+
+
+def test_the_conflict_named_is_the_first_to_arise(recorded):
+    """Iterations 0 and N-1 store y[0]; iterations 1 and 2 store y[5]: the conflict on y[5]
+    arises first (at iteration 2), so both modes name it, as the interpreter meets them."""
+    x, y, pos, loss = fields()
+    j_of = np.arange(N, dtype=float)
+    j_of[[N - 1, 1, 2]] = [0, 5, 5]
+    j_of[5] = N - 1                                # (N - 1's own element, now free)
+    pos.from_numpy((j_of + 0.5) / N)
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            j = ti.cast(pos[i] * N, ti.i32)
+            if x[i] > 0.0:
+                y[j] = x[i] * 3.0
+
+    report = raised_in_tape(recorded, ti.ParallelConflictRuleError, scatter, loss)
+    assert report.element == (5,)
+    assert {a.iteration for a in (*report.earlier, report.write)} == {1, 2}

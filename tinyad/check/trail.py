@@ -91,21 +91,23 @@ def violations(trail: Trail, launch, fields, now_of, every: bool = False) -> lis
 
 
 def _clashes(trail: Trail, launch, fld, segment: int, every: bool) -> list:
-    """The parallel conflicts on `fld` among the iterations of one parallel loop: the first
-    element's, or each element's."""
+    """The parallel conflicts on `fld` among the iterations of one parallel loop, in the order
+    they arise along the trail (as the interpreter meets them, iteration by iteration): the
+    first, or each element's first."""
     at = trail.of_field(fld)
     at = at[trail.segment[at] == segment]
     if at.size == 0:
         return []
     iteration, flat = trail.iteration[at], trail.flat[at]
-    elements = _clashing(iteration, flat, trail.value[at], trail._slots[trail.site[at]],
-                         SLOTS["store"], _size(fld), every)
-    return [_conflict(trail, launch, fld, at[flat == element], int(element))
-            for element in elements]
+    arisen = _clashing(iteration, flat, trail.value[at], trail._slots[trail.site[at]],
+                       SLOTS["store"], _size(fld), every)
+    return [_conflict(trail, launch, fld, at[:n + 1][flat[:n + 1] == flat[n]], int(flat[n]))
+            for n in arisen]
 
 
 def _conflict(trail: Trail, launch, fld, on: np.ndarray, element: int):
-    """The conflict report of one element, from its accesses `on` (in iteration order)."""
+    """The conflict report of one element, from its accesses `on` (in trail order) up to the
+    one that made the conflict."""
     writes = np.array([trail.sites[int(k)].writes for k in trail.site[on]])
     others = trail.iteration[on] != trail.iteration[on[0]]
     # the pair names a write: a later iteration's, where the first touch is a read (every
@@ -154,13 +156,13 @@ def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
 
 @njit(cache=True, nogil=True)
 def _clashing(iteration, flat, value, slots, store, size, every):
-    """The flat indices of the elements (in trail order; the first only unless `every`) that
-    two iterations touch in ways that do not commute (stores of one value commute: the result
-    does not depend on their order). One pass finds the span of elements touched; the next
-    marks each with its first iteration, whether another touched it, the least and greatest
-    slot its touches took, and whether its stores stored different values; a last one
-    collects the clashes. An index outside the field's `size` elements is the launch's own
-    error: skipped."""
+    """The positions (in trail order; the first only unless `every`) at which an element's
+    accesses first stop commuting: two iterations have touched it, and not all with one slot
+    (reads, or one commutative atomic), or with stores of different values (stores of one
+    value commute: the result does not depend on their order). One pass finds the span of
+    elements touched; the next follows each element's first iteration, whether another
+    touched it, the least and greatest slot its touches took and whether its stores differ.
+    An index outside the field's `size` elements is the launch's own error: skipped."""
     found = []
     low, high = np.int64(1) << 62, np.int64(-1)
     for f in flat:
@@ -176,6 +178,7 @@ def _clashing(iteration, flat, value, slots, store, size, every):
     stored = np.zeros(span, np.bool_)
     first_stored = np.zeros(span, np.float64)
     stores_differ = np.zeros(span, np.bool_)
+    reported = np.zeros(span, np.bool_)
     for n in range(flat.size):
         if not 0 <= flat[n] < size:
             continue
@@ -192,14 +195,12 @@ def _clashing(iteration, flat, value, slots, store, size, every):
                 stores_differ[f] = True
         least[f] = min(least[f], slots[n])
         most[f] = max(most[f], slots[n])
-    for n in range(flat.size):
-        if 0 <= flat[n] < size:
-            f = flat[n] - low
-            if shared[f] and (least[f] != most[f] or (least[f] == store and stores_differ[f])):
-                found.append(flat[n])
-                shared[f] = False          # (each element once)
-                if not every:
-                    break
+        if shared[f] and not reported[f] and (
+                least[f] != most[f] or (least[f] == store and stores_differ[f])):
+            reported[f] = True
+            found.append(n)
+            if not every:
+                break
     return np.array(found, np.int64)
 
 
