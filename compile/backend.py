@@ -24,11 +24,16 @@ from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
 from tinyad.check import nonfinite
-from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.facts import kernel_facts
+from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.rules import ParallelConflictRuleError
-from tinyad.compile import (ahead, backend_for, compile_ahead, compile_kernel,
-                            cuda_unavailable_reason)
+from tinyad.compile import (
+    ahead,
+    backend_for,
+    compile_ahead,
+    compile_kernel,
+    cuda_unavailable_reason,
+)
 from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker

@@ -232,3 +232,9 @@ def in_field(box: tuple, relative) -> tuple:
     interp names an element)."""
     return tuple(lo + int(i) for i, (lo, _) in zip(relative, box)) + \
         tuple(int(i) for i in relative[len(box):])
+
+
+def value_at(array, index):
+    """One element's value (a list for a vector or matrix element)."""
+    value = array[tuple(index)]
+    return value.item() if np.ndim(value) == 0 else value.tolist()

@@ -30,6 +30,8 @@ import numpy as np
 from tinyad.check import launches, rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import ACCUMULATE, Access
+from tinyad.compile.customstores import CustomGradientStores
+from tinyad.compile.iterations import launch_iteration
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readwitness import (
     CopyBuffers,
@@ -38,6 +40,7 @@ from tinyad.compile.readwitness import (
     differences,
     in_field,
     in_program_order,
+    value_at,
 )
 from tinyad.compile.regions import (
     KernelRegions,
@@ -79,13 +82,7 @@ def _counting(more: list, error):
     return error
 
 
-def _value(array, index):
-    """One element's value (a list for a vector or matrix element)."""
-    value = array[tuple(index)]
-    return value.item() if np.ndim(value) == 0 else value.tolist()
-
-
-class FastChecker(PointCopies, LaunchChecker):
+class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
     """The launch checks' memory plus the replayed reads' witness (one per ti.init)."""
 
     # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
@@ -396,26 +393,29 @@ class FastChecker(PointCopies, LaunchChecker):
         relative = tuple(int(i) for i in where[0])
         element = in_field(read.box, relative)
         more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
-        return relative, element, _value(self.host(fld), element), more
+        return relative, element, value_at(self.host(fld), element), more
 
     def _read_access(self, read: ReplayedRead, relative: tuple, launch=None) -> Access:
         launch = launch or read.launch    # (launches that read equal values share a read)
-        return Access("read", read.site.node.loc, launch.kernel, launch.number, None,
-                      _value(read.values, relative), launch.time)
+        return Access("read", read.site.node.loc, launch.kernel, launch.number,
+                      launch_iteration(read.site, in_field(read.box, relative), launch),
+                      value_at(read.values, relative), launch.time)
 
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
         """Which rule a later launch's write of a replayed element breaks (as interp says)."""
         mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
         write_of = mine[0] if mine else Written(None, None, "store")
         write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
-                       writer.kernel, writer.number, None, now, writer.time)
+                       writer.kernel, writer.number,
+                       launch_iteration(write_of.site, element, writer) if write_of.site else None,
+                       now, writer.time)
         earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
                    if launch.time <= read.time and w.covers(element)]
         accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
         return rules.overwrite_after_read(
             field=fld.name, element=element, read=read, write=write,
-            first_write=_access(*earlier[0]) if earlier else None,
-            first_accumulation=_access(*accumulated[0]) if accumulated else None)
+            first_write=_access(*earlier[0], element) if earlier else None,
+            first_accumulation=_access(*accumulated[0], element) if accumulated else None)
 
     # ---- Python scope ----------------------------------------------------------------------------
     def python_write(self, fld, index, loc=None) -> Access | None:
@@ -486,10 +486,12 @@ class FastChecker(PointCopies, LaunchChecker):
         kind = "store" if isinstance(write_site.node, ir.Store) else "atomic_" + write_site.node.op
         error = rules.read_then_overwrite(
             field=fld.name, element=element,
-            read=Access("read", read_site.node.loc, launch.kernel, launch.number, None,
-                        _value(before, element), launch.time),
-            write=Access(kind, write_site.node.loc, launch.kernel, launch.number, None,
-                         _value(now, element), launch.time))
+            read=Access("read", read_site.node.loc, launch.kernel, launch.number,
+                        launch_iteration(read_site, element, launch), value_at(before, element),
+                        launch.time),
+            write=Access(kind, write_site.node.loc, launch.kernel, launch.number,
+                         launch_iteration(write_site, element, launch), value_at(now, element),
+                         launch.time))
         more = [tuple(int(i) for i in row) for row in where[1:]] if self.mode == "warn" else []
         return _counting(more, error)
 
@@ -541,7 +543,7 @@ class FastChecker(PointCopies, LaunchChecker):
                 break
             mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
             if mine:
-                return _access(later, mine[0])
+                return _access(later, mine[0], element)
         return best
 
     def boxes_written_since(self, fld, time: int):
@@ -561,40 +563,7 @@ class FastChecker(PointCopies, LaunchChecker):
                     boxes.add(w.box)
         return sorted(boxes)
 
-    # ---- a custom gradient (grad_for) that assigns -----------------------------------------------
-    def before_custom_grad(self, traced, scalars):
-        """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""
-        if not self.in_custom_grad:
-            return None
-        regions = regions_of(traced)
-        values = regions.arg_values(scalars)
-        saved = []
-        for site in regions.grad_stores:
-            if self.gradient_consumed(site.field):
-                continue
-            box = regions.box(site, values)
-            if box is not None:
-                saved.append((site, box, self.host(site.field)[box_slices(box)].copy()))
-        return saved
 
-    def after_custom_grad(self, saved, launch: Launch) -> None:
-        """A store that replaced a nonzero gradient discards what earlier adjoints added."""
-        for site, box, before in saved or ():
-            now = self.host(site.field)[box_slices(box)]
-            differs = (before != 0) & (before != now)
-            if not np.any(differs):
-                continue
-            relative = tuple(int(i) for i in np.argwhere(differs)[0])
-            element = tuple(lo + i for i, (lo, _) in zip(relative, box)) + \
-                relative[len(box):]
-            write = Access("store", site.node.loc, launch.kernel, launch.number, None,
-                           _value(now, relative), launch.time)
-            self.report(rules.custom_gradient_assigns(
-                field=site.field.name, element=element, write=write,
-                discarded=_value(before, relative)))
-            return
-
-
-def _access(launch: Launch, written: Written) -> Access:
-    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number, None, None,
-                  launch.time)
+def _access(launch: Launch, written: Written, element: tuple) -> Access:
+    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number,
+                  launch_iteration(written.site, element, launch), None, launch.time)

@@ -1,0 +1,48 @@
+"""Fast mode's check of a custom gradient (a `grad_for` function) that assigns a gradient
+instead of adding to it: a store that replaces a nonzero gradient discards what earlier
+adjoints added (`custom_gradient_assigns`). The boxes such a kernel may store into are copied
+before it runs and compared after."""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyad.check import rules
+from tinyad.check.report import Access
+from tinyad.compile.readwitness import value_at
+from tinyad.compile.regions import box_slices, regions_of
+
+
+class CustomGradientStores:
+    """A mixin of fast mode's checker (compile/replaycheck.py FastChecker)."""
+
+    def before_custom_grad(self, traced, scalars):
+        """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""
+        if not self.in_custom_grad:
+            return None
+        regions = regions_of(traced)
+        values = regions.arg_values(scalars)
+        saved = []
+        for site in regions.grad_stores:
+            if self.gradient_consumed(site.field):
+                continue
+            box = regions.box(site, values)
+            if box is not None:
+                saved.append((site, box, self.host(site.field)[box_slices(box)].copy()))
+        return saved
+
+    def after_custom_grad(self, saved, launch) -> None:
+        """A store that replaced a nonzero gradient discards what earlier adjoints added."""
+        for site, box, before in saved or ():
+            now = self.host(site.field)[box_slices(box)]
+            differs = (before != 0) & (before != now)
+            if not np.any(differs):
+                continue
+            relative = tuple(int(i) for i in np.argwhere(differs)[0])
+            element = tuple(lo + i for i, (lo, _) in zip(relative, box)) + \
+                relative[len(box):]
+            write = Access("store", site.node.loc, launch.kernel, launch.number, None,
+                           value_at(now, relative), launch.time)
+            self.report(rules.custom_gradient_assigns(
+                field=site.field.name, element=element, write=write,
+                discarded=value_at(before, relative)))
+            return
