@@ -24,9 +24,9 @@ def _true_gradient():
     return y * (3 * X0 ** 2 + np.cos(X0))
 
 
-def _program(constant=3.0, dropped_term=False, assigns=False, dtype=ti.f64):
+def _program(constant=3.0, dropped_term=False, assigns=False, dtype=ti.f64, between=None):
     """y = x^3 + sin x by `stage`; loss = sum(y^2) / 2; `stage_grad` is stage's adjoint by hand
-    (right with constant 3 and no term dropped)."""
+    (right with constant 3 and no term dropped); `between(y)` runs before it in the sweep."""
     x = ti.field(dtype, shape=len(X0), needs_grad=True)
     y = ti.field(dtype, shape=len(X0), needs_grad=True)
     loss = ti.field(dtype, shape=(), needs_grad=True)
@@ -63,6 +63,8 @@ def _program(constant=3.0, dropped_term=False, assigns=False, dtype=ti.f64):
         run_loss()
         loss.grad[None] = 1
         total.grad()
+        if between is not None:
+            between(y)
         stage_grad()
 
     x.from_numpy(X0.astype(dtype.np))
@@ -183,9 +185,10 @@ def test_a_forward_kernel_tinyad_cannot_differentiate_is_left_to_the_user(mode, 
 STEPS = 3
 
 
-def _difftaichi_sweep(constant):
+def _difftaichi_sweep(constant, skip_grow=False):
     """x[t+1] = tanh(v[t]) with v[t] = 2 x[t]^2 + 1: `squash`'s adjoint by hand, `grow`'s by
-    grow.grad(), in a reverse sweep over time steps; loss = sum(x[STEPS])."""
+    grow.grad() (skipped at t = 0 with `skip_grow`), in a reverse sweep over time steps;
+    loss = sum(x[STEPS])."""
     x = ti.field(ti.f64, shape=(STEPS + 1, len(X0)), needs_grad=True)
     v = ti.field(ti.f64, shape=(STEPS, len(X0)), needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
@@ -225,16 +228,42 @@ def _difftaichi_sweep(constant):
     total.grad()
     for t in reversed(range(STEPS)):
         squash_grad(t)
-        grow.grad(t)
+        if t or not skip_grow:
+            grow.grad(t)
     return x, run_loss
 
 
 def test_a_difftaichi_sweep_mixing_grad_and_a_hand_written_adjoint(mode, capsys):
     x, run_loss = _difftaichi_sweep(1.0)
+    fd = finite_difference(run_loss, x)      # (writes x, the parameter: the sweep is over)
     assert capsys.readouterr().err == ""
-    fd = finite_difference(run_loss, x)
     np.testing.assert_allclose(x.grad.to_numpy()[0], fd[0], rtol=1e-6)
     ti.init(mode=mode, default_fp=ti.f64)
     with pytest.raises(ti.CustomGradientRuleError, match="squash_grad.*not the derivative of "
                                                          "squash"):
         _difftaichi_sweep(0.5)
+
+
+def test_a_hand_written_adjoint_takes_part_in_the_sweep_check(mode, capsys):
+    """The hand-written adjoint stands for squash.grad(): a sweep that then skips grow.grad()
+    at the first step is told, when x.grad is used, as it would be with squash.grad()."""
+    x, _ = _difftaichi_sweep(1.0, skip_grow=True)
+    x.from_numpy(x.to_numpy() - 0.1 * x.grad.to_numpy())
+    err = capsys.readouterr().err
+    assert "Adjoint skipped (warning)" in err and "grow.grad() (forward launch #1" in err
+
+
+def test_a_kernel_that_clips_a_gradient_in_place_is_no_adjoint(mode, capsys):
+    """Clipping y.grad between two adjoints reads and writes the same gradient: it undoes no
+    forward launch, so it is not compared (nor reported)."""
+    @ti.kernel
+    def clip(y: ti.template()):
+        for i in y:
+            y.grad[i] = ti.min(y.grad[i], 1.0)
+
+    x, _, _, _, sweep, _ = _program(between=clip)
+    sweep()
+    assert capsys.readouterr().err == ""
+    y = X0 ** 3 + np.sin(X0)
+    np.testing.assert_allclose(x.grad.to_numpy(), np.minimum(y, 1.0) * (3 * X0 ** 2 + np.cos(X0)),
+                               rtol=1e-10)

@@ -7,25 +7,31 @@ as a classic silent bug). Nothing else checks its math.
 
 What: a launch outside a Tape's recording (and outside a grad_for function, which
 tinyad/customcheck.py checks) of a kernel that loads `.grad` of fields G_out and writes `.grad`
-of fields G_in by hand (facts.py's grads_loaded / grads_by_hand) is matched to the forward launch
-it undoes: the latest earlier launch, not differentiated, not taped and not yet undone by a hand-
-written kernel, that loads every field of G_in and writes every field of G_out. If that kernel
-is one tinyad differentiates, nothing it loads has changed since (by a kernel or Python scope),
-and its launch broke no rule, then just before the hand-written launch, tinyad's adjoint of that
-forward launch runs on the gradients as they are (the other outputs' gradients zero: the hand-
-written kernel answers only for G_out), and what it leaves in G_in's gradients is kept; every
-field is put back. After the hand-written launch, each element of G_in's gradients it changed
-must hold what tinyad's adjoint left there (accumulating: `+=`), or, where the kernel assigns
-to that gradient (`x.grad[i] = ...`), what tinyad's adjoint added. A mismatch beyond rounding is
-a CustomGradientRuleError naming both kernels, the element and both values.
+of fields G_in, not those it loads (facts.py's grads_loaded / grads_by_hand; a kernel that only
+rescales or clips a gradient in place undoes nothing), is matched to the forward launch it
+undoes: the latest earlier launch outside a Tape still awaiting its adjoint that loads every
+field of G_in and writes every field of G_out. That launch then counts as differentiated, as a
+.grad() would make it (the manual-sweep checks then neither take its adjoint as skipped nor
+hand its .grad() to the wrong launch). If its kernel is one tinyad differentiates, nothing it
+loads has changed since (by a kernel or Python scope), and the launch broke no rule, then just
+before the hand-written launch, tinyad's adjoint of that forward launch runs on the gradients
+as they are (the forward's other outputs' gradients zero: the hand-written kernel answers only
+for G_out), and what it leaves in G_in's gradients is kept; every field is put back. After the
+hand-written launch, each element of G_in's gradients it changed must hold what tinyad's
+adjoint left there (accumulating: `+=`), or, where the kernel assigns to that gradient
+(`x.grad[i] = ...`), what tinyad's adjoint added. A mismatch beyond rounding is a
+CustomGradientRuleError naming both kernels, the element and both values.
 
 Once per hand-written kernel (the first launch that can be judged; a kernel whose launches
 never can be is given up after ATTEMPTS). Silent, and said so in docs/checker.md: a forward
-kernel tinyad cannot differentiate (why such kernels exist: an SVD, a loop with `break`), no
-forward launch that matches, inputs changed since, elements the hand-written kernel left alone.
+kernel tinyad cannot differentiate (why such kernels exist: an atomic's result replayed, a
+`break` in a parallel loop), no forward launch that matches, inputs changed since, elements the
+hand-written kernel left alone, a gradient it both reads and writes (x.grad[t] from
+x.grad[t + 1] in one time-indexed field).
 `ti.ad.trust(kernel)` opts a kernel out.
 
 Cost: one test of two kernel facts per launch; a program without such kernels pays nothing more.
+One with them pays a look at the launches awaiting their adjoint per hand-written launch.
 """
 from __future__ import annotations
 
@@ -48,17 +54,17 @@ class _State:
     """Per checker (one per ti.init)."""
     finished: set = field(default_factory=set)    # hand-written kernels judged or given up
     attempts: dict = field(default_factory=dict)  # hand-written kernel -> launches tried
-    undone: set = field(default_factory=set)      # numbers of forward launches undone by hand
 
 
 @dataclass
 class Pending:
-    """One hand-written launch under test: what tinyad's adjoint left, to compare afterwards."""
+    """One hand-written launch: the forward launch it undoes and, if it is judged, what tinyad's
+    adjoint left, to compare afterwards."""
     hand: object            # the traced hand-written kernel
     launch: int             # its launch number
     forward: object         # the Launch it undoes
-    before: dict            # G_in grad field -> its values before the hand-written launch
-    expected: dict          # G_in grad field -> its values after tinyad's adjoint
+    before: dict = field(default_factory=dict)    # G_in grad -> its values before the launch
+    expected: dict = field(default_factory=dict)  # G_in grad -> its values after tinyad's adjoint
 
 
 def trust(name: str, file: str | None) -> None:
@@ -66,42 +72,49 @@ def trust(name: str, file: str | None) -> None:
 
 
 def before_launch(checker, traced, number: int, storage, run_adjoint) -> Pending | None:
-    """Before a launch of `traced` (number `number`): if it is a hand-written gradient kernel to
-    judge now, run tinyad's adjoint of the launch it undoes on copies. `run_adjoint(traced,
-    scalars)` runs a kernel's adjoint program unchecked; `storage` is the backend's."""
+    """Before a launch of `traced` (number `number`): if it is a gradient kernel written by hand
+    that undoes a forward launch, -> a Pending for after_launch; if it is to be judged now,
+    tinyad's adjoint of that launch has run on copies. `run_adjoint(traced, scalars)` runs a
+    kernel's adjoint program unchecked; `storage` is the backend's."""
     facts = kernel_facts(traced)
     if not facts.grads_by_hand or not facts.grads_loaded:
         return None       # (every launch of every program comes here: keep this first)
     if checker.tape is not None or checker.in_custom_grad or checker.in_custom_primal:
         return None
+    for fld in facts.loads_differentiable:    # (a gradient kernel is never differentiated:
+        awaiting = checker.awaiting_adjoint.get(fld)      # it awaits no adjoint)
+        if awaiting:
+            awaiting.pop(number, None)
+    targets = [g for g in facts.grads_by_hand if g not in facts.grads_loaded]
+    forward = _matching_forward(checker, facts, targets)
+    if forward is None:
+        return None
+    pending = Pending(traced, number, forward)
     state = getattr(checker, "hand_adjoints", None)
     if state is None:
         state = checker.hand_adjoints = _State()
     if traced in state.finished:
-        return None
-    if (traced.ir.name, traced.ir.loc.file) in TRUSTED:
-        state.finished.add(traced)
-        return None
-    forward = _matching_forward(checker, facts, state)
+        return pending
     tried = state.attempts[traced] = state.attempts.get(traced, 0) + 1
-    if tried >= ATTEMPTS:
+    if tried >= ATTEMPTS or (traced.ir.name, traced.ir.loc.file) in TRUSTED:
         state.finished.add(traced)
-    if forward is None:
-        return None
-    state.undone.add(forward.number)
-    if not _judgeable(checker, forward):
-        return None
-    targets = [g for g in facts.grads_by_hand if g.primal is not None]
+    if (traced.ir.name, traced.ir.loc.file) in TRUSTED or not _judgeable(checker, forward):
+        return pending
     expected = _adjoint_on_copies(forward, facts, targets, storage, run_adjoint)
-    if expected is None:
-        return None
-    state.finished.add(traced)
-    before = {g: storage.to_host(g).copy() for g in targets}
-    return Pending(traced, number, forward, before, expected)
+    if expected is not None:
+        state.finished.add(traced)
+        pending.expected = expected
+        pending.before = {g: storage.to_host(g).copy() for g in targets}
+    return pending
 
 
 def after_launch(checker, pending: Pending, storage) -> None:
-    """The hand-written launch has run: compare what it left with tinyad's adjoint."""
+    """The hand-written launch has run: the forward launch it undoes counts as differentiated,
+    by a manual adjoint (a later .grad() of a launch alike finds the one before it; the sweep
+    check does not take its adjoint as skipped, but may take those of the launches that wrote
+    what it read), and, if judged, what it left is compared with tinyad's."""
+    checker.adjoint_ran(pending.forward)
+    checker.lost.sweeps.manual_adjoint_ran(pending.forward)
     stores = {id(s.field) for s in ir.walk_stmts(pending.hand.ir.body)
               if isinstance(s, ir.Store) and s.field.role == "grad"}
     for grad, expected in pending.expected.items():
@@ -126,21 +139,23 @@ def after_launch(checker, pending: Pending, storage) -> None:
             return
 
 
-def _matching_forward(checker, facts, state):
-    """The latest launch in the history that loads the primal of every gradient the hand-written
-    kernel writes and writes the primal of every gradient it reads, if it awaits its adjoint."""
-    inputs = {id(g.primal) for g in facts.grads_by_hand}
+def _matching_forward(checker, facts, targets):
+    """The latest launch outside a Tape awaiting its adjoint that loads the primal of every
+    gradient the hand-written kernel writes (and does not read: a kernel that only rescales a
+    gradient in place, a clipping, undoes nothing) and writes the primal of every gradient it
+    reads, or None."""
+    if not targets:
+        return None
     outputs = {id(g.primal) for g in facts.grads_loaded}
-    for launch in reversed(checker.history):
+    inputs = {id(g.primal) for g in targets}
+    awaiting = checker.awaiting_adjoint.get(targets[0].primal)
+    for launch in reversed(awaiting.values()) if awaiting else ():
         other = kernel_facts(launch.compiled)
         if other.grads_loaded or other.grads_by_hand:
             continue                     # (a gradient kernel itself: no forward launch)
-        if not inputs <= {id(f) for f in other.loaded} or \
-                not outputs <= {id(f) for f in other.written}:
-            continue
-        if launch.tape or launch.adjoint_runs or launch.number in state.undone:
-            continue                     # (differentiated by tinyad, or undone by hand)
-        return launch
+        if inputs <= {id(f) for f in other.loaded} and \
+                outputs <= {id(f) for f in other.written}:
+            return launch
     return None
 
 
