@@ -83,8 +83,9 @@ def test_a_wrong_hand_written_adjoint_is_caught(mode, fault):
     assert report.kernel == "stage_grad" and report.field == "x.grad" and report.element == (0,)
     assert "not the derivative of stage" in text
     # the hand-written kernel's line, the forward kernel's, and both values
-    assert report.write.loc.line > report.earlier[0].loc.line
-    assert report.earlier[0].kernel == "stage"
+    call, forward = report.earlier
+    assert report.write.loc.line > forward.loc.line and forward.kernel == "stage"
+    assert call.kind == "call" and "stage_grad()" in call.loc.snippet()
     assert "x.grad[i] = d * y.grad[i]" not in text and "x.grad[i] += d * y.grad[i]" in text
     assert f"{_true_gradient()[0]:.9g}" in text
     wrong = (2 * X0[0] ** 2 + np.cos(X0[0]) if fault == "wrong constant"

@@ -11,7 +11,7 @@ from tinyad.core.srcloc import SrcLoc
 def hand_gradient_mismatch(*, kernel: str, launch: int, forward: str, forward_launch: int,
                            forward_loc: SrcLoc, field: str, element: tuple, write_loc: SrcLoc,
                            value: float, expected: float, before: float, assigns: bool,
-                           count: int, f32: bool) -> CustomGradientRuleError:
+                           count: int, f32: bool, call_loc: SrcLoc | None) -> CustomGradientRuleError:
     """`kernel`, written by hand to undo launch #forward_launch of `forward`, left `value` in
     `field`[element] where tinyad's adjoint of that launch leaves `expected` (from `before`)."""
     name = element_name(field, element)
@@ -26,7 +26,8 @@ def hand_gradient_mismatch(*, kernel: str, launch: int, forward: str, forward_la
                 f"the same launch of {forward} leaves {format_value(expected)}{also}{more}.",
         write=Access(kind="atomic_add" if not assigns else "store", loc=write_loc,
                      kernel=kernel, launch=launch, value=value),
-        earlier=[Access(kind="forward", loc=forward_loc, kernel=forward, launch=forward_launch)],
+        earlier=[Access(kind="call", loc=call_loc),
+                 Access(kind="forward", loc=forward_loc, kernel=forward, launch=forward_launch)],
         write_replaces_read=False,
         consequence=f"{kernel} reads the gradient of what forward launch #{forward_launch} of "
                     f"{forward} wrote and passes it on to {field} (it held "

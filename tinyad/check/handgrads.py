@@ -43,6 +43,7 @@ from tinyad.check.facts import kernel_facts
 from tinyad.check.handgrad_words import hand_gradient_mismatch
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
+from tinyad.core.srcloc import user_loc
 
 ATTEMPTS = 8                        # launches of one hand-written kernel tried before giving up
 RTOL = {"f64": 1e-7, "f32": 1e-4}   # relative to the element and to the field's largest change
@@ -208,4 +209,4 @@ def _mismatch(pending, grad, element, now, before, expected, assigns, count):
         forward_launch=forward.number, forward_loc=forward_loc, field=grad.name,
         element=element, write_loc=write_loc, value=float(now[element]),
         expected=float(expected[element]), before=float(before[element]), assigns=assigns,
-        count=count, f32=grad.dtype.np != np.float64)
+        count=count, f32=grad.dtype.np != np.float64, call_loc=user_loc())
