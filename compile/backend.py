@@ -11,8 +11,8 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
-every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
-witness of compile/replaycheck.py, both at compiled speed. Within one launch, what the IR
+every launch: the launch checks interp mode runs (tinyad/check/forward.py, adjoints.py) and
+the replay witness of compile/replaycheck.py, both at compiled speed. Within one launch, what the IR
 cannot settle it decides from values (an iteration overwriting its own element: before and
 after the launch) or from indices alone (a scatter through an index field:
 compile/scattercheck.py) where it can, at any size; the rest from the accesses the launch
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
+from tinyad.check import forward as forwardchecks
 from tinyad.check import handgrads, nonfinite
-from tinyad.check import launches as launchchecks
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rules import ParallelConflictRuleError
@@ -100,7 +100,7 @@ class FastBackend(Backend):
             return None, None
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name)
             regions, _ = self._plan(traced, scalars)
             for fld in regions.written_fields:
                 self.checker.before_write(fld)
@@ -112,7 +112,7 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "adjoint_tangent":
             # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
             # checked Tape first).
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name,
                                         traced.dropped_adjoint_tangents)
             program(scalars, self.rng)
             return None, None
@@ -121,7 +121,7 @@ class FastBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name, checker = traced.ir.name, self.checker
         regions, plan = self._plan(traced, scalars)
-        launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
+        forwardchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
             if plan.hazards else ((), None)
@@ -129,7 +129,7 @@ class FastBackend(Backend):
             else None
         stores_grads = kernel_facts(traced).grads_stored
         if stores_grads:     # (before the copies for their primals' gradient points)
-            launchchecks.clear_zeroed_gradients(checker, traced)
+            forwardchecks.clear_zeroed_gradients(checker, traced)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
@@ -150,7 +150,7 @@ class FastBackend(Backend):
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
         if stores_grads:
-            launchchecks.note_zeroed_gradients(checker, traced, checker.host)
+            forwardchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
 
     def _run_adjoint(self, traced, scalars) -> None:

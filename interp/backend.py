@@ -12,8 +12,8 @@ import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
+from tinyad.check import forward as forwardchecks
 from tinyad.check import handgrads, nonfinite
-from tinyad.check import launches as launchchecks
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
 from tinyad.core import analysis
@@ -57,7 +57,7 @@ class InterpBackend(Backend):
         if variant == "tangent":
             # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one
             # way to lose a tangent is a store into a field without .dual.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name)
             self._before_writes(traced)
             result = program.run(scalars, None, self.rng)
             nonfinite.after_launch(self.checker, traced, "tangent", scalars, None, _host, locate)
@@ -65,7 +65,7 @@ class InterpBackend(Backend):
         if variant == "adjoint_tangent":
             # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
             # plain Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name,
                                         traced.dropped_adjoint_tangents)
             program.run(scalars, None, self.rng)
             return None, None
@@ -74,10 +74,10 @@ class InterpBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name = traced.ir.name
         checker = self.checker
-        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
+        forwardchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
                                     scalars, functools.partial(launch_rows, traced, scalars))
         record = checker.new_launch(name, traced, scalars)
-        launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
+        forwardchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
@@ -88,7 +88,7 @@ class InterpBackend(Backend):
         memory.finish()
         if hand is not None:
             handgrads.after_launch(checker, hand, self.storage)
-        launchchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
+        forwardchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
         return result, record
 
     def _run_adjoint(self, traced, scalars) -> None:

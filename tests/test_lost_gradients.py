@@ -7,6 +7,7 @@ import pytest
 
 import tinyad as ti
 from tests.gradcheck import finite_difference
+from tests.markers import marked_lines
 
 N = 3
 
@@ -15,17 +16,7 @@ def _line_of(marker: str) -> str:
     return f"test_lost_gradients.py:{_LINES[marker]}"
 
 
-def _lines():
-    """marker -> line number in this file, for the `# <marker>` comments below."""
-    found = {}
-    with open(__file__) as source:
-        for number, line in enumerate(source, 1):
-            if "# <" in line:
-                found[line.split("# <", 1)[1].split(">", 1)[0]] = number
-    return found
-
-
-_LINES = _lines()
+_LINES = marked_lines(__file__)
 
 
 @pytest.fixture

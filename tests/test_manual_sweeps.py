@@ -7,6 +7,7 @@ import pytest
 
 import tinyad as ti
 from tests.gradcheck import finite_difference
+from tests.markers import marked_lines
 
 N, STEPS, DT = 3, 4, 0.1
 START = np.array([0.3, -0.5, 1.1])
@@ -17,17 +18,7 @@ def _line_of(marker: str) -> str:
     return f"test_manual_sweeps.py:{_LINES[marker]}"
 
 
-def _lines():
-    """marker -> line number in this file, for the `# <marker>` comments below."""
-    found = {}
-    with open(__file__) as source:
-        for number, line in enumerate(source, 1):
-            if "# <" in line:
-                found[line.split("# <", 1)[1].split(">", 1)[0]] = number
-    return found
-
-
-_LINES = _lines()
+_LINES = marked_lines(__file__)
 
 
 def _silent(capsys):

@@ -119,9 +119,9 @@ class CheckHooks:
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) has run (after its python_write)."""
 
-    def gradient_read(self, grad, tape_loc=None) -> None:
+    def gradient_read(self, grad, tape_loc=None, index=None) -> None:
         """Python scope read a gradient field (x.grad[i], x.grad.to_numpy()), inside the Tape
-        at line `tape_loc` if one is recording."""
+        at line `tape_loc` if one is recording; `index`: the element read (None: all)."""
 
     def taped_launch(self, launch, no_grad: bool) -> None:
         """A Tape recorded a kernel launch (`launch`: the checker's record of it)."""
@@ -177,8 +177,8 @@ class CheckerHooks(CheckHooks):
     def python_copy(self, dst, src):
         self.checker.python_copy(dst, src)
 
-    def gradient_read(self, grad, tape_loc=None):
-        self.checker.lost.gradient_read(grad, tape_loc)
+    def gradient_read(self, grad, tape_loc=None, index=None):
+        self.checker.lost.gradient_read(grad, tape_loc, index=index)
 
     def taped_launch(self, launch, no_grad):
         if no_grad and launch is not None:

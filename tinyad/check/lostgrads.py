@@ -41,6 +41,9 @@ class LostGradients:
         self.held_gradient: set = set()   # grads about to be written, holding a gradient unread
         self.cleared: dict = {}           # grad field -> line that cleared it, unread since
         self.sweeps = ManualSweeps(checker, self.warn_once)
+        # Told of every gradient read (grad, index, loc, kernel) and of every forward launch
+        # that loads gradients (facts, kernel name): the non-finite check's (nonfinite.py)
+        self.used = self.loaded = _ignore
 
     def warn_once(self, report) -> None:
         read = report.read.loc if report.read is not None else None
@@ -64,9 +67,11 @@ class LostGradients:
         self.unwritten_loss = (loss, tape_loc)
 
     # ---- gradients read and cleared -------------------------------------------------------
-    def gradient_read(self, grad, tape_loc=None, loc=None, kernel=None) -> None:
-        """Python scope (or, with `loc` given, `kernel`) read a gradient."""
+    def gradient_read(self, grad, tape_loc=None, loc=None, kernel=None, index=None) -> None:
+        """Python scope (or, with `loc` given, `kernel`) read a gradient (element `index`;
+        None: all of it, or the elements a kernel loads)."""
         checker = self.checker
+        self.used(grad, index, loc, kernel)
         if checker.tape is not None and loc is None:
             if not checker.in_custom_primal:
                 self.warn_once(rules.gradient_read_inside_tape(
@@ -108,6 +113,8 @@ class LostGradients:
     def forward_launch(self, facts, kernel_name: str) -> None:
         """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py)."""
         checker = self.checker
+        if facts.grads_loaded:
+            self.loaded(facts, kernel_name)
         if checker.tape is not None:
             if self.cut:
                 self._reads_cut(facts, kernel_name)
@@ -144,6 +151,10 @@ class LostGradients:
                     taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
         for fld in facts.written:
             self.cut.pop(fld, None)
+
+
+def _ignore(*args) -> None:
+    pass
 
 
 @dataclass(frozen=True)
