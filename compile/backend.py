@@ -23,7 +23,7 @@ from __future__ import annotations
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
-from tinyad.check import nonfinite
+from tinyad.check import handgrads, nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.rules import ParallelConflictRuleError
@@ -138,10 +138,14 @@ class FastBackend(Backend):
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
+        hand = handgrads.before_launch(checker, traced, record.number, self.storage,
+                                       self._run_adjoint)
         if recorded is None:
             result = program(scalars, self.rng)
         else:
             result = self._recorded_launch(recorded, record, scalars)
+        if hand is not None:
+            handgrads.after_launch(checker, hand, self.storage)
         for fld, before in own:
             error = checker.own_overwrite(regions, fld, before, record)
             if error is not None:
@@ -153,6 +157,10 @@ class FastBackend(Backend):
         if stores_grads:
             forwardchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
+
+    def _run_adjoint(self, traced, scalars) -> None:
+        """A forward launch's adjoint, unchecked (tinyad/check/handgrads.py runs it on copies)."""
+        traced.program("adjoint")(scalars, self.rng)
 
     def _plan(self, traced, scalars):
         """-> (the kernel's KernelRegions, this launch's LaunchPlan), once the plan shows no

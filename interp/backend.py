@@ -13,7 +13,7 @@ import time
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
-from tinyad.check import nonfinite
+from tinyad.check import handgrads, nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
 from tinyad.core import analysis
@@ -81,11 +81,19 @@ class InterpBackend(Backend):
         self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
+        hand = handgrads.before_launch(checker, traced, record.number, self.storage,
+                                       self._run_adjoint)
         memory = LoggedMemory(checker, record, replayed, resets)
         result = program.run(scalars, memory, self.rng)
         memory.finish()
+        if hand is not None:
+            handgrads.after_launch(checker, hand, self.storage)
         forwardchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
         return result, record
+
+    def _run_adjoint(self, traced, scalars) -> None:
+        """A forward launch's adjoint, unchecked (tinyad/check/handgrads.py runs it on copies)."""
+        traced.program("adjoint").run(scalars, None, self.rng)
 
     def _before_writes(self, traced) -> None:
         """The primal fields the launch may write: the values a gradient was taken at are
