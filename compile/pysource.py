@@ -184,12 +184,14 @@ class Generator(ExprWriter, Planner, CudaLoops):
         the IR does not bound; on CUDA with debug, all. (The CPU's debug mode checks every
         access by raising instead, compile/rt.py check_index.)"""
         self.guarded, self.guard_ranks, self.bad = frozenset(), set(), None
+        self.checkpoints, self.record_ranks = {}, set()
         self.bad_slots, self.launch_bounds = 0, None
         if self.debug and self.target == "cpu":
             return
         proof = IndexProof(self.kernel, everything=self.debug)
         self.guarded = proof.guarded
-        if proof.guarded:
+        self.checkpoints = {id(c.anchor): c for c in proof.checkpoints}
+        if proof.guarded or proof.checkpoints:
             self.bad = self.names.temp("bad")
             self.bad_slots = 1 + proof.rank
         if proof.launch_sites:
@@ -218,6 +220,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
             self.stmt(s, depth, ctx)
 
     def stmt(self, s, depth, ctx):
+        if id(s) in self.checkpoints:
+            self.checkpoint(self.checkpoints[id(s)], depth)
         if not isinstance(s, (ir.While,)):
             self.hoist_random(ir.stmt_exprs(s), depth, ctx.state, s.loc)
         kind = type(s)
@@ -259,6 +263,19 @@ class Generator(ExprWriter, Planner, CudaLoops):
             self.assert_stmt(s, depth)
         else:  # pragma: no cover  (the IR is a closed set)
             raise CodegenError(f"unknown statement {s!r}")
+
+    def checkpoint(self, checkpoint, depth):
+        """A loop body's range check of the locals its accesses add offsets to, before the
+        first of them (tinyad/core/checkpoints.py): if one is outside its range, its value
+        recorded in the bad-index flag and all of them clamped into range."""
+        site = len(self.sites)
+        self.sites.append(checkpoint)
+        self.record_ranks.add(len(checkpoint.names))
+        names = [self.read(n) for n in checkpoint.names]
+        types = [NUMBA_TYPE[self.types[n].name] for n in checkpoint.names]
+        for line in badindex.checkpoint_source(self.bad, site, names, types,
+                                               checkpoint.ranges, self.target):
+            self.line(depth, line)
 
     def print_stmt(self, s: ir.Print, depth):
         """print(): the values in temporaries, then formatted by the interpreter's own function
@@ -592,9 +609,9 @@ class Generator(ExprWriter, Planner, CudaLoops):
             out.append(f"from tinyad.compile.rt import {', '.join(rt.CONSTANTS)}")
         if self.helpers:
             out += ["", "", rt.helper_source(self.helpers, helper_decorator)]
-        if self.guard_ranks:
+        if self.guard_ranks or self.record_ranks:
             out += ["", "", badindex.guard_source(self.guard_ranks, self.target,
-                                                  helper_decorator)]
+                                                  helper_decorator, self.record_ranks)]
         return out
 
     def cpu_module(self) -> str:
