@@ -54,7 +54,6 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
 from tinyad.core.printer import format_kernel, with_source_comment
-from tinyad.core.reached import IndexProof
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
@@ -179,23 +178,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
             text = with_source_comment(text, loc, column=64)   # 4-space indents: wider
             self.last_loc = loc
         self.lines.append(text)
-    def prove_indices(self):
-        """Which accesses the bad-index flag guards (compile/badindex.py): without debug, those
-        the IR does not bound; on CUDA with debug, all. (The CPU's debug mode checks every
-        access by raising instead, compile/rt.py check_index.)"""
-        self.guarded, self.guard_ranks, self.bad = frozenset(), set(), None
-        self.checkpoints, self.record_ranks = {}, set()
-        self.bad_slots, self.launch_bounds = 0, None
-        if self.debug and self.target == "cpu":
-            return
-        proof = IndexProof(self.kernel, everything=self.debug)
-        self.guarded = proof.guarded
-        self.checkpoints = {id(c.anchor): c for c in proof.checkpoints}
-        if proof.guarded or proof.checkpoints:
-            self.bad = self.names.temp("bad")
-            self.bad_slots = 1 + proof.rank
-        if proof.launch_sites:
-            self.launch_bounds = badindex.LaunchBounds(self.kernel, proof.launch_sites)
     # ---- statements -------------------------------------------------------------------------
     def hoist_random(self, exprs, depth, state, loc):
         """Bind every ti.random() of a statement to a temporary drawn before it."""
@@ -263,19 +245,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
             self.assert_stmt(s, depth)
         else:  # pragma: no cover  (the IR is a closed set)
             raise CodegenError(f"unknown statement {s!r}")
-
-    def checkpoint(self, checkpoint, depth):
-        """A loop body's range check of the locals its accesses add offsets to, before the
-        first of them (tinyad/core/checkpoints.py): if one is outside its range, its value
-        recorded in the bad-index flag and all of them clamped into range."""
-        site = len(self.sites)
-        self.sites.append(checkpoint)
-        self.record_ranks.add(len(checkpoint.names))
-        names = [self.read(n) for n in checkpoint.names]
-        types = [NUMBA_TYPE[self.types[n].name] for n in checkpoint.names]
-        for line in badindex.checkpoint_source(self.bad, site, names, types,
-                                               checkpoint.ranges, self.target):
-            self.line(depth, line)
 
     def print_stmt(self, s: ir.Print, depth):
         """print(): the values in temporaries, then formatted by the interpreter's own function

@@ -194,52 +194,39 @@ class IndexProof:
     each launch (reached in every iteration, ends exact in the integer arguments): those are
     `launch_sites`, which the launcher checks once per argument values. Every other access
     (an index read from a field, computed from a float, a local assigned twice, a `while`'s
-    counter, i - 1 under `if i > 0`) is checked in the kernel: by a `checkpoint` where a loop
-    body's range check of its locals covers it (`base + offset`, tinyad/core/checkpoints.py),
-    else `guarded`: the ids of its index tuples. `rank`: the most values one record of the
-    flag holds (an access's indices, a checkpoint's locals)."""
+    counter, i - 1 under `if i > 0`) is `guarded`: the ids of its index tuples (`rank`: the
+    most indices one of them has; `guarded_sites`: the accesses). tinyad/core/checkpoints.py
+    `IndexChecks` replaces some of those guards by one range check per loop body."""
 
     def __init__(self, kernel: ir.Kernel, everything: bool = False):
-        from tinyad.core.checkpoints import plan_checkpoints  # (a cycle: it imports this)
         args = fixed_int_args(kernel)
         reached = reached_nodes(kernel)
-        restored = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Restore)}
+        self.restored = {s.name for s in ir.walk_stmts(kernel.body)
+                         if isinstance(s, ir.Restore)}
         guarded, launch_sites = [], []
-        changed: dict = {}                   # id(loop) -> the locals its body assigns
+        self.changed: dict = {}              # id(loop) -> the locals its body assigns
         for site in access_sites(kernel):
             if not site.indices:
                 continue
             if everything:
                 guarded.append(site)
                 continue
-            env = _loop_intervals(site, restored, changed)
+            env = self.intervals(site)
             if env is None or _inside_all(site, env, 0):
                 continue                     # (a loop around it never runs)
             if (id(site.node) in reached and _inside_all(site, env, len(site.field.shape))
-                    and _ends_source(site, args, changed) is not None):
+                    and _ends_source(site, args, self.changed) is not None):
                 launch_sites.append(site)
             else:
                 guarded.append(site)
-        self.checkpoints = [] if everything else plan_checkpoints(
-            kernel, guarded, lambda site: _loop_intervals(site, restored, changed))
-        covered = _covered(self.checkpoints, guarded)
-        guarded = [site for site in guarded if id(site.indices) not in covered]
+        self.guarded_sites = guarded
         self.guarded = frozenset(id(site.indices) for site in guarded)
-        self.rank = max([len(site.indices) for site in guarded]
-                        + [len(c.names) for c in self.checkpoints], default=0)
+        self.rank = max((len(site.indices) for site in guarded), default=0)
         self.launch_sites = launch_sites
 
-
-def _covered(checkpoints, guarded) -> set:
-    """ids of the index tuples whose every guarded access some checkpoint covers (an index
-    tuple may be shared by two accesses; its guard is emitted by the tuple)."""
-    wanted: dict = {}
-    for site in guarded:
-        wanted[id(site.indices)] = wanted.get(id(site.indices), 0) + 1
-    for checkpoint in checkpoints:
-        for use in checkpoint.uses:
-            wanted[use.indices_id] -= 1
-    return {key for key, left in wanted.items() if left == 0}
+    def intervals(self, site) -> dict | None:
+        """The intervals of the loop variables and once-assigned locals around `site`."""
+        return _loop_intervals(site, self.restored, self.changed)
 
 
 def always_inside(site, restored=frozenset()) -> bool:
