@@ -14,9 +14,9 @@ then finds the first of the covered accesses, in program order, that those value
 its field: the access interp mode stops at, whose index and line the error names. That access
 is certain to run (see below), so a failed check is never a false report.
 
-An access is covered when it is one of the body's own statements (not inside a branch or an
-inner loop) in a `for` loop with no `break` out of it, so that it runs whenever the check
-does, and each of its indices is a constant or `v + c`: c a constant (a static offset), v an
+An access is covered when it is one of the body's own statements (not inside a branch, a
+`select`'s operands or an inner loop) in a `for` loop with no `break` out of it, so that it
+runs whenever the check does, and each of its indices is a constant or `v + c`: c a constant (a static offset), v an
 integer local assigned once in the kernel, by one of the same body's statements before the
 check. Any other access keeps its own guard (tinyad/core/reached.py IndexProof says which).
 """
@@ -122,7 +122,8 @@ def _body_checkpoint(body, wanted: dict, counts: dict, intervals) -> Checkpoint 
             defined[s.name] = k
         if not isinstance(s, (ir.Assign, ir.Store, ir.AtomicOp)):
             continue
-        nodes = [x for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, ir.Load)]
+        nodes = [x for e in ir.stmt_exprs(s) for x in _always_evaluated(e)
+                 if isinstance(x, ir.Load)]
         nodes += [s] if isinstance(s, (ir.Store, ir.AtomicOp)) else []
         for node in nodes:
             site = wanted.get(id(node))
@@ -148,6 +149,19 @@ def _body_checkpoint(body, wanted: dict, counts: dict, intervals) -> Checkpoint 
             tuple((None if v is None else position[v], c, bits) for v, c, bits in dims),
             id(site.indices))
         for _, site, dims in uses))
+
+
+def _always_evaluated(e):
+    """The nodes of `e` that are evaluated whenever it is: not a `select`'s branches (interp
+    mode evaluates only the one taken)."""
+    yield e
+    args = getattr(e, "args", ())
+    if isinstance(e, ir.Op) and e.op == "select":
+        args = args[:1]
+    elif isinstance(e, ir.Load):
+        args = e.indices
+    for a in args:
+        yield from _always_evaluated(a)
 
 
 def _offsets(site, env: dict | None, defined: dict):
