@@ -99,10 +99,12 @@ def _covered(checkpoints, guarded) -> set:
 def plan_checkpoints(kernel: ir.Kernel, guarded: list, intervals) -> list:
     """The checkpoints that can replace the guards of some of `guarded` (analysis Sites).
     `intervals(site)`: the loop variables' and once-assigned locals' intervals around it."""
-    counts: dict = {}
-    for s in ir.walk_stmts(kernel.body):
-        if isinstance(s, (ir.Assign, ir.Restore)):
-            counts[s.name] = counts.get(s.name, 0) + (1 if isinstance(s, ir.Assign) else 2)
+    counts: dict = {}        # how often each local is written (a restore, loop variable or
+    for s in ir.walk_stmts(kernel.body):          # atomic's result counts as two: not once)
+        written = {ir.Assign: 1, ir.Restore: 2, ir.For: 2, ir.AtomicOp: 2}.get(type(s), 0)
+        name = getattr(s, "name", None) or getattr(s, "var", None) or getattr(s, "result", None)
+        if written and name:
+            counts[name] = counts.get(name, 0) + written
     wanted = {id(site.node): site for site in guarded}
     found = []
     for loop in ir.walk_stmts(kernel.body):
