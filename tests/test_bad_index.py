@@ -319,7 +319,7 @@ def test_a_float_derived_base_in_the_adjoint(mode):
     first out of bounds. (Rule checks off: they would refuse the changed x first.)"""
     ti.init(mode=mode, check="off")
     n = 8
-    x, grid_m, loss, p2g, total = _p2g_like(n, 8)
+    x, grid_m, _, p2g, _ = _p2g_like(n, 8)
     x.from_numpy(np.full((n, 2), 0.3))
     p2g()
     x[n // 2] = [0.5, -0.1]                      # base (3, -1)
