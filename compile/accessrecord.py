@@ -1,40 +1,37 @@
-"""Fast mode's check of one launch's accesses to a field, element by element, at compiled speed:
-for kernels too large for the interpreter whose hazards neither the IR nor the indices alone
-settle (a scatter through indices computed from floats, an access in a branch).
+"""Fast mode's check of one launch's accesses to some fields, element by element, at compiled
+speed: the launch runs a variant of the kernel that also records each access to those fields,
+and the records, read as a trail (tinyad/check/trail.py), decide the rules the launch broke
+within itself. For kernels whose hazards neither the IR nor the indices alone settle (a scatter
+through indices computed from floats, an access in a branch or a loop of unknown length).
 
-The launch runs a variant of the kernel that also records, for every access to the field in a
-parallel loop, which element it touched: `index[iteration, column]` = the element's flat index
-(-1 where the site did not run: a branch not taken; a column per site, or per site and inner
-iteration), and for each read the adjoint replays, the value it read (`value[iteration,
-column]`). A compiled scan then reads the records as the interpreter reads its access log
-(interp/lanelog.py):
+The variant is an IR -> IR transform: before each statement that accesses a recorded field, it
+stores which element the access touches (its flat index) and, for a read the adjoint replays,
+the value it reads. Two layouts:
 
-  * an element two iterations touch, one of them storing, or in two different ways (a read and
-    an atomic add, an add and a min): the iterations' order decides the result, the
-    interpreter's ParallelConflictRuleError;
-  * a replayed read whose element holds another value when the launch ends: its own iteration
-    changed it after reading it (another iteration's change is a conflict, found first): Rule 1,
-    or Rule 2 where a store came before the read, or a read during accumulation where adds came
-    before it and after it, as the interpreter names them.
+  * columns, for a top-level parallel loop of known length whose accesses are in inner loops of
+    known length: `index[iteration, column]` (-1 where the site did not run: a branch not
+    taken), a column per site and inner iteration; no synchronisation between iterations;
+  * a trail, for the rest (accesses outside parallel loops, in loops of unknown length): each
+    access takes the next row of `entries` with an atomic add on a cursor, and writes (segment,
+    iteration, site, element) there and its value into `values`. A launch that needs more rows
+    than there are is run again, on the fields' values from before it, with room for all.
 
-Only accesses in the kernel's top-level parallel loops, and in inner loops with constant
-bounds (a site's column block has one column per inner iteration), can be recorded, up to
-MAX_ENTRIES records a launch; other kernels stay unchecked within the launch, and are said to
-be.
+Up to MAX_ENTRIES records a launch; past that the launch is said unchecked.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from numba import njit
 
-from tinyad.check import rules
-from tinyad.check.report import ACCUMULATE, SLOTS, Access
+from tinyad.check import trail as trails
+from tinyad.check.trail import SERIAL, Trail, TrailSite
 from tinyad.core import analysis, ir
 from tinyad.core import types as T
 
 MAX_ENTRIES = 1 << 22       # records a launch may take (32 MiB of indices); past it, unchecked
+FIRST_ROOM = 1 << 12        # trail rows at first (it grows to what a launch needed)
 
 
 @dataclass(eq=False)
@@ -52,57 +49,23 @@ class RecordArray:
         self.host_array = np.zeros(self.shape, self.dtype.np)
 
 
-class LoopRecords:
-    """The records of one top-level parallel loop's accesses to the recorded fields. A site in
-    inner loops (constant bounds) gets a block of columns, one per inner iteration."""
+class Columns:
+    """The column layout of one top-level parallel loop (segment `segment`)."""
 
-    def __init__(self, name: str, loop: ir.For, sites: list, replayed: frozenset):
-        self.loop, self.sites, self.start = loop, sites, loop.start.value
+    def __init__(self, name: str, segment: int, loop: ir.For, sites: list, numbers: list):
+        self.segment, self.loop, self.numbers = segment, loop, numbers
+        self.start = loop.start.value
         trip = max(loop.stop.value - self.start, 0)
-        self.kinds = [_kind(s.node, replayed) for s in sites]
-        self.reads = [k for k, (_, again) in enumerate(self.kinds) if again]
-        self.width = [_trip(s.loops[1:]) for s in sites]      # columns per site
+        self.width = [_trip(s.loops[1:]) for s in sites]       # columns per site
         self.base = np.r_[0, np.cumsum(self.width)].astype(np.int64)
-        self.value_base = {}
-        for k in self.reads:
-            self.value_base[k] = sum(self.width[j] for j in self.value_base)
-        width = int(self.base[-1])
-        self.index = RecordArray(f"_touched_{name}", (trip, width), T.i64)
-        self.value = RecordArray(f"_read_{name}", (trip, max(sum(
-            self.width[k] for k in self.reads), 1)), T.f64)
-        self.site_of = np.repeat(np.arange(len(sites)), self.width)   # column -> site
-        self.slots = np.array([SLOTS[self.kinds[k][0]] for k in self.site_of], np.int8)
-        self.columns = {}                # field -> its sites' columns
-        for k, site in enumerate(sites):
-            self.columns.setdefault(site.field, []).extend(
-                range(self.base[k], self.base[k + 1]))
-        self.columns = {f: np.array(c, np.int64) for f, c in self.columns.items()}
+        self.index = RecordArray(f"_touched_{name}", (trip, int(self.base[-1])), T.i64)
+        self.value = RecordArray(f"_read_{name}", (trip, int(self.base[-1])), T.f64)
+        self.column_site = np.repeat(np.asarray(numbers, np.int64), self.width)
 
-    def recorded_loop(self) -> ir.For:
-        return replace(self.loop, body=self._recorded(self.loop.body))
-
-    def _recorded(self, block: tuple) -> tuple:
-        """`block` with the records of each statement's accesses just before it (an access's
-        indices and value, evaluated there, are the ones the statement itself computes)."""
-        out = []
-        for stmt in block:
-            for k, site in enumerate(self.sites):
-                if site.node is stmt or any(site.node is x for e in ir.stmt_exprs(stmt)
-                                            for x in ir.walk_expr(e)):
-                    out.extend(self._record_stores(k, site))
-            out.append(ir.with_blocks(stmt, [self._recorded(b) for b in ir.child_blocks(stmt)]))
-        return tuple(out)
-
-    def _record_stores(self, k: int, site) -> list:
-        """index[iteration, column] = the flat index of the element `site` touches (and, for a
-        replayed read, value[iteration, column] = what it reads); the column is the site's,
-        offset by the inner loops' iteration."""
-        node, loc = site.node, site.node.loc
-        dims = tuple(site.field.shape) + tuple(site.field.element_shape)
-        flat = ir.Const(0, T.i64, loc)
-        for index, extent in zip(node.indices, dims):
-            flat = _op("add", _op("mul", flat, ir.Const(extent, T.i64, loc)),
-                       _op("cast", index, dtype=T.i64), loc=loc)
+    def stores(self, k: int, site, flat, value) -> list:
+        """index[iteration, column] = flat (and value[iteration, column] = value); the column
+        is site k's, offset by its inner loops' iteration."""
+        loc = site.node.loc
         iteration = _op("sub", ir.Var(self.loop.var, T.i32, loc),
                         ir.Const(self.start, T.i32, loc), loc=loc)
         inner = ir.Const(0, T.i32, loc)
@@ -110,190 +73,235 @@ class LoopRecords:
             inner = _op("add", _op("mul", inner, ir.Const(_trip((loop,)), T.i32, loc)),
                         _op("sub", ir.Var(loop.var, T.i32, loc), loop.start, loc=loc), loc=loc)
         column = _op("add", ir.Const(int(self.base[k]), T.i32, loc), inner, loc=loc)
-        stores = [ir.Store(self.index, (iteration, column), flat, loc)]
-        if k in self.reads:
-            column = _op("add", ir.Const(self.value_base[k], T.i32, loc), inner, loc=loc)
-            stores.append(ir.Store(self.value, (iteration, column),
-                                   _op("cast", node, dtype=T.f64), loc))
-        return stores
+        out = [ir.Store(self.index, (iteration, column), flat, loc)]
+        if value is not None:
+            out.append(ir.Store(self.value, (iteration, column), value, loc))
+        return out
 
-    def clash(self, launch, fld):
-        """The parallel conflict on `fld` in this loop, or None."""
-        columns = self.columns.get(fld)
-        if columns is None:
-            return None
-        index = self.index.host_array
-        element = _first_clash(index, columns, self.slots, SLOTS["store"],
-                               ir.array_size(fld))
-        if element < 0:
-            return None
-        iteration, column = np.nonzero(index[:, columns] == element)   # in iteration order
-        sites = self.site_of[columns][column]
-        writes = np.array([self.kinds[int(k)][0] != "read" for k in sites])
-        others = iteration != iteration[0]
-        # the pair names a write: a later iteration's, where the first touch is a read (every
-        # iteration may read before one writes); else the first iteration's own write
-        first, later = 0, others & writes if not writes[0] else others
-        if not later.any():
-            first, later = int(np.argmax(~others & writes)), others
-        other = int(np.argmax(later))
-        return rules.parallel_conflict(
-            kernel=launch.kernel, field=fld.name, element=_element(fld, element),
-            earlier=self.access(launch, int(sites[first]), int(iteration[first])),
-            later=self.access(launch, int(sites[other]), int(iteration[other])))
+    def arrays(self) -> list:
+        return [self.index, self.value]
 
-    def changed_reads(self, fld, now: np.ndarray):
-        """(site, iteration, element, value read) of the first replayed read of `fld` whose
-        element holds another value now, or None."""
-        for k in self.reads:
-            if self.sites[k].field is not fld:
-                continue
-            width, v = self.width[k], self.value_base[k]
-            elements = self.index.host_array[:, self.base[k]:self.base[k] + width].reshape(-1)
-            read = self.value.host_array[:, v:v + width].reshape(-1)
-            ran = np.flatnonzero((elements >= 0) & (elements < now.size))   # (in bounds)
-            final = now[elements[ran]].astype(np.float64)
-            differs = ~((read[ran] == final) | (np.isnan(read[ran]) & np.isnan(final)))
-            if differs.any():
-                at = int(ran[np.argmax(differs)])
-                return k, at // width, int(elements[at]), float(read[at])
-        return None
+    def entries(self, host) -> tuple:
+        """(segment, iteration, site, flat, value) of the accesses made, iteration-major."""
+        index = host(self.index)
+        rows, columns = np.nonzero(index >= 0)
+        n = rows.size
+        return (np.full(n, self.segment, np.int64), rows.astype(np.int64) + self.start,
+                self.column_site[columns], index[rows, columns], host(self.value)[rows, columns])
 
-    def writes_of(self, fld, element: int, iteration: int | None = None) -> list:
-        """(site, iteration) of this loop's writes of `element` (in `iteration` only, if
-        given), in iteration and then site order (program order, but for inner loops)."""
-        index = self.index.host_array
-        found = set()
-        for c in self.columns.get(fld, ()):
-            k = int(self.site_of[c])
-            if self.kinds[k][0] == "read":
-                continue
-            rows = np.flatnonzero(index[:, c] == element)
-            found.update((k, int(it)) for it in rows if iteration in (None, it))
-        return sorted(found, key=lambda w: (w[1], w[0]))
 
-    def access(self, launch, k: int, iteration: int, value=None) -> Access:
-        """Site k's access in record row `iteration`; a report names the iteration by its loop
-        variable's value, as interp mode does (row 0 is the loop's start)."""
-        value = value.item() if isinstance(value, np.generic) else value
-        return Access(self.kinds[k][0], self.sites[k].node.loc, launch.kernel, launch.number,
-                      self.start + iteration, value, launch.time)
+class Rows:
+    """The trail layout: rows taken with an atomic cursor, by every access not in columns."""
+
+    def __init__(self, name: str):
+        self.cursor = RecordArray(f"_cursor_{name}", (1,), T.i64)
+        self.room = FIRST_ROOM
+        self.rows = RecordArray(f"_entries_{name}", (self.room, 4), T.i64)
+        self.values = RecordArray(f"_values_{name}", (self.room,), T.f64)
+        self.used = False
+        self.taken = 0
+
+    def stores(self, number: int, segment: int, iteration, flat, value, loc) -> list:
+        """row = the cursor's next; if it is within the room, the row gets (segment, iteration,
+        site, flat) and the value read."""
+        self.used = True
+        row = f"_row{number}"
+        at = ir.Var(row, T.i64, loc)
+        one = ir.Const(1, T.i64, loc)
+        take = ir.AtomicOp("add", self.cursor, (ir.Const(0, T.i32, loc),), one, row, loc)
+        fill = [ir.Store(self.rows, (at, ir.Const(c, T.i32, loc)), x, loc) for c, x in
+                enumerate((ir.Const(segment, T.i64, loc), iteration,
+                           ir.Const(number, T.i64, loc), flat))]
+        if value is not None:
+            fill.append(ir.Store(self.values, (at,), value, loc))
+        room = _op("lt", at, ir.Const(self.room, T.i64, loc), dtype=T.i32, loc=loc)
+        return [take, ir.If(room, tuple(fill), (), loc)]
+
+    def arrays(self) -> list:
+        return [self.cursor, self.rows, self.values] if self.used else []
+
+    def grow(self, rows: int) -> None:
+        """Room for `rows` rows from the next launch on: new arrays (a device keeps copies of
+        the old ones), and the room is in the compiled code, so the caller builds the variant
+        again."""
+        self.room = 1 << max(int(math.ceil(math.log2(max(rows, 1)))), 12)
+        self.rows = replace(self.rows, shape=(self.room, 4))
+        self.values = replace(self.values, shape=(self.room,))
+
+    def entries(self, host) -> tuple:
+        """The rows taken, ordered by segment and iteration (a row's number keeps program order
+        within an iteration: one thread runs an iteration, taking rows in order)."""
+        n = min(self.taken, self.room)
+        rows, values = host(self.rows)[:n], host(self.values)[:n]
+        order = np.lexsort((np.arange(n), rows[:, 1], rows[:, 0]))
+        rows = rows[order]
+        return rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], values[order]
 
 
 class AccessRecorder:
-    """The recording variant of a kernel for some fields, and the reading of its records."""
+    """The recording variant of a kernel for some fields, and its trail after a launch."""
 
-    def __init__(self, kernel: ir.Kernel, loops: list, replayed: frozenset):
-        self.loops = [LoopRecords(f"{kernel.name}_{n}", loop, sites, replayed)
-                      for n, (loop, sites) in enumerate(loops)]
-        recorded = {id(r.loop): r.recorded_loop() for r in self.loops}
-        self.ir = replace(kernel, body=tuple(recorded.get(id(s), s) for s in kernel.body))
-        self.fields = list({id(s.field): s.field for r in self.loops for s in r.sites}.values())
-        self.program = None         # compiled by the backend on first use
+    def __init__(self, kernel: ir.Kernel, sites: list, replayed: frozenset):
+        self.kernel, self.sites = kernel, sites
+        self.trail_sites = [TrailSite(s.field, _kind(s.node), s.node.loc,
+                                      isinstance(s.node, ir.Load) and id(s.node) in replayed)
+                            for s in sites]
+        self.fields = list({id(s.field): s.field for s in sites}.values())
+        self.parallel = [_parallel(s) for s in kernel.body]
+        self.rows = Rows(kernel.name)
+        self.columns: dict = {}       # segment -> its Columns
+        for segment, stmt in enumerate(kernel.body):
+            mine = [k for k, s in enumerate(sites) if _segment(kernel, s) == segment]
+            if mine and self.parallel[segment] and _column_shaped(stmt, [sites[k] for k in mine]):
+                self.columns[segment] = Columns(f"{kernel.name}_{segment}", segment, stmt,
+                                                [sites[k] for k in mine], mine)
+        self.program = None           # compiled on first use (again when the trail grows)
+        self.ir = self._variant()
 
     @classmethod
     def of(cls, kernel: ir.Kernel, fields, replayed: frozenset) -> "AccessRecorder | None":
-        """The recorder of `fields`' accesses, or None where records cannot decide (see above)."""
+        """The recorder of `fields`' accesses, or None where there are none, or its columns
+        alone would take more than MAX_ENTRIES records."""
         wanted = {id(f) for f in fields}
-        loops: dict = {}
-        for site in analysis.access_sites(kernel):
-            if id(site.field) not in wanted:
-                continue
-            loop = site.loops[0] if site.loops else None
-            if not (isinstance(loop, ir.For) and loop.parallel
-                    and any(s is loop for s in kernel.body)
-                    and all(isinstance(x, ir.For) and isinstance(x.start, ir.Const)
-                            and isinstance(x.stop, ir.Const) for x in site.loops)):
-                return None
-            loops.setdefault(id(loop), (loop, []))[1].append(site)
-        entries = sum(_trip((loop,)) * sum(_trip(s.loops[1:]) for s in sites)
-                      for loop, sites in loops.values())
-        if not loops or entries > MAX_ENTRIES:
+        sites = [s for s in analysis.access_sites(kernel) if id(s.field) in wanted]
+        if not sites:
             return None
-        return cls(kernel, list(loops.values()), replayed)
+        recorder = cls(kernel, sites, replayed)
+        if sum(c.index.host_array.size for c in recorder.columns.values()) > MAX_ENTRIES:
+            return None
+        return recorder
+
+    # ---- the variant ---------------------------------------------------------------------------
+    def _variant(self) -> ir.Kernel:
+        self.temps = 0                # locals holding a recorded store's value
+        return replace(self.kernel, body=tuple(
+            out for segment, stmt in enumerate(self.kernel.body)
+            for out in self._recorded((stmt,), segment)))
+
+    def _recorded(self, block: tuple, segment: int) -> tuple:
+        """`block` with each statement's records just before it (an access's indices and
+        value, evaluated there, are the ones the statement itself computes). A while loop's
+        condition is evaluated again after each pass of its body: recorded there too. A
+        recorded store's value goes through a local first, so that it is computed once."""
+        out = []
+        for stmt in block:
+            stored = None
+            if isinstance(stmt, ir.Store) and any(s.node is stmt for s in self.sites):
+                self.temps += 1
+                stored = ir.Var(f"_stored{self.temps}", stmt.value.dtype, stmt.loc)
+                out.append(ir.Assign(stored.name, stmt.value, stmt.loc))
+            out.extend(self._records_of(stmt, segment, stored))
+            inner = [self._recorded(b, segment) for b in ir.child_blocks(stmt)]
+            if isinstance(stmt, ir.While):
+                inner[0] = inner[0] + tuple(self._records_of(stmt, segment))
+            out.append(ir.with_blocks(stmt, inner) if stored is None
+                       else replace(stmt, value=stored))
+        return tuple(out)
+
+    def _records_of(self, stmt, segment: int, stored=None) -> list:
+        out = []
+        for k, site in enumerate(self.sites):
+            if site.node is stmt or any(site.node is x for e in ir.stmt_exprs(stmt)
+                                        for x in ir.walk_expr(e)):
+                out.extend(self._record(k, site, segment, stored))
+        return out
+
+    def _record(self, k: int, site, segment: int, stored) -> list:
+        node, loc = site.node, site.node.loc
+        dims = tuple(site.field.shape) + tuple(site.field.element_shape)
+        flat = ir.Const(0, T.i64, loc)
+        for index, extent in zip(node.indices, dims):
+            flat = _op("add", _op("mul", flat, ir.Const(extent, T.i64, loc)),
+                       _op("cast", index, dtype=T.i64), loc=loc)
+        value = None
+        if self.trail_sites[k].replayed:
+            value = _op("cast", node, dtype=T.f64)
+        elif isinstance(node, ir.Store):      # what the element holds after the store
+            value = _op("cast", _op("cast", stored, dtype=node.field.dtype), dtype=T.f64)
+        columns = self.columns.get(segment)
+        if columns is not None:
+            return columns.stores(columns.numbers.index(k), site, flat, value)
+        loop = self.kernel.body[segment]
+        iteration = (_op("cast", ir.Var(loop.var, T.i32, loc), dtype=T.i64)
+                     if self.parallel[segment] else ir.Const(SERIAL, T.i64, loc))
+        return self.rows.stores(k, segment, iteration, flat, value, loc)
 
     # ---- one launch ----------------------------------------------------------------------------
-    def before(self) -> None:
-        """Before the launch: no site has run yet."""
-        for records in self.loops:
-            records.index.host_array[...] = -1
+    def run(self, storage, scalars, rng, prepare):
+        """Run the variant as the launch -> its result (`prepare` compiles it, once, and again
+        when the trail grows). If the trail had too little room, the fields the kernel writes
+        and the random stream are put back and the launch runs again with room enough."""
+        if self.program is None:
+            self.program = prepare(self.ir)
+        written = ir.fields_written(self.kernel.body) if self.rows.used else ()
+        saved = [(f, storage.snapshot(f)) for f in written]
+        state = rng.bit_generator.state
+        while True:
+            self._clear(storage)
+            result = self.program(scalars, rng)
+            if not self.rows.used:
+                return result
+            self.rows.taken = int(storage.to_host(self.rows.cursor)[0])
+            if self.rows.taken <= self.rows.room or self.rows.taken > MAX_ENTRIES:
+                return result
+            for f, values in saved:
+                storage.restore(f, values)
+            rng.bit_generator.state = state
+            self.rows.grow(self.rows.taken)
+            self.ir = self._variant()
+            self.program = prepare(self.ir)
 
-    def verdict(self, launch, host):
-        """After the launch: None (clean) or the rule error the records show."""
-        for fld in self.fields:
-            for records in self.loops:
-                error = records.clash(launch, fld)
-                if error is not None:
-                    return error
-        for fld in self.fields:
-            now = host(fld).reshape(-1)
-            for n, records in enumerate(self.loops):
-                changed = records.changed_reads(fld, now)
-                if changed is not None:
-                    return self._changed_after_read(launch, fld, n, *changed, now)
-        return None
+    def _clear(self, storage) -> None:
+        for columns in self.columns.values():
+            storage.assign(columns.index, -1)
+        if self.rows.used:
+            storage.assign(self.rows.cursor, 0)
 
-    def _changed_after_read(self, launch, fld, n: int, k: int, it: int, element: int,
-                            value: float, now):
-        """The rule a replayed read (site k of loop n, iteration `it`) breaks, its element
-        changed later in the launch (check/rules.py `overwrite_after_read` names it)."""
-        records = self.loops[n]
-        mine = records.writes_of(fld, element, it)
-        earlier = [w for w in mine if w[0] < k]
-        later = [(records, w) for w in mine if w[0] > k] + [
-            (other, w) for other in self.loops[n + 1:] for w in other.writes_of(fld, element)]
-        writer, (j, at) = later[0] if later else (records, (k, it))
-        write = writer.access(launch, j, at, now[element])
-        read = records.access(launch, k, it, value)
-        name = _element(fld, element)
-        accumulated = [w for w in earlier if records.kinds[w[0]][0] in ACCUMULATE]
-        return rules.overwrite_after_read(
-            field=fld.name, element=name, read=read, write=write,
-            first_write=records.access(launch, *earlier[0]) if earlier else None,
-            first_accumulation=records.access(launch, *accumulated[0]) if accumulated else None)
+    @property
+    def complete(self) -> bool:
+        """Whether the last launch's trail holds every access (not past MAX_ENTRIES)."""
+        return self.rows.taken <= self.rows.room
+
+    def trail(self, host) -> Trail:
+        parts = [c.entries(host) for c in self.columns.values()]
+        if self.rows.used:
+            parts.append(self.rows.entries(host))
+        segment, iteration, site, flat, value = (np.concatenate(x) for x in zip(*parts))
+        order = np.argsort(segment, kind="stable")      # (each part is in order already)
+        return Trail(self.trail_sites, self.parallel, segment[order], iteration[order],
+                     site[order], flat[order], value[order])
+
+    def violations(self, launch, host, every: bool) -> list:
+        """After the launch: the rule errors its trail shows (tinyad/check/trail.py)."""
+        return trails.violations(self.trail(host), launch, self.fields, host, every)
 
 
-@njit(cache=True, nogil=True)
-def _first_clash(index, columns, slots, store, size):
-    """The flat index of the first element (in iteration order) that two iterations touch in
-    ways that do not commute (through the sites `columns`), or -1. One pass finds the span of
-    elements touched; the next marks each with its first iteration, whether another touched
-    it, and the least and greatest slot its touches took; a last one finds the first clash.
-    An index out of the field's bounds (`size` elements) is the launch's own error, not
-    recorded: -1 from the start."""
-    trip = index.shape[0]
-    low, high = np.int64(1) << 62, np.int64(-1)
-    for it in range(trip):
-        for c in columns:
-            f = index[it, c]
-            if f >= size:
-                index[it, c] = f = -1
-            if f >= 0:
-                low, high = min(low, f), max(high, f)
-    if high < 0:
-        return -1
-    span = high - low + 1
-    owner = np.full(span, -1, np.int64)
-    shared = np.zeros(span, np.bool_)
-    least = np.full(span, 127, np.int8)
-    most = np.full(span, -1, np.int8)
-    for it in range(trip):
-        for c in columns:
-            f = index[it, c] - low
-            if f < 0:
-                continue
-            if owner[f] < 0:
-                owner[f] = it
-            elif owner[f] != it:
-                shared[f] = True
-            least[f] = min(least[f], slots[c])
-            most[f] = max(most[f], slots[c])
-    for it in range(trip):
-        for c in columns:
-            f = index[it, c] - low
-            if f >= 0 and shared[f] and (least[f] != most[f] or least[f] == store):
-                return f + low
-    return -1
+def _segment(kernel: ir.Kernel, site) -> int:
+    """Which top-level statement of the kernel holds the site."""
+    outer = site.loops[0] if site.loops else None
+    for n, stmt in enumerate(kernel.body):
+        if stmt is outer or stmt is site.node or any(
+                x is site.node for s in ir.walk_stmts((stmt,)) for x in _nodes(s)):
+            return n
+    raise AssertionError("an access outside the kernel's body")
+
+
+def _nodes(stmt):
+    yield stmt
+    for e in ir.stmt_exprs(stmt):
+        yield from ir.walk_expr(e)
+
+
+def _parallel(stmt) -> bool:
+    return isinstance(stmt, ir.For) and stmt.parallel
+
+
+def _column_shaped(loop, sites) -> bool:
+    """Whether the loop and every site's inner loops have constant bounds (columns can
+    hold them)."""
+    return all(s.loops and s.loops[0] is loop for s in sites) and all(
+        isinstance(x, ir.For) and isinstance(x.start, ir.Const)
+        and isinstance(x.stop, ir.Const) for s in sites for x in s.loops)
 
 
 def _trip(loops) -> int:
@@ -304,18 +312,12 @@ def _trip(loops) -> int:
     return count
 
 
-def _kind(node, replayed) -> tuple:
-    """(the access's kind, whether the adjoint replays it)."""
+def _kind(node) -> str:
     if isinstance(node, ir.Load):
-        return ("read", id(node) in replayed)
+        return "read"
     if isinstance(node, ir.Store):
-        return ("store", False)
-    return ("atomic_" + node.op, False)
-
-
-def _element(fld, flat: int) -> tuple:
-    return tuple(int(i) for i in np.unravel_index(flat, tuple(fld.shape) +
-                                                  tuple(fld.element_shape)))
+        return "store"
+    return "atomic_" + node.op
 
 
 def _op(name, *args, dtype=None, loc=None):

@@ -11,19 +11,18 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
 With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
-every launch: the launch checks interp mode runs (tinyad/check/launches.py) and the replay
-witness of compile/replaycheck.py, both at compiled speed. Within one launch, what the IR
+every launch: the launch checks interp mode runs (tinyad/check/forward.py, adjoints.py) and
+the replay witness of compile/replaycheck.py, both at compiled speed. Within one launch, what the IR
 cannot settle it decides from values (an iteration overwriting its own element: before and
 after the launch) or from indices alone (a scatter through an index field:
-compile/scattercheck.py) where it can, at any size; the rest element by element in the
-interpreter (`element_checker`, which tinyad/backend.py's registry supplies: this layer may
-not import interp/) when the program is small enough.
+compile/scattercheck.py) where it can, at any size; the rest from the accesses the launch
+records as it runs (compile/accessrecord.py), judged by tinyad/check/trail.py.
 """
 from __future__ import annotations
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
-from tinyad.check import launches as launchchecks
+from tinyad.check import forward as forwardchecks
 from tinyad.check import nonfinite
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.facts import kernel_facts
@@ -38,15 +37,6 @@ from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
 from tinyad.core.notices import note
 from tinyad.core.reached import CertainBounds
-
-# An in-launch hazard the IR cannot settle is checked, at each launch, in the interpreter when
-# the fields the kernel touches hold at most RECORD_PAST elements. Past that, the launch
-# records its accesses instead where it can (compile/accessrecord.py: a float-indexed scatter
-# over 600,000 elements, 3.7-4.1 ms a Tape against 0.8 unchecked and 32-33 ms interpreted),
-# else the interpreter checks it up to INTERPRETER_CHECK_LIMIT elements (its numpy lanes take
-# ~0.1 us an element), saying so once; beyond, it is said unchecked.
-INTERPRETER_CHECK_LIMIT = 400_000
-RECORD_PAST = 20_000
 
 
 class CheckerWithNonFinite(NonFiniteChecks, FastChecker):
@@ -80,10 +70,6 @@ class FastBackend(Backend):
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None
-        # (traced, scalars, rng, launch number) -> the rules one launch breaks within itself (its
-        # parallel conflicts, then its first other violation): interp/backend.py's
-        # check_one_launch, given by tinyad/backend.py's create().
-        self.element_checker = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
         if self.target == "cpu":
@@ -114,7 +100,7 @@ class FastBackend(Backend):
             return None, None
         elif self.checker is not None and variant == "tangent":
             # Forward mode replays nothing, so no read can go stale: only a lost tangent.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name)
             regions, _ = self._plan(traced, scalars)
             for fld in regions.written_fields:
                 self.checker.before_write(fld)
@@ -126,7 +112,7 @@ class FastBackend(Backend):
         elif self.checker is not None and variant == "adjoint_tangent":
             # Forward over reverse: only the tangents it could drop (ti.ad.hvp runs the plain,
             # checked Tape first).
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name,
                                         traced.dropped_adjoint_tangents)
             program(scalars, self.rng)
             return None, None
@@ -135,7 +121,7 @@ class FastBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name, checker = traced.ir.name, self.checker
         regions, plan = self._plan(traced, scalars)
-        launchchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
+        forwardchecks.before_forward(checker, traced, name, regions.names, scalars, plan.rows)
         record = checker.new_launch(name, traced, scalars)
         own, recorded = self._decide_hazards(traced, scalars, record, plan.hazards) \
             if plan.hazards else ((), None)
@@ -143,18 +129,14 @@ class FastBackend(Backend):
             else None
         stores_grads = kernel_facts(traced).grads_stored
         if stores_grads:     # (before the copies for their primals' gradient points)
-            launchchecks.clear_zeroed_gradients(checker, traced)
+            forwardchecks.clear_zeroed_gradients(checker, traced)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
         if recorded is None:
             result = program(scalars, self.rng)
-        else:                   # the variant that records its accesses (compile/accessrecord.py)
-            recorded.before()
-            result = recorded.program(scalars, self.rng)
-            error = recorded.verdict(record, checker.host)
-            if error is not None:
-                self._launch_problem(record, error)
+        else:
+            result = self._recorded_launch(recorded, record, scalars)
         for fld, before in own:
             error = checker.own_overwrite(regions, fld, before, record)
             if error is not None:
@@ -164,7 +146,7 @@ class FastBackend(Backend):
             checker.after_custom_grad(saved_grads, record)
         checker.after_forward(record, plan, hits)
         if stores_grads:
-            launchchecks.note_zeroed_gradients(checker, traced, checker.host)
+            forwardchecks.note_zeroed_gradients(checker, traced, checker.host)
         return result, record
 
     def _plan(self, traced, scalars):
@@ -179,72 +161,55 @@ class FastBackend(Backend):
 
     def _decide_hazards(self, traced, scalars, record, hazards) -> list:
         """The fields this launch may read and write in a way its IR does not settle: a
-        scatter's indices decide it now (compile/scattercheck.py); an iteration overwriting its
-        own element is compared after the launch (-> [(field, its values before)]); the rest
-        go to the interpreter (`_check_within_launch`)."""
+        scatter's indices may prove it clean now (compile/scattercheck.py); an iteration
+        overwriting its own element is compared after the launch (-> [(field, its values
+        before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
+        only their records build a report."""
         regions, host = regions_of(traced), self.checker.host
         own, rest = [], []
         for fld in hazards:
             scatter = regions.scatter_check(traced.ir, fld)
-            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, record, fld,
-                                                                        host)
+            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, fld, host)
             if verdict is CLEAN:
                 continue
-            if verdict is not UNDECIDED:
-                self._launch_problem(record, verdict)
-            elif fld in regions.own_overwrites:
+            if verdict is UNDECIDED and fld in regions.own_overwrites:
                 own.append((fld, host(fld).copy()))
             else:
                 rest.append(fld)
-        recorded = self._check_within_launch(traced, scalars, record, rest) if rest else None
-        return own, recorded
-
-    def _check_within_launch(self, traced, scalars, record, hazards):
-        """What one launch may do to an element it also reads, or two of its parallel
-        iterations to one element: the IR and this launch's boxes settle most kernels; the rest
-        run once checked in the interpreter first, if small enough; larger ones run a variant
-        recording their accesses (-> its AccessRecorder), where the records can decide."""
-        size = sum(ir.array_size(f) for f in ir.fields_of(traced.ir.body))
-        if size > min(RECORD_PAST, INTERPRETER_CHECK_LIMIT) or self.element_checker is None:
-            recorder = self._recorder(traced, hazards)
-            if recorder is not None:
-                return recorder
-        if self.element_checker is not None and RECORD_PAST < size <= \
-                INTERPRETER_CHECK_LIMIT and traced not in self.unchecked_noted:
-            self.unchecked_noted.add(traced)
-            note(f"fast mode: {traced.ir.name} may read and write {hazards[0].name} "
-                  "in one launch in a way its IR does not settle: each launch is checked in "
-                  f"the interpreter first ({size} elements, several times the launch's own "
-                  "time; check=\"off\" skips the checks)")
-        if self.element_checker is None or size > INTERPRETER_CHECK_LIMIT:
-            self._say_unchecked(traced, hazards[0], size)
-            return None
-        for error in self.element_checker(traced, scalars, self.rng, record.number,
-                                          every=self.checker.mode == "warn"):
-            self._launch_problem(record, error)
-        return None
+        return own, (self._recorder(traced, rest) if rest else None)
 
     def _recorder(self, traced, hazards):
-        """The recording variant of `traced` for these fields, compiled once (or None)."""
+        """The recording variant of `traced` for these fields (compile/accessrecord.py), made
+        once, or None (said unchecked)."""
         key = (traced, tuple(id(f) for f in hazards))
         if key not in self.recorders:
-            recorder = None
-            if self.target == "cpu":
-                recorder = AccessRecorder.of(traced.ir, hazards, kernel_facts(traced).replayed)
-            if recorder is not None:
-                recorder.program = self.prepare(recorder.ir)
-            self.recorders[key] = recorder
-        return self.recorders[key]
+            self.recorders[key] = AccessRecorder.of(traced.ir, hazards,
+                                                    kernel_facts(traced).replayed)
+        recorder = self.recorders[key]
+        if recorder is None:
+            self._say_unchecked(traced.ir.name, hazards[0], "its accesses would take more records "
+                                "than a launch may keep")
+        return recorder
 
-    def _say_unchecked(self, traced, fld, size) -> None:
-        if traced in self.unchecked_noted:
+    def _recorded_launch(self, recorder, record, scalars):
+        """Run the launch as its recording variant, then judge what it recorded."""
+        result = recorder.run(self.storage, scalars, self.rng, self.prepare)
+        if not recorder.complete:
+            self._say_unchecked(record.kernel, recorder.fields[0], "this launch's accesses "
+                                "took more records than a launch may keep")
+            return result
+        for error in recorder.violations(record, self.checker.host,
+                                         every=self.checker.mode == "warn"):
+            self._launch_problem(record, error)
+        return result
+
+    def _say_unchecked(self, traced_name, fld, why) -> None:
+        if traced_name in self.unchecked_noted:
             return
-        self.unchecked_noted.add(traced)
-        note(f"fast mode: {traced.ir.name} may read and write {fld.name} in one "
-              "launch in a way its IR does not settle, it is too large to check in the "
-              f"interpreter ({size} elements), and its accesses cannot be recorded (one is in "
-              "a loop of unknown length, or outside the kernel's parallel loops): that part is "
-              "unchecked here (tinyad check --mode interp checks it)")
+        self.unchecked_noted.add(traced_name)
+        note(f"fast mode: {traced_name} may read and write {fld.name} in one launch in a way "
+             f"its IR does not settle, and {why}: that part is unchecked here (tinyad check "
+             "--mode interp checks it)")
 
     def _launch_problem(self, record, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if

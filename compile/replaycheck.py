@@ -18,9 +18,8 @@ launch's write boxes, a Python-scope write, a tangent launch), and compared:
     the latest possible writer. A box no write overlapped since is the forward's still.
 What happens within one launch (a read, then a store to the same element; two parallel
 iterations on one element) the boxes settle where they can, and an iteration overwriting its
-own element the values before and after the launch (`own_overwrite`); otherwise the backend
-runs that launch checked in the interpreter when the program is small (`FastBackend`), and
-says once that it stays unchecked when it is not.
+own element the values before and after the launch (`own_overwrite`); otherwise the launch
+records its accesses (compile/accessrecord.py, judged by tinyad/check/trail.py).
 """
 from __future__ import annotations
 

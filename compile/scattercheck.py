@@ -8,22 +8,24 @@ elements. But where every index of the field's accesses is computed from the loo
 the integer arguments, and integer fields the kernel does not write, the indices are known
 before the launch: numpy computes them for every iteration at once (one array operation per IR
 op, the op table's own numpy function), and counting finds two iterations on one element.
-Values never enter, so the answer is the interpreter's. One case it leaves undecided: an
-iteration that reads an element and stores it too, where the values decide.
+Values never enter, so a clean answer is the interpreter's.
 
-`ScatterCheck.of(kernel, field)` says whether a field qualifies (None if not); `verdict`
-evaluates one launch: CLEAN, UNDECIDED, or the rule error.
+It is a filter: it proves a launch clean, or leaves it to the launch's recorded accesses
+(compile/accessrecord.py), which the one judge of a launch's accesses reads
+(tinyad/check/trail.py) and which name what a report names. `ScatterCheck.of(kernel, field)`
+says whether a field qualifies (None if not); `verdict` evaluates one launch: CLEAN, MEETS
+(two iterations meet on an element, one storing it: the records decide), or UNDECIDED (an
+iteration reads and stores its own element, where the values decide; or the indices cannot be
+computed here).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check import rules
-from tinyad.check.report import Access
 from tinyad.core import analysis, ir
 from tinyad.core.ops import TABLE
 
-CLEAN, UNDECIDED = "clean", "undecided"
+CLEAN, MEETS, UNDECIDED = "clean", "meets", "undecided"
 
 
 class NotIndexOnly(Exception):
@@ -84,13 +86,14 @@ class ScatterCheck:
                                             for a in e.args)
         return False
 
-    def verdict(self, scalars: tuple, launch, fld, host):
-        """CLEAN, UNDECIDED (an iteration reads and stores one element; or the indices cannot
-        be computed here: the launch reports bad ones), or the rule error for two iterations on
-        one element of `fld`. `host(field)`: a field's current values."""
+    def verdict(self, scalars: tuple, fld, host):
+        """CLEAN, MEETS or UNDECIDED (see the module's docstring). `host(field)`: a field's
+        current values."""
         self.host = host
         env = {name: np.asarray(value) for name, value in zip(self.arg_names, scalars)}
         shape = host(fld).shape[:len(fld.shape)]
+        if any(not isinstance(i, ir.Const) for s in self.stores for i in s.indices[len(shape):]):
+            shape = host(fld).shape   # `m[i][k, l] = v`: components picked at run time differ
         try:
             start = int(self._eval(self.loop.start, env))
             env[self.loop.var] = each = np.arange(start, int(self._eval(self.loop.stop, env)))
@@ -101,56 +104,29 @@ class ScatterCheck:
         size = int(np.prod(shape, dtype=np.int64))
         flat = np.concatenate(stored)
         if np.bincount(flat, minlength=size).max(initial=0) > 1:
-            return self._two_stores(stored, each, launch, fld, shape)
+            iteration = np.concatenate([each] * len(stored))
+            order = np.lexsort((iteration, flat))
+            flat, iteration = flat[order], iteration[order]
+            if np.any((flat[1:] == flat[:-1]) & (iteration[1:] != iteration[:-1])):
+                return MEETS
+            return UNDECIDED           # one iteration storing an element twice: not a race
         writer = np.full(size, -1, np.int64)        # each element's storing iteration
-        for k, f in enumerate(stored):
+        for f in stored:
             writer[f] = each
-        for k, f in enumerate(loaded):
+        verdict = CLEAN
+        for f in loaded:
             w = writer[f]
-            other = np.flatnonzero((w >= 0) & (w != each))
-            if len(other):
-                j = int(other[0])
-                element = tuple(int(i) for i in np.unravel_index(int(f[j]), shape))
-                store = next(s for s, g in zip(self.stores, stored) if np.any(g == f[j]))
-                error = rules.parallel_conflict(
-                    kernel=launch.kernel, field=fld.name, element=element,
-                    earlier=self._access("read", self.loads[k], launch, int(each[j])),
-                    later=self._access("store", store, launch, int(w[j])))
-                met = [g[(writer[g] >= 0) & (writer[g] != each)] for g in loaded[k:]]
-                return _counting(error, np.concatenate(met), shape)
+            if np.any((w >= 0) & (w != each)):
+                return MEETS
             if np.any(w == each):
-                return UNDECIDED
-        return CLEAN
+                verdict = UNDECIDED
+        return verdict
 
     def _flat(self, access, env, shape, each):
         """The flat element index `access` touches in every iteration."""
         index = tuple(np.broadcast_to(self._eval(i, env), each.shape)
                       for i in access.indices[:len(shape)])
         return np.ravel_multi_index(index, shape) if shape else np.zeros(each.shape, np.int64)
-
-    def _two_stores(self, stored, each, launch, fld, shape):
-        flat = np.concatenate(stored)
-        iteration = np.concatenate([each] * len(stored))
-        site = np.concatenate([np.full(len(f), k) for k, f in enumerate(stored)])
-        order = np.lexsort((iteration, flat))
-        flat, iteration, site = flat[order], iteration[order], site[order]
-        clash = np.flatnonzero((flat[1:] == flat[:-1]) & (iteration[1:] != iteration[:-1]))
-        if not len(clash):
-            return UNDECIDED           # one iteration storing an element twice: not a race
-        k = int(clash[0])
-        element = tuple(int(i) for i in np.unravel_index(int(flat[k]), shape))
-        error = rules.parallel_conflict(
-            kernel=launch.kernel, field=fld.name, element=element,
-            earlier=self._access("store", self.stores[int(site[k])], launch,
-                                 int(iteration[k])),
-            later=self._access("store", self.stores[int(site[k + 1])], launch,
-                               int(iteration[k + 1])))
-        return _counting(error, flat[clash], shape)
-
-    @staticmethod
-    def _access(kind, node, launch, iteration):
-        """An access of iteration `iteration`: the loop variable's value, as interp names it."""
-        return Access(kind, node.loc, launch.kernel, launch.number, iteration, None, launch.time)
 
     def _eval(self, e, env: dict):
         """`e` for every iteration at once (a numpy array, or a scalar)."""
@@ -176,11 +152,3 @@ class ScatterCheck:
             raise NotIndexOnly(e)
         with np.errstate(all="raise"):
             return np.asarray(TABLE[e.op].eval(*args)).astype(e.dtype.np, copy=False)
-
-
-def _counting(error, flat: np.ndarray, shape: tuple):
-    """`error`, with every element (flat indices `flat`) two iterations meet on: warn mode
-    counts them all, as interp mode reports each (made only if asked for)."""
-    error.more_elements = (tuple(int(i) for i in np.unravel_index(int(e), shape))
-                           for e in np.unique(flat))
-    return error

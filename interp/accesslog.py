@@ -95,8 +95,8 @@ class Checker(NonFiniteChecks, LaunchChecker):
             self._launch_scope = Scope(deferred=True)
         return self._launch_scope.empty()
 
-    def begin_tape(self):
-        super().begin_tape()
+    def begin_tape(self, loc=None):
+        super().begin_tape(loc)
         self._launch_scope = None     # the Tape's scope takes its place: keep one in memory
 
     def tape_scope(self):

@@ -7,18 +7,16 @@ after each launch. Fields stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import time
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
 from tinyad.check import adjoints as adjointchecks
-from tinyad.check import launches as launchchecks
+from tinyad.check import forward as forwardchecks
 from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
-from tinyad.core import analysis, ir
-from tinyad.core.errors import AutodiffRuleError, TinyadError
+from tinyad.core import analysis
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
@@ -59,7 +57,7 @@ class InterpBackend(Backend):
         if variant == "tangent":
             # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one
             # way to lose a tangent is a store into a field without .dual.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name)
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name)
             self._before_writes(traced)
             result = program.run(scalars, None, self.rng)
             nonfinite.after_launch(self.checker, traced, "tangent", scalars, None, _host, locate)
@@ -67,7 +65,7 @@ class InterpBackend(Backend):
         if variant == "adjoint_tangent":
             # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
             # plain Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
-            launchchecks.before_tangent(self.checker, traced, traced.ir.name,
+            forwardchecks.before_tangent(self.checker, traced, traced.ir.name,
                                         traced.dropped_adjoint_tangents)
             program.run(scalars, None, self.rng)
             return None, None
@@ -76,17 +74,17 @@ class InterpBackend(Backend):
     def _checked_primal(self, traced, program, scalars):
         name = traced.ir.name
         checker = self.checker
-        launchchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
+        forwardchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
                                     scalars, functools.partial(launch_rows, traced, scalars))
         record = checker.new_launch(name, traced, scalars)
-        launchchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
+        forwardchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
         resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
         memory = LoggedMemory(checker, record, replayed, resets)
         result = program.run(scalars, memory, self.rng)
         memory.finish()
-        launchchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
+        forwardchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
         return result, record
 
     def _before_writes(self, traced) -> None:
@@ -108,35 +106,3 @@ class InterpBackend(Backend):
 
 def _host(fld):
     return fld.host_array
-
-
-def check_one_launch(traced, scalars, rng, number: int, every: bool = False) -> list:
-    """Run one forward launch in the interpreter with the per-element log, on the fields as they
-    are now, then put every field it touched back: -> the autodiff rules it breaks within this
-    launch (AutodiffRuleErrors): its parallel conflicts (one a field), which fast mode's checker
-    decides (check/races.py), then the first other violation, or with `every` (warn mode, which
-    counts a bug's elements) each one the log finds. Fast mode calls this for a kernel whose IR
-    does not prove it free of in-launch hazards, when the program is small enough to
-    interpret."""
-    checker = Checker("error")
-    found: list = []
-    if every:          # collected, not shown: fast mode's own checker reports them
-        checker.report = found.append
-    checker.launches = number - 1      # the report names the launch as fast mode counts it
-    checker.begin_tape()               # a scope of its own that raises at the first violation
-    conflicts = checker.races.collected = []
-    record = checker.new_launch(traced.ir.name, traced, scalars)
-    replayed = kernel_facts(traced).replayed
-    fields = ir.fields_of(traced.ir.body)
-    saved = [f.data.copy() for f in fields]
-    try:
-        Program(traced.ir).run(scalars, LoggedMemory(checker, record, replayed), copy.deepcopy(rng),
-                              echo=False)
-    except AutodiffRuleError as error:
-        found.append(error)
-    except TinyadError:
-        pass      # not a rule: the compiled launch that follows behaves as it always has
-    finally:
-        for f, values in zip(fields, saved):
-            f.data[...] = values
-    return [*conflicts, *found]

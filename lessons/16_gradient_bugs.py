@@ -3,7 +3,7 @@
 #
 # NVIDIA Warp's gradient-debugging guide opens with "gradient bugs are almost never math
 # bugs": the derivative rules are right, and the gradient is lost on the way, between
-# kernels, in Python, or in a hand-written piece. Five of its scenarios, as Taichi programs.
+# kernels, in Python, or in a hand-written piece. Seven of its scenarios, as Taichi programs.
 # Taichi runs each without a word; tinyad computes the right gradient or says which line lost
 # it. The program: a state copied from the parameters, and an energy sum of squares.
 
@@ -131,7 +131,9 @@ except ti.AutodiffRuleError as error:
 #
 # The length of a vector is `sqrt(d . d)`; at a zero vector its value is 0, fine, but its
 # derivative `d / |d|` is 0 / 0. The NaN surfaces in the gradient, far from its cause. tinyad
-# traces it back to the operation and the element, and says to guard the argument:
+# traces it back to the operation and the element, and says to guard the argument. When the
+# backward pass leaves it, it is a warning (a simulation may leave NaN in gradients it never
+# reads, as Taichi does); reading that gradient, or a kernel loading it, raises it:
 
 # %%
 p = ti.Vector.field(2, ti.f64, shape=2, needs_grad=True)
@@ -145,11 +147,59 @@ def distance():
 
 
 p.from_numpy(np.ones((2, 2)))             # the two points coincide
+with ti.ad.Tape(spread):
+    distance()
 try:
-    with ti.ad.Tape(spread):
-        distance()
+    print("p.grad =", p.grad.to_numpy())  # BAD: the NaN reaches the program here
 except ti.AutodiffRuleError as error:
     print(error)
+
+# %% [markdown]
+# ## 6. An optimiser step inside the Tape
+#
+# The same mistake as in step 2, in a kernel: the step launched inside the `with` block loads
+# `x.grad` before the backward pass has filled it, so it moves `x` by zeros (or by the previous
+# iterate's gradient). tinyad warns at the launch, naming the kernel's read:
+
+# %%
+@ti.ad.no_grad
+@ti.kernel
+def descend(lr: ti.f64):
+    for i in x:
+        x[i] -= lr * x.grad[i]
+
+
+with ti.ad.Tape(loss):
+    state.copy_from(x)
+    energy()
+    descend(0.1)                  # BAD: belongs after the block
+print("x =", x.to_numpy(), "x.grad =", x.grad.to_numpy())
+
+# %% [markdown]
+# ## 7. A manual sweep that skips an adjoint
+#
+# Without a Tape, each kernel's `.grad()` is called by hand, in reverse launch order. A sweep
+# that leaves one out (Warp's checkpointed segment that chains only some adjoints) stops the
+# gradient at that kernel's output: here `copy_in.grad()` is missing, so `x.grad` stays zero.
+# Looking at `x.grad` mid-sweep is fine (the sweep may go on); tinyad warns when the gradient
+# is used as final (an optimiser step, a clear, a new Tape), naming the adjoint that did not run:
+
+# %%
+@ti.kernel
+def copy_in():
+    for i in x:
+        state[i] = x[i]
+
+
+x.grad.fill(0)
+state.grad.fill(0)
+loss[None] = 0.0
+copy_in()
+energy()
+loss.grad[None] = 1.0
+energy.grad()                     # BAD: copy_in.grad() should follow
+print("x.grad =", x.grad.to_numpy())
+descend(0.1)                      # the step uses the truncated gradient
 
 # %% [markdown]
 # Each report names the line to change. What tinyad cannot see is intent: a loss seeded with

@@ -297,6 +297,60 @@ def test_debug_guards_every_access_on_cuda():
     assert guarded(debug) == guarded(plain) | {("x", 27), ("idx", 41)}     # x[i], idx[i]
 
 
+RECORDED_SCRIPT = simulator_program('''
+    import numpy as np
+    import tinyad as ti
+
+    ti.init(mode="fast", arch=ti.cuda, default_fp=ti.f32)
+    n = 16
+    x = ti.field(ti.f32, n, needs_grad=True)
+    y = ti.field(ti.f32, n, needs_grad=True)
+    pos = ti.field(ti.f32, n)
+    loss = ti.field(ti.f32, (), needs_grad=True)
+
+    @ti.kernel
+    def scatter():       # indices from a float field, in a loop of run-time length: recorded
+        for i in x:
+            for k in range(ti.cast(pos[0] * 0.0, ti.i32) + 1):
+                j = ti.cast(pos[i] * n, ti.i32)
+                y[j] = x[i] * 2.0
+        for i in y:
+            loss[None] += y[i] * y[i]
+
+    x.from_numpy(np.linspace(0.5, 1.5, n).astype(np.float32))
+    pos.from_numpy(((np.arange(n) + 0.5) / n).astype(np.float32))
+    with ti.ad.Tape(loss):
+        scatter()
+    grad = x.grad.to_numpy().tolist()
+    pos[5] = 4.5 / n                 # iterations 4 and 5 both store y[4]
+    try:
+        with ti.ad.Tape(loss):
+            scatter()
+        raised = None
+    except ti.ParallelConflictRuleError as exc:
+        raised = [list(exc.report.element), sorted(a.iteration for a in
+                                                   (*exc.report.earlier, exc.report.write))]
+    from tinyad.runtime import runtime
+    recorded = any(r is not None for r in runtime.backend.recorders.values())
+    from tinyad import compile as fast_compile
+    print(json.dumps({"grad": grad, "x": x.to_numpy().tolist(), "raised": raised,
+                      "recorded": recorded, "backend": fast_compile.backend_for("cuda")}))
+''')
+
+
+def test_a_recorded_launch_runs_on_cuda(tmp_path):
+    """The recording variant (compile/accessrecord.py: its cursor's atomic, its record arrays
+    sent to the device and back) runs in the simulator: the clean launch's gradient is the
+    analytic one, and a race is the report interp mode gives."""
+    out = run_script(RECORDED_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",
+                     TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["backend"] == "cuda" and out["recorded"]
+    np.testing.assert_allclose(out["grad"], 8 * np.array(out["x"]), rtol=1e-5)
+    assert out["raised"] == [[4], [4, 5]]
+
+
 def _stencil_program():
     """A base cell computed from a float plus static offsets: one checkpoint of base stands
     for the accesses' guards (tinyad/core/checkpoints.py)."""

@@ -70,9 +70,7 @@ CIRCLES = [
 # Library files over 600 lines, each at most at its size today.
 LONG_FILES = {
     "compile/pysource.py": 677,         # the bounds guard (compile/badindex.py) wiring; to split
-    "tinyad/check/launches.py": 757,     # the one-checker work (issue 34) splits it
     "tinyad/frontend/tracer.py": 663,
-    "compile/replaycheck.py": 601,
 }
 MAX_LINES = 600
 

@@ -122,7 +122,9 @@ def test_custom_gradients(mode, monkeypatch):
 
 def test_gradient_bugs(mode, monkeypatch):
     """Lesson 16: the copy passes the gradient (2 x); each of the three lost gradients is
-    reported, the wrong custom adjoint off by its factor 3; the NaN is traced to sqrt."""
+    reported, the wrong custom adjoint off by its factor 3; the NaN is traced to sqrt, a
+    warning when the backward pass leaves it and the error when p.grad is read; the optimiser
+    step launched inside the Tape and the manual sweep missing copy_in.grad() are warned of."""
     _, out = run_lesson(16, mode, monkeypatch)
     assert "x.grad = [2. 4. 6. 8.]" in out       # 2 x, through the copy
     assert "Gradient read inside the Tape (warning)" in out and "step = [0. 0. 0. 0.]" in out
@@ -131,7 +133,13 @@ def test_gradient_bugs(mode, monkeypatch):
                       out)
     assert found, out
     assert float(found[1]) == pytest.approx(3 * float(found[2]), rel=1e-6)
-    assert "Non-finite gradient" in out and "sqrt" in out
+    flat = " ".join(out.split())         # (reports wrap at the terminal's width)
+    assert "Non-finite gradient (warning): p.grad[1, 1] became nan" in flat and "sqrt" in out
+    assert "Non-finite gradient: p.grad[1, 1]" in flat and "Python scope reads p.grad" in flat
+    assert "the kernel descend reads x.grad inside the Tape" in flat
+    assert "x = [1. 2. 3. 4.] x.grad = [2. 4. 6. 8.]" in out      # the step moved x by zeros
+    assert "Adjoint skipped (warning)" in flat and "copy_in.grad() (forward launch" in flat
+    assert "x.grad = [0. 0. 0. 0.]" in out                        # the truncated gradient
 
 
 # ---- rendering and stepping -----------------------------------------------------------------

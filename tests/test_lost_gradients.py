@@ -7,6 +7,7 @@ import pytest
 
 import tinyad as ti
 from tests.gradcheck import finite_difference
+from tests.markers import marked_lines
 
 N = 3
 
@@ -15,17 +16,7 @@ def _line_of(marker: str) -> str:
     return f"test_lost_gradients.py:{_LINES[marker]}"
 
 
-def _lines():
-    """marker -> line number in this file, for the `# <marker>` comments below."""
-    found = {}
-    with open(__file__) as source:
-        for number, line in enumerate(source, 1):
-            if "# <" in line:
-                found[line.split("# <", 1)[1].split(">", 1)[0]] = number
-    return found
-
-
-_LINES = _lines()
+_LINES = marked_lines(__file__)
 
 
 @pytest.fixture
@@ -229,6 +220,65 @@ def test_stepping_then_clearing_is_silent(stepper, capsys):
     _silent(capsys)
     np.testing.assert_allclose(step.to_numpy(), -0.1 * finite_difference(loss_value, x),
                                rtol=1e-6)
+
+
+# ---- (e) a kernel reading a gradient inside the Tape (an optimiser step in the `with` block) --
+
+def test_a_kernel_reading_the_gradient_inside_the_tape_is_reported(stepper, capsys):
+    """The warning comes at the launch; the Tape's backward pass then refuses the kernel's
+    adjoint (a read of x.grad has none)."""
+    _, loss, double, total, _, _, descend = stepper
+    refused = pytest.raises(ti.TinyadRuntimeError, match="through a grad tensor")
+    with refused, ti.ad.Tape(loss):  # <tape-e>
+        double()
+        total()
+        descend()
+    err = capsys.readouterr().err
+    assert "Gradient read inside the Tape (warning)" in err
+    assert "the kernel descend reads x.grad inside the Tape" in err
+    assert _line_of("tape-e") in err and _line_of("read-d") in err
+    assert "launch descend after the `with ti.ad.Tape(...)` block" in err
+
+
+@pytest.fixture
+def stopped_step(model):
+    """An optimiser step that Taichi would let run inside the Tape: no adjoint of its own."""
+    x, _, loss, double, total, loss_value = model
+    new_x = ti.field(ti.f64, shape=N)
+
+    @ti.ad.no_grad
+    @ti.kernel
+    def descend():
+        for i in x:
+            new_x[i] = x[i] - 0.1 * x.grad[i]  # <read-e>
+
+    return x, loss, double, total, loss_value, new_x, descend
+
+
+def test_a_no_grad_step_inside_the_tape_is_reported(stopped_step, capsys):
+    x, loss, double, total, loss_value, new_x, descend = stopped_step
+    with ti.ad.Tape(loss):  # <tape-e2>
+        double()
+        total()
+        descend()
+    err = capsys.readouterr().err
+    assert "Gradient read inside the Tape (warning)" in err
+    assert _line_of("tape-e2") in err and _line_of("read-e") in err
+    assert "launch descend after the `with ti.ad.Tape(...)` block" in err
+    truth = finite_difference(loss_value, x)
+    np.testing.assert_array_equal(new_x.to_numpy(), x.to_numpy())   # the step used zeros
+    assert np.abs(truth).max() > 1
+
+
+def test_the_same_step_after_the_tape_is_silent(stopped_step, capsys):
+    x, loss, double, total, loss_value, new_x, descend = stopped_step
+    with ti.ad.Tape(loss):
+        double()
+        total()
+    descend()
+    _silent(capsys)
+    np.testing.assert_allclose(new_x.to_numpy(),
+                               x.to_numpy() - 0.1 * finite_difference(loss_value, x), rtol=1e-6)
 
 
 # ---- the per-frame Tape: state carried between Tapes by a copy ------------------------------

@@ -235,9 +235,10 @@ def test_pow_gradients_at_base_zero_are_finite(mode):
     for xv, yv, dx, dy in POW_POINTS:
         x[None], y[None] = xv, yv
         if dy is None:    # d/dy 0^y at y = 0 is -inf: checked, that is a report, not a number
+            with ti.ad.Tape(loss=loss):
+                power()
             with pytest.raises(ti.NonFiniteGradientError, match="y.grad"):
-                with ti.ad.Tape(loss=loss):
-                    power()
+                y.grad[None]
             continue
         with ti.ad.Tape(loss=loss):
             power()

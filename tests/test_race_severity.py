@@ -66,8 +66,7 @@ def test_a_race_on_a_counter_no_gradient_uses_is_a_warning_and_the_gradient_is_r
     shown = warnings_shown(capsys.readouterr().err)
     assert len(shown) == 1, shown       # once, for every launch of it
     read, write = line_of(compute, "seen = count"), line_of(compute, "count[None] = ti.max")
-    # interp names the read and the store; fast mode's index check, the two stores
-    assert shown[0] == ([read, write] if mode == "interp" else [write, write])
+    assert shown[0] == [read, write]     # in both modes: the read and the store
 
     @ti.kernel
     def scaled():       # its twin: the adjoint replays the value the iteration read

@@ -1175,8 +1175,9 @@ def test_an_iteration_overwriting_its_own_element_after_reading_it(mode, n, caps
 @pytest.mark.parametrize("n", [8, 30000])
 def test_a_scatter_through_an_index_field_is_checked_at_any_size(mode, n, capsys):
     """y[idx[i]] = ... in a parallel loop: two iterations storing one element is a conflict
-    the IR cannot see. Fast mode computes every iteration's index from idx before the launch
-    (it was said to be unchecked past 20,000 elements); a permutation is clean."""
+    the IR cannot see. Fast mode computes every iteration's index from idx before the launch,
+    which clears a permutation at any size; where two iterations meet, the launch's recorded
+    accesses name them (compile/accessrecord.py)."""
     x = ti.field(ti.f64, shape=n, needs_grad=True)
     y = ti.field(ti.f64, shape=n, needs_grad=True)
     idx = ti.field(ti.i32, shape=n)

@@ -17,10 +17,6 @@ def fast():
     return runtime.backend
 
 
-def no_interpreter(*_, **__):
-    raise AssertionError("the interpreter was asked to check a launch the IR settles")
-
-
 def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
     steps, n = 50, 16
     x = ti.field(ti.f64, shape=(steps + 1, n), needs_grad=True)
@@ -37,7 +33,6 @@ def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
         for i in range(n):
             loss[None] += x[steps, i] ** 2
 
-    fast.element_checker = no_interpreter
     with ti.ad.Tape(loss):
         for t in range(steps):
             step(t)
@@ -52,6 +47,7 @@ def test_a_time_indexed_kernel_copies_only_the_rows_it_reads(fast):
     # the backward pass has run: nothing it replayed is watched any more
     assert all(launch.snapshots == () and launch.waiting is None for launch in launches)
     assert not fast.checker.waiting_spans and not any(fast.checker.reads.overlapping(x, None))
+    assert not fast.recorders          # the IR settled every launch: nothing recorded
 
 
 def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast):
@@ -69,7 +65,6 @@ def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast
         for i in range(4):
             x[t, i] = x[t, i] * 2
 
-    fast.element_checker = no_interpreter
     with ti.ad.Tape(loss):
         use(1)
         scale_row(2)          # another row: nothing the adjoint of use(1) replays
@@ -82,6 +77,7 @@ def test_the_compiled_witness_names_writer_and_rule_without_the_interpreter(fast
     assert report.element_text == "x[1, 0]"          # the first element the adjoint replays
     assert (report.read.kernel, report.write.kernel) == ("use", "scale_row")
     assert (report.read.value, report.write.value) == (4.0, 8.0)
+    assert not fast.recorders          # the compiled witness, not a recording, found it
     assert report.read.loc.text.strip() == "loss[None] += x[t, i] ** 2"
     assert report.write.loc.text.strip() == "x[t, i] = x[t, i] * 2"
 
@@ -106,7 +102,6 @@ def test_waiting_reads_are_filed_when_a_write_comes_near_their_rows(fast):
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
     x.from_numpy(np.arange(40.0).reshape(10, 4))
     use, scale_row = _row_kernels(x, loss)
-    fast.element_checker = no_interpreter
     with ti.ad.Tape(loss):
         use(0)
         use(9)
@@ -217,39 +212,6 @@ def test_in_launch_hazards_the_ir_settles(fast):
         ((1, 2), (1, n), (0, n)), ((2, 3), (0, n), (0, n - 1))]
     assert list(regions_of(store_then_read.ir_for({})).unproven) == [y]   # a read, then a store
     assert regions_of(recurrence.ir_for({})).boxes(())[3] == [f]
-
-
-def test_a_hazard_too_large_for_the_interpreter_is_recorded(fast, capsys, monkeypatch):
-    """Past the interpreter's limit the launch records its accesses (compile/accessrecord.py,
-    tests/test_access_records.py); where it cannot (an access outside the parallel loop), the
-    hazard is named unchecked."""
-    monkeypatch.setattr(fast_backend, "INTERPRETER_CHECK_LIMIT", 4)
-    f = ti.field(ti.f64, shape=9, needs_grad=True)
-    th = ti.field(ti.f64, shape=(), needs_grad=True)
-    loss = ti.field(ti.f64, shape=(), needs_grad=True)
-
-    @ti.kernel
-    def recurrence():
-        for i in range(8):
-            if th[None] >= 0:      # (in a branch: the indices alone do not settle it)
-                f[i + 1] = f[i] * 0.5 + th[None]
-
-    @ti.kernel
-    def recurrence_after_a_read():
-        th[None] += f[0]           # outside the loop: no iteration to record it under
-        for i in range(8):
-            if th[None] >= 0:
-                f[i + 1] = f[i] * 0.5 + th[None]
-
-    with pytest.raises(ti.ParallelConflictRuleError):
-        with ti.ad.Tape(loss):
-            recurrence()
-    assert "unchecked" not in capsys.readouterr().err
-    with ti.ad.Tape(loss):
-        recurrence_after_a_read()
-    err = capsys.readouterr().err
-    assert "recurrence_after_a_read may read and write f in one launch" in err
-    assert "unchecked" in err
 
 
 def test_a_scatter_through_float_indices_is_checked_at_mid_size(mode, capsys):

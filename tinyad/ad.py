@@ -132,7 +132,7 @@ class Tape(Recorder):
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
-        self._checks.begin_tape()
+        self._checks.begin_tape(self._loc)
         checker = getattr(self._checks, "checker", None)
         self._began = checker.tick() if checker is not None else None
         self._token = active_recorder.set(self)

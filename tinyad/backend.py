@@ -36,10 +36,6 @@ BACKENDS = {
     "fast": ("tinyad.compile.backend", "FastBackend"),
 }
 
-# The interpreter's check of one launch, element by element (-> the rule it breaks, or None):
-# given to a backend whose `element_checker` is None (fast mode asks for it for the launches
-# its IR analysis cannot settle; compile/ may not import interp/).
-ELEMENT_CHECKER = ("tinyad.interp.backend", "check_one_launch")
 # Where a NaN or an infinity a derivative launch wrote came from, found by re-running it in the
 # interpreter (tinyad/check/nonfinite.py): given to a backend whose `nonfinite_locator` is None.
 NONFINITE_LOCATOR = ("tinyad.interp.backend", "locate")
@@ -89,8 +85,8 @@ HOST_STORAGE = FieldStorage()
 class CheckHooks:
     """The rule checker's hooks. These do nothing: the hooks of a backend without checks."""
 
-    def begin_tape(self) -> None:
-        """A Tape starts recording."""
+    def begin_tape(self, loc=None) -> None:
+        """A Tape starts recording, at the user's line `loc` (its `with`)."""
 
     def end_tape(self, loc=None) -> None:
         """The Tape stops recording; its backward pass follows, from the user's line `loc`."""
@@ -123,9 +119,9 @@ class CheckHooks:
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) has run (after its python_write)."""
 
-    def gradient_read(self, grad, tape_loc=None) -> None:
+    def gradient_read(self, grad, tape_loc=None, index=None) -> None:
         """Python scope read a gradient field (x.grad[i], x.grad.to_numpy()), inside the Tape
-        at line `tape_loc` if one is recording."""
+        at line `tape_loc` if one is recording; `index`: the element read (None: all)."""
 
     def taped_launch(self, launch, no_grad: bool) -> None:
         """A Tape recorded a kernel launch (`launch`: the checker's record of it)."""
@@ -151,8 +147,8 @@ class CheckerHooks(CheckHooks):
     def __init__(self, checker):
         self.checker = checker
 
-    def begin_tape(self):
-        self.checker.begin_tape()
+    def begin_tape(self, loc=None):
+        self.checker.begin_tape(loc)
 
     def end_tape(self, loc=None):
         self.checker.end_tape(loc)
@@ -176,12 +172,13 @@ class CheckerHooks(CheckHooks):
 
     def python_write(self, field, index, loc=None):
         self.checker.python_write(field, index, loc)
+        self.checker.lost.sweeps.written(field)
 
     def python_copy(self, dst, src):
         self.checker.python_copy(dst, src)
 
-    def gradient_read(self, grad, tape_loc=None):
-        self.checker.lost.gradient_read(grad, tape_loc)
+    def gradient_read(self, grad, tape_loc=None, index=None):
+        self.checker.lost.gradient_read(grad, tape_loc, index=index)
 
     def taped_launch(self, launch, no_grad):
         if no_grad and launch is not None:
@@ -242,9 +239,6 @@ def create(mode: str, config, rng: np.random.Generator) -> Backend:
     """The backend registered for `mode`, for one ti.init."""
     module, name = BACKENDS[mode]
     backend = getattr(importlib.import_module(module), name)(config, rng)
-    if getattr(backend, "element_checker", False) is None:
-        module, name = ELEMENT_CHECKER
-        backend.element_checker = getattr(importlib.import_module(module), name)
     if getattr(backend, "nonfinite_locator", False) is None:
         module, name = NONFINITE_LOCATOR
         backend.nonfinite_locator = getattr(importlib.import_module(module), name)

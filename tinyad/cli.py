@@ -452,9 +452,9 @@ def _run_check(options) -> str | None:
 
 def default_check_mode() -> str:
     """`tinyad check`'s mode when --mode is not given: fast mode where numba is installed.
-    Within a launch it checks in the interpreter what the IR cannot settle when the program is
-    small, so small programs lose nothing, and real programs finish (interp mode runs them
-    100-1000x slower than fast mode)."""
+    Within a launch it records the accesses the IR cannot settle (compile/accessrecord.py), so
+    small programs lose nothing, and real programs finish (interp mode runs them 100-1000x
+    slower than fast mode)."""
     return "fast" if importlib.util.find_spec("numba") is not None else "interp"
 
 

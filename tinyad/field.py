@@ -252,11 +252,11 @@ class Field:
     def __getitem__(self, key):
         index = self._index(key)
         value = _storage().to_host(self)[index]
+        if self.role == "grad":       # (a vector's too: v.grad[i])
+            tapeops.gradient_read(self, index)
         if self.element_shape:
             return _ElementView(self, index, value.tolist())
         runtime.backend.checks.python_read(self, index, value)
-        if self.role == "grad":
-            tapeops.gradient_read(self)
         return value.item()
 
     def __setitem__(self, key, value):

@@ -69,10 +69,11 @@ def filled(dst, value) -> None:
     _replayed("fill", dst, value)
 
 
-def gradient_read(grad) -> None:
-    """Python scope read grad (x.grad[i], x.grad.to_numpy()): the checker looks at when."""
+def gradient_read(grad, index=None) -> None:
+    """Python scope read grad (x.grad[i]: `index` the storage index; x.grad.to_numpy(): None):
+    the checker looks at when, and at what it held."""
     tape = _tape()
-    runtime.backend.checks.gradient_read(grad, tape._loc if tape is not None else None)
+    runtime.backend.checks.gradient_read(grad, tape._loc if tape is not None else None, index)
 
 
 def element_written(dst, index) -> None:

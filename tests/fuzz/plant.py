@@ -111,9 +111,20 @@ def accumulate(g, d, extra):
     return second_write(g, d, extra, accumulate=True)
 
 
+# Where a race plant puts its access in the iteration: as it is, in a branch always taken, in a
+# loop whose length only the launch knows, or in a while loop (the last three are what fast
+# mode records through a cursor, compile/accessrecord.py).
+RACE_WRAPS = {
+    "plain": lambda body: [body],
+    "branch": lambda body: ["if x[i] > -1.0e9:", "    " + body],
+    "dynamic": lambda body: ["for k in range(ti.cast(x[0] * 0.0, ti.i32) + 1):", "    " + body],
+    "while": lambda body: ["k = 0", "while k < 1:", "    " + body, "    k += 1"],
+}
+
+
 def race(g, d, extra):
     """Two iterations of a parallel loop meet at an element: a shift in place, or two stores
-    of one element."""
+    of one element (wrapped as one of RACE_WRAPS)."""
     f = g.new_field("scalar")
     f.written = True
     extra["state"].append(f.name)
@@ -122,8 +133,9 @@ def race(g, d, extra):
         loop, body = "for i in range(1, N):", f"{n}[i] = {n}[i - 1] * 0.5 + x[i]"
     else:
         loop, body = "for i in range(N):", f"{n}[i // 2] = x[i] * {d.const(0.5, 1.5)}"
-    k = _kernel(g, loop, [body])
     at = d.integer(0, len(g.launches))
+    wrap = d.choice(sorted(RACE_WRAPS))
+    k = _kernel(g, loop, RACE_WRAPS[wrap](body))
     _launch(g, k, {"x", n}, {n}, at)
     total = _kernel(g, "for i in range(N):", [f"loss[None] += {n}[i] * {n}[i]"])
     _launch(g, total, {n}, {"loss"}, at + 1)

@@ -12,6 +12,7 @@ from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import LaunchChecker
 from tinyad.check.render import print_report
 from tinyad.check.report import Access
+from tinyad.check.sweeps import rows_touched
 from tinyad.core.srcloc import user_loc
 
 
@@ -91,15 +92,6 @@ def _any(values) -> bool:
     return bool(values.any())
 
 
-def rows_touched(launch):
-    """(rows read, rows written) per field."""
-    if launch.row_source is not None:
-        loads, writes, make = launch.row_source
-        launch.read_rows, launch.wrote_rows = make(loads, writes)
-        launch.row_source = None
-    return launch.read_rows or {}, launch.wrote_rows or {}
-
-
 def _check_order(checker, launch, facts, kernel_name):
     """A manual sweep out of order: a later launch read what this one produced, its outputs
     are seeded, and its adjoint has not run yet (it would add to this one's seed later). Unless
@@ -159,6 +151,8 @@ def _check_rounds(checker, launch, facts, kernel_name):
 
 def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
     checker.adjoint_ran(launch)
+    if manual:
+        checker.lost.sweeps.manual_adjoint_ran(launch)
     time = checker.tick()
     for fld in kernel_facts(compiled).written:     # (the adjoint reads their gradients)
         if fld.has_grad:

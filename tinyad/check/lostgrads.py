@@ -1,11 +1,14 @@
 """Gradients lost around a Tape for a reason the checker can see (the rules' text is in
 tinyad/check/rules.py):
-  * a gradient read in Python scope inside the Tape, before its backward pass ran;
+  * a gradient read inside the Tape (in Python scope, or by a taped kernel such as an optimiser
+    step), before its backward pass ran;
   * a no-grad kernel writing, from differentiated fields, a field the taped kernels then read;
   * the Tape's loss written by no launch inside it, and by a kernel after it;
   * a gradient cleared after the backward pass, then read before another backward ran;
   * a Tape reading state that an earlier Tape computed and a copy carried over (the per-frame
-    Tape: the gradient is truncated at the Tape's start).
+    Tape: the gradient is truncated at the Tape's start);
+  * outside a Tape, a gradient read after a manual sweep skipped an adjoint that would add to
+    it (tinyad/check/sweeps.py).
 `LostGradients` is what the rule checker (tinyad/check/launches.py) remembers for these.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.render import print_report
+from tinyad.check.sweeps import ManualSweeps
 from tinyad.core.srcloc import user_loc
 
 
@@ -30,11 +34,16 @@ class LostGradients:
         self.warned: set = set()          # the warnings shown, by rule and lines
         self.cut: dict = {}               # in a Tape: field a no-grad kernel derived -> story
         self.unwritten_loss = None        # (loss, the Tape's line) until a new Tape begins
+        self.tape_loc = None              # the recording Tape's line
         self.backward_at = 0              # the checker's time the latest Tape's backward ended
         self.backward_loc = None          # that Tape's line
         self.read_at: dict = {}           # grad field -> time last read (Python or kernel)
         self.held_gradient: set = set()   # grads about to be written, holding a gradient unread
         self.cleared: dict = {}           # grad field -> line that cleared it, unread since
+        self.sweeps = ManualSweeps(checker, self.warn_once)
+        # Told of every gradient read (grad, index, loc, kernel) and of every forward launch
+        # that loads gradients (facts, kernel name): the non-finite check's (nonfinite.py)
+        self.used = self.loaded = _ignore
 
     def warn_once(self, report) -> None:
         read = report.read.loc if report.read is not None else None
@@ -45,8 +54,9 @@ class LostGradients:
             print_report(report)
 
     # ---- the Tape's life ------------------------------------------------------------------
-    def tape_begins(self) -> None:
-        self.cut, self.unwritten_loss = {}, None
+    def tape_begins(self, loc=None) -> None:
+        self.sweeps.used_all()
+        self.cut, self.unwritten_loss, self.tape_loc = {}, None, loc
         self.backward_at, self.cleared, self.held_gradient = 0, {}, set()
 
     def backward_done(self, tape_loc) -> None:
@@ -57,9 +67,11 @@ class LostGradients:
         self.unwritten_loss = (loss, tape_loc)
 
     # ---- gradients read and cleared -------------------------------------------------------
-    def gradient_read(self, grad, tape_loc=None, loc=None, kernel=None) -> None:
-        """Python scope (or, with `loc` given, `kernel`) read a gradient."""
+    def gradient_read(self, grad, tape_loc=None, loc=None, kernel=None, index=None) -> None:
+        """Python scope (or, with `loc` given, `kernel`) read a gradient (element `index`;
+        None: all of it, or the elements a kernel loads)."""
         checker = self.checker
+        self.used(grad, index, loc, kernel)
         if checker.tape is not None and loc is None:
             if not checker.in_custom_primal:
                 self.warn_once(rules.gradient_read_inside_tape(
@@ -70,6 +82,8 @@ class LostGradients:
             self.warn_once(rules.gradient_cleared_before_read(
                 gradient=grad.name, clear_loc=cleared, read_loc=loc or user_loc(),
                 tape_loc=self.backward_loc, reader=kernel))
+        if self.sweeps.adjoint_at:
+            self.sweeps.read(grad, loc or user_loc(), kernel)
         self.read_at[grad] = checker.tick()
 
     def gradient_will_change(self, grad) -> None:
@@ -98,9 +112,14 @@ class LostGradients:
 
     def forward_launch(self, facts, kernel_name: str) -> None:
         """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py)."""
-        if self.checker.tape is not None:
+        checker = self.checker
+        if facts.grads_loaded:
+            self.loaded(facts, kernel_name)
+        if checker.tape is not None:
             if self.cut:
                 self._reads_cut(facts, kernel_name)
+            if facts.grads_loaded and not checker.in_custom_primal:
+                self._grads_read_in_tape(facts, kernel_name)
             return
         if self.unwritten_loss is not None and self.unwritten_loss[0] in facts.written:
             loss, tape_loc = self.unwritten_loss
@@ -110,6 +129,17 @@ class LostGradients:
                 tape_loc=tape_loc))
         for grad in facts.grads_loaded:
             self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
+        if self.sweeps.reads:
+            for fld in facts.written + facts.grads_stored:
+                self.sweeps.written(fld, python=False)
+
+    def _grads_read_in_tape(self, facts, kernel_name: str) -> None:
+        """A taped kernel loads a gradient (an optimiser step inside the `with` block): the
+        backward pass has not filled it yet."""
+        for grad in facts.grads_loaded:
+            self.warn_once(rules.gradient_read_inside_tape(
+                gradient=grad.name, read_loc=facts.first_grad_load[grad],
+                tape_loc=self.tape_loc, kernel=kernel_name))
 
     def _reads_cut(self, facts, kernel_name: str) -> None:
         for fld in facts.loaded:
@@ -121,6 +151,10 @@ class LostGradients:
                     taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
         for fld in facts.written:
             self.cut.pop(fld, None)
+
+
+def _ignore(*args) -> None:
+    pass
 
 
 @dataclass(frozen=True)

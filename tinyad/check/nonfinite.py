@@ -12,6 +12,16 @@ where the value first went non-finite: the adjoint statement, the user's line, t
 the values, and which primal operation's derivative (or value) it was (tinyad/check/rules.py
 `nonfinite_gradient` writes the report). `ti.init(check_nonfinite=False)` turns it off.
 
+A non-finite gradient is an error only where the program uses it, as a parallel conflict is
+only where a gradient depends on it (tinyad/check/races.py): the backward pass leaving one
+shows its report as a warning (once per bug) and remembers it for each gradient the launch
+added to (and those the value flows into); a Python-scope read of one of them (x.grad[i],
+x.grad.to_numpy()) that returns a non-finite value, or a kernel that loads one while it holds
+a non-finite value (an optimiser step), raises the report, naming the use, until the gradient
+is cleared. A program that reads only finite gradients (a NaN left in the gradient of a state
+it never reads, as Taichi leaves it too) runs on. A tangent (forward mode) is reported as
+its launch writes it.
+
 JAX's `debug_nans` and Warp's `verify_fp` stop at the first non-finite value too, but name an
 op of the compiled program, not the user's line in the adjoint; neither says that `0 * inf`
 came from the branch `ti.select` did not take.
@@ -24,10 +34,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad.check import rules
-from tinyad.check.adjoints import rows_touched
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import RowSpans
+from tinyad.check.nonfinite_words import nonfinite_unused, nonfinite_used
+from tinyad.check.render import print_report
+from tinyad.check.sweeps import rows_touched
 from tinyad.core import ir
+from tinyad.core.srcloc import user_loc
 
 # A gradient of at most this many elements is looked at whole (one numpy call); a larger one
 # only in the rows the launch added to, and by a sum (no temporary array).
@@ -111,21 +124,77 @@ def first_nonfinite(data: np.ndarray):
     return index, data[index].item()
 
 
+@dataclass
+class Owed:
+    """The report a gradient's non-finite values are owed to, raised when they are used."""
+    error: object             # the NonFiniteGradientError
+    host: object              # field -> its host array (the backend's)
+
+
 class NonFiniteChecks:
     """The non-finite check's part of a backend's rule checker (a base before LaunchChecker):
     whether to look (ti.init's check_nonfinite), the gradients (duals) found holding a NaN or
-    an infinity until next cleared, and a Tape's launches looked at when its backward ends."""
+    an infinity until next cleared, the report each one's values are owed to, and a Tape's
+    launches looked at when its backward ends."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.checks_nonfinite = True
         self.nonfinite_seen: dict = {}
+        self.nonfinite_owed: dict = {}    # grad field -> Owed, until cleared
+        self.nonfinite_warned: set = set()
         self.nonfinite_batch: Batch | None = None
         self.nonfinite_batching = False   # while a Tape's backward that can run again runs
+        self.lost.used, self.lost.loaded = self.gradient_used, self.gradients_loaded
 
     def gradient_cleared(self, grad, time: int) -> None:
         super().gradient_cleared(grad, time)
         self.nonfinite_seen.pop(grad, None)
+        self.nonfinite_owed.pop(grad, None)
+
+    def nonfinite_found(self, error, grads, host) -> None:
+        """The backward pass left the non-finite gradient `error` reports, in `grads`: a
+        warning now (once per bug, in either mode), the error when one of them is used."""
+        report = error.report
+        key = (report.kernel, report.field, report.write.loc if report.write else None)
+        if key not in self.nonfinite_warned:
+            self.nonfinite_warned.add(key)
+            print_report(nonfinite_unused(report))
+        for grad in grads:
+            self.nonfinite_owed.setdefault(grad, Owed(error, host))
+
+    def gradient_used(self, grad, index=None, loc=None, kernel=None) -> None:
+        """Python scope (`kernel` None) or a kernel reads `grad` (element `index`; None: all
+        of it): if it holds a non-finite value a report is owed for, that report now."""
+        owed = self.nonfinite_owed.get(grad)
+        if owed is None:
+            return
+        data = owed.host(grad)
+        if index is not None:
+            value = np.asarray(data[index])
+            found = first_nonfinite(value.reshape(-1))
+            element, value = index, found and found[1]
+        else:
+            found = first_nonfinite(data)
+            element, value = found if found is not None else (None, None)
+        if found is None:
+            return
+        self.report(rules.NonFiniteGradientError(nonfinite_used(
+            owed.error.report, gradient=grad.name, element=element, value=value,
+            loc=loc or user_loc(), kernel=kernel)))
+
+    def gradients_loaded(self, facts, kernel_name: str) -> None:
+        """A forward launch loads gradients: a gradient kernel written by hand (it writes
+        gradients too) carries what they owe on into those; any other kernel uses them."""
+        owed = [self.nonfinite_owed[g] for g in facts.grads_loaded if g in self.nonfinite_owed]
+        if not owed:
+            return
+        if facts.grads_by_hand:
+            for grad in facts.grads_by_hand:
+                self.nonfinite_owed.setdefault(grad, owed[0])
+            return
+        for grad in facts.grads_loaded:
+            self.gradient_used(grad, None, facts.first_grad_load.get(grad), kernel_name)
 
     def python_write(self, fld, index, loc=None):
         if fld.role != "primal":
@@ -207,12 +276,17 @@ class Batch:
             if found is None:
                 continue
             if len(self.launches) > 1:
-                raise Relocate(target, *found)
+                raise Relocate(target, *found, self.host)
             finding = self._located(self.launches[0], target, found)
+            # (None found: the value was there before, or came in through a gradient the
+            # launch loaded and then zeroed, such as y.grad in the adjoint of y[i] = f(x[i]))
+            traced, variant = self.launches[0][:2]
+            error = self._report(self.launches[0], finding) if finding is not None else \
+                _inherited(checker, traced, variant) if variant == "adjoint" else None
             for other in targets:       # (a non-finite value flows on: said once)
                 checker.nonfinite_seen[other] = checker.tick()
-            if finding is not None:
-                self._report(self.launches[0], finding)
+            if error is not None:
+                checker.nonfinite_found(error, targets, self.host)
             return
 
     def _located(self, launched, target, found):
@@ -224,14 +298,22 @@ class Batch:
         except Exception as exc:  # noqa: BLE001  (the report goes out without the location)
             return unlocated(target, found, f"the re-run in the interpreter failed ({exc})")
 
-    def _report(self, launched, finding) -> None:
+    def _report(self, launched, finding):
+        """A tangent's `finding` is reported now; a gradient's -> the error its gradients owe
+        (that of the gradient it flowed in from, where that was reported already)."""
         traced, variant, _, launch = launched
-        if _already_reported(self.checker, finding):
-            return
-        self.checker.report(rules.nonfinite_gradient(
+        checker = self.checker
+        if _already_reported(checker, finding):
+            owed = checker.nonfinite_owed.get(finding.loaded[0])
+            return owed and owed.error
+        error = rules.nonfinite_gradient(
             kernel=traced.ir.name, variant=variant, finding=finding,
             launch=None if launch is None else launch.number,
-            writer=_writer(self.checker, finding)))
+            writer=_writer(checker, finding))
+        if variant != "adjoint":
+            checker.report(error)
+            return None
+        return error
 
 
 def unlocated(target, found, why: str) -> NonFinite:
@@ -244,11 +326,11 @@ def unlocated(target, found, why: str) -> NonFinite:
 def relocation_failed(checker, relocate: Relocate, kernel: str) -> None:
     """The Tape's backward ran again launch by launch and no launch wrote the non-finite
     value its first run left: reported without its line."""
-    target, index, value = relocate.args
-    checker.report(rules.nonfinite_gradient(
+    target, index, value, host = relocate.args
+    checker.nonfinite_found(rules.nonfinite_gradient(
         kernel=kernel, variant="adjoint", launch=None, writer=None,
         finding=unlocated(target, (index, value), "the backward pass run again launch by "
-                                                  "launch wrote no such value")))
+                                                  "launch wrote no such value")), [target], host)
 
 
 def _parameters(launches) -> list:
@@ -283,6 +365,17 @@ def _targets(traced, variant: str) -> tuple:
         written[variant] = tuple(f for f in ir.fields_written(traced.variant_ir(variant).body)
                                  if f.role == "dual")
     return written[variant]
+
+
+def _inherited(checker, traced, variant: str):
+    """The error owed by a gradient the derivative launch loads (None: none is owed)."""
+    loaded = traced.__dict__.setdefault("_grads_loaded", {})
+    if variant not in loaded:
+        loaded[variant] = tuple(f for f in ir.fields_of(traced.variant_ir(variant).body)
+                                if f.role in ("grad", "dual"))
+    owed = next((checker.nonfinite_owed[f] for f in loaded[variant]
+                 if f in checker.nonfinite_owed), None)
+    return owed and owed.error
 
 
 def _rows_added_to(launch, grad):

@@ -4,6 +4,7 @@ into the gradient's value (0 * inf from the branch `ti.select` did not take, `sq
 the fix: guard the argument, not the result."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tinyad.check.report import Access, element_name, format_value
@@ -108,3 +109,29 @@ def _cause(finding, name: str, mode: str, writer) -> tuple[str, str, str]:
         return short, f"{short}: it was not finite before this {mode} launch ran", fix
     short = "a non-finite value the re-run could not trace to an operation"
     return short, "; ".join(finding.notes) or short, fix
+
+
+# ---- a non-finite gradient not used yet, and used ---------------------------------------------
+
+def nonfinite_unused(report):
+    """The warning a non-finite gradient gets when the backward pass leaves it: nothing has
+    used it yet (tinyad/check/nonfinite.py NonFiniteChecks says when it is used)."""
+    return dataclasses.replace(
+        report, rule=f"{report.rule} (warning)",
+        consequence=f"{report.consequence}. Not an error yet: nothing has used {report.field} "
+                    "or a gradient it flowed into; reading one (x.grad[i], x.grad.to_numpy(), "
+                    "or a kernel loading it, such as an optimiser step) before it is cleared "
+                    "raises this report. Gradients nobody reads may stay NaN (Taichi leaves "
+                    "them so too)")
+
+
+def nonfinite_used(report, *, gradient: str, element, value, loc, kernel: str | None):
+    """The report again, now that the program uses a gradient it made non-finite: `kernel`
+    (None: Python scope) read `gradient` (`element`, None: the whole field) at `loc`."""
+    name = gradient if element is None else element_name(gradient, element)
+    by = f"kernel {kernel}" if kernel else "Python scope"
+    read = Access(kind="read", loc=loc, kernel=kernel, value=value)
+    return dataclasses.replace(
+        report, read=read, write_replaces_read=False,
+        consequence=f"{report.consequence}; the program uses it: {by} reads {name} = "
+                    f"{format_value(value)}")

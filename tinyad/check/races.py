@@ -45,9 +45,6 @@ class RaceWatch:
         self.tainted: dict = {}      # field -> the Report of the race whose values it may hold
         self.verdicts: dict = {}     # (launch number, field name) -> error? (the latest launch's)
         self.warned: set = set()     # (kernel, read line, write line) of the warnings shown
-        # While the interpreter checks one launch for fast mode (interp/backend.py
-        # check_one_launch): the conflicts found, handed to fast mode's checker to decide.
-        self.collected: list | None = None
 
     def decide(self, launch, field_name: str, make_error, now: bool) -> bool:
         """A conflict between two iterations of `launch` on the field named `field_name`, whose
@@ -55,9 +52,6 @@ class RaceWatch:
         raises it, or keeps it for the launch's adjoint, as for every rule); False when it was
         shown as a warning. `now`: in a Tape, where the caller raises it now. Asked again for
         every element of the launch; decided once."""
-        if self.collected is not None:     # every element, for fast mode's count: it decides
-            self.collected.append(make_error())
-            return False
         key = (launch.number, field_name)
         verdict = self.verdicts.get(key)
         if verdict is not None:

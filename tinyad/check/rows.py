@@ -5,7 +5,7 @@ without its rows, a Tape that recomputes every step would look as if it read the
 pass before the Tape had computed. Both backends ask here (fast mode through its LaunchPlan)."""
 from __future__ import annotations
 
-from tinyad.check.launches import span_union
+from tinyad.check.spans import span_union
 from tinyad.core import analysis, ir
 from tinyad.core.printer import format_expr
 

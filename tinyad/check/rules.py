@@ -21,6 +21,7 @@ import dataclasses
 
 from tinyad.check.nonfinite_words import nonfinite_story
 from tinyad.check.report import ACCUMULATE, Access, Report, element_name, format_value
+from tinyad.check.sweep_words import adjoint_skipped
 from tinyad.core.errors import AutodiffRuleError, KernelSimplicityRuleError
 from tinyad.core.srcloc import SrcLoc, user_loc
 
@@ -477,19 +478,20 @@ def computed_before_tape(*, field: str, source: str, write_loc: SrcLoc, kernel: 
 # ---- gradients lost around a Tape (tinyad/check/lostgrads.py, tinyad/tapeops.py) -------------
 
 def gradient_read_inside_tape(*, gradient: str, read_loc: SrcLoc | None,
-                              tape_loc: SrcLoc | None) -> Report:
-    """A warning: a gradient read in Python scope while the Tape records. It may be meant (a
-    look at the zeros), but a step that uses it uses a stale gradient."""
+                              tape_loc: SrcLoc | None, kernel: str | None = None) -> Report:
+    """A warning: a gradient read in Python scope (or by `kernel`) while the Tape records. It
+    may be meant (a look at the zeros), but a step that uses it uses a stale gradient."""
+    reader = f"the kernel {kernel} reads {gradient}" if kernel else f"{gradient} is read"
     return Report(
         rule="Gradient read inside the Tape (warning)",
-        summary=f"{gradient} is read inside the Tape, before its backward pass ran.",
-        field=gradient, earlier=_tape_line(tape_loc),
-        read=Access(kind="read", loc=read_loc), write_replaces_read=False,
+        summary=f"{reader} inside the Tape, before its backward pass ran.",
+        kernel=kernel, field=gradient, earlier=_tape_line(tape_loc),
+        read=Access(kind="read", loc=read_loc, kernel=kernel), write_replaces_read=False,
         consequence=f"{gradient} holds zeros here (the Tape cleared it on entry) or an earlier "
                     "iterate's gradient: the backward pass fills it when the `with` block ends, "
                     "so an optimiser step taken here uses the wrong gradient",
-        fix=f"read {gradient} after the `with ti.ad.Tape(...)` block, where it holds this "
-            "iterate's gradient")
+        fix=f"{f'launch {kernel}' if kernel else f'read {gradient}'} after the `with "
+            f"ti.ad.Tape(...)` block, where {gradient} holds this iterate's gradient")
 
 
 def no_grad_kernel_on_path(*, kernel: str, field: str, source: str, write_loc: SrcLoc,
@@ -573,8 +575,6 @@ def nonfinite_gradient(*, kernel: str, variant: str, finding, launch: int | None
         **nonfinite_story(kernel, variant, finding, launch, writer)))
 
 
-
-
 __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "SecondWriteRuleError", "ReadDuringAccumulationRuleError", "StaleGradientRuleError",
            "ParallelConflictRuleError", "ReplayDivergenceRuleError", "SilentZeroRuleError",
@@ -587,6 +587,6 @@ __all__ = ["Access", "Report", "RuleViolation", "ReadThenOverwriteRuleError",
            "no_output_gradient", "unseeded_outputs", "adjoints_out_of_order",
            "gradient_accumulates_across_rounds", "gradient_at_two_points",
            "computed_before_tape", "gradient_read_inside_tape", "no_grad_kernel_on_path",
-           "loss_written_after_tape", "gradient_cleared_before_read",
+           "loss_written_after_tape", "gradient_cleared_before_read", "adjoint_skipped",
            "gradient_discarded_by_load",
            "NonFiniteGradientError", "nonfinite_gradient"]

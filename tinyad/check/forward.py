@@ -1,0 +1,170 @@
+"""The checks before a forward launch and before a tangent (forward-mode) launch, shared by
+every backend that checks (interp and fast mode); those around an adjoint launch are in
+tinyad/check/adjoints.py. Before a forward launch:
+  * a field without needs_grad on the derivative path inside a Tape;
+  * a field value carried into a kernel's scalar argument inside a Tape;
+  * a kernel before the Tape deriving a field the taped kernels read (a warning);
+  * a custom gradient's kernel reading what its forward read, changed since;
+and the gradients a kernel zeroes by hand. Before a tangent launch: a field without needs_dual
+on the tangent path. What they remember across launches is the checker's
+(tinyad/check/launches.py `LaunchChecker`).
+"""
+from __future__ import annotations
+
+from tinyad.check import rules
+from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check.launches import LaunchChecker, check_computed_before_tape
+from tinyad.check.report import Access
+from tinyad.check.spans import ALL_ROWS, span_union
+
+# ---- before a forward launch ----------------------------------------------------------------
+
+def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
+                   rows=None) -> None:
+    """`rows`, where the backend knows them before the launch: ({field: spans read},
+    {field: spans written}) of leading indices (None: every row of every field it touches), or
+    a function that works them out, called only if a check needs them (most launches' do not)."""
+    facts = kernel_facts(compiled)
+    checker.lost.forward_launch(facts, kernel_name)
+    if checker.custom_running is not None and checker.custom_running[1]:
+        checker.check_custom_reads(facts.loaded, kernel_name)
+    time = checker.tick()
+    for fld, write in _write_events(compiled, facts, kernel_name):
+        write.time = time      # one Access per kernel and field, reused (see _write_events)
+        checker.primal_changed[fld] = write
+    for grad in facts.grads_by_hand:       # a gradient kernel written by hand: it uses
+        checker.hand_gradient_at[grad] = time      # the gradients it reads (gradient_consumed)
+    if facts.grads_by_hand:
+        for grad in facts.grads_loaded:
+            checker.grad_read_at[grad] = time
+    if checker.tape is None:
+        # a grad_for function's recompute (the Tape's backward phase) is no computation
+        # "before the Tape" of the next one
+        if not checker.in_custom_grad:
+            _remember_derivations(checker, compiled, facts, kernel_name, rows)
+        return
+    if checker.derived_outside_tape:     # (it changes only outside a Tape)
+        check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
+    if not checker.in_custom_primal:     # (for the Tapes after this one)
+        _remember_derivations(checker, compiled, facts, kernel_name, rows,
+                              checker.derived_in_tape)
+    if checker.python_reads:
+        for name, value in zip(arg_names, scalars):
+            source = checker.python_reads.get(_key(value))
+            if source is not None:
+                fld, index, loc = source
+                checker.report(rules.value_passed_around_tape(
+                    kernel=kernel_name, argument=name, field=fld.name, element=index,
+                    read=Access("read", loc, None, None, None, value)))
+    # What this check finds depends on the kernel and the taint's fields only (which kernel
+    # tainted a field is only named in a report): a kernel checked against the same fields
+    # before, in this Tape or an earlier one, passes again and taints what it tainted then.
+    taint = checker.taint
+    before = tuple(taint)
+    checked = checker.paths_checked.get(compiled)
+    if checked is not None and checked[0] == before:
+        for target, entry in checked[1]:
+            taint.setdefault(target, entry)
+        return
+    for target, sources, loc in facts.dependencies:
+        differentiable = [s for s in sources if s.has_grad or s in taint]
+        if not differentiable:
+            continue
+        if not target.has_grad:
+            taint.setdefault(target, (loc, kernel_name))
+            continue
+        for source in differentiable:
+            if not source.has_grad:
+                checker.report(rules.missing_gradient_on_path(
+                    kernel=kernel_name, field=source.name, read_loc=loc,
+                    written_at=taint[source][0], writer=taint[source][1]))
+                return
+    checker.paths_checked[compiled] = (before, tuple(
+        (fld, entry) for fld, entry in taint.items() if fld not in before))
+
+
+def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
+    """(field, Access) per primal field the kernel writes, made once per kernel: `primal_changed`
+    keeps only a field's latest write and nothing else holds these, so a launch just moves the
+    time of its kernel's."""
+    events = getattr(compiled, "write_events", None)
+    if events is None:
+        events = compiled.write_events = tuple(
+            (fld, Access("store", facts.first_store[fld], kernel_name)) for fld in facts.written)
+    return events
+
+
+def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
+                          kernel_name: str, rows, into: dict | None = None) -> None:
+    """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
+    needs a gradient (which stores do is worked out once per kernel). Inside one, `into` is
+    the Tape's derived_in_tape, where a field not derived is marked None."""
+    derived_fields = checker.derived_outside_tape if into is None else into
+    derivations = getattr(compiled, "derivations", None)
+    if derivations is None:
+        found = {}
+        for target, sources, loc in facts.dependencies:
+            differentiable = [s for s in sources if s is not target and s.has_grad]
+            found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
+        derivations = compiled.derivations = tuple(found.items())
+    for target, derived in derivations:
+        if derived is None:
+            if into is None:
+                derived_fields.pop(target, None)
+            else:
+                derived_fields[target] = None
+            continue
+        rows = _rows_now(rows)
+        spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
+        held = derived_fields.get(target)
+        if held is not None:
+            spans = span_union(held[3], spans)
+            if spans is held[3] and held[:3] == derived:
+                continue            # (a step again: nothing new to remember)
+        derived_fields[target] = (*derived, spans)
+
+
+def _rows_now(rows):
+    """before_forward's `rows`, worked out if they were given as a function."""
+    return rows() if callable(rows) else rows
+
+
+def clear_zeroed_gradients(checker: LaunchChecker, compiled) -> None:
+    """Before a launch: a kernel that leaves a gradient all zero clears it, as a Python-scope
+    fill(0) does (DiffTaichi's clear_grid zeroes the grid's gradients before each recomputed
+    step): what it held is gone, so no later check need look at it, nor keep what the launch
+    overwrites of its primal for it. Here the gradients the IR proves it zeroes."""
+    for grad in kernel_facts(compiled).grads_zeroed:
+        checker.gradient_cleared(grad, checker.tick())
+
+
+def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
+    """After a launch: the gradients it stores into that the IR did not prove it zeroes, when
+    they hold only zeros now. `host`: a field -> its array as it is now."""
+    facts = kernel_facts(compiled)
+    for grad in facts.grads_stored:
+        if grad not in facts.grads_zeroed and not host(grad).any():
+            checker.gradient_cleared(grad, checker.tick())
+
+
+def _key(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+
+# ---- before a tangent (forward-mode) launch ---------------------------------------------------
+
+def before_tangent(checker: LaunchChecker, compiled, kernel_name, dropped=None) -> None:
+    """A tangent launch (forward mode), or with `dropped` given, the tangent of an adjoint
+    (forward over reverse), which writes no primal value."""
+    if dropped is None:
+        facts = kernel_facts(compiled)
+        for fld in facts.written:        # a tangent launch computes the values too
+            checker.primal_changed[fld] = Access("store", facts.first_store[fld], kernel_name,
+                                                 time=checker.tick())
+    for fld, loc in compiled.dropped_tangents if dropped is None else dropped:
+        checker.report(rules.missing_dual_on_path(kernel=kernel_name, field=fld.name,
+                                                  store_loc=loc))

@@ -1,0 +1,213 @@
+"""One launch's accesses to the fields being checked (its trail), and the rules they show
+broken within the launch. Whoever ran the launch wrote the trail (fast mode: a recording variant
+of the kernel, compile/accessrecord.py); the judgement here does not depend on how.
+
+A trail lists the accesses as columns, one entry an access, ordered by segment, then iteration,
+then program order within the iteration:
+
+    segment    the kernel's top-level statement the access is in (a parallel loop runs its
+               iterations in any order; any other statement runs serially)
+    iteration  the parallel loop variable's value (SERIAL outside a parallel loop)
+    site       which access of the kernel (`TrailSite`: the field, the kind, the source line)
+    flat       the element's flat index (out of bounds: the launch's own error, not judged here)
+    value      for a read the adjoint replays, the value it read
+
+From it:
+  * an element two iterations of one parallel loop touch, one of them storing, or in two
+    different ways (a read and an atomic add, an add and a min): the iterations' order decides
+    the result (a parallel conflict);
+  * a replayed read whose element holds another value when the launch ends: a later access of
+    its own iteration, or a later statement, changed it after it was read (another iteration's
+    change is a conflict, found first): Rule 1, or Rule 2 where a store came before the read, or
+    a read during accumulation where adds came before it and after it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from tinyad.check import rules
+from tinyad.check.report import ACCUMULATE, SLOTS, Access
+
+SERIAL = np.iinfo(np.int64).min      # the iteration of an access outside a parallel loop
+
+
+@dataclass(frozen=True)
+class TrailSite:
+    """One access of the kernel the trail can name."""
+    field: object
+    kind: str          # "read", "store", "atomic_add", ...
+    loc: object
+    replayed: bool     # a read whose value the adjoint replays (its value is in the trail)
+
+    @property
+    def writes(self) -> bool:
+        return self.kind != "read"
+
+
+class Trail:
+    """The columns of one launch's trail (see the module's docstring)."""
+
+    def __init__(self, sites: list, parallel: list, segment, iteration, site, flat, value):
+        self.sites, self.parallel = sites, parallel
+        self.segment, self.iteration, self.site = segment, iteration, site
+        self.flat, self.value = flat, value
+        self._slots = np.array([SLOTS[s.kind] for s in sites], np.int8)
+
+    def of_field(self, fld, among=None) -> np.ndarray:
+        """The positions of the entries that access `fld` (of the sites `among` only)."""
+        wanted = [k for k, s in enumerate(self.sites) if s.field is fld and
+                  (among is None or among(s))]
+        return np.flatnonzero(np.isin(self.site, wanted))
+
+    def access(self, launch, at: int, value=None) -> Access:
+        site = self.sites[int(self.site[at])]
+        iteration = int(self.iteration[at])
+        value = value.item() if isinstance(value, np.generic) else value
+        return Access(site.kind, site.loc, launch.kernel, launch.number,
+                      None if iteration == SERIAL else iteration, value, launch.time)
+
+
+def violations(trail: Trail, launch, fields, now_of, every: bool = False) -> list:
+    """The rules the launch broke on `fields`, as errors: the first one (parallel conflicts
+    before changed reads), or with `every` (warn mode, which counts a bug's elements) one for
+    each element. `now_of(field)` gives the field's values after the launch."""
+    found = []
+    for fld in fields:
+        for segment, parallel in enumerate(trail.parallel):
+            if parallel:
+                found += _clashes(trail, launch, fld, segment, every)
+                if found and not every:
+                    return found
+    for fld in fields:
+        now = now_of(fld).reshape(-1)
+        for at in _changed_reads(trail, fld, now, every):
+            found.append(_changed_after_read(trail, launch, fld, at, now))
+            if not every:
+                return found
+    return found
+
+
+def _clashes(trail: Trail, launch, fld, segment: int, every: bool) -> list:
+    """The parallel conflicts on `fld` among the iterations of one parallel loop, in the order
+    they arise along the trail (as the interpreter meets them, iteration by iteration): the
+    first, or each element's first."""
+    at = trail.of_field(fld)
+    at = at[trail.segment[at] == segment]
+    if at.size == 0:
+        return []
+    iteration, flat = trail.iteration[at], trail.flat[at]
+    arisen = _clashing(iteration, flat, trail.value[at], trail._slots[trail.site[at]],
+                       SLOTS["store"], _size(fld), every)
+    return [_conflict(trail, launch, fld, at[:n + 1][flat[:n + 1] == flat[n]], int(flat[n]))
+            for n in arisen]
+
+
+def _conflict(trail: Trail, launch, fld, on: np.ndarray, element: int):
+    """The conflict report of one element, from its accesses `on` (in trail order) up to the
+    one that made the conflict."""
+    writes = np.array([trail.sites[int(k)].writes for k in trail.site[on]])
+    others = trail.iteration[on] != trail.iteration[on[0]]
+    # the pair names a write: a later iteration's, where the first touch is a read (every
+    # iteration may read before one writes); else the first iteration's own write
+    first, later = 0, others & writes if not writes[0] else others
+    if not later.any():
+        first, later = int(np.argmax(~others & writes)), others
+    return rules.parallel_conflict(
+        kernel=launch.kernel, field=fld.name, element=_element(fld, element),
+        earlier=trail.access(launch, int(on[first])),
+        later=trail.access(launch, int(on[int(np.argmax(later))])))
+
+
+def _changed_reads(trail: Trail, fld, now: np.ndarray, every: bool) -> list:
+    """The positions of the replayed reads of `fld` whose element holds another value now: the
+    first, or the first of each element."""
+    at = trail.of_field(fld, lambda s: s.replayed)
+    at = at[(trail.flat[at] >= 0) & (trail.flat[at] < now.size)]
+    read, final = trail.value[at], now[trail.flat[at]].astype(np.float64)
+    changed = at[~((read == final) | (np.isnan(read) & np.isnan(final)))]
+    if not every:
+        return [int(p) for p in changed[:1]]
+    _, first = np.unique(trail.flat[changed], return_index=True)
+    return [int(p) for p in np.sort(changed[first])]
+
+
+def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
+    """The rule the replayed read at position `at` breaks, its element changed later in the
+    launch (check/rules.py `overwrite_after_read` names it)."""
+    element = int(trail.flat[at])
+    writes = trail.of_field(fld, lambda s: s.writes)
+    writes = writes[trail.flat[writes] == element]
+    segment, iteration = trail.segment[at], trail.iteration[at]
+    mine = (trail.segment[writes] == segment) & (trail.iteration[writes] == iteration)
+    earlier = writes[(mine | (trail.segment[writes] < segment)) & (writes < at)]
+    later = writes[(mine & (writes > at)) | (trail.segment[writes] > segment)]
+    writer = int(later[0]) if later.size else at
+    accumulated = [w for w in earlier if trail.sites[int(trail.site[w])].kind in ACCUMULATE]
+    return rules.overwrite_after_read(
+        field=fld.name, element=_element(fld, element),
+        read=trail.access(launch, at, float(trail.value[at])),
+        write=trail.access(launch, writer, now[element]),
+        first_write=trail.access(launch, int(earlier[0])) if earlier.size else None,
+        first_accumulation=trail.access(launch, int(accumulated[0])) if accumulated else None)
+
+
+@njit(cache=True, nogil=True)
+def _clashing(iteration, flat, value, slots, store, size, every):
+    """The positions (in trail order; the first only unless `every`) at which an element's
+    accesses first stop commuting: two iterations have touched it, and not all with one slot
+    (reads, or one commutative atomic), or with stores of different values (stores of one
+    value commute: the result does not depend on their order). One pass finds the span of
+    elements touched; the next follows each element's first iteration, whether another
+    touched it, the least and greatest slot its touches took and whether its stores differ.
+    An index outside the field's `size` elements is the launch's own error: skipped."""
+    found = []
+    low, high = np.int64(1) << 62, np.int64(-1)
+    for f in flat:
+        if 0 <= f < size:
+            low, high = min(low, f), max(high, f)
+    if high < 0:
+        return np.array(found, np.int64)
+    span = high - low + 1
+    owner = np.full(span, SERIAL, np.int64)
+    shared = np.zeros(span, np.bool_)
+    least = np.full(span, 127, np.int8)
+    most = np.full(span, -1, np.int8)
+    stored = np.zeros(span, np.bool_)
+    first_stored = np.zeros(span, np.float64)
+    stores_differ = np.zeros(span, np.bool_)
+    reported = np.zeros(span, np.bool_)
+    for n in range(flat.size):
+        if not 0 <= flat[n] < size:
+            continue
+        f = flat[n] - low
+        if owner[f] == SERIAL:
+            owner[f] = iteration[n]
+        elif owner[f] != iteration[n]:
+            shared[f] = True
+        if slots[n] == store:
+            if not stored[f]:
+                stored[f], first_stored[f] = True, value[n]
+            elif not (value[n] == first_stored[f] or (value[n] != value[n] and
+                                                      first_stored[f] != first_stored[f])):
+                stores_differ[f] = True
+        least[f] = min(least[f], slots[n])
+        most[f] = max(most[f], slots[n])
+        if shared[f] and not reported[f] and (
+                least[f] != most[f] or (least[f] == store and stores_differ[f])):
+            reported[f] = True
+            found.append(n)
+            if not every:
+                break
+    return np.array(found, np.int64)
+
+
+def _size(fld) -> int:
+    return int(np.prod(tuple(fld.shape) + tuple(fld.element_shape), dtype=np.int64))
+
+
+def _element(fld, flat: int) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, tuple(fld.shape) +
+                                                  tuple(fld.element_shape)))
