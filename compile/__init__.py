@@ -18,7 +18,7 @@ _cuda_why_not: str | None = None    # "" once probed and usable
 
 def compile_kernel(kernel_ir, backend: str = "cpu", debug: bool = False,
                    fast_math: bool = True, parallel_min: int | None = None, mirror=None):
-    """Compile one kernel. `fast_math`: let the CPU compiler reassociate float math (see
+    """Compile one kernel. `fast_math`: the CPU compiler's fast-math flags, today none (see
     compile/pysource.py). `parallel_min`: the smallest static trip count a parallel loop needs
     to get threads (None: TINYAD_PARALLEL_MIN or 256; 0: always). `mirror`: on CUDA, the
     DeviceMirror holding the fields' device copies (None: a new one)."""

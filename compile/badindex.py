@@ -15,6 +15,11 @@ answer: numba's exception paths made mpm's cold compile 2.4 times slower (commit
   compare-and-swap so that two threads never mix their records. No exception path: on the
   CPU a numba intrinsic (a compare per index, one cold call), so it compiles into serial,
   pooled and parfors loops alike; for CUDA a device function;
+* where a loop body indexes with a local plus static offsets (mpm's `grid[base + offset]`,
+  nine offsets, three fields, and the adjoint's nine again), one range check of the local
+  before the first of those accesses stands for their guards (tinyad/core/checkpoints.py):
+  `record<k>(bad, site, v0, ...)` records the locals' values when it fails, and the host
+  finds the access they put outside its field;
 * after the launch the host reads `bad[0]` and raises the TinyadIndexError interp mode raises
   (`flagged`), naming the field, the index, the shape and the user's line.
 
@@ -33,11 +38,13 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from tinyad.core.checkpoints import Checkpoint
 from tinyad.core.errors import out_of_bounds, reached_out_of_bounds
 from tinyad.core.reached import CertainBounds
 
-MAX_RANK = 16          # in_bounds1 .. in_bounds16: names the generated code reserves
-NAMES = tuple(f"in_bounds{rank}" for rank in range(1, MAX_RANK + 1))
+MAX_RANK = 16          # in_bounds1 .. in_bounds16, record1 .. record16: names reserved
+NAMES = tuple(f"{stem}{rank}" for stem in ("in_bounds", "record")
+              for rank in range(1, MAX_RANK + 1))
 PASSED_KEEP = 4096     # argument values LaunchBounds remembers as checked
 
 
@@ -52,15 +59,42 @@ def guard_call(rank: int, bad: str, site: int, array: str, values: list, target:
     return f"{guard_name(rank)}({bad}, {site}, {array}, {', '.join(values)})"
 
 
-def guard_source(ranks, target: str, decorator: str) -> str:
-    """The `in_bounds<rank>` helpers a generated module calls: on the CPU numba intrinsics
-    imported from here (inlined as they are lowered: no call, no status check, no typing of a
-    dispatcher at each site); for CUDA device functions under `decorator` (the simulator runs
-    them as Python)."""
+def record_name(count: int) -> str:
+    return f"record{count}"
+
+
+def checkpoint_source(bad: str, site: int, names: list, types: list, ranges, target: str):
+    """A checkpoint's lines (tinyad/core/checkpoints.py): if a local is outside its range,
+    the locals recorded as site `site` and each clamped into its range."""
+    inside = " and ".join(f"{lo} <= {n} <= {hi}" for n, (lo, hi) in zip(names, ranges))
+    site_text = f"int64({site})" if target == "cuda" else str(site)
+    lines = [f"if not ({inside}):  # a bad-index checkpoint (compile/badindex.py)",
+             f"    {record_name(len(names))}({bad}, {site_text}, {', '.join(names)})"]
+    lines += [f"    {n} = {t}(min(max({n}, {lo}), {hi}))"
+              for n, t, (lo, hi) in zip(names, types, ranges)]
+    return lines
+
+
+def guard_source(ranks, target: str, decorator: str, record_ranks=()) -> str:
+    """The `in_bounds<rank>` and `record<count>` helpers a generated module calls: on the CPU
+    numba intrinsics imported from here (inlined as they are lowered: no call, no status
+    check, no typing of a dispatcher at each site); for CUDA device functions under
+    `decorator` (the simulator runs them as Python)."""
     if target != "cuda":
-        names = ", ".join(guard_name(rank) for rank in sorted(ranks))
+        names = ", ".join([guard_name(rank) for rank in sorted(ranks)]
+                          + [record_name(count) for count in sorted(record_ranks)])
         return f"from tinyad.compile.badindex import {names}"
-    return "\n\n".join(_device_guard(rank, decorator) for rank in sorted(ranks))
+    return "\n\n".join([_device_guard(rank, decorator) for rank in sorted(ranks)]
+                        + [_device_record(count, decorator) for count in sorted(record_ranks)])
+
+
+def _device_record(count: int, decorator: str) -> str:
+    params = ", ".join(f"v{k}" for k in range(count))
+    lines = [decorator, f"def {record_name(count)}(bad, site, {params}):",
+             '    """A failed checkpoint\'s locals, the launch\'s first record."""',
+             "    if cuda.atomic.cas(bad, 0, int64(0), int64(site + 1)) == 0:"]
+    lines += [f"        bad[{k + 1}] = int64(v{k})" for k in range(count)]
+    return "\n".join(lines)
 
 
 def _device_guard(rank: int, decorator: str) -> str:
@@ -146,14 +180,49 @@ def _recorder(module, rank: int, intp):
     return fn
 
 
+def _make_record(count: int):
+    """record<count>(bad, site, v0, ..): a failed checkpoint's locals, recorded by
+    `_recorder`'s function (the first record of the launch)."""
+    def typer(bad, site, values):
+        if not (isinstance(bad, types.Array) and bad.dtype == types.int64
+                and isinstance(site, types.Integer)
+                and all(isinstance(v, types.Integer) for v in values)):
+            return None
+        return types.none(bad, site, *values), _lower
+
+    def _lower(context, builder, sig, args):
+        bad_t, site_t, *value_t = sig.args
+        bad_v, site_v, *value_v = args
+        intp = context.get_value_type(types.intp)
+        record = context.make_array(bad_t)(context, builder, bad_v).data
+        values = [context.cast(builder, v, t, types.intp) for v, t in zip(value_v, value_t)]
+        site_number = context.cast(builder, site_v, site_t, types.int64)
+        builder.call(_recorder(builder.module, count, intp), [record, site_number, *values])
+        return context.get_dummy_value()
+
+    params = ", ".join(f"v{k}" for k in range(count))
+    namespace = {"typer": typer}
+    exec(f"def {record_name(count)}(typingctx, bad, site, {params}):\n"  # noqa: S102
+         f"    return typer(bad, site, ({params},))", namespace)
+    return intrinsic(namespace[record_name(count)])
+
+
 for _rank in range(1, MAX_RANK + 1):
     globals()[guard_name(_rank)] = _make_guard(_rank)
+    globals()[record_name(_rank)] = _make_record(_rank)
 
 
 def bad_index_error(sites, bad: np.ndarray):
     """The TinyadIndexError for the access `bad` recorded (and `bad` cleared for the next
-    launch): interp mode's words, at the access's line."""
+    launch): interp mode's words, at the access's line. For a checkpoint, the first access
+    its recorded locals put outside its field."""
     site = sites[int(bad[0]) - 1]
+    if isinstance(site, Checkpoint):
+        found = site.first_outside(bad[1:1 + len(site.names)])
+        bad[:] = 0
+        if found is None:    # pragma: no cover  (a failed check always names one)
+            raise AssertionError("a bad-index checkpoint failed with every access in bounds")
+        return out_of_bounds(*found)
     rank = len(site.field.shape) + len(site.field.element_shape)
     index = tuple(int(i) for i in bad[1:1 + rank])
     bad[:] = 0

@@ -2,8 +2,8 @@
 
 A kernel with a loop worth threads is compiled as serial segments that compile/pool.py's threads
 run in chunks (compile/pooledsource.py); the few it does not cover, with `parallel=True`.
-All compile with `error_model="numpy"` (IEEE results, x // 0 == 0, as the interpreter) and the
-fast-math flags of `ti.init(fast_math=True)`, the default (compile/pysource.py says which).
+All compile with `error_model="numpy"` (IEEE results, x // 0 == 0, as the interpreter) and no
+fast-math flags, whatever `ti.init(fast_math=...)` says (compile/pysource.py FAST_MATH says why).
 Debug mode (`ti.init(debug=True)`) compiles serially with `boundscheck=True` and an explicit
 check at every field access; an out-of-bounds index raises TinyadIndexError naming the field
 and the user's line, like interp mode. Without it, the accesses whose indices the IR does not

@@ -29,10 +29,10 @@ from tinyad.compile.pysource import (
     Generated,
     Generator,
     _count_and_base,
+    fast_math_option,
     generate_cpu,
     parallel_min_default,
 )
-from tinyad.compile.pysource import FAST_MATH as _FAST_MATH
 from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
 from tinyad.core.analysis import assigned, referenced
@@ -84,7 +84,7 @@ class PooledModule:
         gen = self.gen
         options = ["nogil=True", "error_model=\"numpy\"", f"cache={not gen.uses_print}", NO_CFUNC]
         if gen.fast_math:
-            options.append(f"fastmath={_FAST_MATH}")
+            options.append(fast_math_option())
         sig = self.signature([t for _, t in leading], [t for _, t in trailing])
         params = [n for n, _ in leading] + gen.params() + [n for n, _ in trailing]
         return ["", "", f"@njit({sig}, {', '.join(options)})",

@@ -18,6 +18,7 @@ from tinyad.compile import badindex, rt
 from tinyad.compile.op_spellings import SPELLINGS
 from tinyad.core import ir, ops
 from tinyad.core import types as T
+from tinyad.core.checkpoints import IndexChecks
 
 NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8",
               "i8": "int8", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
@@ -223,6 +224,38 @@ class ExprWriter:
         if len(parts) == 1:
             return parts[0] if self.target == "cuda" else f"({parts[0]},)"
         return f"({', '.join(parts)})"
+
+    def prove_indices(self):
+        """Which accesses the bad-index flag guards (compile/badindex.py): without debug, those
+        the IR does not bound, but for those a loop body's checkpoint covers; on CUDA with
+        debug, all. (The CPU's debug mode checks every access by raising instead,
+        compile/rt.py check_index.)"""
+        self.guarded, self.guard_ranks, self.bad = frozenset(), set(), None
+        self.checkpoints, self.record_ranks = {}, set()
+        self.bad_slots, self.launch_bounds = 0, None
+        if self.debug and self.target == "cpu":
+            return
+        proof = IndexChecks(self.kernel, everything=self.debug)
+        self.guarded = proof.guarded
+        self.checkpoints = {id(c.anchor): c for c in proof.checkpoints}
+        if proof.guarded or proof.checkpoints:
+            self.bad = self.names.temp("bad")
+            self.bad_slots = 1 + proof.rank
+        if proof.launch_sites:
+            self.launch_bounds = badindex.LaunchBounds(self.kernel, proof.launch_sites)
+
+    def checkpoint(self, checkpoint, depth):
+        """A loop body's range check of the locals its accesses add offsets to, before the
+        first of them (tinyad/core/checkpoints.py): if one is outside its range, its value
+        recorded in the bad-index flag and all of them clamped into range."""
+        site = len(self.sites)
+        self.sites.append(checkpoint)
+        self.record_ranks.add(len(checkpoint.names))
+        names = [self.read(n) for n in checkpoint.names]
+        types = [NUMBA_TYPE[self.types[n].name] for n in checkpoint.names]
+        for line in badindex.checkpoint_source(self.bad, site, names, types,
+                                               checkpoint.ranges, self.target):
+            self.line(depth, line)
 
     def guarded_index(self, fld, indices, loc) -> str | None:
         """The access's index through its `in_bounds` guard, where the IR does not bound it

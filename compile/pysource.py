@@ -54,18 +54,20 @@ from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
 from tinyad.core.printer import format_kernel, with_source_comment
-from tinyad.core.reached import IndexProof
 
 STACK_START = 16          # first capacity of a CPU save stack (it doubles when full)
 CUDA_STACK = 1024         # capacity of a CUDA save stack (per thread, fixed)
 # The smallest static trip count for which a parallel loop gets threads (below, the thread
 # pool's wake-up costs more than it saves). TINYAD_PARALLEL_MIN overrides it; 0 = always.
 PARALLEL_MIN = 256
-# LLVM's fast-math flags for ti.init(fast_math=True), Taichi's default: reassociation (so float
-# reductions vectorize), fused multiply-add, reciprocals and signless zeros. Not `nnan`/`ninf`:
-# assuming no NaN or inf lets a NaN check or an overflow go silently wrong (Taichi assumes
-# them). Not `afn`: it turns `x ** float(n)` into llvm.powi, whose runtime numba's JIT lacks.
-FAST_MATH = '{"reassoc", "contract", "arcp", "nsz"}'
+# LLVM's fast-math flags for ti.init(fast_math=True), Taichi's default: none. Each one changes
+# what some IEEE operation returns, so that a float `==` or a sign test decides otherwise than
+# in interp mode and Taichi 1.7.4 (tests/test_fast_math.py): `contract` fused a * b + c into one
+# rounding (biaxialFem99's top row held no vertex), `reassoc` reorders sums and products, `arcp`
+# makes x / c into x * (1 / c), `nsz` drops a zero's sign; `nnan`/`ninf` let a NaN check or an
+# overflow go silently wrong; `afn` turns `x ** float(n)` into llvm.powi, which numba's JIT
+# lacks. A flag put here applies to every kernel but those needs_exact_floats keeps exact.
+FAST_MATH: frozenset = frozenset()
 # The bad-index array's numba type (compile/badindex.py)
 BAD_TYPE = 'types.Array(types.int64, 1, "C")'
 # numba gives every function a C-callable twin (for first-class function values) unless told
@@ -73,6 +75,11 @@ BAD_TYPE = 'types.Array(types.int64, 1, "C")'
 NO_CFUNC = "no_cfunc_wrapper=True"
 # numba.cuda's atomic's name where it is not the op's (the bitwise ones, on integers)
 CUDA_ATOMICS = {"bit_and": "and_", "bit_or": "or_", "bit_xor": "xor"}
+
+
+def fast_math_option() -> str:
+    """numba's `fastmath=` option for FAST_MATH, as source text."""
+    return "fastmath={" + ", ".join(f'"{flag}"' for flag in sorted(FAST_MATH)) + "}"
 
 
 def needs_exact_floats(kernel: ir.Kernel) -> bool:
@@ -138,7 +145,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
                  fast_math: bool = False, work: dict | None = None):
         self.kernel, self.target, self.debug = kernel, target, debug
         self.work = work or {}          # id(loop) -> iterations of its nest (compile/nesting.py)
-        self.fast_math = fast_math and not needs_exact_floats(kernel)
+        self.fast_math = fast_math and bool(FAST_MATH) and not needs_exact_floats(kernel)
         self.parallel_min = parallel_min
         self.names = Names(target)
         self.entry = self.names.take(kernel.name)      # the function's name: taken first
@@ -179,21 +186,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
             text = with_source_comment(text, loc, column=64)   # 4-space indents: wider
             self.last_loc = loc
         self.lines.append(text)
-    def prove_indices(self):
-        """Which accesses the bad-index flag guards (compile/badindex.py): without debug, those
-        the IR does not bound; on CUDA with debug, all. (The CPU's debug mode checks every
-        access by raising instead, compile/rt.py check_index.)"""
-        self.guarded, self.guard_ranks, self.bad = frozenset(), set(), None
-        self.bad_slots, self.launch_bounds = 0, None
-        if self.debug and self.target == "cpu":
-            return
-        proof = IndexProof(self.kernel, everything=self.debug)
-        self.guarded = proof.guarded
-        if proof.guarded:
-            self.bad = self.names.temp("bad")
-            self.bad_slots = 1 + proof.rank
-        if proof.launch_sites:
-            self.launch_bounds = badindex.LaunchBounds(self.kernel, proof.launch_sites)
     # ---- statements -------------------------------------------------------------------------
     def hoist_random(self, exprs, depth, state, loc):
         """Bind every ti.random() of a statement to a temporary drawn before it."""
@@ -218,6 +210,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
             self.stmt(s, depth, ctx)
 
     def stmt(self, s, depth, ctx):
+        if id(s) in self.checkpoints:
+            self.checkpoint(self.checkpoints[id(s)], depth)
         if not isinstance(s, (ir.While,)):
             self.hoist_random(ir.stmt_exprs(s), depth, ctx.state, s.loc)
         kind = type(s)
@@ -592,9 +586,9 @@ class Generator(ExprWriter, Planner, CudaLoops):
             out.append(f"from tinyad.compile.rt import {', '.join(rt.CONSTANTS)}")
         if self.helpers:
             out += ["", "", rt.helper_source(self.helpers, helper_decorator)]
-        if self.guard_ranks:
+        if self.guard_ranks or self.record_ranks:
             out += ["", "", badindex.guard_source(self.guard_ranks, self.target,
-                                                  helper_decorator)]
+                                                  helper_decorator, self.record_ranks)]
         return out
 
     def cpu_module(self) -> str:
@@ -621,7 +615,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
         if self.debug:
             options.append("boundscheck=True")
         if self.fast_math:
-            options.append(f"fastmath={FAST_MATH}")
+            options.append(fast_math_option())
         out = self.header()
         out += ["import math", "", "import numpy as np",
                 "from numba import float32, float64, int8, int16, int32, int64, njit, prange, "

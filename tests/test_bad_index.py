@@ -18,6 +18,7 @@ import pytest
 
 import tinyad as ti
 from tinyad.core.analysis import access_sites
+from tinyad.core.checkpoints import IndexChecks
 from tinyad.core.reached import IndexProof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -250,3 +251,119 @@ def test_which_accesses_are_guarded():
                       if id(s.indices) in proof.guarded})
     assert guarded == [2, 4, 5]
     assert [s.field.name for s in proof.launch_sites] == ["y"]
+
+
+def _p2g_like(n, grid_n):
+    """mpm's particle-to-grid pattern: a base cell computed from a float, then nine static
+    offsets into two grids (in fast mode one range check of `base` stands for their guards,
+    tinyad/core/checkpoints.py)."""
+    x = ti.Vector.field(2, ti.f64, n, needs_grad=True)
+    grid_v = ti.Vector.field(2, ti.f64, (grid_n, grid_n), needs_grad=True)
+    grid_m = ti.field(ti.f64, (grid_n, grid_n), needs_grad=True)
+    loss = ti.field(ti.f64, (), needs_grad=True)
+
+    @ti.kernel
+    def p2g():
+        for p in range(n):
+            base = ti.cast(x[p] * grid_n - 0.5, ti.i32)
+            fx = x[p] * grid_n - ti.cast(base, ti.f64)
+            for i in ti.static(range(3)):
+                for j in ti.static(range(3)):
+                    offset = ti.Vector([i, j])
+                    weight = (1.0 + fx[0] * i) * (1.0 + fx[1] * j)
+                    grid_v[base + offset] += weight * x[p]
+                    grid_m[base + offset] += weight
+
+    @ti.kernel
+    def total():
+        for i, j in grid_m:
+            loss[None] += grid_m[i, j] + grid_v[i, j][0] * grid_v[i, j][1]
+
+    return x, grid_m, loss, p2g, total
+
+
+@pytest.mark.parametrize("n", [8, 20000])      # serial, and per-thread copies of the grids
+def test_a_float_derived_base_plus_static_offsets(mode, n):
+    """The bad base is reported at the access interp mode stops at, with its index, in the
+    kernel and in its adjoint (which recomputes base and reads the grids' gradients)."""
+    x, grid_m, loss, p2g, total = _p2g_like(n, 8)
+    points = np.random.default_rng(1).uniform(0.1, 0.6, (n, 2))
+    x.from_numpy(points)
+    with ti.ad.Tape(loss):                       # the clean twin: silent, and right
+        p2g()
+        total()
+    fx = points * 8 - np.floor(points * 8 - 0.5)            # (sum_i 1 + i fx = 3 + 3 fx)
+    assert grid_m.to_numpy().sum() == pytest.approx(np.sum(9 * (1 + fx[:, 0]) * (1 + fx[:, 1])))
+    grid_m.fill(0)
+    x[n // 2] = [-0.1, 0.5]                      # base (-1, 3): its first access is at (-1, 3)
+    with pytest.raises(ti.TinyadIndexError, match=r"index \(-1, 3\) \(component \(0,\)\) is out "
+                                                  r"of bounds for field grid_v of shape \(8, 8\)"
+                       ) as error:
+        p2g()
+    assert "grid_v[base + offset] += weight * x[p]" in str(error.value)
+    if mode == "fast":                           # one check, no guard at the accesses
+        source = p2g._traced_for_inspection()._programs["primal"].source
+        assert source.count("record2(") == 1 and "in_bounds" not in source
+    x[n // 2] = [0.5, 0.85]                      # base (3, 6): (3, 8) is one past the end
+    with pytest.raises(ti.TinyadIndexError,
+                       match=r"index \(3, 8\) \(component \(0,\)\) is out of bounds") as error:
+        p2g()
+    assert "grid_v[base + offset] += weight * x[p]" in str(error.value)
+    x[n // 2] = [0.3, 0.3]
+    p2g()                                        # and the next launch is clean again
+
+
+def test_a_float_derived_base_in_the_adjoint(mode):
+    """The adjoint recomputes base and reads the grids' gradients at base + offset, covered
+    the same way; it runs the offsets backwards, so grid_m's access at offset (2, 0) is the
+    first out of bounds. (Rule checks off: they would refuse the changed x first.)"""
+    ti.init(mode=mode, check="off")
+    n = 8
+    x, grid_m, _, p2g, _ = _p2g_like(n, 8)
+    x.from_numpy(np.full((n, 2), 0.3))
+    p2g()
+    x[n // 2] = [0.5, -0.1]                      # base (3, -1)
+    grid_m.grad.fill(1.0)
+    with pytest.raises(ti.TinyadIndexError,
+                       match=r"index \(5, -1\) is out of bounds for field grid_m") as error:
+        p2g.grad()
+    assert "grid_m[base + offset] += weight" in str(error.value)
+
+
+def test_one_range_check_stands_for_the_offset_guards():
+    """The accesses `base + offset` are covered by one checkpoint of base, whose range is
+    each access's in-bounds range intersected (offsets 0..2 into 8 cells: 0..5)."""
+    ti.init(mode="interp")
+    *_, p2g, _ = _p2g_like(8, 8)
+    proof = IndexChecks(p2g._traced_for_inspection().ir)
+    assert proof.guarded == frozenset()
+    [checkpoint] = proof.checkpoints
+    assert checkpoint.names == ("base_0", "base_1") and checkpoint.ranges == ((0, 5), (0, 5))
+    assert len(checkpoint.uses) == 9 * 3         # grid_v's two components, grid_m
+
+
+def test_an_access_under_the_users_own_bounds_test_is_not_covered(mode):
+    """A checkpoint covers only accesses that run whenever it does: one under the program's
+    own test of the index keeps its guard, and an out-of-range base it never uses is no
+    error (a check where base is assigned would report it)."""
+    n, m = 6, 4
+    x = ti.field(ti.f64, n)
+    grid = ti.field(ti.f64, m + 1)
+    out = ti.field(ti.f64, n)
+
+    @ti.kernel
+    def lookup():
+        for i in range(n):
+            base = ti.cast(x[i], ti.i32)
+            if base < m:
+                out[i] = grid[base] + grid[base + 1]
+
+    grid.from_numpy(np.arange(m + 1, dtype=np.float64))
+    x.from_numpy(np.array([0.5, 1.5, 9.5, 3.2, 100.0, 2.0]))
+    lookup()
+    assert out.to_numpy().tolist() == [1, 3, 0, 7, 0, 5]
+    proof = IndexChecks(lookup._traced_for_inspection().ir)
+    assert proof.checkpoints == [] and len(proof.guarded) == 2
+    x[0] = -1.5
+    with pytest.raises(ti.TinyadIndexError, match=r"index \(-1,\)"):
+        lookup()

@@ -349,3 +349,73 @@ def test_a_recorded_launch_runs_on_cuda(tmp_path):
     assert out["backend"] == "cuda" and out["recorded"]
     np.testing.assert_allclose(out["grad"], 8 * np.array(out["x"]), rtol=1e-5)
     assert out["raised"] == [[4], [4, 5]]
+
+
+def _stencil_program():
+    """A base cell computed from a float plus static offsets: one checkpoint of base stands
+    for the accesses' guards (tinyad/core/checkpoints.py)."""
+    ti.init(mode="fast", default_fp=ti.f32)
+    n = 16
+    x = ti.Vector.field(2, ti.f32, n, needs_grad=True)
+    grid = ti.Vector.field(2, ti.f32, (8, 8), needs_grad=True)
+
+    @ti.kernel
+    def p2g():
+        for p in range(n):
+            base = ti.cast(x[p] * 8 - 0.5, ti.i32)
+            for i in ti.static(range(3)):
+                for j in ti.static(range(3)):
+                    grid[base + ti.Vector([i, j])] += x[p] * (i + j)
+
+    return p2g
+
+
+def test_a_checkpoint_lowers_to_ptx(lowering):
+    p2g = _stencil_program()
+    for kernel_ir in (p2g.ir, p2g.grad.ir):
+        gen = generate_cuda(kernel_ir)
+        assert "record2(" in gen.source and "in_bounds" not in gen.source, gen.source
+        out = ptx.lower(kernel_ir, ((9, 0), (8, 0)))
+        assert "atom.global.cas.b64" in "".join(out.values())    # the record's claim
+
+
+CHECKPOINT_SCRIPT = simulator_program('''
+    import numpy as np
+    import tinyad as ti
+
+    ti.init(mode="fast", arch=ti.cuda, default_fp=ti.f32)
+    n = 16
+    x = ti.Vector.field(2, ti.f32, n)
+    grid = ti.Vector.field(2, ti.f32, (8, 8))
+
+    @ti.kernel
+    def p2g():
+        for p in range(n):
+            base = ti.cast(x[p] * 8 - 0.5, ti.i32)
+            for i in ti.static(range(3)):
+                for j in ti.static(range(3)):
+                    grid[base + ti.Vector([i, j])] += x[p]
+
+    x.from_numpy(np.full((n, 2), 0.3, np.float32))
+    p2g()
+    clean = float(grid.to_numpy().sum())
+    x[3] = [0.5, 0.85]                         # base (3, 6): (3, 8) is one past the end
+    try:
+        p2g()
+        raised = None
+    except ti.TinyadIndexError as exc:
+        raised = str(exc)
+    print(json.dumps({"clean": clean, "raised": raised}))
+''')
+
+
+def test_a_checkpoint_is_reported_on_cuda(tmp_path):
+    """The simulator runs the checkpoint's device function: the bad base is reported at the
+    first access it puts out of bounds, as interp mode does."""
+    out = run_script(CHECKPOINT_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",
+                     TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["clean"] == pytest.approx(16 * 9 * 0.6)
+    assert "index (3, 8) (component (0,)) is out of bounds for field grid" in out["raised"]
+    assert "grid[base + ti.Vector([i, j])] += x[p]" in out["raised"]

@@ -69,7 +69,7 @@ CIRCLES = [
 
 # Library files over 600 lines, each at most at its size today.
 LONG_FILES = {
-    "compile/pysource.py": 683,         # the bounds guard (compile/badindex.py) wiring; to split
+    "compile/pysource.py": 677,         # the bounds guard (compile/badindex.py) wiring; to split
     "tinyad/frontend/tracer.py": 663,
 }
 MAX_LINES = 600

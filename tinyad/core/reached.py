@@ -195,32 +195,38 @@ class IndexProof:
     `launch_sites`, which the launcher checks once per argument values. Every other access
     (an index read from a field, computed from a float, a local assigned twice, a `while`'s
     counter, i - 1 under `if i > 0`) is `guarded`: the ids of its index tuples (`rank`: the
-    most indices one of them has)."""
+    most indices one of them has; `guarded_sites`: the accesses). tinyad/core/checkpoints.py
+    `IndexChecks` replaces some of those guards by one range check per loop body."""
 
     def __init__(self, kernel: ir.Kernel, everything: bool = False):
         args = fixed_int_args(kernel)
         reached = reached_nodes(kernel)
-        restored = {s.name for s in ir.walk_stmts(kernel.body) if isinstance(s, ir.Restore)}
-        guarded, launch_sites, self.rank = set(), [], 0
-        changed: dict = {}                   # id(loop) -> the locals its body assigns
+        self.restored = {s.name for s in ir.walk_stmts(kernel.body)
+                         if isinstance(s, ir.Restore)}
+        guarded, launch_sites = [], []
+        self.changed: dict = {}              # id(loop) -> the locals its body assigns
         for site in access_sites(kernel):
             if not site.indices:
                 continue
             if everything:
-                guarded.add(id(site.indices))
-                self.rank = max(self.rank, len(site.indices))
+                guarded.append(site)
                 continue
-            env = _loop_intervals(site, restored, changed)
+            env = self.intervals(site)
             if env is None or _inside_all(site, env, 0):
                 continue                     # (a loop around it never runs)
             if (id(site.node) in reached and _inside_all(site, env, len(site.field.shape))
-                    and _ends_source(site, args, changed) is not None):
+                    and _ends_source(site, args, self.changed) is not None):
                 launch_sites.append(site)
             else:
-                guarded.add(id(site.indices))
-                self.rank = max(self.rank, len(site.indices))
-        self.guarded = frozenset(guarded)
+                guarded.append(site)
+        self.guarded_sites = guarded
+        self.guarded = frozenset(id(site.indices) for site in guarded)
+        self.rank = max((len(site.indices) for site in guarded), default=0)
         self.launch_sites = launch_sites
+
+    def intervals(self, site) -> dict | None:
+        """The intervals of the loop variables and once-assigned locals around `site`."""
+        return _loop_intervals(site, self.restored, self.changed)
 
 
 def always_inside(site, restored=frozenset()) -> bool:
