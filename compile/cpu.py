@@ -25,8 +25,7 @@ from tinyad.compile import ahead, badindex, cache, threads
 from tinyad.compile.pooledsource import generate_pooled
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import Generated, generate_cpu
-from tinyad.core.errors import (
-    assertion_failed, division_by_zero, negative_int_power, out_of_bounds)
+from tinyad.core.errors import assertion_failed, division_by_zero, negative_int_power, out_of_bounds
 
 
 def _seed(rng) -> np.int64:

@@ -30,8 +30,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.errors import (
-    assertion_failed, division_by_zero, negative_int_power, out_of_bounds)
+from tinyad.core.errors import assertion_failed, division_by_zero, negative_int_power, out_of_bounds
 from tinyad.core.ops import TABLE
 from tinyad.interp.lanestack import LaneStack
 from tinyad.interp.memory import ATOMIC_UFUNCS, Memory
