@@ -76,9 +76,10 @@ class Checker(NonFiniteChecks, LaunchChecker):
         # each element's latest write, for attribution (its value: the element's now)
         self.last_write = ElementLog(values=False)
         self.bulk_write: dict = {}       # field -> last whole-field Python write Access
-        # (field, element, launch number) of replayed reads blamed in a report already: not
-        # reported again when the adjoint replays them
-        self.reported_reads: set = set()
+        # (field, element) -> the time of the write a report blamed for changing it after a
+        # replayed read: an adjoint replaying an earlier read of it is not reported again (one
+        # bug, one violation: the reads of later launches too, as fast mode counts them)
+        self.reported_changes: dict = {}
         self._launch_scope: Scope | None = None   # reused by launches outside a Tape
         # (field, id of a load) -> the arrays its lanes read in the latest launch, which the next
         # launch's witness shares where it reads the same (interp/lanelog.py _witness)
@@ -150,7 +151,7 @@ class Checker(NonFiniteChecks, LaunchChecker):
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.tape.reads.get(fld, element)
             access.value = fld.host_array[element]
-            self.reported_reads.add((fld, element, read.launch))
+            self.reported_changes[(fld, element)] = access.time
             self.report(rules.python_overwrite(field=fld.name, element=element,
                                                read=read, write=access))
         return access
@@ -265,8 +266,8 @@ class LoggedMemory(Memory):
         scope = self.scope
         read = scope.reads.get(fld, index) if scope.reads.has(fld, index) else None
         if read is not None and not same_value(new, read.value):
-            # one report per read: not again at the replay
-            self.checker.reported_reads.add((fld, index, read.launch))
+            # one report per change: not again at the replay
+            self.checker.reported_changes[(fld, index)] = event[-1]
             scope.reads.clear(fld, index)
             self._raise(lambda: _overwrite_error(fld, index, read, Access(*event), scope))
         scope.first_write.put_first(fld, index, *event)
@@ -322,7 +323,7 @@ class ReplayMemory(Memory):
         if isinstance(witness, Witness):
             for fld in witness.changed_fields():
                 for element, read in witness.changed(fld, fld.host_array).items():
-                    if (fld, element, launch.number) not in checker.reported_reads:
+                    if read.time >= checker.reported_changes.get((fld, element), -1):
                         self.changed[(fld, element)] = read
 
     def load(self, fld, index, site):
