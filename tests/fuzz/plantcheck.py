@@ -139,10 +139,10 @@ def check(planted: plant.Planted, modes=("interp", "fast"), seed: int = 0) -> Pl
     return PlantOutcome("caught", p.rule)
 
 
-# Where the second mode's report may say less than interp's, until fast mode records it (issue
-# 34, items 1-3): which iteration of a launch made an access, fast mode knows only for accesses
-# within one launch. A report that differs only there is "caught" with the gap named; one that
-# names another iteration (not None) disagrees.
+# Where the second mode's report may say less than interp's: which iteration of another launch
+# made an access, fast mode works out from the access's indices (compile/iterations.py) and
+# names none where they use what only that launch knew (a load). A report that differs only
+# there is "caught" with the gap named; one that names another iteration (not None) disagrees.
 UNKNOWN_IN_FAST = "iteration"
 
 
