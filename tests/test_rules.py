@@ -872,9 +872,9 @@ def test_a_func_inlined_many_times_gives_one_note_per_line(scalars):
         for i in x:
             loss[None] += frac(x[i]) + frac(2 * x[i]) + frac(3 * x[i])
 
-    with pytest.warns(ti.NonDifferentiableWarning, match="`floor` has no derivative") as notes:
-        with ti.ad.Tape(loss=loss):
-            k()
+    with (pytest.warns(ti.NonDifferentiableWarning, match="`floor` has no derivative") as notes,
+          ti.ad.Tape(loss=loss)):
+        k()
     assert len([n for n in notes if "`floor`" in str(n.message)]) == 1
     assert np.allclose(x.grad.to_numpy(), 1 + 2 + 3)     # floor's derivative is 0 a.e.
 
