@@ -53,9 +53,9 @@ def run(render):
 # `ti.init(debug=True)`): it reads the element that lies before `tape[r, 0]` in memory, the
 # last sample of the ray before. Run under Taichi 1.7.4, ray 1 starts from ray 0's final
 # opacity, 0.8222, and ends at 0.9574 instead of 0.7605 (the rays run in parallel, so what
-# it reads depends on the schedule). The adjoint does the same with `tape.grad[0, -1]`, which
-# lay just after `tape` in memory: after the Tape, `tape[2, 3]` held 0.1778, stored by no line
-# of the program. tinyad checks every index, in both modes:
+# it reads depends on the schedule). The adjoint does the same with `tape.grad[0, -1]`, the
+# element before `tape.grad` in memory, which in that run was `tape[2, 3]`: after the Tape it
+# held 0.1778, stored by no line of the program. tinyad checks every index, in both modes:
 
 # %%
 @ti.kernel
