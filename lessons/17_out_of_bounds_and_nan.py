@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Lesson 17: a read at index -1 and a 0/0, which Taichi lets through
+# # Lesson 17: index -1 and 0/0, which Taichi lets through
 #
 # A volume raycaster (Differender's, one of the real programs run for tinyad's compatibility
 # page) has two bugs that Taichi 1.7.4 runs without a word: it reads the sample before the
