@@ -102,17 +102,22 @@ def _start_helper():
 def _close():
     """At exit: end of input tells the helper to stop after its current module. Exit does not
     wait long for it (an idle one, not at all): what it compiles only warms the cache, which is
-    safe to interrupt (the cache publishes each file whole)."""
-    for pipe in (_helper.stdin, _helper.stdout):
-        try:
-            pipe.close()
-        except OSError:
-            pass
+    safe to interrupt (the cache publishes each file whole). Its stdout is closed only once it
+    has ended: _feed may be blocked reading it, and closing a pipe another thread is reading
+    waits for that read (exit after an error waited minutes for a large adjoint's compile)."""
+    try:
+        _helper.stdin.close()
+    except OSError:
+        pass
     try:
         _helper.wait(timeout=1.0 if _running else 0.0)
     except subprocess.TimeoutExpired:
         _helper.kill()
         _helper.wait()
+    try:
+        _helper.stdout.close()
+    except OSError:
+        pass
 
 
 def _feed():

@@ -776,6 +776,44 @@ def test_exit_with_adjoints_still_queued_is_quiet(tmp_path):
     assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr, proc.stderr
 
 
+BUSY_HELPER_SCRIPT = """
+import os, subprocess, sys, threading, time
+from tinyad.compile import ahead
+real_popen = subprocess.Popen
+def busy_helper(args, **kwargs):     # takes a job and compiles it for two minutes
+    return real_popen([sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(120)"],
+                      **kwargs)
+ahead.subprocess.Popen = busy_helper
+ahead.start()
+with ahead._cond:
+    ahead._queue.append(("unused", "a_large_adjoint"))
+    ahead._cond.notify_all()
+while not ahead._running:
+    time.sleep(0.01)
+time.sleep(0.5)                      # the feeding thread is now blocked reading the helper's answer
+closing = threading.Thread(target=ahead._close, daemon=True)
+closing.start()
+closing.join(30)
+print("still waiting" if closing.is_alive() else "closed", flush=True)
+os._exit(0)
+"""
+
+
+def test_exit_does_not_wait_for_the_helpers_current_compile(tmp_path):
+    """Exit while the helper compiles a large module (the raycaster's adjoint, after an error
+    report) ends the helper and returns: closing the helper's stdout while the feeding thread was
+    reading it waited for that read, i.e. for the whole compile (minutes)."""
+    from tinyad.compile import ahead
+    if not ahead.enabled():
+        pytest.skip("compiling ahead is off (TINYAD_COMPILE_AHEAD=0 or a single core)")
+    script = tmp_path / "busy.py"
+    script.write_text(BUSY_HELPER_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=ROOT, TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=200, check=False)
+    assert proc.stdout.strip() == "closed", (proc.stdout, proc.stderr[-2000:])
+
+
 def test_an_adjoint_is_queued_at_its_kernels_first_launch(monkeypatch):
     """The helper process gets a kernel's adjoint when the kernel, touching a field with a
     gradient, is first launched (outside a Tape, or under one inside a grad_replaced function),

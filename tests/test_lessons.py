@@ -142,6 +142,45 @@ def test_gradient_bugs(mode, monkeypatch):
     assert "x.grad = [0. 0. 0. 0.]" in out                        # the truncated gradient
 
 
+def test_out_of_bounds_and_nan(mode, monkeypatch):
+    """Lesson 17: the read at index -1 is reported at its line; the 0/0 at the division, with
+    the guard as the fix; the printed finite differences and the fixed program's gradient
+    agree with a numpy re-computation of the rays (central differences in f64)."""
+    ns, out = run_lesson(17, mode, monkeypatch)
+    assert "index (0, -1) is out of bounds for field tape" in out
+    assert "Non-finite gradient: far.grad[] became nan" in out and "f64(s) / f64(n - 1)" in out
+    h = 1e-6
+    for name, unit in (("near", (1.0, 0.0)), ("far", (0.0, 1.0))):
+        for guard, printed in ((False, rf"^d loss / d {name} *= (\S+)"),
+                               (True, rf"^{name}\.grad *= \S+  finite differences: (\S+)")):
+            truth = (_rays(0.6 + h * unit[0], 3.3 + h * unit[1], guard)
+                     - _rays(0.6 - h * unit[0], 3.3 - h * unit[1], guard)) / (2 * h)
+            assert float(re.search(printed, out, re.M)[1]) == pytest.approx(truth, abs=2e-6)
+            if guard:
+                assert ns[name].grad[None] == pytest.approx(truth, rel=1e-6)
+    assert "nan_to_num gives 0.0" in out
+    printed_loss = float(re.search(r"^loss = (\S+)", out, re.M)[1])
+    assert printed_loss == pytest.approx(_rays(0.6, 3.3, True), abs=1e-6)
+
+
+def _rays(near, far, guard):
+    """Lesson 17's loss in numpy: three rays of 4, 3 and 1 samples, composited front to back
+    from an empty start; unguarded, the one-sample ray's 0/0 position clamps to 0."""
+    density = [0.1, 0.3, 0.6, 0.2, 0.4]
+    total = 0.0
+    for n in (4, 3, 1):
+        opacity = 0.0
+        for s in range(n):
+            u = s / max(n - 1, 1) if guard or n > 1 else math.nan
+            x = near + (far - near) * u
+            x = 0.0 if math.isnan(x) else min(max(x, 0.0), 3.999)
+            i = math.floor(x)
+            alpha = (1 - (x - i)) * density[i] + (x - i) * density[i + 1]
+            opacity += (1 - opacity) * alpha
+        total += opacity
+    return total
+
+
 # ---- rendering and stepping -----------------------------------------------------------------
 @pytest.mark.parametrize("lesson", [lesson.number for lesson in lessons.all_lessons()])
 def test_screens_fit_a_pipe_without_breaking_code(lesson):

@@ -858,6 +858,27 @@ def test_non_differentiable_ops_on_the_path_give_a_note(scalars):
     assert np.allclose(x.grad.to_numpy(), np.floor(x.to_numpy()))   # d/dx floor(x) * x, a.e.
 
 
+def test_a_func_inlined_many_times_gives_one_note_per_line(scalars):
+    """A ti.func with a floor, called three times in one kernel, gives one note for its line,
+    not three (Differender's raycaster printed the same `floor` note 22 times)."""
+    x, _, loss = scalars
+
+    @ti.func
+    def frac(v):
+        return v - ti.floor(v)
+
+    @ti.kernel
+    def k():
+        for i in x:
+            loss[None] += frac(x[i]) + frac(2 * x[i]) + frac(3 * x[i])
+
+    with (pytest.warns(ti.NonDifferentiableWarning, match="`floor` has no derivative") as notes,
+          ti.ad.Tape(loss=loss)):
+        k()
+    assert len([n for n in notes if "`floor`" in str(n.message)]) == 1
+    assert np.allclose(x.grad.to_numpy(), 1 + 2 + 3)     # floor's derivative is 0 a.e.
+
+
 def test_int_cast_on_the_path_gives_a_note(scalars):
     x, _, loss = scalars
 

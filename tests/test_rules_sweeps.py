@@ -251,6 +251,50 @@ def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys
     assert np.isclose(y.grad[None], 8.0)
 
 
+def test_a_scan_reading_what_it_stored_itself_is_not_computed_before_the_tape(mode, capsys):
+    """Compositing front to back (`if s > 0: before = tape[r, s - 1]`, `tape[r, s] = ...`,
+    then `tape[r, n - 1]`) reads only what the launch stored, however tape was computed before
+    the Tape (core/scans.py; lesson 17's finite differences were warned about). A loop from 1
+    reads tape[r, 0] from before the launch: that one is reported."""
+    a = ti.field(ti.f64, shape=(), needs_grad=True)
+    samples = ti.field(ti.i32, shape=2)
+    tape = ti.field(ti.f64, shape=(2, 3), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def scan():
+        for r in range(2):
+            n = samples[r]
+            for s in range(n):
+                before = 0.0
+                if s > 0:
+                    before = tape[r, s - 1]
+                tape[r, s] = before + (1 - before) * a[None]
+            loss[None] += tape[r, n - 1]
+
+    @ti.kernel
+    def from_one():
+        for r in range(2):
+            n = samples[r]
+            for s in range(1, n):
+                tape[r, s] = tape[r, s - 1] + (1 - tape[r, s - 1]) * a[None]
+            loss[None] += tape[r, n - 1]
+
+    samples.from_numpy(np.array([3, 2], np.int32))
+    a[None] = 0.5
+    scan()                                                   # outside the Tape first
+    loss[None] = 0.0
+    with ti.ad.Tape(loss=loss):
+        scan()
+    assert "Computed before the Tape" not in capsys.readouterr().err
+    assert a.grad[None] == pytest.approx(3 * 0.5 ** 2 + 2 * 0.5)   # d/da of 2 - sum (1-a)^n
+    scan()
+    loss[None] = 0.0
+    with ti.ad.Tape(loss=loss):
+        from_one()
+    assert "tape was computed from a by scan" in capsys.readouterr().err
+
+
 def test_a_tape_recomputing_every_step_reads_nothing_from_before_it(mode, capsys):
     """A forward pass before the Tape computed rows 1..3 of x from p; the Tape computes them
     again before it reads them: nothing reaches the Tape from before it (interp mode once

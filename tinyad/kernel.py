@@ -375,12 +375,13 @@ class TracedKernel:
         return bound
 
     def _warn_non_differentiable(self):
-        """Once per kernel, when its gradient first runs: where gradient paths are cut."""
-        for loc, op in self.notes:
+        """Once per kernel, when its gradient first runs: where gradient paths are cut (once
+        per line, however many times a ti.func on it was inlined)."""
+        for (file, line, op) in dict.fromkeys((loc.file, loc.line, op) for loc, op in self.notes):
             warnings.warn_explicit(
                 f"`{op}` has no derivative: no gradient flows back through it (a note, not an "
                 "error; use ti.stop_grad(...) to say this is intended)",
-                NonDifferentiableWarning, loc.file, loc.line)
+                NonDifferentiableWarning, file, line)
         self.notes = []
 
     def launch(self, variant: str, scalars, *rest):

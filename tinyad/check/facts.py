@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tinyad.core import analysis, ir
 from tinyad.core.errors import TinyadError
+from tinyad.core.scans import loads_of_earlier_iterations
 from tinyad.core.zeroing import zeroed_gradients
 
 
@@ -25,7 +26,8 @@ class KernelFacts:
                             # gradient written by hand (PlasticineLab's svd_grad kernel)
     grads_loaded: tuple     # .grad fields it loads (a gradient kernel written by hand)
     loaded_own: frozenset   # primal fields each of whose loads reads what its own iteration
-                            # wrote just before (core/analysis.py loads_after_own_stores)
+                            # wrote just before (core/analysis.py loads_after_own_stores), or
+                            # an earlier iteration of its serial loop (core/scans.py)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
     first_grad_load: dict   # .grad field -> loc of its first load
 
@@ -41,7 +43,7 @@ def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
     grads_written, grads_loaded, first_grad_load = {}, {}, {}
-    own = analysis.loads_after_own_stores(compiled.ir)
+    own = analysis.loads_after_own_stores(compiled.ir) | loads_of_earlier_iterations(compiled.ir)
     not_own = set()          # id() of the primal fields some load reads from before
     for stmt in ir.walk_stmts(body):
         if isinstance(stmt, ir.Store) and stmt.field.role == "grad":
