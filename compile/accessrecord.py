@@ -6,7 +6,7 @@ through indices computed from floats, an access in a branch or a loop of unknown
 
 The variant is an IR -> IR transform: before each statement that accesses a recorded field, it
 stores which element the access touches (its flat index) and, for a read the adjoint replays,
-the value it reads. Two layouts:
+the value it reads, and for a store, the value it stores. Two layouts:
 
   * columns, for a top-level parallel loop of known length whose accesses are in inner loops of
     known length: `index[iteration, column]` (-1 where the site did not run: a branch not
@@ -78,9 +78,6 @@ class Columns:
             out.append(ir.Store(self.value, (iteration, column), value, loc))
         return out
 
-    def arrays(self) -> list:
-        return [self.index, self.value]
-
     def entries(self, host) -> tuple:
         """(segment, iteration, site, flat, value) of the accesses made, iteration-major."""
         index = host(self.index)
@@ -103,7 +100,7 @@ class Rows:
 
     def stores(self, number: int, segment: int, iteration, flat, value, loc) -> list:
         """row = the cursor's next; if it is within the room, the row gets (segment, iteration,
-        site, flat) and the value read."""
+        site, flat) and the value (read, or stored)."""
         self.used = True
         row = f"_row{number}"
         at = ir.Var(row, T.i64, loc)
@@ -116,9 +113,6 @@ class Rows:
             fill.append(ir.Store(self.values, (at,), value, loc))
         room = _op("lt", at, ir.Const(self.room, T.i64, loc), dtype=T.i32, loc=loc)
         return [take, ir.If(room, tuple(fill), (), loc)]
-
-    def arrays(self) -> list:
-        return [self.cursor, self.rows, self.values] if self.used else []
 
     def grow(self, rows: int) -> None:
         """Room for `rows` rows from the next launch on: new arrays (a device keeps copies of

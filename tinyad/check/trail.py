@@ -10,12 +10,13 @@ then program order within the iteration:
     iteration  the parallel loop variable's value (SERIAL outside a parallel loop)
     site       which access of the kernel (`TrailSite`: the field, the kind, the source line)
     flat       the element's flat index (out of bounds: the launch's own error, not judged here)
-    value      for a read the adjoint replays, the value it read
+    value      for a read the adjoint replays, the value it read; for a store, the value stored
 
 From it:
-  * an element two iterations of one parallel loop touch, one of them storing, or in two
-    different ways (a read and an atomic add, an add and a min): the iterations' order decides
-    the result (a parallel conflict);
+  * an element two iterations of one parallel loop touch, one of them storing another value, or
+    in two different ways (a read and an atomic add, an add and a min): the iterations' order
+    decides the result (a parallel conflict), named where it arises along the trail, as the
+    interpreter meets it;
   * a replayed read whose element holds another value when the launch ends: a later access of
     its own iteration, or a later statement, changed it after it was read (another iteration's
     change is a conflict, found first): Rule 1, or Rule 2 where a store came before the read, or
