@@ -92,8 +92,9 @@ def render_empty_start():
         loss[None] += tape[r, n - 1]
 
 
+run(render_empty_start)     # the report is shown: a warning, as nothing has read far.grad
 try:
-    run(render_empty_start)
+    print("far.grad =", far.grad[None])      # the read that would use the NaN: the error
 except ti.AutodiffRuleError as error:
     print(error)
 
@@ -105,7 +106,8 @@ except ti.AutodiffRuleError as error:
 # into 0 and the opacity is finite. The gradient keeps it: the derivative of the position with
 # respect to `far` is `u` itself, and 0 (the clamp's adjoint) times NaN is NaN. Taichi returns
 # `near.grad = nan` and `far.grad = nan`. tinyad names the division, the adjoint line that
-# wrote the NaN, and the fix.
+# wrote the NaN, and the fix: as a warning when the backward pass ends (a gradient nobody reads
+# may stay NaN), and as the error where the program reads it.
 #
 # `np.nan_to_num` would return 0 for both. The grazing ray's share of the gradient is
 # undefined, but the other two rays' share is not, and the NaN, added to the same element,
