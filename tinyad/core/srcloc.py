@@ -1,8 +1,10 @@
 """Where a piece of IR came from in the user's program, and how to show it."""
 from __future__ import annotations
 
+import io
 import linecache
 import sys
+import tokenize
 from dataclasses import dataclass
 
 
@@ -32,10 +34,22 @@ class SrcLoc:
             return where
         stripped = text.lstrip()
         indent = len(text) - len(stripped)
-        end = self.end_col if self.end_col and self.end_col > self.col else len(text)
+        end = self.end_col if self.end_col and self.end_col > self.col else _code_end(text)
         start = max(self.col, indent)
         carets = " " * (start - indent) + "^" * max(1, end - start)
         return f"{where}\n    {stripped}\n    {carets}"
+
+
+def _code_end(text: str) -> int:
+    """Where a line's code ends: before a trailing comment (a Python-scope line's carets, which
+    have no end column, underline the statement, not the note after it)."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                return len(text[:token.start[1]].rstrip())
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return len(text.rstrip())
 
 
 UNKNOWN = SrcLoc("<unknown>", 0)
