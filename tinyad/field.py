@@ -21,7 +21,7 @@ from tinyad.core.errors import (
 from tinyad.core.notices import note as runtime_note
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
-from tinyad.runtime import runtime
+from tinyad.runtime import active_capture, python_storage, runtime
 from tinyad.taichi_internals import SNodeHandle
 from tinyad.varnames import caller_variable_name
 
@@ -251,6 +251,7 @@ class Field:
 
     def __getitem__(self, key):
         index = self._index(key)
+        _python_reads(self)
         value = _storage().to_host(self)[index]
         if self.role == "grad":       # (a vector's too: v.grad[i])
             tapeops.gradient_read(self, index)
@@ -262,9 +263,7 @@ class Field:
     def __setitem__(self, key, value):
         index = self._index(key)
         self._python_will_write()
-        storage = _storage()
-        storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
-        storage.invalidate(self)
+        _storage().set_element(self, index, _as_element(value, self.element_shape, self.name))
         self._python_wrote(index)
         tapeops.element_written(self, index)
 
@@ -281,6 +280,7 @@ class Field:
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
+        _python_reads(self)
         array = _storage().to_host(self)
         if self.role == "grad":
             tapeops.gradient_read(self)
@@ -333,9 +333,15 @@ class Field:
         tapeops.copied(self, other)
 
 
-def _storage():
-    """Where this ti.init's backend keeps field values (tinyad/backend.py)."""
-    return runtime.backend.storage
+_storage = python_storage    # where this ti.init's backend keeps field values (backend.py)
+
+
+def _python_reads(fld) -> None:
+    """Python scope reads a field's values: inside a captured call, a value later calls would
+    not read again (tinyad/capture.py refuses it)."""
+    recording = active_capture.get()
+    if recording is not None:
+        recording.python_read(fld)
 
 
 class _ElementView(Matrix):
