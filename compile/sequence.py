@@ -7,15 +7,20 @@ to be worth them, as a small time step's are), the program becomes one numba fun
 the kernels' compiled entries in order, its fills and element writes are array stores, and each
 rolled loop is a loop, so one call from Python runs the whole time loop, forward and backward:
 
-    def captured(a0, a1, a2, seeds):
-        for r in range(1000):
-            a1.reshape(a1.size)[:] = np.float32(0.0)      # fill U.grad
-            k0(a0, a2)                                    # compute_U
-            k1(a0, a1, a2)                                # compute_U (adjoint)
-            k2(a0, a2, np.float32(1e-05 + r * 0.0))       # advance
+    def captured(a0, a1, a2, a3, a4, seeds, ints, floats):
+        s = 0
+        for r in range(ints[0]):
+            a0.reshape(a0.size)[:] = np.float32(floats[0])  # fill x.grad
+            ...
+            k0(a3, a2)  # compute_U (primal)
+            a1.reshape(a1.size)[:] = np.float32(floats[3])  # fill U.grad
+            k1(a3, a1, a0)  # compute_U (adjoint)
+            k2(a4, a0, a3, np.float32(floats[4]))  # advance (primal)
         return -1
 
-It is cached on disk like the kernels (compile/cache.py). A kernel whose indices the IR cannot
+Its numbers (loop counts, scalars, the values stored) are arguments, so a program alike but for
+them (another step count, another dt) reuses the function, which is cached on disk like the
+kernels (compile/cache.py). A kernel whose indices the IR cannot
 bound reports a bad index through its flag (compile/badindex.py): the function returns at the
 first launch that raised one, and the host raises the error there. Each launch of a kernel that
 draws random numbers takes its seed from an array drawn before the call, in launch order, as the
@@ -23,8 +28,6 @@ launches themselves would draw them. Otherwise (a kernel with threads, or CUDA) 
 own compiled launchers run in a Python loop: no binding, no Tape, no per-launch bookkeeping.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -88,10 +91,13 @@ class _CompiledSequence:
         self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
         self.random_launches = 0
+        # The program's numbers (loop counts, scalars, stored values) are arguments, so that
+        # programs alike but for them (another step count, another dt) share one function
+        self.numbers = {"ints": [], "floats": []}
         lines = ["def captured({params}):", "    s = 0"]
         for item in program:
             if _is_loop(item):
-                lines.append(f"    for r in range({item.count}):")
+                lines.append(f"    for r in range({self._number(item.count, True)}):")
                 lines += [self._event(e, d, 2) for e, d in zip(item.body, item.deltas)]
                 self.random_launches += (item.count - 1) * self._random_in(item.body)
             else:
@@ -99,7 +105,9 @@ class _CompiledSequence:
         lines.append("    return -1")
         params = [name for _, name in self.fields.values()] + \
                  [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None]
-        lines[0] = lines[0].format(params=", ".join(params + ["seeds"]))
+        lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
+        self.ints = np.array(self.numbers["ints"] or [0], np.int64)
+        self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
         self.source = _module_source(self.kernels.values(), "\n".join(lines))
         stem = f"captured_{cache.key('sequence', self.source)}"
         self.fn = cache.load(stem, self.source).captured
@@ -124,11 +132,11 @@ class _CompiledSequence:
             self.kernels[id(kernel)] = (kernel, f"k{len(self.kernels)}", bad)
         _, name, bad = self.kernels[id(kernel)]
         args = [self._array(f) for f in gen.fields]
-        args += [_scalar(d.np, s, ds) for d, s, ds in
+        args += [self._scalar(d, s, ds) for d, s, ds in
                  zip(gen.scalars, event.scalars, delta or (0,) * len(event.scalars))]
         args += ["seeds[s]"] if gen.uses_random else []
         args += [name + "_bad"] if bad is not None else []
-        text = f"{pad}{name}({', '.join(args)})  # {event.text()}"
+        text = f"{pad}{name}({', '.join(args)})  # {event.traced.ir.name} ({event.variant})"
         if gen.uses_random:
             text += f"\n{pad}s += 1"
             self.random_launches += 1
@@ -137,43 +145,42 @@ class _CompiledSequence:
             text += f"\n{pad}if {name}_bad[0] != 0:\n{pad}    return {len(self.failures) - 1}"
         return text
 
+    def _number(self, value, is_int: bool) -> str:
+        """`value` as an element of the function's `ints` or `floats` argument."""
+        kind = "ints" if is_int else "floats"
+        self.numbers[kind].append(value)
+        return f"{kind}[{len(self.numbers[kind]) - 1}]"
+
+    def _scalar(self, dtype, value, delta) -> str:
+        text = self._number(value, dtype.is_int)
+        if delta:
+            text += f" + r * {self._number(delta, dtype.is_int)}"
+        return f"np.{dtype.np.__name__}({text})"
+
     def _store(self, event) -> str:
-        array = self._array(event.field)
-        dtype = event.field.dtype.np.__name__
+        array, dtype = self._array(event.field), event.field.dtype
+        flat = f"{array}.reshape({array}.size)"
         if not hasattr(event, "index"):
-            return (f"{array}.reshape({array}.size)[:] = np.{dtype}({_literal(event.value)})"
-                    f"  # {event.text()}")
+            value = self._number(event.value, dtype.is_int)
+            return f"{flat}[:] = np.{dtype.np.__name__}({value})  # fill {event.field.name}"
         shape = event.field.host_array.shape
         first = int(np.ravel_multi_index(event.index + (0,) * len(event.field.element_shape),
                                          shape))
-        stores = [f"{array}.reshape({array}.size)[{first + k}] = np.{dtype}({_literal(v)})"
+        stores = [f"{flat}[{self._number(first + k, True)}] = "
+                  f"np.{dtype.np.__name__}({self._number(v, dtype.is_int)})"
                   for k, v in enumerate(event.value)]
-        return "; ".join(stores) + f"  # {event.text()}"
+        return "; ".join(stores) + f"  # set an element of {event.field.name}"
 
     def run(self):
         arrays = [fld.host_array for fld, _ in self.fields.values()]
         flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
         seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
                  if self.random_launches else np.zeros(1, np.int64))
-        code = self.fn(*arrays, *flags, seeds)
+        code = self.fn(*arrays, *flags, seeds, self.ints, self.floats)
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
             raise bad_index_error(kernel.generated.sites, bad)
-
-
-def _scalar(np_type, value, delta) -> str:
-    name = np_type.__name__
-    if not delta:
-        return f"np.{name}({_literal(value)})"
-    return f"np.{name}({_literal(value)} + r * {_literal(delta)})"
-
-
-def _literal(value) -> str:
-    value = value.item() if isinstance(value, np.generic) else value
-    if isinstance(value, float) and not math.isfinite(value):
-        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
-    return repr(value)
 
 
 def _module_source(kernels, body: str) -> str:
