@@ -29,6 +29,7 @@ own compiled launchers run in a Python loop: no binding, no Tape, no per-launch 
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from tinyad.compile import cache
@@ -111,6 +112,7 @@ class _CompiledSequence:
         self.source = _module_source(self.kernels.values(), "\n".join(lines))
         stem = f"captured_{cache.key('sequence', self.source)}"
         self.fn = cache.load(stem, self.source).captured
+        self.fn.compile(tuple(numba.typeof(a) for a in self._arguments()))   # now, not at a call
 
     def _random_in(self, events) -> int:
         return sum(1 for e in events if hasattr(e, "variant") and
@@ -171,12 +173,16 @@ class _CompiledSequence:
                   for k, v in enumerate(event.value)]
         return "; ".join(stores) + f"  # set an element of {event.field.name}"
 
-    def run(self):
+    def _arguments(self, seeds=None) -> list:
         arrays = [fld.host_array for fld, _ in self.fields.values()]
         flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
+        seeds = np.zeros(1, np.int64) if seeds is None else seeds
+        return [*arrays, *flags, seeds, self.ints, self.floats]
+
+    def run(self):
         seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
-                 if self.random_launches else np.zeros(1, np.int64))
-        code = self.fn(*arrays, *flags, seeds, self.ints, self.floats)
+                 if self.random_launches else None)
+        code = self.fn(*self._arguments(seeds))
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]

@@ -92,7 +92,7 @@ class Captured:
                 return None
         # Recorded, even where it will not replay: a captured function is refused the same
         # things in every mode, so that what runs in one runs in the others
-        events = self._record(args, kwargs)
+        events = self._record(args, kwargs, replayable=why is None)
         if why is not None:
             self._tell(why)
             return None
@@ -105,9 +105,10 @@ class Captured:
                 del self._programs[next(iter(self._programs))]
         return None
 
-    def _record(self, args, kwargs) -> list:
-        """Run the function once as plain Python; -> the events it recorded."""
-        recording = _Recording(self.__name__)
+    def _record(self, args, kwargs, replayable: bool) -> list:
+        """Run the function once as plain Python; -> the events it recorded (where a replay
+        will not follow, only the refusals are made: the checks' own work goes unrecorded)."""
+        recording = _Recording(self.__name__, replayable)
         token = active_capture.set(recording)
         rng = lang.set_python_scope_rng(_RefusedRandom(recording))
         try:
@@ -233,10 +234,10 @@ class _Recording:
     """What the capture of one call sees: the events, and the refusals of what it cannot
     replay. tinyad/kernel.py and tinyad/field.py (through `storage`) report to it."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, replayable: bool = True):
         self.name = name
         self.events: list = []
-        self.storage = _RecordingStorage(self)
+        self.storage = _RecordingStorage(self) if replayable else None
 
     def launch(self, traced, variant: str, scalars) -> None:
         if getattr(traced, "mapping", None) is not None:
@@ -247,6 +248,10 @@ class _Recording:
     def returned(self, kernel_name: str) -> None:
         self.refuse(f"uses the value {kernel_name} returns", "write it to a field and read that "
                     "after the call")
+
+    def python_load(self, fld) -> None:
+        self.refuse(f"loads values into {fld.name} from Python (from_numpy, copy_from)",
+                    "load them before the captured call")
 
     def python_read(self, fld) -> None:
         self.refuse(f"reads {fld.name} in Python scope", "read fields after the captured call "
@@ -303,8 +308,7 @@ class _RecordingStorage:
             _python_number(v) for v in np.ravel(stored))))
 
     def assign(self, fld, array) -> None:
-        self.recording.refuse(f"loads values into {fld.name} from Python (from_numpy, "
-                              "copy_from)", "load them before the captured call")
+        self.recording.python_load(fld)
 
     def invalidate(self, fld) -> None:
         self.recording.refuse(f"changes {fld.name} from Python scope in a way a captured "

@@ -85,8 +85,9 @@ class Field:
     def data(self) -> np.ndarray | None:
         """The values, a numpy array the caller may read and write. Where kernels work on
         another copy (CUDA fast mode) it is brought back first, and since the caller may write
-        through it, that copy is sent again before the next launch."""
-        storage = _storage()
+        through it, that copy is sent again before the next launch. (tinyad's own way to the
+        values, the rule checker's too: ti.capture neither records nor refuses it.)"""
+        storage = runtime.backend.storage
         array = storage.to_host(self)
         storage.invalidate(self)
         return array
@@ -307,6 +308,9 @@ class Field:
                                   f"is {array.dtype}",
                                   hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
                                        "first (rounding is your choice to make)")
+        recording = active_capture.get()
+        if recording is not None:
+            recording.python_load(self)
         self._python_will_write()
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()

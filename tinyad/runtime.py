@@ -89,7 +89,9 @@ def python_storage():
     """Where Python-scope field operations read and write (tinyad/field.py, tapeops.py): the
     backend's storage, seen through the recording while a call is captured."""
     recording = active_capture.get()
-    return runtime.backend.storage if recording is None else recording.storage
+    if recording is None or recording.storage is None:
+        return runtime.backend.storage
+    return recording.storage
 
 
 # The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
