@@ -183,6 +183,7 @@ def test_python_reads_and_loads_inside_are_refused_at_their_line(unchecked):
 
 
 SCALE = 2.0
+EXTRA = [1.0]
 
 
 def test_a_changed_global_and_python_writes_between_calls_are_seen(unchecked):
@@ -197,6 +198,8 @@ def test_a_changed_global_and_python_writes_between_calls_are_seen(unchecked):
     @ti.capture
     def step():
         scale(SCALE)
+        for factor in EXTRA:
+            scale(factor)
         x[2] = 7.0
 
     x.fill(1.0)
@@ -208,8 +211,15 @@ def test_a_changed_global_and_python_writes_between_calls_are_seen(unchecked):
         x[0] = 10.0                        # a Python write between calls
         step()
         np.testing.assert_array_equal(x.to_numpy(), [30.0, 12.0, 7.0])
+        EXTRA.append(0.5)                  # a global list changed in place
+        step()
+        np.testing.assert_array_equal(x.to_numpy(), [45.0, 18.0, 7.0])
     finally:
         SCALE = 2.0
+        EXTRA[:] = [1.0]
+    ti.init(mode=unchecked, check="off", default_fp=ti.f64)    # fields from before are gone
+    with pytest.raises(ti.TinyadRuntimeError, match="created before the last ti.init"):
+        step()
 
 
 def test_random_kernels_replay_the_stream_the_plain_calls_draw(unchecked):

@@ -204,12 +204,13 @@ _OTHER = object()
 
 
 def _plain_value(value):
-    """A number, string or tuple of them as itself; anything else as _OTHER."""
+    """A number or string as itself, a tuple or list of them as a tuple (a snapshot of the
+    list: one changed in place is seen); anything else as _OTHER."""
     if isinstance(value, (numbers.Number, str, type(None))):
         return value
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         inner = tuple(_plain_value(v) for v in value)
-        return _OTHER if _OTHER in inner else inner
+        return _OTHER if any(v is _OTHER for v in inner) else (type(value).__name__, inner)
     return _OTHER
 
 
