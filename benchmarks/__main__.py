@@ -170,14 +170,14 @@ def deviation(result, reference):
 
 
 def table(rows, width=None):
-    head = (f"{'workload':<12} {'size':<24} {'mode':<12} ",
+    head = (f"{'workload':<12} {'size':<24} {'mode':<14} ",
             f"{'start s':>7} {'compile s':>9} {'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} "
             f"{'/unchecked':>10} {'loss':>11} {'check':>8}")
     lines = []
     fast = {(w, s): r for w, s, m, r, _ in rows if m == "fast warm" and "error" not in r}
     captured = {(w, s): r for w, s, m, r, _ in rows if m == "fast captured" and "error" not in r}
     for workload, size, mode, r, reference in rows:
-        key = f"{workload:<12} {size:<24} {mode:<12} "
+        key = f"{workload:<12} {size:<24} {mode:<14} "
         if "error" in r:
             lines.append((key, f"error: {r['error']}"))
             continue
