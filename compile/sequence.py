@@ -160,17 +160,17 @@ class _CompiledSequence:
         return f"np.{dtype.np.__name__}({text})"
 
     def _store(self, event) -> str:
+        """A fill or an element write: a call of one of the module's two small helpers (one
+        compiled body per array type, not a store written out at each place)."""
         array, dtype = self._array(event.field), event.field.dtype
-        flat = f"{array}.reshape({array}.size)"
         if not hasattr(event, "index"):
             value = self._number(event.value, dtype.is_int)
-            return f"{flat}[:] = np.{dtype.np.__name__}({value})  # fill {event.field.name}"
+            return f"fill({array}, {value})  # fill {event.field.name}"
         shape = event.field.host_array.shape
         first = int(np.ravel_multi_index(event.index + (0,) * len(event.field.element_shape),
                                          shape))
-        stores = [f"{flat}[{self._number(first + k, True)}] = "
-                  f"np.{dtype.np.__name__}({self._number(v, dtype.is_int)})"
-                  for k, v in enumerate(event.value)]
+        stores = [f"store({array}, {self._number(first + k, True)}, "
+                  f"{self._number(v, dtype.is_int)})" for k, v in enumerate(event.value)]
         return "; ".join(stores) + f"  # set an element of {event.field.name}"
 
     def _arguments(self, seeds=None) -> list:
@@ -194,4 +194,20 @@ def _module_source(kernels, body: str) -> str:
                         for kernel, name, _ in kernels)
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import sys\n\nimport numpy as np\nfrom numba import njit\n\n"
-            f"{imports}\n\n\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+            f"{imports}\n{HELPERS}\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+
+
+HELPERS = '''
+
+@njit(error_model="numpy", cache=True)
+def fill(array, value):
+    flat = array.reshape(array.size)
+    for i in range(flat.size):
+        flat[i] = value
+
+
+@njit(error_model="numpy", cache=True)
+def store(array, flat_index, value):
+    array.reshape(array.size)[flat_index] = value
+
+'''
