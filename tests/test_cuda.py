@@ -419,3 +419,58 @@ def test_a_checkpoint_is_reported_on_cuda(tmp_path):
     assert out["clean"] == pytest.approx(16 * 9 * 0.6)
     assert "index (3, 8) (component (0,)) is out of bounds for field grid" in out["raised"]
     assert "grid[base + ti.Vector([i, j])] += x[p]" in out["raised"]
+
+
+CAPTURE_SCRIPT = simulator_program('''
+    import json
+    import numpy as np
+    import tinyad as ti
+    from tinyad.runtime import runtime
+
+    ti.init(mode="fast", arch=ti.cuda, default_fp=ti.f32, check="off")
+    n = 8
+    x = ti.field(ti.f32, n, needs_grad=True)
+    loss = ti.field(ti.f32, (), needs_grad=True)
+
+    @ti.kernel
+    def energy():
+        for i in x:
+            loss[None] += x[i] ** 3
+
+    @ti.kernel
+    def descend(rate: ti.f32):
+        for i in x:
+            x[i] -= rate * x.grad[i]
+
+    def steps():
+        for _ in range(3):
+            with ti.ad.Tape(loss=loss):
+                energy()
+            descend(0.01)
+
+    captured = ti.capture(steps)
+    results = []
+    for run in (steps, captured, captured, captured):
+        x.from_numpy(np.linspace(0.5, 1.0, n).astype(np.float32))
+        run()
+        results.append(x.to_numpy().tolist())
+    print(json.dumps({"backend": runtime.backend.target, "results": results,
+                      "replays": captured.replays}))
+''')
+
+
+def test_a_captured_program_replays_on_cuda(tmp_path):
+    """On CUDA a captured program replays the kernels' launchers in order (compile/sequence.py),
+    its fills on the device: the values of the plain calls, every time."""
+    out = run_script(CAPTURE_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",
+                     TINYAD_CACHE_DIR=str(tmp_path / "cache"))
+    if "skip" in out:
+        pytest.skip(out["skip"])
+    assert out["backend"] == "cuda" and out["replays"] == 2
+    plain, *captured = out["results"]
+    x = np.linspace(0.5, 1.0, 8)
+    for _ in range(3):
+        x = x - 0.01 * 3 * x ** 2       # d(x^3)/dx, the analytic gradient
+    np.testing.assert_allclose(plain, x, rtol=1e-5)
+    for result in captured:
+        assert result == plain
