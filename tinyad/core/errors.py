@@ -93,7 +93,7 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
 def reached_out_of_bounds(field, dim: int, index: int, launch: str,
                           loc: SrcLoc | None) -> TinyadIndexError:
     """The error for a launch that, as its IR shows, reaches `index` (a storage index) in
-    dimension `dim` of `field`, outside its shape (tinyad/core/reached.py); `launch` says which
+    dimension `dim` of `field`, outside its shape (tinyad/check/reached.py); `launch` says which
     launch, with which arguments ("this launch (t=3)")."""
     offset = getattr(field, "offset", None)
     user = index + offset[dim] if offset else index
