@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 
 from tinyad import undo
+from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.arrays import bind, bind_arrays, set_bound
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
@@ -424,7 +424,7 @@ MAX_BINDINGS = 16   # sets of ndarray arguments one trace keeps its bound varian
 
 class BoundTracedKernel(TracedKernel):
     """A trace with ndarray parameters bound to the arrays of a launch. Its IR variants are the
-    trace's with each ArrayParam replaced by its array (tinyad/core/arrays.py): interp mode
+    trace's with each ArrayParam replaced by its array (tinyad/arrayparams.py): interp mode
     runs them, and the rule checkers reason about them, keyed on the arrays. A backend whose
     programs take the arrays at each launch (`arrays_as_parameters`, fast mode) runs the
     trace's own program, compiled once per dtype and shape, with the ArrayParams pointed at
