@@ -41,7 +41,7 @@ from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
-from tinyad.core.notices import note
+from tinyad.notices import note
 
 
 class CheckerWithNonFinite(NonFiniteChecks, FastChecker):

@@ -51,7 +51,7 @@ from tinyad.compile.regions import (
     regions_of,
 )
 from tinyad.core import ir
-from tinyad.core.notices import note
+from tinyad.notices import note
 
 
 class TapeLog:

@@ -22,7 +22,6 @@ from tinyad.core.errors import (
     internal_error,
     without_internal_frames,
 )
-from tinyad.core.notices import note
 from tinyad.core.printer import format_kernel
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
@@ -33,6 +32,7 @@ from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
+from tinyad.notices import note
 from tinyad.runtime import active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
