@@ -176,13 +176,30 @@ def missing_name(prefix: str, name: str, known, left_out: dict,
     return TinyadAttributeError(unknown, user_loc(), hint=hint)
 
 
+def print_text(template: str, values) -> str:
+    """The text a Print shows, and a failed assert's message (core/ir.py Print, Assert): every
+    backend formats with this one function."""
+    try:
+        return template.format(*values)
+    except (TypeError, ValueError):   # a value the spec cannot format (a symbolic one)
+        return template.format(*(_Shown(v) for v in values))
+
+
+class _Shown:
+    """A value formatted by str() whatever the spec."""
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, spec):
+        return str(self.value)
+
+
 class TinyadAssertionError(TinyadRuntimeError, AssertionError):
     """A failed assertion in a program tinyad runs (Taichi's TaichiAssertionError)."""
 
 
 def assertion_failed(template: str, values, loc) -> TinyadAssertionError:
     """An `assert` in a kernel that failed, with its message (every backend words it so)."""
-    from tinyad.core.ir import print_text  # noqa: PLC0415  (the IR's types import this module)
     return TinyadAssertionError(print_text(template, values), loc,
                                 hint="the assert's condition was false for these values")
 

@@ -142,3 +142,6 @@ def format_stmt(stmt: ir.Stmt) -> str:
     printer = _Printer()
     printer.stmt(stmt, 0)
     return "\n".join(line.split("  #")[0].rstrip() for line in printer.lines)
+
+
+ir.Kernel.__str__ = format_kernel    # str(kernel) prints it (ir.py builds on nothing above it)
