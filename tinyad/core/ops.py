@@ -31,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from tinyad.core import builder as B   # (the builder imports the table back, when it types an op)
+# (the builder imports this table back, when it types an op: the core's one import circle)
+from tinyad.core import builder as B
 from tinyad.core import ir
 
 # Typing kinds (applied in tinyad/core/builder.py):
