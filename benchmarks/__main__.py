@@ -8,9 +8,12 @@ then every warm run (`--rounds N`: N times, the median shown), so that all of th
 machine. Each measurement runs in its own process (benchmarks/harness.py). Times are medians
 of `--repeats` runs; "compile s" is the first calls minus the steady state (tracing, compiling
 or loading caches), "start s" the process's import and init time, "tinyad/x" tinyad's fast
-fwd+bwd (warm) over this row's (below 1: tinyad is faster). "fast checked" is fast mode (warm)
+fwd+bwd (warm) over this row's (below 1: tinyad is faster; on "fast captured", the ti.capture'd
+version's over the uncaptured). "fast checked" is fast mode (warm)
 with the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run
-with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's. "check" is
+with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's; "fast
+captured" and "fast capt. chk" run the workload's functions under `ti.capture`, unchecked and
+checked (a checked captured function runs launch by launch: tinyad/capture.py). "check" is
 the largest relative difference of the loss and gradients: on tinyad's rows from Taichi
 1.7.4's f32 numbers for the same programs (when that size has numbers), on a peer's rows from
 tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot`
@@ -146,6 +149,10 @@ def measure_workload(name, sizes, repeats, cache, peers, rounds=1):
         rows.append((name, size.label, "fast checked",
                      run(module, [*size.args, *common, "--mode", "fast", "--check", "error"], env),
                      size.reference))
+        for mode, check in (("fast captured", "off"), ("fast capt. chk", "error")):
+            rows.append((name, size.label, mode,      # a user's ti.capture'd version
+                         run(module, [*size.args, *common, "--mode", "fast", "--capture",
+                                      "--check", check], env), size.reference))
     return rows
 
 
@@ -163,13 +170,14 @@ def deviation(result, reference):
 
 
 def table(rows, width=None):
-    head = (f"{'workload':<12} {'size':<24} {'mode':<12} ",
+    head = (f"{'workload':<12} {'size':<24} {'mode':<14} ",
             f"{'start s':>7} {'compile s':>9} {'fwd s':>8} {'fwd+bwd s':>9} {'tinyad/x':>8} "
             f"{'/unchecked':>10} {'loss':>11} {'check':>8}")
     lines = []
     fast = {(w, s): r for w, s, m, r, _ in rows if m == "fast warm" and "error" not in r}
+    captured = {(w, s): r for w, s, m, r, _ in rows if m == "fast captured" and "error" not in r}
     for workload, size, mode, r, reference in rows:
-        key = f"{workload:<12} {size:<24} {mode:<12} "
+        key = f"{workload:<12} {size:<24} {mode:<14} "
         if "error" in r:
             lines.append((key, f"error: {r['error']}"))
             continue
@@ -177,8 +185,11 @@ def table(rows, width=None):
         peer = mode.split()[0] in ratios.PEERS
         ratio = (f"{tinyad['fwd_bwd_s'] / r['fwd_bwd_s']:.2f}"
                  if tinyad and peer and mode.endswith("warm") else "")
-        cost = (f"{r['fwd_bwd_s'] / tinyad['fwd_bwd_s']:.2f}"
-                if mode == "fast checked" and tinyad else "")
+        unchecked = {"fast checked": tinyad, "fast capt. chk": captured.get((workload, size))}
+        base = unchecked.get(mode)
+        cost = f"{r['fwd_bwd_s'] / base['fwd_bwd_s']:.2f}" if base else ""
+        if mode == "fast captured" and tinyad:    # captured over uncaptured, in the ratio column
+            ratio = f"{r['fwd_bwd_s'] / tinyad['fwd_bwd_s']:.2f}"
         if peer and mode.split()[0] != "taichi" and tinyad:
             reference = {"loss": tinyad["loss"], **tinyad["grads"]}   # the same as tinyad's?
         dev = deviation(r, reference)

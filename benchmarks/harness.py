@@ -3,7 +3,8 @@
 A workload's `build(ti, ...)` returns a `Workload`; `run(build, sizes)` parses the command line,
 starts the chosen system, measures and prints one JSON line:
 
-    first_calls_s  the first forward + fwd_bwd (tracing and compiling, or loading the cache)
+    first_calls_s  the first forward + fwd_bwd (tracing and compiling, or loading the cache;
+                   with --capture, capturing them too)
     compile_s      first_calls_s minus one steady-state forward and fwd_bwd (the reference figures'
                    "compile": cold first calls minus steady state)
     forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
@@ -111,6 +112,8 @@ def run(build, sizes: dict, argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     for name, default in sizes.items():
         parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--capture", action="store_true",
+                        help="tinyad: run forward and fwd_bwd as ti.capture'd functions")
     parser.add_argument("--memory", action="store_true",
                         help="measure the workload's peak traced memory instead of time")
     args = parser.parse_args(argv)
@@ -120,7 +123,11 @@ def run(build, sizes: dict, argv=None):
         print(json.dumps({**size, **traced_peak(lambda: build(ti, **size)),
                           "mode": "taichi" if args.taichi else args.mode}))
         return
-    result = {**size, **measure(build(ti, **size), args.repeats, ti.sync), "import_s": started,
+    work = build(ti, **size)
+    if args.capture:       # a user's captured version: the same functions, under ti.capture
+        work = Workload(work.reset, ti.capture(work.forward), ti.capture(work.fwd_bwd),
+                        work.result)
+    result = {**size, **measure(work, args.repeats, ti.sync), "import_s": started,
               "mode": "taichi" if args.taichi else args.mode, "arch": ran_on(ti, args),
               "peak_rss_mb": peak_rss_mb()}
     print(json.dumps(result))

@@ -18,9 +18,10 @@ def _fwd_bwd(rows, run):
     return {(w, s): r["fwd_bwd_s"] for w, s, m, r, _ in rows if m == run and "error" not in r}
 
 
-def ratios(rows, peers):
-    """[(workload, size, {peer: tinyad/peer fwd+bwd}, {system: cold compile s})], in row order."""
-    tinyad = _fwd_bwd(rows, "fast warm")
+def ratios(rows, peers, run="fast warm"):
+    """[(workload, size, {peer: tinyad/peer fwd+bwd}, {system: cold compile s})], in row order;
+    tinyad's from its `run` rows ("fast warm", or "fast captured": its ti.capture'd version)."""
+    tinyad = _fwd_bwd(rows, run)
     warm = {peer: _fwd_bwd(rows, f"{peer} warm") for peer in peers}
     cold = {(w, s, m.split()[0]): r["compile_s"] for w, s, m, r, _ in rows
             if m.endswith(" cold") and "error" not in r}
@@ -57,6 +58,12 @@ def ratio_table(rows, peers):
     ratio_lines = table("tinyad fast fwd+bwd over each peer's (below 1: tinyad is faster)",
                         [f"/{p}" for p in peers],
                         lambda ratio, cold, k: number(ratio.get(peers[k])))
+    found = ratios(rows, peers, "fast captured")
+    if found and peers:
+        ratio_lines += [""] + table("tinyad captured (ti.capture) fwd+bwd over each peer's",
+                                    [f"/{p}" for p in peers],
+                                    lambda ratio, cold, k: number(ratio.get(peers[k])))
+    found = ratios(rows, peers)
     cold_lines = table("cold compile, seconds", names,
                        lambda ratio, cold, k: number(cold.get(systems[k])))
     return "\n".join(ratio_lines + [""] + cold_lines)

@@ -39,6 +39,7 @@ from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
+from tinyad.compile.sequence import sequence_runner
 from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
 from tinyad.notices import note
@@ -84,6 +85,12 @@ class FastBackend(Backend):
         if self.target == "cuda":
             from numba import cuda  # noqa: PLC0415
             cuda.synchronize()
+
+    runs_sequences = True
+
+    def sequence(self, program):
+        """A captured program as one compiled function where it can be (compile/sequence.py)."""
+        return sequence_runner(program, self.storage, self.rng, self.target)
 
     def prepare(self, kernel_ir):
         config = self.config

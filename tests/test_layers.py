@@ -67,12 +67,13 @@ DEBT: dict[tuple[str, str], str] = {
 # its own floor and those below. Every API module stands on one.
 API_FLOORS = [
     ("helpers", {"tinyad.absent", "tinyad.algorithms", "tinyad.allocation", "tinyad.arrayparams",
-                 "tinyad.colors", "tinyad.excepthook", "tinyad.gradreport", "tinyad.simt",
-                 "tinyad.unknown_names", "tinyad.varnames"}),
+                 "tinyad.colors", "tinyad.excepthook", "tinyad.gradreport", "tinyad.sequence",
+                 "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
     ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals"}),
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
     ("kernel", {"tinyad.kernel", "tinyad.tapekernels"}),
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)
+    ("capture", {"tinyad.capture"}),                    # launches and Tapes, replayed as one
     ("verification", {"tinyad.gradverify", "tinyad.secondorder", "tinyad.funcad",
                       "tinyad.customcheck"}),
     ("explain", {"tinyad.explain"}),

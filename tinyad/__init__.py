@@ -4,6 +4,7 @@
 """
 from tinyad import ad, algorithms, simt
 from tinyad.ad import Tape
+from tinyad.capture import capture
 from tinyad.check.rules import (
     CustomGradientRuleError,
     NonFiniteGradientError,

@@ -70,6 +70,11 @@ class FieldStorage:
         field.host_array[...] = array
         self.invalidate(field)
 
+    def set_element(self, field, index, value) -> None:
+        """Write one element (`index` into the field's array; `value` of its element shape)."""
+        self.to_host(field)[index] = value
+        self.invalidate(field)
+
     def snapshot(self, field):
         """A copy of the field's values where they live now, for `restore` (tinyad/undo.py)."""
         return self.to_host(field).copy()
@@ -225,6 +230,14 @@ class Backend(ABC):
         checker's record of this launch or None). For an adjoint, `record` is the record of the
         primal launch it undoes (None: found by its arguments), and `manual` says the user
         called kernel.grad() rather than the Tape."""
+
+    # True: `sequence` can run a captured program (tinyad/capture.py, tinyad/sequence.py)
+    runs_sequences: bool = False
+
+    def sequence(self, program: list):
+        """A callable that runs a captured program (its events, loops rolled) once per call,
+        or None: the captured function then runs as plain Python."""
+        return None
 
     def sync(self) -> None:
         """Wait until every kernel launched so far has finished (ti.sync()). Kernels on the CPU

@@ -21,7 +21,7 @@ from tinyad.core.errors import (
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.notices import note as runtime_note
-from tinyad.runtime import runtime
+from tinyad.runtime import active_capture, python_storage, runtime
 from tinyad.taichi_internals import SNodeHandle
 from tinyad.varnames import caller_variable_name
 
@@ -85,8 +85,9 @@ class Field:
     def data(self) -> np.ndarray | None:
         """The values, a numpy array the caller may read and write. Where kernels work on
         another copy (CUDA fast mode) it is brought back first, and since the caller may write
-        through it, that copy is sent again before the next launch."""
-        storage = _storage()
+        through it, that copy is sent again before the next launch. (tinyad's own way to the
+        values, the rule checker's too: ti.capture neither records nor refuses it.)"""
+        storage = runtime.backend.storage
         array = storage.to_host(self)
         storage.invalidate(self)
         return array
@@ -251,6 +252,7 @@ class Field:
 
     def __getitem__(self, key):
         index = self._index(key)
+        _python_reads(self)
         value = _storage().to_host(self)[index]
         if self.role == "grad":       # (a vector's too: v.grad[i])
             tapeops.gradient_read(self, index)
@@ -262,9 +264,7 @@ class Field:
     def __setitem__(self, key, value):
         index = self._index(key)
         self._python_will_write()
-        storage = _storage()
-        storage.to_host(self)[index] = _as_element(value, self.element_shape, self.name)
-        storage.invalidate(self)
+        _storage().set_element(self, index, _as_element(value, self.element_shape, self.name))
         self._python_wrote(index)
         tapeops.element_written(self, index)
 
@@ -281,6 +281,7 @@ class Field:
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
+        _python_reads(self)
         array = _storage().to_host(self)
         if self.role == "grad":
             tapeops.gradient_read(self)
@@ -307,6 +308,9 @@ class Field:
                                   f"is {array.dtype}",
                                   hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
                                        "first (rounding is your choice to make)")
+        recording = active_capture.get()
+        if recording is not None:
+            recording.python_load(self)
         self._python_will_write()
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
@@ -333,9 +337,15 @@ class Field:
         tapeops.copied(self, other)
 
 
-def _storage():
-    """Where this ti.init's backend keeps field values (tinyad/backend.py)."""
-    return runtime.backend.storage
+_storage = python_storage    # where this ti.init's backend keeps field values (backend.py)
+
+
+def _python_reads(fld) -> None:
+    """Python scope reads a field's values: inside a captured call, a value later calls would
+    not read again (tinyad/capture.py refuses it)."""
+    recording = active_capture.get()
+    if recording is not None:
+        recording.python_read(fld)
 
 
 class _ElementView(Matrix):

@@ -33,7 +33,7 @@ from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
 from tinyad.notices import note
-from tinyad.runtime import active_forward_mode, active_recorder, runtime
+from tinyad.runtime import active_capture, active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
 
@@ -212,6 +212,8 @@ class Kernel:
             result, launch = traced.run_tangent(scalars)
         else:
             result, launch = traced.run_primal(scalars)
+        if result is not None and active_capture.get() is not None:
+            active_capture.get().returned(self.fn.__name__)
         for value in templates.values():
             if getattr(value, "copy_back_to", None) is not None:   # (tinyad/ndarray.py)
                 np.copyto(value.copy_back_to, runtime.backend.storage.to_host(value))
@@ -387,6 +389,9 @@ class TracedKernel:
     def launch(self, variant: str, scalars, *rest):
         """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
         fails part way leaves the fields as they were)."""
+        recording = active_capture.get()
+        if recording is not None:     # (tinyad/capture.py)
+            recording.launch(self, variant, scalars)
         backend = runtime.backend
         tape_log = undo.active_undo.get()
         if tape_log is None and not backend.launches_can_fail:

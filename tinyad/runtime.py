@@ -81,6 +81,19 @@ class Recorder:
 active_recorder: contextvars.ContextVar = contextvars.ContextVar("tinyad_recorder", default=None)
 
 
+# The ti.capture recording of a call, if one is being captured (tinyad/capture.py).
+active_capture: contextvars.ContextVar = contextvars.ContextVar("tinyad_capture", default=None)
+
+
+def python_storage():
+    """Where Python-scope field operations read and write (tinyad/field.py, tapeops.py): the
+    backend's storage, seen through the recording while a call is captured."""
+    recording = active_capture.get()
+    if recording is None or recording.storage is None:
+        return runtime.backend.storage
+    return recording.storage
+
+
 # The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
 active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_forward_mode",
                                                                     default=None)

@@ -19,7 +19,7 @@ import numpy as np
 from tinyad import undo
 from tinyad.check import rules
 from tinyad.check.facts import kernel_facts
-from tinyad.runtime import active_forward_mode, active_recorder, runtime
+from tinyad.runtime import active_forward_mode, active_recorder, python_storage, runtime
 
 
 def _tape():
@@ -35,8 +35,7 @@ def _replayed(operation: str, dst, argument) -> None:
         recorder.record_field_op(operation, dst, argument)
 
 
-def _storage():
-    return runtime.backend.storage
+_storage = python_storage
 
 
 def _differentiated(fld) -> bool:
@@ -79,8 +78,7 @@ def gradient_read(grad, index=None) -> None:
 def element_written(dst, index) -> None:
     """dst[index] = value has run (index: the storage index)."""
     if active_forward_mode.get() is not None and dst.has_dual and dst.dual.is_placed:
-        _storage().to_host(dst.dual)[index] = 0
-        _storage().invalidate(dst.dual)
+        _storage().set_element(dst.dual, index, 0)
     tape = _tape()
     if tape is None or not _differentiated(dst):
         return
@@ -124,9 +122,7 @@ def _fill(dst, value):
 
 
 def _set_element(dst, index, value):
-    host = _storage().to_host(dst)
-    host[index] = value
-    _storage().invalidate(dst)
+    _storage().set_element(dst, index, value)
 
 
 # ---- the adjoints the Tape's backward pass runs ----------------------------------------------
@@ -149,10 +145,12 @@ class FieldOpAdjoint:
 def _take_gradient(dst, index=...):
     """Zero dst.grad (at `index`) and return what it held."""
     undo.before_python_write(dst.grad)     # (a Tape that fails puts gradients back too)
-    grad = _storage().to_host(dst.grad)
-    held = np.array(grad[index], copy=True)
-    grad[index] = 0
-    _storage().invalidate(dst.grad)
+    storage = _storage()
+    held = np.array(storage.to_host(dst.grad)[index], copy=True)
+    if index is ...:
+        storage.fill(dst.grad, 0)
+    else:
+        storage.set_element(dst.grad, index, 0)
     return held
 
 

@@ -173,9 +173,11 @@ T.DType.__call__ = _cast_to_dtype     # (core/types.py stands below the builder 
 _python_scope_rng = np.random.default_rng(0)
 
 
-def set_python_scope_rng(rng: np.random.Generator) -> None:
+def set_python_scope_rng(rng) -> np.random.Generator:
+    """Draw Python scope's ti.random() from `rng` from now on; -> the generator it replaces."""
     global _python_scope_rng
-    _python_scope_rng = rng
+    previous, _python_scope_rng = _python_scope_rng, rng
+    return previous
 
 
 def random(dtype=float):

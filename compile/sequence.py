@@ -1,0 +1,197 @@
+"""Fast mode runs a captured program (tinyad/sequence.py) as one compiled function where it can.
+
+    runner = sequence_runner(program, storage, rng, target)     # then runner() per call
+
+On the CPU, when every kernel the program launches runs without threads (its loops are too short
+to be worth them, as a small time step's are), the program becomes one numba function: it calls
+the kernels' compiled entries in order, its fills and element writes are array stores, and each
+rolled loop is a loop, so one call from Python runs the whole time loop, forward and backward:
+
+    def captured(a0, a1, a2, a3, a4, seeds, ints, floats):
+        s = 0
+        for r in range(ints[0]):
+            a0.reshape(a0.size)[:] = np.float32(floats[0])  # fill x.grad
+            ...
+            k0(a3, a2)  # compute_U (primal)
+            a1.reshape(a1.size)[:] = np.float32(floats[3])  # fill U.grad
+            k1(a3, a1, a0)  # compute_U (adjoint)
+            k2(a4, a0, a3, np.float32(floats[4]))  # advance (primal)
+        return -1
+
+Its numbers (loop counts, scalars, the values stored) are arguments, so a program alike but for
+them (another step count, another dt) reuses the function, which is cached on disk like the
+kernels (compile/cache.py). A kernel whose indices the IR cannot
+bound reports a bad index through its flag (compile/badindex.py): the function returns at the
+first launch that raised one, and the host raises the error there. Each launch of a kernel that
+draws random numbers takes its seed from an array drawn before the call, in launch order, as the
+launches themselves would draw them. Otherwise (a kernel with threads, or CUDA) the launches'
+own compiled launchers run in a Python loop: no binding, no Tape, no per-launch bookkeeping.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from tinyad.compile import cache
+from tinyad.compile.badindex import bad_index_error
+from tinyad.compile.cpu import CpuKernel
+
+
+def sequence_runner(program: list, storage, rng, target: str):
+    """A callable that runs the program once, compiled where every launch allows it."""
+    events = [e for item in program for e in (item.body if _is_loop(item) else (item,))]
+    kernels = [e.traced.program(e.variant) for e in events if hasattr(e, "variant")]
+    if target == "cpu" and all(_callable_from_numba(k) for k in kernels):
+        return _CompiledSequence(program, rng).run
+    return _python_runner(program, storage, rng)
+
+
+def _is_loop(item) -> bool:
+    """A Loop of tinyad/sequence.py (events and loops are told apart by their fields: this
+    layer does not import the API's types)."""
+    return hasattr(item, "body")
+
+
+def _callable_from_numba(kernel) -> bool:
+    gen = getattr(kernel, "generated", None)
+    return isinstance(kernel, CpuKernel) and not gen.parallel
+
+
+def _python_runner(program, storage, rng):
+    def run_event(event):
+        if hasattr(event, "variant"):
+            event.traced.program(event.variant)(event.scalars, rng)
+        elif hasattr(event, "index"):
+            storage.set_element(event.field, event.index, _element(event))
+        else:
+            storage.fill(event.field, event.value)
+
+    def run():
+        for item in program:
+            if _is_loop(item):
+                for r in range(item.count):
+                    for event in item.step(r):
+                        run_event(event)
+            else:
+                run_event(item)
+    return run
+
+
+def _element(event):
+    """The stored components of a SetElement, in the field's element shape."""
+    shape = event.field.element_shape
+    return np.array(event.value).reshape(shape) if shape else event.value[0]
+
+
+class _CompiledSequence:
+    """The numba function for a program, and the host's side of a call to it."""
+
+    def __init__(self, program, rng):
+        self.rng = rng
+        self.fields: dict = {}       # id(field) -> (field, its argument name)
+        self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
+        self.failures: list = []     # return code -> the kernel whose bad flag it was
+        self.random_launches = 0
+        # The program's numbers (loop counts, scalars, stored values) are arguments, so that
+        # programs alike but for them (another step count, another dt) share one function
+        self.numbers = {"ints": [], "floats": []}
+        lines = ["def captured({params}):", "    s = 0"]
+        for item in program:
+            if _is_loop(item):
+                lines.append(f"    for r in range({self._number(item.count, True)}):")
+                lines += [self._event(e, d, 2) for e, d in zip(item.body, item.deltas)]
+                self.random_launches += (item.count - 1) * self._random_in(item.body)
+            else:
+                lines.append(self._event(item, (), 1))
+        lines.append("    return -1")
+        params = [name for _, name in self.fields.values()] + \
+                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None]
+        lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
+        self.ints = np.array(self.numbers["ints"] or [0], np.int64)
+        self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
+        self.source = _module_source(self.kernels.values(), "\n".join(lines))
+        stem = f"captured_{cache.key('sequence', self.source)}"
+        self.fn = cache.load(stem, self.source).captured
+        self.fn.compile(tuple(numba.typeof(a) for a in self._arguments()))   # now, not at a call
+
+    def _random_in(self, events) -> int:
+        return sum(1 for e in events if hasattr(e, "variant") and
+                   e.traced.program(e.variant).generated.uses_random)
+
+    def _array(self, fld) -> str:
+        if id(fld) not in self.fields:
+            self.fields[id(fld)] = (fld, f"a{len(self.fields)}")
+        return self.fields[id(fld)][1]
+
+    def _event(self, event, delta, depth) -> str:
+        pad = "    " * depth
+        if not hasattr(event, "variant"):
+            return pad + self._store(event)
+        kernel = event.traced.program(event.variant)
+        gen = kernel.generated
+        if id(kernel) not in self.kernels:
+            bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
+            self.kernels[id(kernel)] = (kernel, f"k{len(self.kernels)}", bad)
+        _, name, bad = self.kernels[id(kernel)]
+        args = [self._array(f) for f in gen.fields]
+        args += [self._scalar(d, s, ds) for d, s, ds in
+                 zip(gen.scalars, event.scalars, delta or (0,) * len(event.scalars))]
+        args += ["seeds[s]"] if gen.uses_random else []
+        args += [name + "_bad"] if bad is not None else []
+        text = f"{pad}{name}({', '.join(args)})  # {event.traced.ir.name} ({event.variant})"
+        if gen.uses_random:
+            text += f"\n{pad}s += 1"
+            self.random_launches += 1
+        if bad is not None:
+            self.failures.append(kernel)
+            text += f"\n{pad}if {name}_bad[0] != 0:\n{pad}    return {len(self.failures) - 1}"
+        return text
+
+    def _number(self, value, is_int: bool) -> str:
+        """`value` as an element of the function's `ints` or `floats` argument."""
+        kind = "ints" if is_int else "floats"
+        self.numbers[kind].append(value)
+        return f"{kind}[{len(self.numbers[kind]) - 1}]"
+
+    def _scalar(self, dtype, value, delta) -> str:
+        text = self._number(value, dtype.is_int)
+        if delta:
+            text += f" + r * {self._number(delta, dtype.is_int)}"
+        return f"np.{dtype.np.__name__}({text})"
+
+    def _store(self, event) -> str:
+        array, dtype = self._array(event.field), event.field.dtype
+        flat = f"{array}.reshape({array}.size)"
+        if not hasattr(event, "index"):
+            value = self._number(event.value, dtype.is_int)
+            return f"{flat}[:] = np.{dtype.np.__name__}({value})  # fill {event.field.name}"
+        shape = event.field.host_array.shape
+        first = int(np.ravel_multi_index(event.index + (0,) * len(event.field.element_shape),
+                                         shape))
+        stores = [f"{flat}[{self._number(first + k, True)}] = "
+                  f"np.{dtype.np.__name__}({self._number(v, dtype.is_int)})"
+                  for k, v in enumerate(event.value)]
+        return "; ".join(stores) + f"  # set an element of {event.field.name}"
+
+    def _arguments(self, seeds=None) -> list:
+        arrays = [fld.host_array for fld, _ in self.fields.values()]
+        flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
+        seeds = np.zeros(1, np.int64) if seeds is None else seeds
+        return [*arrays, *flags, seeds, self.ints, self.floats]
+
+    def run(self):
+        seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
+                 if self.random_launches else None)
+        code = self.fn(*self._arguments(seeds))
+        if code >= 0:
+            kernel = self.failures[code]
+            bad = self.kernels[id(kernel)][2]
+            raise bad_index_error(kernel.generated.sites, bad)
+
+
+def _module_source(kernels, body: str) -> str:
+    imports = "\n".join(f"{name} = sys.modules[{kernel.path!r}].{kernel.generated.entry}"
+                        for kernel, name, _ in kernels)
+    return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
+            "import sys\n\nimport numpy as np\nfrom numba import njit\n\n"
+            f"{imports}\n\n\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")

@@ -1,0 +1,169 @@
+"""What a captured function does to fields, as a program: its events, repeats rolled into loops.
+
+ti.capture (tinyad/capture.py) records what one call of a Python function does to fields: each
+kernel launch (its variant, primal or adjoint or tangent, with its scalar arguments), each fill,
+each element written from Python. A time loop records the same few events once per step, with the
+step's scalars; `roll` finds such repeats and writes them as a `Loop` whose scalars are affine in
+the step (t, t + 1, ..., or constant), so the program a backend runs (compile/sequence.py) is as
+long as one step, not as all of them. Rolling changes only how the events are written down:
+`unrolled(program)` gives back exactly the events recorded, scalar for scalar.
+
+    capture of fwd_bwd: 2003 events as 5 lines
+      fill U = 0.0
+      loop 1000 times, r = 0, 1, ...:
+        launch compute_U
+        ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MAX_PERIOD = 256     # the most events one step of a rolled loop may hold
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: `traced` (tinyad/kernel.py TracedKernel) run as `variant`."""
+    traced: Any
+    variant: str
+    scalars: tuple
+
+    @property
+    def key(self):
+        return ("launch", id(self.traced), self.variant, tuple(map(_kind, self.scalars)))
+
+    def text(self) -> str:
+        name = self.traced.ir.name + ("" if self.variant == "primal" else f" ({self.variant})")
+        return f"launch {name}({', '.join(map(repr, self.scalars))})"
+
+
+@dataclass(frozen=True)
+class Fill:
+    """field.fill(value), or a fill tinyad does (a Tape clearing gradients)."""
+    field: Any
+    value: Any
+    scalars = ()
+
+    @property
+    def key(self):
+        return ("fill", id(self.field), self.value)
+
+    def text(self) -> str:
+        return f"fill {self.field.name} = {self.value!r}"
+
+
+@dataclass(frozen=True)
+class SetElement:
+    """field[index] = value from Python; `value` the element's stored components, flat."""
+    field: Any
+    index: tuple
+    value: tuple
+    scalars = ()
+
+    @property
+    def key(self):
+        return ("set", id(self.field), self.index, self.value)
+
+    def text(self) -> str:
+        value = self.value[0] if len(self.value) == 1 else list(self.value)
+        return f"set {self.field.name}[{', '.join(map(str, self.index))}] = {value!r}"
+
+
+@dataclass(frozen=True)
+class Loop:
+    """`count` repeats of `body` (its first step's events); in step r a launch's scalar k is
+    body[j].scalars[k] + r * deltas[j][k]."""
+    count: int
+    body: tuple
+    deltas: tuple
+
+    def step(self, r: int) -> list:
+        return [event if not any(delta) else Launch(event.traced, event.variant, tuple(
+                    s + r * d for s, d in zip(event.scalars, delta)))
+                for event, delta in zip(self.body, self.deltas)]
+
+
+def _kind(value) -> str:
+    return "int" if isinstance(value, int) else "float"
+
+
+def roll(events: list) -> list:
+    """The events as a program: runs of a repeated step become Loops (greedily, left to right,
+    the period that covers most events at each place)."""
+    keys = [e.key for e in events]
+    program, i = [], 0
+    while i < len(events):
+        best = _best_repeat(events, keys, i)
+        if best is None:
+            program.append(events[i])
+            i += 1
+            continue
+        period, count, deltas = best
+        program.append(Loop(count, tuple(events[i:i + period]), deltas))
+        i += period * count
+    return program
+
+
+def _best_repeat(events, keys, i):
+    """-> (period, count, deltas) of the longest run of repeats starting at i, or None."""
+    best, n = None, len(keys)
+    limit = min(MAX_PERIOD, (n - i) // 2)
+    for period in range(1, limit + 1):
+        if keys[i + period] != keys[i] or keys[i:i + period] != keys[i + period:i + 2 * period]:
+            continue
+        count = 2
+        while (i + (count + 1) * period <= n and
+               keys[i + count * period:i + (count + 1) * period] == keys[i:i + period]):
+            count += 1
+        deltas, count = _affine(events, i, period, count)
+        if count >= 2 and (best is None or period * count > best[0] * best[1]):
+            best = (period, count, deltas)
+    return best
+
+
+def _affine(events, i, period, count):
+    """The scalars' step per repeat, and how many repeats follow it exactly (at least 1)."""
+    first, second = events[i:i + period], events[i + period:i + 2 * period]
+    deltas = tuple(tuple(b - a for a, b in zip(e.scalars, f.scalars))
+                   for e, f in zip(first, second))
+    for r in range(2, count):
+        step = events[i + r * period:i + (r + 1) * period]
+        for e, delta, now in zip(first, deltas, step):
+            if any(s + r * d != v for s, d, v in zip(e.scalars, delta, now.scalars)):
+                return deltas, r
+    return deltas, count
+
+
+def unrolled(program: list) -> list:
+    """The events a program stands for, in order."""
+    events = []
+    for item in program:
+        if isinstance(item, Loop):
+            for r in range(item.count):
+                events.extend(item.step(r))
+        else:
+            events.append(item)
+    return events
+
+
+def format_program(program: list, name: str) -> str:
+    """The program as text, a line per event and loop."""
+    count = len(unrolled(program))
+    lines = [f"capture of {name}: {count} events as {_length(program)} lines"]
+    for item in program:
+        if not isinstance(item, Loop):
+            lines.append("  " + item.text())
+            continue
+        lines.append(f"  loop {item.count} times, r = 0, 1, ...:")
+        for event, delta in zip(item.body, item.deltas):
+            text = event.text()
+            if any(delta):
+                steps = ", ".join(f"{d:+}" if d else "0" for d in delta)
+                text += f"  (scalars step {steps} each r)"
+            lines.append("    " + text)
+    return "\n".join(lines)
+
+
+def _length(program) -> int:
+    return sum(1 + len(item.body) if isinstance(item, Loop) else 1 for item in program)
