@@ -307,6 +307,20 @@ def dynamic_imports(path: pathlib.Path) -> list[int]:
     return lines
 
 
+def prints(path: pathlib.Path) -> list[int]:
+    """Lines where `path` prints: print(...), or a write to sys.stdout / sys.stderr."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "print" or \
+                isinstance(func, ast.Attribute) and func.attr == "write" and \
+                isinstance(func.value, ast.Attribute) and func.value.attr in ("stdout", "stderr"):
+            lines.append(node.lineno)
+    return lines
+
+
 def too_long(sizes: dict[str, int], allowed=LONG_FILES) -> tuple[dict, dict]:
     """-> (files over MAX_LINES beyond their allowance, LONG_FILES entries now shorter)."""
     long = {name: n for name, n in sizes.items() if n > MAX_LINES and n > allowed.get(name, 0)}
@@ -346,6 +360,13 @@ def test_the_core_has_one_documented_circle():
     """The core's modules form no circle but builder <-> ops (see CIRCLES)."""
     core = [c for c in circles(import_graph()) if layer_of(next(iter(c))) == "core"]
     assert core == [{"tinyad.core.builder", "tinyad.core.ops"}], core
+
+
+def test_the_core_never_prints():
+    """The core raises or returns; notices go through tinyad/notices.py, above it."""
+    found = {module: lines for module, path in modules().items()
+             if layer_of(module) == "core" and (lines := prints(path))}
+    assert not found, f"the core prints: {found}"
 
 
 def test_no_generic_top_level_packages():
@@ -481,3 +502,11 @@ def test_a_long_file_fails():
                     allowed) == ({"tinyad/a.py": 601}, {})
     assert too_long({"compile/big.py": 651}, allowed) == ({"compile/big.py": 651}, {})
     assert too_long({"compile/big.py": 640}, allowed) == ({}, {"compile/big.py": 650})
+
+
+def test_a_print_is_seen(tmp_path):
+    path = _module(tmp_path, "m", "import sys\n\n\ndef f(x):\n    print(x)\n"
+                                  "    sys.stderr.write(x)\n    return f'print({x})'\n")
+    assert prints(path) == [5, 6]
+    clean = _module(tmp_path, "n", "def f(x):\n    return f'print({x})'\n")
+    assert prints(clean) == []
