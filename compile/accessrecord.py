@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tinyad.analysis.sites import access_sites
 from tinyad.check import trail as trails
 from tinyad.check.trail import SERIAL, Trail, TrailSite
-from tinyad.core import analysis, ir
+from tinyad.core import ir
 from tinyad.core import types as T
 
 MAX_ENTRIES = 1 << 22       # records a launch may take (32 MiB of indices); past it, unchecked
@@ -157,7 +158,7 @@ class AccessRecorder:
         """The recorder of `fields`' accesses, or None where there are none, or its columns
         alone would take more than MAX_ENTRIES records."""
         wanted = {id(f) for f in fields}
-        sites = [s for s in analysis.access_sites(kernel) if id(s.field) in wanted]
+        sites = [s for s in access_sites(kernel) if id(s.field) in wanted]
         if not sites:
             return None
         recorder = cls(kernel, sites, replayed)

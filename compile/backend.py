@@ -26,6 +26,7 @@ from tinyad.check import forward as forwardchecks
 from tinyad.check import handgrads, nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.nonfinite import NonFiniteChecks
+from tinyad.check.reached import CertainBounds
 from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile import (
     ahead,
@@ -41,8 +42,7 @@ from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.compile.sequence import sequence_runner
 from tinyad.core import ir
 from tinyad.core.errors import reached_out_of_bounds
-from tinyad.core.notices import note
-from tinyad.core.reached import CertainBounds
+from tinyad.notices import note
 
 
 class CheckerWithNonFinite(NonFiniteChecks, FastChecker):
@@ -315,7 +315,7 @@ class FastBackend(Backend):
 
 def _raise_out_of_bounds(found, names, scalars, adjoint_of: str | None = None):
     """A launch (or the adjoint of kernel `adjoint_of`) certainly indexes a field out of its
-    bounds (tinyad/core/reached.py): the bounds error, before it runs."""
+    bounds (tinyad/check/reached.py): the bounds error, before it runs."""
     site, dim, index = found
     given = ", ".join(f"{n}={v!r}" for n, v in zip(names, scalars))
     if adjoint_of is not None:

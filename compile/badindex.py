@@ -6,7 +6,7 @@ read another array's memory, wrapped -1 to the field's end, or ended the process
 segmentation fault, where interp mode reports the index. Raising from compiled code is no
 answer: numba's exception paths made mpm's cold compile 2.4 times slower (commit eacafa9). So:
 
-* accesses whose indices the IR bounds get no code (tinyad/core/reached.py IndexProof): those
+* accesses whose indices the IR bounds get no code (tinyad/check/reached.py IndexProof): those
   inside the field for any arguments, and those `CertainBounds` settles before each launch
   (`LaunchBounds` here: once per set of integer argument values);
 * every other access goes through `in_bounds<rank>(bad, site, array, i0, ...)`: the index
@@ -17,7 +17,7 @@ answer: numba's exception paths made mpm's cold compile 2.4 times slower (commit
   pooled and parfors loops alike; for CUDA a device function;
 * where a loop body indexes with a local plus static offsets (mpm's `grid[base + offset]`,
   nine offsets, three fields, and the adjoint's nine again), one range check of the local
-  before the first of those accesses stands for their guards (tinyad/core/checkpoints.py):
+  before the first of those accesses stands for their guards (tinyad/check/checkpoints.py):
   `record<k>(bad, site, v0, ...)` records the locals' values when it fails, and the host
   finds the access they put outside its field;
 * after the launch the host reads `bad[0]` and raises the TinyadIndexError interp mode raises
@@ -38,9 +38,9 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from tinyad.core.checkpoints import Checkpoint
+from tinyad.check.checkpoints import Checkpoint
+from tinyad.check.reached import CertainBounds
 from tinyad.core.errors import out_of_bounds, reached_out_of_bounds
-from tinyad.core.reached import CertainBounds
 
 MAX_RANK = 16          # in_bounds1 .. in_bounds16, record1 .. record16: names reserved
 NAMES = tuple(f"{stem}{rank}" for stem in ("in_bounds", "record")
@@ -64,7 +64,7 @@ def record_name(count: int) -> str:
 
 
 def checkpoint_source(bad: str, site: int, names: list, types: list, ranges, target: str):
-    """A checkpoint's lines (tinyad/core/checkpoints.py): if a local is outside its range,
+    """A checkpoint's lines (tinyad/check/checkpoints.py): if a local is outside its range,
     the locals recorded as site `site` and each clamped into its range."""
     inside = " and ".join(f"{lo} <= {n} <= {hi}" for n, (lo, hi) in zip(names, ranges))
     site_text = f"int64({site})" if target == "cuda" else str(site)

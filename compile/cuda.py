@@ -30,7 +30,6 @@ from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cudasource import generate_cuda
 from tinyad.compile.pyexpr import sanitize
 from tinyad.compile.pysource import CUDA_STACK, Generated
-from tinyad.core.arrays import resolve
 from tinyad.core.errors import TinyadRuntimeError
 
 SIMULATOR = bool(numba_config.ENABLE_CUDASIM)
@@ -97,7 +96,9 @@ class CudaKernel:
     def __call__(self, scalars=(), rng=None):
         """Launch once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         gen = self.generated
-        arrays = [resolve(f) for f in gen.fields]   # ndarray arguments: this launch's arrays
+        # ndarray arguments: the arrays this launch binds them to (tinyad/arrayparams.py,
+        # asked by marker, as core/ir.py is_field asks for a field)
+        arrays = [f.bound if getattr(f, "is_array_param", False) else f for f in gen.fields]
         for a in arrays:
             if getattr(a, "external", False):   # a user's numpy array: may have changed
                 self.mirror.invalidate(a)

@@ -6,10 +6,10 @@ through one-element device arrays. A plain Python `launch` runs the segments in 
 """
 from __future__ import annotations
 
+from tinyad.analysis.queries import assigned, python_bound, referenced, static_trip
 from tinyad.compile.nesting import carried_locals, segments
 from tinyad.compile.pysource import Ctx, Generated, Generator
 from tinyad.core import ir
-from tinyad.core.analysis import assigned, python_bound, referenced, static_trip
 
 
 class CudaModule:

@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tinyad.analysis.queries import accesses, assigned
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.analysis import accesses, assigned
 from tinyad.core.printer import format_expr
 
 SCRATCH_BYTES = 64 << 20     # the largest scratch buffer (per moved value) this makes

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
+from tinyad.analysis.queries import assigned, referenced
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.analysis import assigned, referenced
 
 
 def nest_loops(kernel: ir.Kernel) -> tuple[ir.Kernel, dict]:

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinyad.core import ir
-from tinyad.core.analysis import (
+from tinyad.analysis.queries import (
     accesses,
     assigned,
     direct_break,
@@ -21,6 +20,7 @@ from tinyad.core.analysis import (
     static_trip,
     without,
 )
+from tinyad.core import ir
 
 PRIVATE_BYTES = 16 << 20  # the largest field a parallel loop gives per-thread copies of
 MAX_BLOCK_SPAN = 8        # the widest stencil (in rows) that blocking handles

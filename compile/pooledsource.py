@@ -18,6 +18,7 @@ at the top level after the first parallel loop (its stream runs through the whol
 """
 from __future__ import annotations
 
+from tinyad.analysis.queries import assigned, referenced
 from tinyad.compile.gather import split_gathers
 from tinyad.compile.nesting import carried_locals, nest_loops, segments
 from tinyad.compile.pysource import (
@@ -35,7 +36,6 @@ from tinyad.compile.pysource import (
 )
 from tinyad.compile.pysource import chunks as _chunk_count
 from tinyad.core import ir
-from tinyad.core.analysis import assigned, referenced
 
 # A parallel loop whose iterations times statements are fewer than this runs on one thread
 # (handing chunks to the pool costs about 10-30 us), unless threads are forced

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinyad.check.checkpoints import IndexChecks
 from tinyad.compile import badindex, rt
 from tinyad.compile.op_spellings import SPELLINGS
 from tinyad.core import ir, ops
 from tinyad.core import types as T
-from tinyad.core.checkpoints import IndexChecks
 
 NUMBA_TYPE = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "u8": "uint8",
               "i8": "int8", "i16": "int16", "u16": "uint16", "u32": "uint32", "u64": "uint64"}
@@ -246,7 +246,7 @@ class ExprWriter:
 
     def checkpoint(self, checkpoint, depth):
         """A loop body's range check of the locals its accesses add offsets to, before the
-        first of them (tinyad/core/checkpoints.py): if one is outside its range, its value
+        first of them (tinyad/check/checkpoints.py): if one is outside its range, its value
         recorded in the bad-index flag and all of them clamped into range."""
         site = len(self.sites)
         self.sites.append(checkpoint)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.check.boxes import boxes_overlap
 from tinyad.compile.regions import NARROW_ROWS
-from tinyad.core import analysis
 
 
 class ReplayedRead:
@@ -91,7 +91,7 @@ class FieldReads:
                 found = []
             rows, (lo, hi) = self.rows, box[0]
             if hi - lo == 1 and lo not in rows:   # the common case: a write of an unread row
-                return [r for r in found if analysis.boxes_overlap(box, r.box)] if found else found
+                return [r for r in found if boxes_overlap(box, r.box)] if found else found
             seen, several = set(), hi - lo > 1
             for row in range(lo, hi):
                 held = rows.get(row)
@@ -111,7 +111,7 @@ class FieldReads:
                     found.append(r)
         if box is None:
             return found
-        overlap = analysis.boxes_overlap
+        overlap = boxes_overlap
         return [r for r in found if overlap(box, r.box)]
 
     def compact(self) -> None:

@@ -3,13 +3,16 @@ arguments: the boxes its replayed loads may read and its primal stores may write
 on which one launch may break a rule within itself (compile/replaycheck.py checks them)."""
 from __future__ import annotations
 
+from tinyad.check.boxes import box_contains, box_function, boxes_overlap
 from tinyad.check.facts import kernel_facts
+from tinyad.check.hazards import own_element_overwrites, unproven_fields
 from tinyad.check.launches import RowSpans
+from tinyad.check.reached import CertainBounds
 from tinyad.check.rows import rows_of
+from tinyad.check.zeroing import gradient_resets
 from tinyad.compile.scattercheck import ScatterCheck
-from tinyad.core import analysis, ir
+from tinyad.core import ir
 from tinyad.core.printer import format_expr
-from tinyad.core.reached import CertainBounds
 
 
 class Written:
@@ -79,7 +82,7 @@ class LaunchPlan:
         self.write_spans = _hulls((w.site.field, leading_span(w.box)) for w in writes)
         self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
         # (site, dimension, index) of an access this launch certainly makes outside its field
-        # (tinyad/core/reached.py), or None
+        # (tinyad/check/reached.py), or None
         self.out_of_bounds = out_of_bounds
 
 
@@ -102,10 +105,10 @@ class KernelRegions:
                                 if isinstance(s.node, ir.Load) and id(s.node) in replayed])
         self.writes = _distinct([s for s in sites if not isinstance(s.node, ir.Load)
                                  and s.field.role == "primal"], by_kind=True)
-        resets = analysis.gradient_resets(kernel)
+        resets = gradient_resets(kernel)
         self.grad_stores = [s for s in sites if isinstance(s.node, ir.Store)
                             and s.field.role == "grad" and id(s.node) not in resets]
-        self.unproven = analysis.unproven_fields(kernel, replayed)
+        self.unproven = unproven_fields(kernel, replayed)
         # fields whose values before and after a launch decide its in-launch hazard (each
         # iteration overwriting its own element after a replayed read): their first replayed
         # read and first write, for the report
@@ -113,7 +116,7 @@ class KernelRegions:
             fld: (next(s for s in sites if s.field is fld and isinstance(s.node, ir.Load)
                        and id(s.node) in replayed),
                   next(s for s in sites if s.field is fld and not isinstance(s.node, ir.Load)))
-            for fld in analysis.own_element_overwrites(kernel, replayed)}
+            for fld in own_element_overwrites(kernel, replayed)}
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}          # integer argument values -> LaunchPlan
@@ -145,7 +148,7 @@ class KernelRegions:
     def _function(self, site):
         function = self._functions.get(id(site))
         if function is None:
-            function = self._functions[id(site)] = analysis.box_function(
+            function = self._functions[id(site)] = box_function(
                 site, site.field.shape, self.args)
         return function
 
@@ -192,7 +195,7 @@ class KernelRegions:
             return [(s, b) for s in sites if (b := box_of(s)) is not None]
         hazards = []
         for fld, (reads, writes, by_boxes) in self.unproven.items():
-            if not by_boxes or any(analysis.boxes_overlap(r, w) for _, r in boxed(reads)
+            if not by_boxes or any(boxes_overlap(r, w) for _, r in boxed(reads)
                                    for _, w in boxed(writes)):
                 hazards.append(fld)
         # One Written per field, box and kind (the first store's, as a report names): the nine
@@ -211,7 +214,7 @@ class KernelRegions:
 
     def _out_of_bounds(self, values: tuple):
         """(site, dimension, index) of the first access a launch with these integer arguments
-        certainly makes outside its field, or None (tinyad/core/reached.py)."""
+        certainly makes outside its field, or None (tinyad/check/reached.py)."""
         if self._bounds is None:
             self._bounds = CertainBounds(self.kernel_ir, self.kernel_rows.sites)
         return self._bounds.outside_at(values)
@@ -293,9 +296,9 @@ def _covering(pairs):
     fields: dict = {}          # field -> [(site, box)] not contained in another
     for pair in joined:
         kept = fields.setdefault(id(pair[0].field), [])
-        if any(analysis.box_contains(b, pair[1]) for _, b in kept):
+        if any(box_contains(b, pair[1]) for _, b in kept):
             continue
-        kept[:] = [p for p in kept if not analysis.box_contains(pair[1], p[1])]
+        kept[:] = [p for p in kept if not box_contains(pair[1], p[1])]
         kept.append(pair)
     survivors = {id(p) for kept in fields.values() for p in kept}
     return [p for p in joined if id(p) in survivors]

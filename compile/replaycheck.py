@@ -3,7 +3,7 @@ replayed reads that runs at compiled speed.
 
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
-function of the launch's integer arguments (compile/regions.py, from core/analysis.py `box`:
+function of the launch's integer arguments (compile/regions.py, from check/boxes.py `box`:
 affine indices give their range, a gather its whole dimension). After each forward launch those
 boxes wait, unfiled, with only their leading indices summed up per field: most are never
 written again before the backward pass (a kernel at step t reads row t, the next writes row
@@ -51,7 +51,7 @@ from tinyad.compile.regions import (
     regions_of,
 )
 from tinyad.core import ir
-from tinyad.core.notices import note
+from tinyad.notices import note
 
 
 class TapeLog:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.core import analysis, ir
+from tinyad.analysis.sites import access_sites
+from tinyad.check.hazards import unconditional_nodes
+from tinyad.core import ir
 from tinyad.core.ops import TABLE
 
 CLEAN, MEETS, UNDECIDED = "clean", "meets", "undecided"
@@ -43,7 +45,7 @@ class ScatterCheck:
 
     @classmethod
     def of(cls, kernel: ir.Kernel, fld) -> "ScatterCheck | None":
-        sites = [s for s in analysis.access_sites(kernel) if s.field is fld]
+        sites = [s for s in access_sites(kernel) if s.field is fld]
         if not sites or any(isinstance(s.node, ir.AtomicOp) for s in sites):
             return None          # accumulated: other hazards than stores and reads
         loop = sites[0].loops[0] if sites[0].loops else None
@@ -51,7 +53,7 @@ class ScatterCheck:
                 s.loops != (loop,) for s in sites) or not any(s is loop for s in kernel.body):
             return None
         written = set(ir.fields_written(kernel.body))
-        top = analysis.unconditional_nodes(loop)
+        top = unconditional_nodes(loop)
         if any(id(s.node) not in top for s in sites):
             return None          # an access in a branch or an inner loop
         # locals the indices may use: assigned once, at the top of the loop body

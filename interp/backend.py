@@ -16,7 +16,7 @@ from tinyad.check import forward as forwardchecks
 from tinyad.check import handgrads, nonfinite
 from tinyad.check.facts import kernel_facts
 from tinyad.check.rows import launch_rows
-from tinyad.core import analysis
+from tinyad.check.zeroing import gradient_resets
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
 from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
 from tinyad.interp.evaluator import Program
@@ -80,7 +80,7 @@ class InterpBackend(Backend):
         forwardchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
         self._before_writes(traced)
         replayed = kernel_facts(traced).replayed
-        resets = analysis.gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
+        resets = gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
         hand = handgrads.before_launch(checker, traced, record.number, self.storage,
                                        self._run_adjoint)
         memory = LoggedMemory(checker, record, replayed, resets)

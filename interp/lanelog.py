@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.check.hazards import unproven_fields
 from tinyad.check.report import ACCUMULATE, SLOTS
-from tinyad.core import analysis, ir
+from tinyad.core import ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
 from tinyad.interp.elementlog import LOCS, WHOLE_FIELD, same_values
@@ -446,14 +447,14 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _unproven_fields(traced, replayed) -> dict:
     """The fields of the launch's kernel that the IR does not prove free of in-launch hazards
-    (core/analysis.py, fast mode's test), once per kernel: field -> by_boxes, True where only
+    (check/hazards.py, fast mode's test), once per kernel: field -> by_boxes, True where only
     reads may meet writes (disjoint elements read and written rule the hazard out). Reads in
     earlier launches of the scope are checked whatever this says."""
     unproven = getattr(traced, "lanes_unproven", None)
     if unproven is None:
         try:
             unproven = {fld: by_boxes for fld, (_reads, _writes, by_boxes)
-                        in analysis.unproven_fields(traced.ir, replayed).items()}
+                        in unproven_fields(traced.ir, replayed).items()}
         except Exception:  # noqa: BLE001  (no proof: every field is checked)
             unproven = dict.fromkeys(ir.fields_of(traced.ir.body), False)
         traced.lanes_unproven = unproven

@@ -1,7 +1,7 @@
 """A bad index is an error at the user's line in both modes, and never memory outside the field.
 
 Fast mode (without debug=True) guards the accesses whose indices the IR cannot bound (an index
-read from a field, computed from a float, under a branch: tinyad/core/reached.py IndexProof):
+read from a field, computed from a float, under a branch: tinyad/check/reached.py IndexProof):
 the index is clamped into the field and the first bad one recorded in a flag the launcher reads
 after the launch (compile/badindex.py). Before, fast mode read another array's memory, wrapped
 -1 to the field's end, or ended the process with a segmentation fault (issue 38), where interp
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import tinyad as ti
-from tinyad.core.analysis import access_sites
-from tinyad.core.checkpoints import IndexChecks
-from tinyad.core.reached import IndexProof
+from tinyad.analysis.sites import access_sites
+from tinyad.check.checkpoints import IndexChecks
+from tinyad.check.reached import IndexProof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -256,7 +256,7 @@ def test_which_accesses_are_guarded():
 def _p2g_like(n, grid_n):
     """mpm's particle-to-grid pattern: a base cell computed from a float, then nine static
     offsets into two grids (in fast mode one range check of `base` stands for their guards,
-    tinyad/core/checkpoints.py)."""
+    tinyad/check/checkpoints.py)."""
     x = ti.Vector.field(2, ti.f64, n, needs_grad=True)
     grid_v = ti.Vector.field(2, ti.f64, (grid_n, grid_n), needs_grad=True)
     grid_m = ti.field(ti.f64, (grid_n, grid_n), needs_grad=True)

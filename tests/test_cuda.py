@@ -353,7 +353,7 @@ def test_a_recorded_launch_runs_on_cuda(tmp_path):
 
 def _stencil_program():
     """A base cell computed from a float plus static offsets: one checkpoint of base stands
-    for the accesses' guards (tinyad/core/checkpoints.py)."""
+    for the accesses' guards (tinyad/check/checkpoints.py)."""
     ti.init(mode="fast", default_fp=ti.f32)
     n = 16
     x = ti.Vector.field(2, ti.f32, n, needs_grad=True)

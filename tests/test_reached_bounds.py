@@ -1,4 +1,4 @@
-"""An access a launch certainly makes outside its field (tinyad/core/reached.py): checked fast
+"""An access a launch certainly makes outside its field (tinyad/check/reached.py): checked fast
 mode raises interp mode's bounds error before the launch, found from the IR once per argument
 values, where ti.init(debug=True) would check every element. An access that only may be out
 of bounds (behind a branch, a `continue`, in a loop that may break, or with indices whose ends

@@ -217,7 +217,7 @@ def test_a_taped_kernel_reading_what_it_just_wrote_reads_nothing_from_before(mod
 
 
 def test_which_fields_a_kernel_reads_only_where_its_iteration_wrote_them(mode):
-    """core/analysis.py's loads_after_own_stores: a store dominates a later load of the same
+    """check/scans.py's loads_after_own_stores: a store dominates a later load of the same
     element; one in a branch, at another index, or with its index local assigned since, not."""
     from tinyad.check.facts import kernel_facts
     v, w, u, q, out = (ti.field(ti.f64, shape=8, needs_grad=True) for _ in range(5))
@@ -254,7 +254,7 @@ def test_a_field_set_from_python_before_the_tape_is_not_reported(derived, capsys
 def test_a_scan_reading_what_it_stored_itself_is_not_computed_before_the_tape(mode, capsys):
     """Compositing front to back (`if s > 0: before = tape[r, s - 1]`, `tape[r, s] = ...`,
     then `tape[r, n - 1]`) reads only what the launch stored, however tape was computed before
-    the Tape (core/scans.py; lesson 17's finite differences were warned about). A loop from 1
+    the Tape (check/scans.py; lesson 17's finite differences were warned about). A loop from 1
     reads tape[r, 0] from before the launch: that one is reported."""
     a = ti.field(ti.f64, shape=(), needs_grad=True)
     samples = ti.field(ti.i32, shape=2)

@@ -1,11 +1,11 @@
-"""Which gradients a kernel leaves all zero, proven from its IR (tinyad/core/zeroing.py): the
+"""Which gradients a kernel leaves all zero, proven from its IR (tinyad/check/zeroing.py): the
 rule checks then take such a kernel for a clear, as a fill(0), before it runs. A kernel the
 proof cannot settle is judged by the values it leaves (tests/test_rules_sweeps.py)."""
 import numpy as np
 import pytest
 
 import tinyad as ti
-from tinyad.core.zeroing import zeroed_gradients
+from tinyad.check.zeroing import zeroed_gradients
 
 
 def zeroed(kernel) -> list:

@@ -212,7 +212,7 @@ class Backend(ABC):
     launches_can_fail: bool = True
     # True: a program reads every field through the IR's field objects at each launch, so
     # one program serves a kernel's ndarray arguments bound to any arrays of their shape
-    # (tinyad/core/arrays.py). False: a program per set of arrays, from the IR bound to them.
+    # (tinyad/arrayparams.py). False: a program per set of arrays, from the IR bound to them.
     arrays_as_parameters: bool = False
 
     def __init__(self, config, rng: np.random.Generator):

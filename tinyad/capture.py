@@ -41,9 +41,9 @@ import types
 import numpy as np
 
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
-from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
 from tinyad.frontend import lang
+from tinyad.notices import note
 from tinyad.runtime import (
     active_capture,
     active_forward_mode,

@@ -35,12 +35,12 @@ from pathlib import Path
 import tinyad
 from tinyad.check.render import print_report
 from tinyad.check.rules import RuleViolation
-from tinyad.core.errors import TinyadError
-from tinyad.core.notices import note, wrapped_for_stderr
+from tinyad.core.errors import TinyadError, wrapped_for_stderr
 from tinyad.excepthook import is_internal
 from tinyad.explain import output_width
 from tinyad.frontend import lang
 from tinyad.kernel import Kernel
+from tinyad.notices import note
 from tinyad.runtime import MODES, runtime
 
 # examples/ is installed as the package tinyad.examples (pyproject.toml), so a wheel has it too.

@@ -54,12 +54,12 @@ from tinyad.check import rules
 from tinyad.check.report import Access
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
-from tinyad.core.notices import note
 from tinyad.core.srcloc import SrcLoc, user_loc
 from tinyad.interp import lanes
 from tinyad.interp.domain import NUMERIC
 from tinyad.interp.wide import ShadowMemory
 from tinyad.ndarray import state_fields
+from tinyad.notices import note
 from tinyad.runtime import active_forward_mode, active_recorder, runtime
 from tinyad.undo import active_undo
 

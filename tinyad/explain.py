@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyad.core import analysis, ir
+from tinyad.analysis.queries import replayed_loads
+from tinyad.core import ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.printer import format_expr
 
@@ -178,7 +179,7 @@ def replay_notes(kernel) -> str:
     """Which forward reads the adjoint replays, and which writes in this kernel would change
     their element before the adjoint runs."""
     try:
-        loads = analysis.replayed_loads(kernel.grad.ir)
+        loads = replayed_loads(kernel.grad.ir)
     except TinyadError as error:
         return f"no adjoint: {error}"
     if not loads:

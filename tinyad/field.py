@@ -18,9 +18,9 @@ from tinyad.core.errors import (
     TinyadTypeError,
     index_range,
 )
-from tinyad.core.notices import note as runtime_note
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
+from tinyad.notices import note as runtime_note
 from tinyad.runtime import active_capture, python_storage, runtime
 from tinyad.taichi_internals import SNodeHandle
 from tinyad.varnames import caller_variable_name

@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 
 from tinyad import undo
+from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.arrays import bind, bind_arrays, set_bound
 from tinyad.core.errors import (
     NonDifferentiableWarning,
     TinyadError,
@@ -22,7 +22,6 @@ from tinyad.core.errors import (
     internal_error,
     without_internal_frames,
 )
-from tinyad.core.notices import note
 from tinyad.core.printer import format_kernel
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
@@ -33,6 +32,7 @@ from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.ndarray import as_argument, parameter, trace_signature
+from tinyad.notices import note
 from tinyad.runtime import active_capture, active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
@@ -429,7 +429,7 @@ MAX_BINDINGS = 16   # sets of ndarray arguments one trace keeps its bound varian
 
 class BoundTracedKernel(TracedKernel):
     """A trace with ndarray parameters bound to the arrays of a launch. Its IR variants are the
-    trace's with each ArrayParam replaced by its array (tinyad/core/arrays.py): interp mode
+    trace's with each ArrayParam replaced by its array (tinyad/arrayparams.py): interp mode
     runs them, and the rule checkers reason about them, keyed on the arrays. A backend whose
     programs take the arrays at each launch (`arrays_as_parameters`, fast mode) runs the
     trace's own program, compiled once per dtype and shape, with the ArrayParams pointed at

@@ -6,7 +6,7 @@ shape, needs_grad)` and given to kernels through `ti.types.ndarray()` parameters
 passed for such a parameter is wrapped in an Ndarray whose storage is the array itself, so the
 kernel's writes land in it, as in Taichi.
 
-At a launch, each ndarray parameter is an ArrayParam in the IR (tinyad/core/arrays.py), bound
+At a launch, each ndarray parameter is an ArrayParam in the IR (tinyad/arrayparams.py), bound
 to the array passed; `trace_signature` is what a trace is specialised on.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import weakref
 import numpy as np
 
 from tinyad.allocation import normalize_shape
+from tinyad.arrayparams import ArrayParam
 from tinyad.core import types as T
-from tinyad.core.arrays import ArrayParam
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.field import Field
 from tinyad.frontend import lang

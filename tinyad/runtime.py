@@ -14,8 +14,8 @@ import numpy as np
 from tinyad import backend as backends
 from tinyad.core import types as T
 from tinyad.core.errors import TinyadTypeError, TinyadValueError
-from tinyad.core.notices import note
 from tinyad.frontend import lang
+from tinyad.notices import note
 
 MODES = tuple(backends.BACKENDS)
 CHECKS = ("error", "warn", "off")

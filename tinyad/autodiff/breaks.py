@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tinyad.analysis.queries import direct_break
 from tinyad.core import builder as B
 from tinyad.core import ir
 from tinyad.core import types as T
-from tinyad.core.analysis import direct_break
 
 
 def without_breaks(kernel: ir.Kernel) -> ir.Kernel:

@@ -1,2 +1,4 @@
 """The rule catalogue: every autodiff rule tinyad checks, its error class, its report and how the
-report is rendered. The checks that find violations live with the backends that run kernels."""
+report is rendered; the launch checks both backends run; and the proofs from a kernel's IR that
+let them leave accesses unchecked (boxes.py, hazards.py, zeroing.py, scans.py, reached.py,
+checkpoints.py)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinyad.core import analysis, ir
+from tinyad.analysis.queries import replayed_loads
+from tinyad.check.scans import loads_after_own_stores, loads_of_earlier_iterations
+from tinyad.check.zeroing import zeroed_gradients
+from tinyad.core import ir
 from tinyad.core.errors import TinyadError
-from tinyad.core.scans import loads_of_earlier_iterations
-from tinyad.core.zeroing import zeroed_gradients
 
 
 @dataclass(frozen=True)
@@ -21,13 +22,13 @@ class KernelFacts:
     first_load: dict        # field -> loc of its first load
     adjoint_targets: tuple  # the .grad fields the adjoint kernel accumulates into
     grads_stored: tuple     # .grad fields the kernel itself stores into (clear_grid's zeroing)
-    grads_zeroed: tuple     # those its IR proves every launch leaves all zero (core/zeroing.py)
+    grads_zeroed: tuple     # those its IR proves every launch leaves all zero (check/zeroing.py)
     grads_by_hand: tuple    # .grad fields it adds to or stores into, not to zero them: a
                             # gradient written by hand (PlasticineLab's svd_grad kernel)
     grads_loaded: tuple     # .grad fields it loads (a gradient kernel written by hand)
     loaded_own: frozenset   # primal fields each of whose loads reads what its own iteration
-                            # wrote just before (core/analysis.py loads_after_own_stores), or
-                            # an earlier iteration of its serial loop (core/scans.py)
+                            # wrote just before (check/scans.py loads_after_own_stores), or
+                            # an earlier iteration of its serial loop (check/scans.py)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
     first_grad_load: dict   # .grad field -> loc of its first load
 
@@ -43,7 +44,7 @@ def _analyse(compiled) -> KernelFacts:
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
     grads_written, grads_loaded, first_grad_load = {}, {}, {}
-    own = analysis.loads_after_own_stores(compiled.ir) | loads_of_earlier_iterations(compiled.ir)
+    own = loads_after_own_stores(compiled.ir) | loads_of_earlier_iterations(compiled.ir)
     not_own = set()          # id() of the primal fields some load reads from before
     for stmt in ir.walk_stmts(body):
         if isinstance(stmt, ir.Store) and stmt.field.role == "grad":
@@ -65,7 +66,7 @@ def _analyse(compiled) -> KernelFacts:
                     first_grad_load.setdefault(sub.field, sub.loc)
     try:
         adjoint = compiled.adjoint_ir()
-        replayed = frozenset(id(load) for load in analysis.replayed_loads(adjoint))
+        replayed = frozenset(id(load) for load in replayed_loads(adjoint))
         targets = {id(s.field): s.field for s in ir.walk_stmts(adjoint.body)
                    if isinstance(s, ir.AtomicOp) and s.field.role == "grad"}
     except TinyadError:   # not differentiable: reported if its .grad() is ever called

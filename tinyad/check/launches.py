@@ -22,8 +22,8 @@ from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, element_name
 from tinyad.check.spans import ALL_ROWS, span_minus, span_union, spans_meet
-from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
+from tinyad.notices import note
 
 
 @dataclass(slots=True)

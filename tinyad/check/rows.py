@@ -5,8 +5,10 @@ without its rows, a Tape that recomputes every step would look as if it read the
 pass before the Tape had computed. Both backends ask here (fast mode through its LaunchPlan)."""
 from __future__ import annotations
 
+from tinyad.analysis.sites import access_sites, fixed_int_args
+from tinyad.check.boxes import box_function
 from tinyad.check.spans import span_union
-from tinyad.core import analysis, ir
+from tinyad.core import ir
 from tinyad.core.printer import format_expr
 
 
@@ -17,8 +19,8 @@ class KernelRows:
     keep a kilobyte a step (fast mode keeps them in its per-arguments LaunchPlan instead)."""
 
     def __init__(self, kernel: ir.Kernel):
-        sites = self.sites = analysis.access_sites(kernel)
-        self.args = analysis.fixed_int_args(kernel)
+        sites = self.sites = access_sites(kernel)
+        self.args = fixed_int_args(kernel)
         names = [a.name for a in kernel.args]
         self.positions = tuple(names.index(n) for n in self.args)
         own = loads_of_own_stores(sites)
@@ -27,7 +29,7 @@ class KernelRows:
         # read of what came before the launch
         self.loads = [s for s in primal if isinstance(s.node, ir.Load) and id(s) not in own]
         self.writes = [s for s in primal if not isinstance(s.node, ir.Load)]
-        self._functions = [analysis.box_function(s, s.field.shape, self.args)
+        self._functions = [box_function(s, s.field.shape, self.args)
                            for s in (*self.loads, *self.writes)]
         self._latest = (None, None)     # (argument values, their rows) of the latest launch
 

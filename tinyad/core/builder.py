@@ -131,7 +131,9 @@ def _result_dtype(spec, dtypes):
 
 def apply(name: str, *args):
     """Apply op `name` to arguments, promoting their types as Taichi does."""
-    from tinyad.core.ops import TABLE  # noqa: PLC0415  (ops builds derivative rules with this module)
+    # The core's one import circle (tests/test_layers.py CIRCLES): the op table's derivative
+    # rules build IR with this module, which types each op by its row there
+    from tinyad.core.ops import TABLE  # noqa: PLC0415
     spec = TABLE[name]
     if not any(is_expr(a) for a in args):
         return _fold(spec, args)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import difflib
+import shutil
+import sys
+import textwrap
 
-from tinyad.core.notices import wrapped_for_stderr
 from tinyad.core.srcloc import SrcLoc, user_loc
 
 
@@ -34,6 +36,26 @@ class TinyadError(Exception):
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)
+
+
+def wrapped_for_stderr(text: str, taken: int = 0) -> str:
+    """`text` as is in a pipe; in a terminal each of its lines wrapped at the terminal's width
+    between words, continuations indented two more than their line. A source location stays
+    whole: its `File "..."` line, and lines indented four or more (code, carets). `taken`: the
+    columns already used before the first line (an exception's `tinyad.Name: `)."""
+    if not sys.stderr.isatty():
+        return text
+    width, out = shutil.get_terminal_size().columns, []
+    for n, line in enumerate(text.splitlines()):
+        if line.startswith(("    ", 'File "')):
+            out.append(line)
+            continue
+        lead = " " * taken if n == 0 else ""
+        indent = line[:len(line) - len(line.lstrip())]
+        out.append(textwrap.fill(line, width, initial_indent=lead,
+                                 subsequent_indent=indent + "  ", break_long_words=False,
+                                 break_on_hyphens=False)[len(lead):])
+    return "\n".join(out)
 
 
 def without_internal_frames(exc: TinyadError) -> TinyadError:
@@ -93,7 +115,7 @@ def out_of_bounds(field, index: tuple, loc: SrcLoc | None) -> TinyadIndexError:
 def reached_out_of_bounds(field, dim: int, index: int, launch: str,
                           loc: SrcLoc | None) -> TinyadIndexError:
     """The error for a launch that, as its IR shows, reaches `index` (a storage index) in
-    dimension `dim` of `field`, outside its shape (tinyad/core/reached.py); `launch` says which
+    dimension `dim` of `field`, outside its shape (tinyad/check/reached.py); `launch` says which
     launch, with which arguments ("this launch (t=3)")."""
     offset = getattr(field, "offset", None)
     user = index + offset[dim] if offset else index
@@ -154,13 +176,30 @@ def missing_name(prefix: str, name: str, known, left_out: dict,
     return TinyadAttributeError(unknown, user_loc(), hint=hint)
 
 
+def print_text(template: str, values) -> str:
+    """The text a Print shows, and a failed assert's message (core/ir.py Print, Assert): every
+    backend formats with this one function."""
+    try:
+        return template.format(*values)
+    except (TypeError, ValueError):   # a value the spec cannot format (a symbolic one)
+        return template.format(*(_Shown(v) for v in values))
+
+
+class _Shown:
+    """A value formatted by str() whatever the spec."""
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, spec):
+        return str(self.value)
+
+
 class TinyadAssertionError(TinyadRuntimeError, AssertionError):
     """A failed assertion in a program tinyad runs (Taichi's TaichiAssertionError)."""
 
 
 def assertion_failed(template: str, values, loc) -> TinyadAssertionError:
     """An `assert` in a kernel that failed, with its message (every backend words it so)."""
-    from tinyad.core.ir import print_text  # noqa: PLC0415  (the IR's types import this module)
     return TinyadAssertionError(print_text(template, values), loc,
                                 hint="the assert's condition was false for these values")
 

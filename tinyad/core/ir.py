@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
+# print_text: a Print's text; the backends and the code they generate call it as ir.print_text
+from tinyad.core.errors import TinyadSyntaxError, print_text  # noqa: F401
 from tinyad.core.srcloc import UNKNOWN, SrcLoc
 from tinyad.core.types import DType, i32
 
@@ -30,36 +32,17 @@ def is_field(value) -> bool:
     return getattr(value, "is_tinyad_field", False)
 
 
-def _operator(name: str, reflected: bool = False):
-    """An arithmetic dunder that builds an IR op (typing rules in tinyad/build.py). With a
-    vector or matrix on the other side it returns NotImplemented, so Python asks the matrix."""
-    def method(self, other):
-        if getattr(other, "is_tinyad_matrix", False):
-            return NotImplemented
-        from tinyad.core import builder as build  # noqa: PLC0415  (build.py builds on this module)
-        return build.binary(name, other, self) if reflected else build.binary(name, self, other)
-    method.__name__ = f"__{'r' if reflected else ''}{name}__"
-    return method
-
-
 class Expr:
-    """Base of expressions. Arithmetic on expressions builds new IR (used while tracing)."""
+    """Base of expressions. Arithmetic on expressions builds new IR (used while tracing): the
+    op table installs Python's operators here (core/ops.py, which types them with the rules
+    of core/builder.py; both build on this module)."""
 
     dtype: DType
     loc: SrcLoc
 
-    def _b(self):
-        from tinyad.core import builder as build  # noqa: PLC0415  (build imports ir)
-        return build
-
-    # + - * / ... < <= ... come from the op table: see _install_operators at the end.
-
-    def __neg__(self): return self._b().unary("neg", self)
     def __pos__(self): return self
-    def __abs__(self): return self._b().unary("abs", self)
 
     def __bool__(self):
-        from tinyad.core.errors import TinyadSyntaxError  # noqa: PLC0415
         raise TinyadSyntaxError(
             "a kernel value has no Python truth value at trace time", self.loc,
             hint="use `if` on it inside the kernel, or ti.select(cond, a, b)")
@@ -217,23 +200,6 @@ class Assert(Stmt):
     loc: SrcLoc = LOC
 
 
-def print_text(template: str, values) -> str:
-    """The text a Print shows: every backend formats with this one function."""
-    try:
-        return template.format(*values)
-    except (TypeError, ValueError):   # a value the spec cannot format (a symbolic one)
-        return template.format(*(_Shown(v) for v in values))
-
-
-class _Shown:
-    """A value formatted by str() whatever the spec."""
-    def __init__(self, value):
-        self.value = value
-
-    def __format__(self, spec):
-        return str(self.value)
-
-
 @dataclass(frozen=True)
 class Arg:
     name: str
@@ -248,9 +214,8 @@ class Kernel:
     ret: DType | None = None
     loc: SrcLoc = LOC
 
-    def __str__(self) -> str:
-        from tinyad.core.printer import format_kernel  # noqa: PLC0415  (the printer imports ir)
-        return format_kernel(self)
+    # str(kernel) is its printed form: core/printer.py installs __str__ (the printer builds
+    # on this module)
 
 
 STMT_NODES = (Assign, Store, AtomicOp, If, For, While, Break, Return, Save, Restore, Print,
@@ -359,13 +324,3 @@ def array_size(fld) -> int:
         size *= extent
     return size
 
-
-def _install_operators():
-    """Give expressions the Python operators the op table names (ops.dunder_operators). Done
-    here, after every class exists: ops.py builds on builder.py, which builds on this module."""
-    from tinyad.core.ops import dunder_operators  # noqa: PLC0415
-    for dunder, name, reflected in dunder_operators():
-        setattr(Expr, dunder, _operator(name, reflected))
-
-
-_install_operators()

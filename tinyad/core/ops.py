@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+# (the builder imports this table back, when it types an op: the core's one import circle)
 from tinyad.core import builder as B
 from tinyad.core import ir
 
@@ -304,3 +305,36 @@ def dunder_operators():
 def cast_keeps_gradient(to, source) -> bool:
     """`ti.cast` between float types passes the gradient; to or from an integer type stops it."""
     return to.is_float and source.is_float
+
+
+# ---- Python's operators on expressions ---------------------------------------------------------
+
+def _operator(name: str, reflected: bool = False):
+    """An arithmetic dunder that builds an IR op (typing rules in core/builder.py). With a
+    vector or matrix on the other side it returns NotImplemented, so Python asks the matrix."""
+    def method(self, other):
+        if getattr(other, "is_tinyad_matrix", False):
+            return NotImplemented
+        return B.binary(name, other, self) if reflected else B.binary(name, self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _negative(self):
+    return B.unary("neg", self)
+
+
+def _absolute(self):
+    return B.unary("abs", self)
+
+
+def _install_operators():
+    """Give expressions (ir.Expr) the Python operators this table names, typed by the builder.
+    Done here: ir.py builds on nothing above it, and the builder reads this table when it types
+    an op, so of the two this module is loaded last."""
+    for dunder, name, reflected in dunder_operators():
+        setattr(ir.Expr, dunder, _operator(name, reflected))
+    ir.Expr.__neg__, ir.Expr.__abs__ = _negative, _absolute
+
+
+_install_operators()

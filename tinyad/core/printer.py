@@ -127,7 +127,7 @@ def format_kernel(kernel: ir.Kernel) -> str:
 
 
 def _array_params(kernel: ir.Kernel) -> list[str]:
-    """The kernel's ndarray parameters (tinyad/core/arrays.py), as its header shows them."""
+    """The kernel's ndarray parameters (tinyad/arrayparams.py), as its header shows them."""
     shown = {}
     for f in ir.fields_of(kernel.body):
         if getattr(f, "is_array_param", False):
@@ -142,3 +142,6 @@ def format_stmt(stmt: ir.Stmt) -> str:
     printer = _Printer()
     printer.stmt(stmt, 0)
     return "\n".join(line.split("  #")[0].rstrip() for line in printer.lines)
+
+
+ir.Kernel.__str__ = format_kernel    # str(kernel) prints it (ir.py builds on nothing above it)

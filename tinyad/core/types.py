@@ -35,16 +35,7 @@ class DType:
     def __repr__(self) -> str:
         return self.name
 
-    def __call__(self, value):
-        """`ti.f32(x)`: cast to this type, as Taichi allows (a number, a traced value, a matrix)."""
-        from tinyad.core import builder  # noqa: PLC0415  (the builder types its nodes with DType)
-        if getattr(value, "is_tinyad_matrix", False):
-            return value.cast(self)
-        if builder.is_expr(value):
-            return builder.cast(value, self)
-        if builder.current_loc().line:     # in a kernel: a constant of this type (ti.u64(2**63)
-            return builder.const(value, self)   # holds it, ti.u16(-1) is refused, as in Taichi)
-        return float(value) if self.is_float else int(value)
+    # `ti.f32(x)` casts: frontend/lang.py gives DType its __call__ (the builder types with DType)
 
 
 i32 = DType("i32", "int", 32)

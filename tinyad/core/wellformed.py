@@ -8,6 +8,7 @@ from __future__ import annotations
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.ops import TABLE
+from tinyad.core.printer import format_stmt
 
 
 class IRVerifyError(Exception):
@@ -26,7 +27,6 @@ def check_wellformed(kernel: ir.Kernel) -> ir.Kernel:
 
 
 def _fail(message, node):
-    from tinyad.core.printer import format_stmt  # noqa: PLC0415
     shown = format_stmt(node) if isinstance(node, ir.Stmt) else repr(node)
     raise IRVerifyError(f"{message}\n  in: {shown}\n  at: {node.loc}")
 

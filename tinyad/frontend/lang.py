@@ -155,6 +155,20 @@ def cast(value, dtype):
     return B.cast(value, dtype)
 
 
+def _cast_to_dtype(dtype: T.DType, value):
+    """`ti.f32(x)`: cast to this type, as Taichi allows (a number, a traced value, a matrix)."""
+    if getattr(value, "is_tinyad_matrix", False):
+        return value.cast(dtype)
+    if B.is_expr(value):
+        return B.cast(value, dtype)
+    if B.current_loc().line:     # in a kernel: a constant of this type (ti.u64(2**63)
+        return B.const(value, dtype)   # holds it, ti.u16(-1) is refused, as in Taichi)
+    return float(value) if dtype.is_float else int(value)
+
+
+T.DType.__call__ = _cast_to_dtype     # (core/types.py stands below the builder it needs)
+
+
 # ti.random() in Python scope draws from ti.init's generator, which ti.init hands over here.
 _python_scope_rng = np.random.default_rng(0)
 

@@ -23,8 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tinyad.analysis.queries import assigned, direct_break
+from tinyad.analysis.sites import access_sites, fixed_int_args
 from tinyad.core import ir
-from tinyad.core.analysis import access_sites, assigned, direct_break, fixed_int_args
 
 
 class CertainBounds:
@@ -195,7 +196,7 @@ class IndexProof:
     `launch_sites`, which the launcher checks once per argument values. Every other access
     (an index read from a field, computed from a float, a local assigned twice, a `while`'s
     counter, i - 1 under `if i > 0`) is `guarded`: the ids of its index tuples (`rank`: the
-    most indices one of them has; `guarded_sites`: the accesses). tinyad/core/checkpoints.py
+    most indices one of them has; `guarded_sites`: the accesses). tinyad/check/checkpoints.py
     `IndexChecks` replaces some of those guards by one range check per loop body."""
 
     def __init__(self, kernel: ir.Kernel, everything: bool = False):

@@ -74,12 +74,6 @@ class ArrayParam:
         return f"<ndarray argument {self.name}: {self.dtype} {self._shape}>"
 
 
-def resolve(fld):
-    """The field an IR field object stands for at this launch: the array an ArrayParam is
-    bound to, or the field itself."""
-    return fld.bound if getattr(fld, "is_array_param", False) else fld
-
-
 def bind(params: dict, arrays: dict) -> dict:
     """{ArrayParam: array} for each parameter name in both `params` and `arrays`, grads too.
     A parameter without a grad binds none, even if its array has one (needs_grad=False)."""

@@ -1,12 +1,13 @@
-"""Loads that read what an earlier iteration of their own serial loop stored: a scan, as in
-front-to-back compositing (`if s > 0: before = tape[r, s - 1]`, then `tape[r, s] = ...`).
-Such a load never reads what the field held before the launch (check/launches.py: a field
-computed before a Tape and rewritten by the taped kernel before it reads it is no lost
-gradient)."""
+"""Loads that read what their own launch stored, never what the field held before it
+(check/launches.py: a field computed before a Tape and rewritten by the taped kernel before it
+reads it is no lost gradient): a load after its own iteration's store of the same element
+(`loads_after_own_stores`), and a scan, a load of what an earlier iteration of its own serial
+loop stored, as in front-to-back compositing (`if s > 0: before = tape[r, s - 1]`, then
+`tape[r, s] = ...`; `loads_of_earlier_iterations`)."""
 from __future__ import annotations
 
+from tinyad.analysis.queries import assigned
 from tinyad.core import ir, printer
-from tinyad.core.analysis import assigned
 
 
 def loads_of_earlier_iterations(kernel: ir.Kernel) -> frozenset:
@@ -138,3 +139,51 @@ def _reads_an_earlier_store(load: ir.Load, loop: ir.For, stores: set, low: int) 
 
 def _is_var(expr, name: str) -> bool:
     return isinstance(expr, ir.Var) and expr.name == name
+
+
+def loads_after_own_stores(kernel: ir.Kernel) -> frozenset:
+    """ids of the Loads that read an element their own iteration wrote just before, on every
+    path to them (DiffTaichi's g2p: `v[f + 1, p] = new_v`, then `x[f + 1, p] = x[f, p] + dt *
+    v[f + 1, p]`): a store or atomic earlier in an enclosing block, with index expressions
+    printed alike over locals nothing has assigned since."""
+    found = set()
+
+    def key(node):
+        return id(node.field), tuple(printer.format_expr(i) for i in node.indices)
+
+    def mentions(node) -> set:
+        return {e.name for i in node.indices for e in ir.walk_expr(i) if isinstance(e, ir.Var)}
+
+    def note_loads(exprs, written):
+        for expr in exprs:
+            for e in ir.walk_expr(expr):
+                if isinstance(e, ir.Load) and key(e) in written:
+                    found.add(id(e))
+
+    def forget(written, names):
+        return {k: used for k, used in written.items() if not used & names}
+
+    def walk(block, written: dict) -> None:
+        for s in block:
+            if isinstance(s, ir.While):        # its condition runs again after the body
+                inner = forget(written, assigned(s.body))
+                note_loads(ir.stmt_exprs(s), inner)
+                walk(s.body, inner)
+            else:
+                note_loads(ir.stmt_exprs(s), written)
+            if isinstance(s, (ir.Store, ir.AtomicOp)):
+                written[key(s)] = mentions(s)
+            elif isinstance(s, (ir.Assign, ir.Restore)):
+                written = forget(written, {s.name})
+            if isinstance(s, ir.If):
+                walk(s.then, dict(written))
+                walk(s.orelse, dict(written))
+            elif isinstance(s, ir.For):
+                walk(s.body, forget(written, assigned(s.body) | {s.var}))
+            if isinstance(s, (ir.If, ir.For, ir.While)):
+                written = forget(written, assigned([s]))
+            if isinstance(s, ir.AtomicOp) and s.result:
+                written = forget(written, {s.result})
+
+    walk(kernel.body, {})
+    return frozenset(found)

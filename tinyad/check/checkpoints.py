@@ -18,7 +18,7 @@ An access is covered when it is one of the body's own statements (not inside a b
 `select`'s operands or an inner loop) in a `for` loop with no `break` out of it, so that it
 runs whenever the check does, and each of its indices is a constant or `v + c`: c a constant (a static offset), v an
 integer local assigned once in the kernel, by one of the same body's statements before the
-check. Any other access keeps its own guard (tinyad/core/reached.py IndexProof says which).
+check. Any other access keeps its own guard (tinyad/check/reached.py IndexProof says which).
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tinyad.analysis.queries import direct_break
+from tinyad.check.reached import IndexProof, _interval
 from tinyad.core import ir
-from tinyad.core.analysis import direct_break
-from tinyad.core.reached import IndexProof, _interval
 
 
 class Use(NamedTuple):

@@ -12,12 +12,16 @@ no break). Where they reach is found by running the integer arithmetic on all th
 iterations at once, a numpy array per local (a struct-for flattens `for i, j in grid` into
 I // n and I % n); a loop's bounds must be known (constants), its trip count at most
 ENUMERATED.
+
+Also the stores that set a gradient to 0 beside a store into its field (`gradient_resets`): a
+grad_for function that clears a scratch field it recomputes discards no gradient still owed.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from tinyad.core import analysis, ir
+from tinyad.analysis.queries import assigned, direct_break
+from tinyad.core import ir
 
 ENUMERATED = 1 << 20      # iterations a proof runs through at most
 
@@ -28,9 +32,9 @@ def zeroed_gradients(kernel: ir.Kernel) -> tuple:
     for s in ir.walk_stmts(kernel.body):
         if isinstance(s, (ir.Store, ir.AtomicOp)) and s.field.role == "grad":
             stores.setdefault(id(s.field), []).append(s)
-    zeros = analysis.zero_locals(kernel)
+    zeros = zero_locals(kernel)
     return tuple(mine[0].field for mine in stores.values()
-                 if all(isinstance(s, ir.Store) and analysis.is_zero(s.value, zeros)
+                 if all(isinstance(s, ir.Store) and is_zero(s.value, zeros)
                         for s in mine) and _reaches_all(kernel, mine))
 
 
@@ -46,7 +50,7 @@ def _reaches_all(kernel: ir.Kernel, stores: list) -> bool:
         if isinstance(stmt, ir.For):
             if not _loop_reaches(stmt, ids, shape, reached, env):
                 return False
-            for name in analysis.assigned([stmt]):
+            for name in assigned([stmt]):
                 env.pop(name, None)
         elif not _run_stmt(stmt, ids, shape, reached, env):
             return False
@@ -58,7 +62,7 @@ def _loop_reaches(loop: ir.For, ids, shape, reached, outer: dict) -> bool:
     where one of them cannot be followed."""
     start, stop = _run(loop.start, outer), _run(loop.stop, outer)
     if start is None or stop is None or np.ndim(start) or np.ndim(stop) or \
-            stop - start > ENUMERATED or analysis.direct_break(loop.body):
+            stop - start > ENUMERATED or direct_break(loop.body):
         # (unknown, if it holds one; a Return stands only last, at the kernel's top level)
         return not any(id(s) in ids for s in loop.body)
     env = dict(outer)
@@ -82,7 +86,7 @@ def _run_stmt(stmt, ids, shape, reached, env: dict) -> bool:
         else:
             env[stmt.name] = value
     else:
-        for name in analysis.assigned([stmt]):
+        for name in assigned([stmt]):
             env.pop(name, None)
     return True
 
@@ -128,3 +132,38 @@ def _run(expr, env):
             np.min(args[0]) >= 0 and np.min(args[1]) > 0:
         return (np.floor_divide if expr.op == "floordiv" else np.mod)(*args)
     return None
+
+
+# ---- zero constants, and the stores that reset a gradient --------------------------------------
+
+def zero_locals(kernel: ir.Kernel) -> frozenset:
+    """The locals a kernel only ever sets to the constant 0 (PlasticineLab's
+    `zero = ti.Vector.zero(...)`, then `grid.grad[I] = zero`)."""
+    zero, other = set(), set()
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.Assign):
+            (zero if is_zero(s.value) else other).add(s.name)
+    return frozenset(zero - other)
+
+
+def is_zero(value: ir.Expr, zeros: frozenset = frozenset()) -> bool:
+    """Is `value` the constant 0, or a read of one of the locals `zeros` (zero_locals), maybe
+    cast (`f64(zero_0)`)?"""
+    while isinstance(value, ir.Op) and value.op == "cast":
+        value = value.args[0]
+    if isinstance(value, ir.Const):
+        return value.value == 0
+    return isinstance(value, ir.Var) and value.name in zeros
+
+
+def gradient_resets(kernel: ir.Kernel) -> frozenset:
+    """ids of the Store nodes that set a gradient to 0 in a kernel that also stores into the
+    field itself (`grid[c] = 0` beside `grid.grad[c] = 0`). The adjoint of overwriting a field
+    kills its gradient anyway, so a grad_for function that clears a scratch field it recomputes
+    (DiffTaichi's diffmpm clears its grid each step) discards no gradient still owed."""
+    stored = {id(s.field) for s in ir.walk_stmts(kernel.body)
+              if isinstance(s, ir.Store) and s.field.role == "primal"}
+    zeros = zero_locals(kernel)
+    return frozenset(id(s) for s in ir.walk_stmts(kernel.body)
+                     if isinstance(s, ir.Store) and s.field.role == "grad"
+                     and is_zero(s.value, zeros) and id(s.field.primal) in stored)
