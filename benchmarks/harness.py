@@ -7,6 +7,8 @@ starts the chosen system, measures and prints one JSON line:
                    with --capture, capturing them too)
     compile_s      first_calls_s minus one steady-state forward and fwd_bwd (the reference figures'
                    "compile": cold first calls minus steady state)
+    settle_s       after the first calls, waiting for what compiles beside them (--capture: the
+                   captured programs, compile/sequence.py); 0 otherwise
     forward_s, fwd_bwd_s   medians over --repeats runs, each from the same inputs (reset)
     forward_cpu_s, fwd_bwd_cpu_s   the same runs' CPU seconds (time.process_time), medians
     loss, grads    after the first fwd_bwd: the numbers benchmarks/README.md describes
@@ -35,6 +37,7 @@ class Workload:
     forward: Callable     # the timed forward pass
     fwd_bwd: Callable     # the timed forward and backward pass
     result: Callable      # -> (loss, {gradient label: value})
+    settle: Callable = None   # after the first calls, before the timed runs (ti.capture's wait)
 
 
 def start(args):
@@ -71,7 +74,7 @@ def wait_for_start():
 def measure(work: Workload, repeats: int, sync=lambda: None) -> dict:
     """`sync` waits for the device (a GPU runs kernels asynchronously): each timing ends
     with it."""
-    forward, fwd_bwd = work.forward, work.fwd_bwd
+    forward, fwd_bwd, settle = work.forward, work.fwd_bwd, work.settle
     work = Workload(work.reset, lambda: (forward(), sync()), lambda: (fwd_bwd(), sync()),
                     work.result)
     work.reset()
@@ -79,6 +82,10 @@ def measure(work: Workload, repeats: int, sync=lambda: None) -> dict:
     work.forward()
     work.fwd_bwd()
     first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if settle is not None:
+        settle()
+    settled = time.perf_counter() - t0
     loss, grads = work.result()
     wait_for_start()
     times_f, times_fb, cpu_f, cpu_fb = [], [], [], []
@@ -95,6 +102,7 @@ def measure(work: Workload, repeats: int, sync=lambda: None) -> dict:
         cpu_fb.append(time.process_time() - c)
     fwd, fb = statistics.median(times_f), statistics.median(times_fb)
     return {"first_calls_s": first, "compile_s": max(first - fwd - fb, 0.0),
+            "settle_s": settled,
             "forward_s": fwd, "fwd_bwd_s": fb, "loss": float(loss),
             "grads": {k: float(v) for k, v in grads.items()},
             # CPU seconds (all threads): what other jobs on a busy machine inflate least
@@ -125,12 +133,20 @@ def run(build, sizes: dict, argv=None):
         return
     work = build(ti, **size)
     if args.capture:       # a user's captured version: the same functions, under ti.capture
-        work = Workload(work.reset, ti.capture(work.forward), ti.capture(work.fwd_bwd),
-                        work.result)
+        work = _captured(ti, work)
     result = {**size, **measure(work, args.repeats, ti.sync), "import_s": started,
               "mode": "taichi" if args.taichi else args.mode, "arch": ran_on(ti, args),
               "peak_rss_mb": peak_rss_mb()}
     print(json.dumps(result))
+
+
+def _captured(ti, work: Workload) -> Workload:
+    """The workload's functions under ti.capture. Their programs compile beside the first
+    calls (compile/sequence.py); the timed runs wait for them first (`settle_s`), so that
+    they time the replays."""
+    forward, fwd_bwd = ti.capture(work.forward), ti.capture(work.fwd_bwd)
+    return Workload(work.reset, forward, fwd_bwd, work.result,
+                    lambda: (forward.wait(), fwd_bwd.wait()))
 
 
 def peak_rss_mb() -> float:

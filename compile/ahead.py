@@ -29,6 +29,7 @@ _cond = threading.Condition()
 _queue: deque = deque()          # stems waiting, front first
 _running: set = set()            # stems the helper is compiling
 _sizes: dict = {}                # stem -> length of its source (what its compile will take)
+_background: set = set()         # stems no one waits on yet (captured programs): taken last
 _helper = None                   # the subprocess.Popen, started on first use
 _broken = False
 stats = {"by_helper": 0}
@@ -39,8 +40,11 @@ def enabled() -> bool:
             and not _broken)
 
 
-def submit(jobs) -> None:
-    """Queue (stem, source) pairs, in the order they will be needed, for the helper."""
+def submit(jobs, background: bool = False) -> None:
+    """Queue (stem, source) pairs, in the order they will be needed, for the helper.
+    `background`: nothing waits on them (compile/sequence.py's captured programs, which run as
+    plain Python until ready): the helper takes them after every other job, and this process,
+    while it waits for another, never takes them from it."""
     if not enabled():
         return
     directory = cache.cache_dir()
@@ -51,6 +55,8 @@ def submit(jobs) -> None:
             cache.publish(stem, source)
             _queue.append((directory, stem))
             _sizes[stem] = len(source)
+            if background:
+                _background.add(stem)
         if _queue:
             _start_helper()
             _cond.notify_all()
@@ -63,12 +69,16 @@ def need(stem: str) -> None:
         job = next((j for j in _queue if j[1] == stem), None)
         if job is not None:
             _queue.remove(job)
+            _background.discard(stem)
             return
     while True:
         with _cond:
             if stem not in _running:
                 return
-            other = _queue.pop() if _queue else None     # the job needed last
+            waiting = [j for j in _queue if j[1] not in _background]
+            other = waiting[-1] if waiting else None     # the job needed last
+            if other is not None:
+                _queue.remove(other)
         if other is None:
             with _cond:
                 _cond.wait_for(lambda: stem not in _running)
@@ -126,7 +136,8 @@ def _feed():
     while True:
         with _cond:
             _cond.wait_for(lambda: _queue)
-            directory, stem = job = max(_queue, key=lambda j: _sizes.get(j[1], 0))
+            directory, stem = job = max(_queue, key=lambda j: (j[1] not in _background,
+                                                               _sizes.get(j[1], 0)))
             _queue.remove(job)
             _running.add(stem)
         try:

@@ -29,7 +29,7 @@ import warnings
 
 from tinyad.compile import atomics, rt, typingmemo
 
-_lock = threading.Lock()
+_lock = threading.RLock()     # (re-entered: a module loading the modules it calls)
 _fallback_dir: str | None = None
 
 
@@ -148,6 +148,16 @@ def load(stem: str, source: str):
             module = _import(stem, path, source)
         _modules[directory, stem] = module
         return module
+
+
+def load_published(stem: str):
+    """The module `<stem>.py` of the cache, as `load` gives it (a generated module that calls
+    kernels of other modules, compile/sequence.py's, imports them by this)."""
+    module = _modules.get((cache_dir(), stem))
+    if module is not None:
+        return module
+    with open(os.path.join(cache_dir(), stem + ".py"), encoding="utf-8") as f:
+        return load(stem, f.read())
 
 
 def _import(stem: str, path: str, source: str):

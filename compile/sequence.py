@@ -32,18 +32,20 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tinyad.compile import cache
+from tinyad.compile import ahead, cache
 from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
 
 def sequence_runner(program: list, storage, rng, target: str):
-    """A callable that runs the program once, compiled where every launch allows it."""
+    """The program's runner: `run()` runs it once and says True, or says False while its
+    compiled function is not ready yet (the caller then runs the function as plain Python);
+    `wait()` waits until it is."""
     events = [e for item in program for e in (item.body if _is_loop(item) else (item,))]
     kernels = [e.traced.program(e.variant) for e in events if hasattr(e, "variant")]
     if target == "cpu" and all(_callable_from_numba(k) for k in kernels):
-        return _CompiledSequence(program, rng).run
-    return _python_runner(program, storage, rng)
+        return _CompiledSequence(program, rng)
+    return _LaunchersInPython(program, storage, rng)
 
 
 def _is_loop(item) -> bool:
@@ -57,24 +59,32 @@ def _callable_from_numba(kernel) -> bool:
     return isinstance(kernel, CpuKernel) and not gen.parallel
 
 
-def _python_runner(program, storage, rng):
-    def run_event(event):
-        if hasattr(event, "variant"):
-            event.traced.program(event.variant)(event.scalars, rng)
-        elif hasattr(event, "index"):
-            storage.set_element(event.field, event.index, _element(event))
-        else:
-            storage.fill(event.field, event.value)
+class _LaunchersInPython:
+    """The program's launches through the kernels' own compiled launchers, from Python."""
 
-    def run():
-        for item in program:
+    def __init__(self, program, storage, rng):
+        self.program, self.storage, self.rng = program, storage, rng
+
+    def _event(self, event):
+        if hasattr(event, "variant"):
+            event.traced.program(event.variant)(event.scalars, self.rng)
+        elif hasattr(event, "index"):
+            self.storage.set_element(event.field, event.index, _element(event))
+        else:
+            self.storage.fill(event.field, event.value)
+
+    def run(self) -> bool:
+        for item in self.program:
             if _is_loop(item):
                 for r in range(item.count):
                     for event in item.step(r):
-                        run_event(event)
+                        self._event(event)
             else:
-                run_event(item)
-    return run
+                self._event(item)
+        return True
+
+    def wait(self) -> None:
+        """(Nothing to wait for: the launchers are compiled already.)"""
 
 
 def _element(event):
@@ -84,7 +94,10 @@ def _element(event):
 
 
 class _CompiledSequence:
-    """The numba function for a program, and the host's side of a call to it."""
+    """The numba function for a program, and the host's side of a call to it. It compiles in
+    compile/ahead.py's helper process, while the captured function goes on running as plain
+    Python (so capturing adds nothing to a program's first calls); TINYAD_COMPILE_AHEAD=0, or
+    one core, compiles it here, now."""
 
     def __init__(self, program, rng):
         self.rng = rng
@@ -109,10 +122,21 @@ class _CompiledSequence:
         lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
         self.ints = np.array(self.numbers["ints"] or [0], np.int64)
         self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
-        self.source = _module_source(self.kernels.values(), "\n".join(lines))
-        stem = f"captured_{cache.key('sequence', self.source)}"
-        self.fn = cache.load(stem, self.source).captured
-        self.fn.compile(tuple(numba.typeof(a) for a in self._arguments()))   # now, not at a call
+        signature = _signature(self._arguments())
+        self.source = _module_source(self.kernels.values(), "\n".join(lines), signature)
+        self.stem = f"captured_{cache.key('sequence', self.source)}"
+        self.fn = None
+        if ahead.enabled():
+            ahead.submit([(self.stem, self.source)], background=True)
+        else:
+            self.wait()
+
+    def wait(self) -> None:
+        """Until the function is compiled (taking its job back from the helper if it has not
+        begun it)."""
+        if self.fn is None:
+            ahead.need(self.stem)
+            self.fn = cache.load(self.stem, self.source).captured
 
     def _random_in(self, events) -> int:
         return sum(1 for e in events if hasattr(e, "variant") and
@@ -179,7 +203,11 @@ class _CompiledSequence:
         seeds = np.zeros(1, np.int64) if seeds is None else seeds
         return [*arrays, *flags, seeds, self.ints, self.floats]
 
-    def run(self):
+    def run(self) -> bool:
+        if self.fn is None:
+            if not cache.is_ready(self.stem):
+                return False
+            self.wait()
         seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
                  if self.random_launches else None)
         code = self.fn(*self._arguments(seeds))
@@ -187,14 +215,25 @@ class _CompiledSequence:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
             raise bad_index_error(kernel.generated.sites, bad)
+        return True
 
 
-def _module_source(kernels, body: str) -> str:
-    imports = "\n".join(f"{name} = sys.modules[{kernel.path!r}].{kernel.generated.entry}"
-                        for kernel, name, _ in kernels)
+def _signature(arguments) -> str:
+    """The function's numba signature, as source: compiled when its module is imported (in
+    the helper process too), not at its first call."""
+    def array(a):
+        return f'types.Array(types.{numba.from_dtype(a.dtype)}, {a.ndim}, "C")'
+    return "types.int64(" + ", ".join(array(a) for a in arguments) + ")"
+
+
+def _module_source(kernels, body: str, signature: str) -> str:
+    imports = "\n".join(f"{name} = load_published({kernel.generated.module_name!r})."
+                        f"{kernel.generated.entry}" for kernel, name, _ in kernels)
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
-            "import sys\n\nimport numpy as np\nfrom numba import njit\n\n"
-            f"{imports}\n{HELPERS}\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+            "import numpy as np\nfrom numba import njit, types\n\n"
+            "from tinyad.compile.cache import load_published\n\n"
+            f"{imports}\n{HELPERS}\n@njit({signature}, error_model=\"numpy\", cache=True)\n"
+            f"{body}\n")
 
 
 HELPERS = '''

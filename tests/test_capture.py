@@ -14,8 +14,11 @@ EPS = 1e-3
 
 
 @pytest.fixture
-def unchecked(mode):
-    """`mode` without rule checks (where fast mode replays captured programs), in f64."""
+def unchecked(mode, monkeypatch):
+    """`mode` without rule checks (where fast mode replays captured programs), in f64. Captured
+    programs compile at once, not beside the program (compile/ahead.py), so that which call
+    replays is certain."""
+    monkeypatch.setenv("TINYAD_COMPILE_AHEAD", "0")
     ti.init(mode=mode, check="off", default_fp=ti.f64)
     return mode
 
@@ -309,3 +312,25 @@ def test_fills_and_element_writes_inside_a_tape_and_threaded_kernels(unchecked):
     h = 1e-6
     central = (value_and_grad(run, 0.9 + h)[0] - value_and_grad(run, 0.9 - h)[0]) / (2 * h)
     assert value_and_grad(captured, 0.9)[1] == pytest.approx(central, rel=1e-6)
+
+
+def test_a_program_compiling_beside_the_calls_replays_once_ready(mode):
+    """By default a captured program compiles in compile/ahead.py's helper process: calls
+    meanwhile run as plain Python, with the same values; once ready, they replay."""
+    ti.init(mode=mode, check="off", default_fp=ti.f64)
+    x, _, _, steps, reset, _ = _gravity()
+    captured = ti.capture(steps)
+    reset()
+    steps(3)
+    expected = x.to_numpy()
+    reset()
+    captured(3)
+    reset()
+    captured(3)                            # a replay, or plain while the program compiles
+    np.testing.assert_array_equal(x.to_numpy(), expected)
+    captured.wait()
+    replays = captured.replays
+    reset()
+    captured(3)
+    np.testing.assert_array_equal(x.to_numpy(), expected)
+    assert captured.replays == replays + (mode == "fast")

@@ -235,8 +235,9 @@ class Backend(ABC):
     runs_sequences: bool = False
 
     def sequence(self, program: list):
-        """A callable that runs a captured program (its events, loops rolled) once per call,
-        or None: the captured function then runs as plain Python."""
+        """A runner of a captured program (its events, loops rolled): `run()` runs it once and
+        says True, or False while it is not ready (the function then runs as plain Python);
+        `wait()` waits until it is. None: the captured function always runs as plain Python."""
         return None
 
     def sync(self) -> None:

@@ -87,9 +87,10 @@ class Captured:
         if why is None:
             found = self._programs.get(key)
             if found is not None and found.current(args, kwargs):
-                found.run()
-                self.replays += 1
-                return None
+                if found.runner.run():
+                    self.replays += 1
+                    return None
+                return self.fn(*args, **kwargs)    # (its program is still compiling)
         # Recorded, even where it will not replay: a captured function is refused the same
         # things in every mode, so that what runs in one runs in the others
         events = self._record(args, kwargs, replayable=why is None)
@@ -97,10 +98,10 @@ class Captured:
             self._tell(why)
             return None
         program = roll(events)
-        run = runtime.backend.sequence(program)
+        runner = runtime.backend.sequence(program)
         self._programs.pop(key, None)
-        if run is not None:
-            self._programs[key] = _Capture(self.fn, program, run, args, kwargs)
+        if runner is not None:
+            self._programs[key] = _Capture(self.fn, program, runner, args, kwargs)
             while len(self._programs) > MAX_CAPTURES:
                 del self._programs[next(iter(self._programs))]
         return None
@@ -123,6 +124,12 @@ class Captured:
                                   hint="return nothing: leave results in fields and read them "
                                        "after the call")
         return recording.events
+
+    def wait(self) -> None:
+        """Until the programs captured so far are compiled (they compile beside the program,
+        which meanwhile runs the function as plain Python): for timing the replays alone."""
+        for found in self._programs.values():
+            found.runner.wait()
 
     def program(self, *args, **kwargs) -> str:
         """The captured program for these arguments, as text (captured on first use)."""
@@ -159,8 +166,8 @@ def _why_plain() -> str | None:
 class _Capture:
     """One captured program, and what must hold for it to replay."""
 
-    def __init__(self, fn, program, run, args, kwargs):
-        self.program, self.run = program, run
+    def __init__(self, fn, program, runner, args, kwargs):
+        self.program, self.runner = program, runner
         self.generation = runtime.generation
         self.backend = runtime.backend
         self.field_count = len(runtime.fields)

@@ -116,6 +116,8 @@ def _best_repeat(events, keys, i):
         while (i + (count + 1) * period <= n and
                keys[i + count * period:i + (count + 1) * period] == keys[i:i + period]):
             count += 1
+        if best is not None and period * count <= best[0] * best[1]:
+            continue           # (cannot cover more than the best so far: skip the scalars)
         deltas, count = _affine(events, i, period, count)
         if count >= 2 and (best is None or period * count > best[0] * best[1]):
             best = (period, count, deltas)
