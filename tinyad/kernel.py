@@ -377,6 +377,8 @@ class TracedKernel:
     def _warn_non_differentiable(self):
         """Once per kernel, when its gradient first runs: where gradient paths are cut (once
         per line, however many times a ti.func on it was inlined)."""
+        if not self.notes:        # (asked at every adjoint launch)
+            return
         for (file, line, op) in dict.fromkeys((loc.file, loc.line, op) for loc, op in self.notes):
             warnings.warn_explicit(
                 f"`{op}` has no derivative: no gradient flows back through it (a note, not an "
