@@ -421,12 +421,11 @@ def trust(kernel):
     """`ti.ad.trust(kernel)` (or `@ti.ad.trust` above `@ti.kernel`): a gradient kernel written
     by hand that is not compared with tinyad's adjoint of the launch it undoes (a surrogate
     gradient meant to differ; tinyad/check/handgrads.py). -> the kernel."""
-    from tinyad.check import handgrads  # noqa: PLC0415
     from tinyad.kernel import Kernel  # noqa: PLC0415
     if not isinstance(kernel, Kernel):
         raise TinyadTypeError("ti.ad.trust takes a @ti.kernel (a gradient kernel written by "
                               f"hand), not {type(kernel).__name__}")
-    handgrads.trust(kernel.fn.__name__, kernel.fn.__code__.co_filename)
+    kernel.trust()
     return kernel
 
 
