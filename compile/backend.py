@@ -139,14 +139,15 @@ class FastBackend(Backend):
             if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(traced, scalars) if checker.in_custom_grad \
             else None
-        stores_grads = kernel_facts(traced).grads_stored
+        facts = kernel_facts(traced)
+        stores_grads = facts.grads_stored
         if stores_grads:     # (before the copies for their primals' gradient points)
             forwardchecks.clear_zeroed_gradients(checker, traced)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None
         hand = handgrads.before_launch(checker, traced, record.number, self.storage,
-                                       self._run_adjoint)
+                                       self._run_adjoint) if facts.grads_by_hand else None
         if recorded is None:
             result = program(scalars, self.rng)
         else:

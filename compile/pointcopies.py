@@ -101,10 +101,11 @@ class PointCopies:
             if point is not None:
                 point.save(written.box, self.host(fld))
 
-    def gradient_cleared(self, grad, time: int) -> None:
-        super().gradient_cleared(grad, time)
-        if grad not in self.grad_point:
-            self.partial_points.pop(grad.primal, None)
+    def gradients_cleared(self, grads, time: int) -> None:
+        super().gradients_cleared(grads, time)
+        for grad in grads:
+            if grad not in self.grad_point:
+                self.partial_points.pop(grad.primal, None)
 
     def before_write(self, fld) -> None:
         """Before a write whose boxes are not known: the point's copy is completed first."""

@@ -92,7 +92,7 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
         super().__init__(mode, launches.FAST_HISTORY)
         self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
-        self.python_writes: dict = {}    # field -> [Written] of Python-scope writes, latest last
+        self.python_writes: dict = {}    # field -> Written of its latest 64 Python-scope writes
         self.reads = ReadIndex()         # replayed reads that a write must copy first
         self.buffers = CopyBuffers()     # the arrays of their copies, used again
         self.kept: deque = deque()       # launches whose reads are filed, oldest first
@@ -421,7 +421,7 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
     def python_write(self, fld, index, loc=None) -> Access | None:
         if fld.role != "primal":     # what the launch checks need of it (no source line: slow)
             if fld.role == "grad":
-                self.gradient_cleared(fld, self.tick())
+                self.gradients_cleared((fld,), self.tick())
                 self.lost.gradient_written(fld, index, loc)
             return None
         access = super().python_write(fld, index, loc)
@@ -429,9 +429,10 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
         box = None if index is None else tuple((i, i + 1) for i in index)
         if self._comes_near(fld, box):     # (before_write filed them: not if it was skipped)
             self._file_waiting()
-        log = self.python_writes.setdefault(fld, [])
+        log = self.python_writes.get(fld)
+        if log is None:
+            log = self.python_writes[fld] = deque(maxlen=64)
         log.append(Written(None, box, "python write", access))
-        del log[:-64]
         found = self.reads.overlapping(fld, box)
         if found:
             self._after_write(fld, found, None, self.tape, access)

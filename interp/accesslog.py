@@ -27,6 +27,7 @@ from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
+from tinyad.core.srcloc import user_loc
 from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
 
@@ -133,6 +134,13 @@ class Checker(NonFiniteChecks, LaunchChecker):
         return None
 
     # ---- Python scope -----------------------------------------------------------------------
+    def gradients_set(self, fields, loc) -> int:
+        time = super().gradients_set(fields, loc)
+        for fld in fields:         # (as python_write: each a whole-field write)
+            self.bulk_write[fld] = Access("python write", loc or user_loc(), None, None, None,
+                                          None, time)
+        return time
+
     def python_write(self, fld, index, loc=None) -> Access:
         """A Python-scope write to one element (index) or to the whole field (index None)."""
         access = super().python_write(fld, index, loc)

@@ -133,6 +133,22 @@ def test_trust_opts_a_kernel_out(mode):
         ti.ad.trust(lambda: None)
 
 
+def test_trust_is_the_kernel_objects_not_its_names(mode):
+    """Trusting one kernel leaves another of the same name and line (a factory's next one)
+    compared: trust by name leaked into every later test of this file in the same process.
+    A kernel traced before ti.ad.trust is trusted too."""
+    _, _, _, stage_grad, sweep, _ = _program(constant=2.0)
+    ti.ad.trust(stage_grad)
+    sweep()
+    _, _, _, traced_first, sweep_traced_first, _ = _program(constant=2.0)
+    assert traced_first.ir is not None     # (traced now, before it is trusted)
+    ti.ad.trust(traced_first)
+    sweep_traced_first()
+    _, _, _, _, other_sweep, _ = _program(constant=2.0)
+    with pytest.raises(ti.CustomGradientRuleError):
+        other_sweep()
+
+
 def test_a_forward_kernel_tinyad_cannot_differentiate_is_left_to_the_user(mode, capsys):
     """A compaction (y[k] = x[i]^3 for the x[i] above a threshold, k from an atomic counter):
     reverse mode refuses to replay an atomic's result, so the hand-written adjoint, through the

@@ -21,7 +21,7 @@ from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
-from tinyad.field import Field, settle_layout
+from tinyad.field import Field, placed_twins, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
@@ -47,18 +47,22 @@ def _validation_note() -> str:
 def clear_all_gradients(gradient_type=None) -> None:
     """Zero every field's .grad (or, with gradient_type="dual", every .dual); a gradient's
     own .dual (forward over reverse) is zeroed with either."""
-    _clear_all(gradient_type, None)
+    for other in placed_twins("dual" if str(gradient_type).lower().endswith("dual") else "grad"):
+        other._fill(0, None)
 
 
-def _clear_all(gradient_type, loc) -> None:
-    """clear_all_gradients, done for the user's line `loc` (a Tape's; None: found per field)."""
-    role = "dual" if str(gradient_type).lower().endswith("dual") else "grad"
-    for f in runtime.fields:
-        twin = f.twin_field(role)
-        grad_dual = f.grad.dual if f.has_grad else None
-        for other in (twin, grad_dual):
-            if other is not None and other.is_placed:
-                other._fill(0, loc)
+def _set_by_tape(fields, value, loc) -> None:
+    """A Tape's own writes of whole gradients (clearing them all on entry, seeding its loss's),
+    for the user's line `loc`: each field filled, the undo log and the rule checker told once
+    for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
+    nothing recorded, as for any write the Tape does itself."""
+    log = undo.active_undo.get()
+    storage = runtime.backend.storage
+    for fld in fields:
+        if log is not None:
+            log.save((fld,))
+        storage.fill(fld, value)
+    runtime.backend.checks.gradients_set(fields, loc)
 
 
 class Tape(Recorder):
@@ -126,9 +130,9 @@ class Tape(Recorder):
         # (found once here: a walk up the stack from each costs more than a small launch)
         self._loc = user_loc() if self._checks is not NO_CHECKS else None
         if self.clear_gradients:
-            _clear_all(None, self._loc)
+            _set_by_tape(placed_twins("grad"), 0, self._loc)
         if loss is not None:
-            loss._fill(0, self._loc)
+            loss._fill(0, self._loc, by_tape=True)
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
@@ -147,7 +151,8 @@ class Tape(Recorder):
         if written is None:
             written = traced._written["primal"] = ir.fields_written(traced.ir.body)
         self._written.update(written)
-        self._checks.taped_launch(launch, kernel.is_no_grad)
+        if kernel.is_no_grad:
+            self._checks.taped_no_grad_launch(launch)
 
     def record_field_op(self, primal, adjoint, args, dst):
         """A Python-scope write of `dst` (tinyad/tapeops.py): `primal(*args)` does it again (for
@@ -189,7 +194,7 @@ class Tape(Recorder):
         try:
             self._checks.end_tape(self._loc)
             if exc_type is None and self.loss is not None and not self._custom and \
-                    not self.wrote_before(self.loss, ()):
+                    self._checks is not NO_CHECKS and not self.wrote_before(self.loss, ()):
                 self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
                 self.grad()
@@ -210,7 +215,7 @@ class Tape(Recorder):
 
     def _backward(self):
         if self.loss is not None:
-            self.loss.grad._fill(1, self._loc)
+            _set_by_tape((self.loss.grad,), 1, self._loc)
         for adjoint, args, kwargs, launch in reversed(self.entries):
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)
@@ -249,7 +254,7 @@ class Tape(Recorder):
             runtime.backend.checks.tape_differentiated()
         except nonfinite.Relocate as found:
             # Where it first appeared: the backward again from its start, launch by launch
-            _clear_all(None, self._loc)
+            _set_by_tape(placed_twins("grad"), 0, self._loc)
             self._backward()
             if found.args[0] not in checker.nonfinite_seen:    # (no launch said where)
                 nonfinite.relocation_failed(checker, found, "the Tape")
@@ -416,12 +421,11 @@ def trust(kernel):
     """`ti.ad.trust(kernel)` (or `@ti.ad.trust` above `@ti.kernel`): a gradient kernel written
     by hand that is not compared with tinyad's adjoint of the launch it undoes (a surrogate
     gradient meant to differ; tinyad/check/handgrads.py). -> the kernel."""
-    from tinyad.check import handgrads  # noqa: PLC0415
     from tinyad.kernel import Kernel  # noqa: PLC0415
     if not isinstance(kernel, Kernel):
         raise TinyadTypeError("ti.ad.trust takes a @ti.kernel (a gradient kernel written by "
                               f"hand), not {type(kernel).__name__}")
-    handgrads.trust(kernel.fn.__name__, kernel.fn.__code__.co_filename)
+    kernel.trust()
     return kernel
 
 

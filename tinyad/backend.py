@@ -121,6 +121,11 @@ class CheckHooks:
         """Python scope wrote one element (`index`) or the whole field (`index` None), at the
         user's line `loc` (None: the checker finds it)."""
 
+    def gradients_set(self, fields, loc=None) -> None:
+        """A Tape has set these whole gradient (or dual) fields for the user's line `loc`
+        (cleared them on entry, seeded its loss's): what python_will_write and python_write
+        would say of each, in one call."""
+
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) has run (after its python_write)."""
 
@@ -128,8 +133,8 @@ class CheckHooks:
         """Python scope read a gradient field (x.grad[i], x.grad.to_numpy()), inside the Tape
         at line `tape_loc` if one is recording; `index`: the element read (None: all)."""
 
-    def taped_launch(self, launch, no_grad: bool) -> None:
-        """A Tape recorded a kernel launch (`launch`: the checker's record of it)."""
+    def taped_no_grad_launch(self, launch) -> None:
+        """A Tape recorded a launch of a no-grad kernel (`launch`: the checker's record of it)."""
 
     def tape_loss_unwritten(self, loss, loc) -> None:
         """The Tape at line `loc` ends, and nothing recorded in it wrote its loss."""
@@ -179,14 +184,17 @@ class CheckerHooks(CheckHooks):
         self.checker.python_write(field, index, loc)
         self.checker.lost.sweeps.written(field)
 
+    def gradients_set(self, fields, loc=None):
+        self.checker.gradients_set(fields, loc)
+
     def python_copy(self, dst, src):
         self.checker.python_copy(dst, src)
 
     def gradient_read(self, grad, tape_loc=None, index=None):
         self.checker.lost.gradient_read(grad, tape_loc, index=index)
 
-    def taped_launch(self, launch, no_grad):
-        if no_grad and launch is not None:
+    def taped_no_grad_launch(self, launch):
+        if launch is not None:
             self.checker.lost.no_grad_launch(launch)
 
     def tape_loss_unwritten(self, loss, loc):

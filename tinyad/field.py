@@ -318,14 +318,14 @@ class Field:
     def fill(self, value) -> None:
         self._fill(value, None)
 
-    def _fill(self, value, loc) -> None:
-        """fill(value), which tinyad does for the user's line `loc` (a Tape clearing its loss;
-        None: a fill of the user's own)."""
+    def _fill(self, value, loc, by_tape=False) -> None:
+        """fill(value), for the user's line `loc` (None: found where needed); `by_tape`: a
+        Tape's own fill (of its loss), which nothing records."""
         self._require_placed()
         self._python_will_write(loc)
         _storage().fill(self, value)        # on the device, where the field lives there
         self._python_wrote(None, loc)
-        if loc is None:
+        if not by_tape:
             tapeops.filled(self, value)
 
     def copy_from(self, other: "Field") -> None:
@@ -346,6 +346,19 @@ def _python_reads(fld) -> None:
     recording = active_capture.get()
     if recording is not None:
         recording.python_read(fld)
+
+
+def placed_twins(role: str) -> list:
+    """Every field's placed .grad (role "grad") or .dual, and each placed .grad's own .dual:
+    what clear_all_gradients zeroes, and a Tape at each entry."""
+    found = []
+    for f in runtime.fields:
+        twin, grad = (f._grad if role == "grad" else f._dual), f._grad
+        if twin is not None and twin._shape is not None:
+            found.append(twin)
+        if grad is not None and grad._dual is not None and grad._dual._shape is not None:
+            found.append(grad._dual)
+    return found
 
 
 class _ElementView(Matrix):

@@ -108,6 +108,7 @@ class Kernel:
         self.grad = AdjointKernel(self)
         self.fwd = TangentKernel(self)
         self.is_no_grad = False
+        self.trusted = False      # ti.ad.trust: a gradient written by hand, not compared
         self.autodiff_mode = AutodiffMode.NONE   # VALIDATION while in Tape(validation=True)
 
     def __get__(self, instance, owner=None):
@@ -183,6 +184,7 @@ class Kernel:
             params = {n: parameter(n, a, kinds[n], k) for k, (n, a) in enumerate(arrays.items())}
             kernel = trace_kernel(self.fn, {**templates, **params}, self.fn.__name__)
             self._traces[key] = TracedKernel(check_wellformed(kernel), params)
+            self._traces[key].trusted = self.trusted
         self._last_key = key
         traced = self._traces[key]
         return traced.bound_to(arrays) if arrays else traced
@@ -199,6 +201,14 @@ class Kernel:
                                       "call it once before asking for its IR")
             return _user_facing(lambda: self.ir_for({}))
         return self._traces[self._last_key]
+
+    def trust(self) -> None:
+        """ti.ad.trust: this kernel object's traces (made so far and later) are not compared
+        with tinyad's adjoint (tinyad/check/handgrads.py). Another kernel of the same name (a
+        factory's next one) is not trusted by it."""
+        self.trusted = True
+        for traced in self._traces.values():
+            traced.trusted = True
 
     # ---- launching ----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -326,6 +336,7 @@ class TracedKernel:
     # derivative is one more entry here.
     DERIVED = {"adjoint": _adjoint_ir, "tangent": _tangent_ir,
                "adjoint_tangent": _adjoint_tangent_ir}
+    trusted = False       # its kernel is ti.ad.trust'ed (Kernel.trust)
 
     def __init__(self, kernel_ir: ir.Kernel, params: dict | None = None):
         self.ir = kernel_ir
@@ -379,6 +390,8 @@ class TracedKernel:
     def _warn_non_differentiable(self):
         """Once per kernel, when its gradient first runs: where gradient paths are cut (once
         per line, however many times a ti.func on it was inlined)."""
+        if not self.notes:        # (asked at every adjoint launch)
+            return
         for (file, line, op) in dict.fromkeys((loc.file, loc.line, op) for loc, op in self.notes):
             warnings.warn_explicit(
                 f"`{op}` has no derivative: no gradient flows back through it (a note, not an "
@@ -449,6 +462,10 @@ class BoundTracedKernel(TracedKernel):
             self._variants[variant] = bind_arrays(self.generic.variant_ir(variant), self.mapping,
                                                   self._memo)
         return self._variants[variant]
+
+    @property
+    def trusted(self) -> bool:
+        return self.generic.trusted
 
     def _shares_programs(self) -> bool:
         return getattr(runtime.backend, "arrays_as_parameters", False)

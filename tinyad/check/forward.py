@@ -135,7 +135,7 @@ def clear_zeroed_gradients(checker: LaunchChecker, compiled) -> None:
     step): what it held is gone, so no later check need look at it, nor keep what the launch
     overwrites of its primal for it. Here the gradients the IR proves it zeroes."""
     for grad in kernel_facts(compiled).grads_zeroed:
-        checker.gradient_cleared(grad, checker.tick())
+        checker.gradients_cleared((grad,), checker.tick())
 
 
 def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
@@ -144,7 +144,7 @@ def note_zeroed_gradients(checker: LaunchChecker, compiled, host) -> None:
     facts = kernel_facts(compiled)
     for grad in facts.grads_stored:
         if grad not in facts.grads_zeroed and not host(grad).any():
-            checker.gradient_cleared(grad, checker.tick())
+            checker.gradients_cleared((grad,), checker.tick())
 
 
 def _key(value):

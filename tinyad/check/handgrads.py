@@ -47,7 +47,6 @@ from tinyad.core.srcloc import user_loc
 
 ATTEMPTS = 8                        # launches of one hand-written kernel tried before giving up
 RTOL = {"f64": 1e-7, "f32": 1e-4}   # relative to the element and to the field's largest change
-TRUSTED: set = set()                # (kernel name, file) opted out by ti.ad.trust
 
 
 @dataclass
@@ -66,10 +65,6 @@ class Pending:
     forward: object         # the Launch it undoes
     before: dict = field(default_factory=dict)    # G_in grad -> its values before the launch
     expected: dict = field(default_factory=dict)  # G_in grad -> its values after tinyad's adjoint
-
-
-def trust(name: str, file: str | None) -> None:
-    TRUSTED.add((name, file))
 
 
 def before_launch(checker, traced, number: int, storage, run_adjoint) -> Pending | None:
@@ -97,9 +92,9 @@ def before_launch(checker, traced, number: int, storage, run_adjoint) -> Pending
     if traced in state.finished:
         return pending
     tried = state.attempts[traced] = state.attempts.get(traced, 0) + 1
-    if tried >= ATTEMPTS or (traced.ir.name, traced.ir.loc.file) in TRUSTED:
+    if tried >= ATTEMPTS or traced.trusted:
         state.finished.add(traced)
-    if (traced.ir.name, traced.ir.loc.file) in TRUSTED or not _judgeable(checker, forward):
+    if traced.trusted or not _judgeable(checker, forward):
         return pending
     expected = _adjoint_on_copies(forward, facts, targets, storage, run_adjoint)
     if expected is not None:

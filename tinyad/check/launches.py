@@ -481,16 +481,18 @@ class LaunchChecker:
                 return False
         return True
 
-    def gradient_cleared(self, grad, time: int) -> None:
-        """Python scope (or a kernel zeroing it) set `grad` at `time`: what it held is gone, and
-        with it the point it was taken at (its primal's values need no copy any more)."""
-        self.grad_cleared_at[grad] = time
-        if self.grad_point.pop(grad, None) is not None:
-            waiting = self.uncopied_points.get(grad.primal)
-            if waiting and grad in waiting:
-                waiting.remove(grad)
-                if not waiting:      # (an empty list would still ask each launch to look)
-                    del self.uncopied_points[grad.primal]
+    def gradients_cleared(self, grads, time: int) -> None:
+        """Python scope (or a kernel zeroing them) set the gradients `grads` at `time`: what
+        they held is gone, and with it the point each was taken at (its primal's values need no
+        copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)"""
+        for grad in grads:
+            self.grad_cleared_at[grad] = time
+            if self.grad_point.pop(grad, None) is not None:
+                waiting = self.uncopied_points.get(grad.primal)
+                if waiting and grad in waiting:
+                    waiting.remove(grad)
+                    if not waiting:    # (an empty list would still ask each launch to look)
+                        del self.uncopied_points[grad.primal]
 
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
@@ -514,7 +516,7 @@ class LaunchChecker:
         adds its own checks)."""
         access = Access("python write", loc or user_loc(), None, None, None, None, self.tick())
         if fld.role == "grad":
-            self.gradient_cleared(fld, access.time)
+            self.gradients_cleared((fld,), access.time)
             self.lost.gradient_written(fld, index, access.loc)
         elif fld.role == "primal":
             self.primal_changed[fld] = access
@@ -524,6 +526,22 @@ class LaunchChecker:
             if not index:           # the whole field (or its one element)
                 self.races.forget(fld)
         return access
+
+    def gradients_set(self, fields, loc) -> int:
+        """A Tape set these whole gradient (or dual) fields for the user's line `loc` (cleared
+        them on entry, seeded its loss's): what python_write does with each, at one time for
+        all (-> that time; a backend's checker adds its own part). No before_write: it follows
+        primal fields only."""
+        time = self.tick()
+        grads = [fld for fld in fields if fld.role == "grad"]
+        self.gradients_cleared(grads, time)
+        lost = self.lost
+        for grad in grads:
+            lost.gradient_written(grad, None, loc)
+        if lost.sweeps.reads:       # (what sweeps.written does with a gradient)
+            for fld in fields:
+                lost.sweeps.written(fld)
+        return time
 
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) (after its python_write): dst is derived as src is. Inside a

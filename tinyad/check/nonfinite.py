@@ -147,10 +147,11 @@ class NonFiniteChecks:
         self.nonfinite_batching = False   # while a Tape's backward that can run again runs
         self.lost.used, self.lost.loaded = self.gradient_used, self.gradients_loaded
 
-    def gradient_cleared(self, grad, time: int) -> None:
-        super().gradient_cleared(grad, time)
-        self.nonfinite_seen.pop(grad, None)
-        self.nonfinite_owed.pop(grad, None)
+    def gradients_cleared(self, grads, time: int) -> None:
+        super().gradients_cleared(grads, time)
+        for grad in grads:
+            self.nonfinite_seen.pop(grad, None)
+            self.nonfinite_owed.pop(grad, None)
 
     def nonfinite_found(self, error, grads, host) -> None:
         """The backward pass left the non-finite gradient `error` reports, in `grads`: a
@@ -201,6 +202,11 @@ class NonFiniteChecks:
             self.nonfinite_seen.pop(fld, None)
         return super().python_write(fld, index, loc)
 
+    def gradients_set(self, fields, loc) -> int:
+        for fld in fields:       # (as python_write: a dual's too)
+            self.nonfinite_seen.pop(fld, None)
+        return super().gradients_set(fields, loc)
+
     def end_tape(self, loc=None) -> None:
         super().end_tape(loc)
         self.nonfinite_batch = None
@@ -238,9 +244,9 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
     seen = checker.nonfinite_seen
-    for target in _targets(traced, variant):
-        if target not in seen and _first_in(host(target), _rows_added_to(launch, target)
-                                            if variant == "adjoint" else None) is not None:
+    for target, whole in _watched(traced, variant):
+        if target not in seen and (first_nonfinite(host(target)) if whole else _first_in(
+                host(target), _rows_added_to(launch, target))) is not None:
             Batch(checker, host, locate, [(traced, variant, scalars, launch)]).finish()
             return
 
@@ -365,6 +371,16 @@ def _targets(traced, variant: str) -> tuple:
         written[variant] = tuple(f for f in ir.fields_written(traced.variant_ir(variant).body)
                                  if f.role == "dual")
     return written[variant]
+
+
+def _watched(traced, variant: str) -> tuple:
+    """(target, looked at whole?) per field `_targets` gives, worked out once per kernel: a
+    tangent's duals and a small gradient are looked at whole after each launch."""
+    watched = traced.__dict__.setdefault("_nonfinite_watched", {})
+    if variant not in watched:
+        watched[variant] = tuple((t, variant != "adjoint" or ir.array_size(t) <= WHOLE_UP_TO)
+                                 for t in _targets(traced, variant))
+    return watched[variant]
 
 
 def _inherited(checker, traced, variant: str):

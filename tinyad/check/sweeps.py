@@ -74,6 +74,8 @@ class ManualSweeps:
 
     def used_all(self) -> None:
         """A Tape begins: every gradient read so far was final."""
+        if not self.reads:
+            return
         for grad in list(self.reads):
             self._settle(grad)
 
