@@ -23,7 +23,13 @@ from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadT
 from tinyad.core.srcloc import user_loc
 from tinyad.field import Field, placed_twins, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
-from tinyad.runtime import Recorder, active_forward_mode, active_recorder, runtime
+from tinyad.runtime import (
+    Recorder,
+    active_forward_mode,
+    active_recorder,
+    python_storage,
+    runtime,
+)
 from tinyad.taichi_internals import AutodiffMode
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
@@ -57,7 +63,7 @@ def _set_by_tape(fields, value, loc) -> None:
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
-    storage = runtime.backend.storage
+    storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
     for fld in fields:
         if log is not None:
             log.save((fld,))

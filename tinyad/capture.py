@@ -257,11 +257,10 @@ class _Recording:
         self.refuse(f"uses the value {kernel_name} returns", "write it to a field and read that "
                     "after the call")
 
-    def python_load(self, fld) -> None:
-        self.refuse(f"loads values into {fld.name} from Python (from_numpy, copy_from)",
-                    "load them before the captured call")
-
-    def python_read(self, fld) -> None:
+    def python_access(self, fld, access: str) -> None:
+        if access == "load":
+            self.refuse(f"loads values into {fld.name} from Python (from_numpy, copy_from)",
+                        "load them before the captured call")
         self.refuse(f"reads {fld.name} in Python scope", "read fields after the captured call "
                     "(or in a kernel)")
 
@@ -316,7 +315,7 @@ class _RecordingStorage:
             _python_number(v) for v in np.ravel(stored))))
 
     def assign(self, fld, array) -> None:
-        self.recording.python_load(fld)
+        self.recording.python_access(fld, "load")
 
     def invalidate(self, fld) -> None:
         self.recording.refuse(f"changes {fld.name} from Python scope in a way a captured "

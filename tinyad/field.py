@@ -21,7 +21,7 @@ from tinyad.core.errors import (
 from tinyad.frontend.lang import MatrixType, VectorType
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.notices import note as runtime_note
-from tinyad.runtime import active_capture, python_storage, runtime
+from tinyad.runtime import captured_access, python_storage, runtime
 from tinyad.taichi_internals import SNodeHandle
 from tinyad.varnames import caller_variable_name
 
@@ -252,7 +252,7 @@ class Field:
 
     def __getitem__(self, key):
         index = self._index(key)
-        _python_reads(self)
+        captured_access(self, "read")
         value = _storage().to_host(self)[index]
         if self.role == "grad":       # (a vector's too: v.grad[i])
             tapeops.gradient_read(self, index)
@@ -281,7 +281,7 @@ class Field:
 
     def to_numpy(self, dtype=None) -> np.ndarray:
         self._require_placed()
-        _python_reads(self)
+        captured_access(self, "read")
         array = _storage().to_host(self)
         if self.role == "grad":
             tapeops.gradient_read(self)
@@ -308,9 +308,7 @@ class Field:
                                   f"is {array.dtype}",
                                   hint=f"convert it with .astype(np.{self.dtype.np.__name__}) "
                                        "first (rounding is your choice to make)")
-        recording = active_capture.get()
-        if recording is not None:
-            recording.python_load(self)
+        captured_access(self, "load")
         self._python_will_write()
         _storage().assign(self, array)      # overwritten: nothing is brought back first
         self._python_wrote()
@@ -338,14 +336,6 @@ class Field:
 
 
 _storage = python_storage    # where this ti.init's backend keeps field values (backend.py)
-
-
-def _python_reads(fld) -> None:
-    """Python scope reads a field's values: inside a captured call, a value later calls would
-    not read again (tinyad/capture.py refuses it)."""
-    recording = active_capture.get()
-    if recording is not None:
-        recording.python_read(fld)
 
 
 def placed_twins(role: str) -> list:

@@ -94,6 +94,14 @@ def python_storage():
     return recording.storage
 
 
+def captured_access(fld, access: str) -> None:
+    """Python scope reads ("read") or loads ("load") a field's values: inside a captured call,
+    values later calls would not read again (tinyad/capture.py refuses them)."""
+    recording = active_capture.get()
+    if recording is not None:
+        recording.python_access(fld, access)
+
+
 # The ti.ad.FwdMode whose context is open, if any: kernels launched then run their tangent variant.
 active_forward_mode: contextvars.ContextVar = contextvars.ContextVar("tinyad_forward_mode",
                                                                     default=None)
