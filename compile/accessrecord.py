@@ -233,7 +233,7 @@ class AccessRecorder:
         state = rng.bit_generator.state
         while True:
             self._clear(storage)
-            result = self.program(scalars, rng)
+            result = self.program.run(scalars, rng)
             if not self.rows.used:
                 return result
             self.rows.taken = int(storage.to_host(self.rows.cursor)[0])

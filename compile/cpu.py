@@ -72,6 +72,9 @@ class CpuKernel:
         self.source = gen.source
         self.path = getattr(fn, "__module__", "")
         self._launch = self._make_launcher()
+        # `run(scalars, rng)` (a Program's call, tinyad/backend.py) is the launcher itself: no
+        # frame in between at each launch
+        self.run = self._launch
 
     def _make_launcher(self):
         gen = self.generated
@@ -121,8 +124,6 @@ class CpuKernel:
     def __call__(self, scalars=(), rng=None):
         """Run once; `rng` seeds ti.random() (None: a generator seeded with 0)."""
         return self._launch(scalars, rng)
-
-    run = __call__
 
 
 def generate(kernel_ir, debug: bool = False, fast_math: bool = True,

@@ -330,10 +330,7 @@ def _joined(boxes: list) -> list:
 
 
 def regions_of(traced) -> KernelRegions:
-    found = getattr(traced, "replay_regions", None)
-    if found is None:
-        found = traced.replay_regions = KernelRegions(traced)
-    return found
+    return traced.memos[KernelRegions]
 
 
 def box_slices(box: tuple) -> tuple:

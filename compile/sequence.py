@@ -1,6 +1,6 @@
 """Fast mode runs a captured program (tinyad/sequence.py) as one compiled function where it can.
 
-    runner = sequence_runner(program, storage, rng, target)     # then runner() per call
+    runner = sequence_runner(program, backend)     # then runner() per call
 
 On the CPU, when every kernel the program launches runs without threads (its loops are too short
 to be worth them, as a small time step's are), the program becomes one numba function: it calls
@@ -37,15 +37,15 @@ from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
 
-def sequence_runner(program: list, storage, rng, target: str):
-    """The program's runner: `run()` runs it once and says True, or says False while its
-    compiled function is not ready yet (the caller then runs the function as plain Python);
-    `wait()` waits until it is."""
+def sequence_runner(program: list, backend):
+    """The program's runner on `backend` (fast mode's): `run()` runs it once and says True, or
+    says False while its compiled function is not ready yet (the caller then runs the function
+    as plain Python); `wait()` waits until it is."""
     events = [e for item in program for e in (item.body if _is_loop(item) else (item,))]
-    kernels = [e.traced.program(e.variant) for e in events if hasattr(e, "variant")]
-    if target == "cpu" and all(_callable_from_numba(k) for k in kernels):
-        return _CompiledSequence(program, rng)
-    return _LaunchersInPython(program, storage, rng)
+    kernels = [e.traced.program(e.variant, backend) for e in events if hasattr(e, "variant")]
+    if backend.target == "cpu" and all(_callable_from_numba(k) for k in kernels):
+        return _CompiledSequence(program, backend)
+    return _LaunchersInPython(program, backend)
 
 
 def _is_loop(item) -> bool:
@@ -62,12 +62,13 @@ def _callable_from_numba(kernel) -> bool:
 class _LaunchersInPython:
     """The program's launches through the kernels' own compiled launchers, from Python."""
 
-    def __init__(self, program, storage, rng):
-        self.program, self.storage, self.rng = program, storage, rng
+    def __init__(self, program, backend):
+        self.program, self.backend = program, backend
+        self.storage, self.rng = backend.storage, backend.rng
 
     def _event(self, event):
         if hasattr(event, "variant"):
-            event.traced.program(event.variant)(event.scalars, self.rng)
+            event.traced.program(event.variant, self.backend).run(event.scalars, self.rng)
         elif hasattr(event, "index"):
             self.storage.set_element(event.field, event.index, _element(event))
         else:
@@ -99,8 +100,8 @@ class _CompiledSequence:
     Python (so capturing adds nothing to a program's first calls); TINYAD_COMPILE_AHEAD=0, or
     one core, compiles it here, now."""
 
-    def __init__(self, program, rng):
-        self.rng = rng
+    def __init__(self, program, backend):
+        self.backend, self.rng = backend, backend.rng
         self.fields: dict = {}       # id(field) -> (field, its argument name)
         self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
@@ -140,7 +141,7 @@ class _CompiledSequence:
 
     def _random_in(self, events) -> int:
         return sum(1 for e in events if hasattr(e, "variant") and
-                   e.traced.program(e.variant).generated.uses_random)
+                   e.traced.program(e.variant, self.backend).generated.uses_random)
 
     def _array(self, fld) -> str:
         if id(fld) not in self.fields:
@@ -151,7 +152,7 @@ class _CompiledSequence:
         pad = "    " * depth
         if not hasattr(event, "variant"):
             return pad + self._store(event)
-        kernel = event.traced.program(event.variant)
+        kernel = event.traced.program(event.variant, self.backend)
         gen = kernel.generated
         if id(kernel) not in self.kernels:
             bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None

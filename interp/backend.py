@@ -2,19 +2,14 @@
 rule checker around every launch.
 
 The checker lives here: the access log (interp/accesslog.py) sees every load and store a launch
-makes, and the launch checks (tinyad/check/launches.py, shared with fast mode) run before and
-after each launch. Fields stay in host numpy arrays, the default storage.
+makes (InterpLaunch's runs), and the launch checks (tinyad/launch.py, the sequence fast mode runs
+too) run before and after each launch. Fields stay in host numpy arrays, the default storage.
 """
 from __future__ import annotations
 
 import functools
-import time
 
-from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
-from tinyad.check import adjoints as adjointchecks
-from tinyad.check import forward as forwardchecks
-from tinyad.check import handgrads, nonfinite
-from tinyad.check.facts import kernel_facts
+from tinyad.backend import NO_CHECKS, Backend, CheckedLaunch, CheckerHooks
 from tinyad.check.rows import launch_rows
 from tinyad.check.zeroing import gradient_resets
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
@@ -24,8 +19,40 @@ from tinyad.interp.nanwatch import locate
 from tinyad.interp.progress import Progress
 
 
+class InterpLaunch(CheckedLaunch):
+    """A checked launch in the interpreter: the access log sees every load and store the
+    program makes as it runs (tinyad/launch.py runs the checks around it)."""
+
+    __slots__ = ()
+
+    def plan_forward(self):
+        traced, scalars = self.traced, self.scalars
+        return ([a.name for a in traced.ir.args],
+                functools.partial(launch_rows, traced, scalars))
+
+    def before_forward_writes(self) -> None:
+        for fld in self.facts.written:
+            self.checker.before_write(fld)
+
+    before_tangent_writes = before_forward_writes
+
+    def run_forward(self):
+        checker, traced = self.checker, self.traced
+        replayed = self.facts.replayed
+        resets = gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
+        memory = LoggedMemory(checker, self.record, replayed, resets)
+        result = self.program.run(self.scalars, self.backend.rng, memory=memory)
+        memory.finish()
+        return result
+
+    def run_adjoint(self):
+        memory = ReplayMemory(self.checker, self.record, self.traced.ir.name)
+        return self.program.run(self.scalars, self.backend.rng, memory=memory)
+
+
 class InterpBackend(Backend):
     name = "interp"
+    CheckedLaunch = InterpLaunch
 
     def __init__(self, config, rng):
         super().__init__(config, rng)
@@ -38,79 +65,5 @@ class InterpBackend(Backend):
     def prepare(self, kernel_ir) -> Program:
         return Program(kernel_ir)
 
-    def launch(self, traced, variant, scalars, record=None, manual=True):
-        program = traced.program(variant)     # traced and prepared once: not timed below
-        start = time.perf_counter()
-        try:
-            return self._launch(traced, program, variant, scalars, record, manual)
-        finally:
-            self.progress.launched(traced, time.perf_counter() - start, variant)
-
-    def _launch(self, traced, program, variant, scalars, record, manual):
-        if self.checks is NO_CHECKS:
-            return program.run(scalars, None, self.rng), None
-        if variant == "primal":
-            return self._checked_primal(traced, program, scalars)
-        if variant == "adjoint":
-            self._checked_adjoint(traced, program, scalars, record, manual)
-            return None, None
-        if variant == "tangent":
-            # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one
-            # way to lose a tangent is a store into a field without .dual.
-            forwardchecks.before_tangent(self.checker, traced, traced.ir.name)
-            self._before_writes(traced)
-            result = program.run(scalars, None, self.rng)
-            nonfinite.after_launch(self.checker, traced, "tangent", scalars, None, _host, locate)
-            return result, None
-        if variant == "adjoint_tangent":
-            # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the
-            # plain Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
-            forwardchecks.before_tangent(self.checker, traced, traced.ir.name,
-                                        traced.dropped_adjoint_tangents)
-            program.run(scalars, None, self.rng)
-            return None, None
-        raise NotImplementedError(f"the rule checker has no checks for {variant} launches")
-
-    def _checked_primal(self, traced, program, scalars):
-        name = traced.ir.name
-        checker = self.checker
-        forwardchecks.before_forward(checker, traced, name, [a.name for a in traced.ir.args],
-                                    scalars, functools.partial(launch_rows, traced, scalars))
-        record = checker.new_launch(name, traced, scalars)
-        forwardchecks.clear_zeroed_gradients(checker, traced)   # (before their primals' copies)
-        self._before_writes(traced)
-        replayed = kernel_facts(traced).replayed
-        resets = gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
-        hand = handgrads.before_launch(checker, traced, record.number, self.storage,
-                                       self._run_adjoint)
-        memory = LoggedMemory(checker, record, replayed, resets)
-        result = program.run(scalars, memory, self.rng)
-        memory.finish()
-        if hand is not None:
-            handgrads.after_launch(checker, hand, self.storage)
-        forwardchecks.note_zeroed_gradients(checker, traced, lambda f: f.data)
-        return result, record
-
-    def _run_adjoint(self, traced, scalars) -> None:
-        """A forward launch's adjoint, unchecked (tinyad/check/handgrads.py runs it on copies)."""
-        traced.program("adjoint").run(scalars, None, self.rng)
-
-    def _before_writes(self, traced) -> None:
-        """The primal fields the launch may write: the values a gradient was taken at are
-        copied now, if not yet (check/launches.py before_write)."""
-        for fld in kernel_facts(traced).written:
-            self.checker.before_write(fld)
-
-    def _checked_adjoint(self, traced, program, scalars, record, manual):
-        name = traced.ir.name
-        checker = self.checker
-        if record is None:
-            record = checker.find_launch(traced, scalars)
-        adjointchecks.before_adjoint(checker, traced, name, record, manual)
-        program.run(scalars, ReplayMemory(checker, record, name), self.rng)
-        adjointchecks.after_adjoint(checker, traced, record, manual)
-        nonfinite.after_launch(checker, traced, "adjoint", scalars, record, _host, locate)
-
-
-def _host(fld):
-    return fld.host_array
+    def locate_nonfinite(self, traced, variant, scalars, targets):
+        return locate(traced, variant, scalars, targets)

@@ -215,12 +215,14 @@ class Program:
                                for s in ir.walk_stmts(kernel.body) for e in ir.stmt_exprs(s)
                                for x in ir.walk_expr(e))
 
-    def run(self, args: tuple, memory: Memory | None = None,
-            rng: np.random.Generator | None = None, echo: bool | None = None):
-        """Run once. `rng` draws ti.random()'s values (None: a generator seeded with 0).
+    def run(self, scalars: tuple, rng: np.random.Generator | None = None, *,
+            memory: Memory | None = None, echo: bool | None = None):
+        """Run once with the kernel's scalar arguments (a Program's call, tinyad/backend.py).
+        `rng` draws ti.random()'s values (None: a generator seeded with 0). `memory` holds the
+        fields' values and sees every access (None: the fields' own arrays, unlogged).
         print() statements print when `echo` (default: in the numeric domain, the one that
         runs users' launches; checks that re-run a launch pass False)."""
-        env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, args)}
+        env = {a.name: self.domain.argument(a, v) for a, v in zip(self.kernel.args, scalars)}
         rng = rng or np.random.default_rng(0)
         seed = random_stream.launch_seed(rng) if self.uses_random else 0   # as fast mode draws
         echo = self.domain is NUMERIC if echo is None else echo

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.check.facts import kernel_facts
 from tinyad.check.hazards import unproven_fields
 from tinyad.check.report import ACCUMULATE, SLOTS
 from tinyad.core import ir
@@ -190,7 +191,7 @@ class LoggedLanes(lanes.PlainLanes):
         self.saved: list = []
         # Fields whose in-launch hazards the IR does not rule out (as fast mode decides it):
         # only these need the element-wise checks within the loop.
-        self.by_boxes = _unproven_fields(memory.launch.compiled, memory.replayed)
+        self.by_boxes = memory.launch.compiled.memos[_unproven_fields]
         self.unproven = set(self.by_boxes)
 
     def load(self, fld, idx, lanes_, site):
@@ -445,20 +446,18 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a.view(np.uint8), b.view(np.uint8)))
 
 
-def _unproven_fields(traced, replayed) -> dict:
+def _unproven_fields(traced) -> dict:
     """The fields of the launch's kernel that the IR does not prove free of in-launch hazards
     (check/hazards.py, fast mode's test), once per kernel: field -> by_boxes, True where only
     reads may meet writes (disjoint elements read and written rule the hazard out). Reads in
-    earlier launches of the scope are checked whatever this says."""
-    unproven = getattr(traced, "lanes_unproven", None)
-    if unproven is None:
-        try:
-            unproven = {fld: by_boxes for fld, (_reads, _writes, by_boxes)
-                        in unproven_fields(traced.ir, replayed).items()}
-        except Exception:  # noqa: BLE001  (no proof: every field is checked)
-            unproven = dict.fromkeys(ir.fields_of(traced.ir.body), False)
-        traced.lanes_unproven = unproven
-    return unproven
+    earlier launches of the scope are checked whatever this says (kept in the kernel's
+    memos)."""
+    replayed = kernel_facts(traced).replayed      # (the LoggedMemory's)
+    try:
+        return {fld: by_boxes for fld, (_reads, _writes, by_boxes)
+                in unproven_fields(traced.ir, replayed).items()}
+    except Exception:  # noqa: BLE001  (no proof: every field is checked)
+        return dict.fromkeys(ir.fields_of(traced.ir.body), False)
 
 
 def _logged(memory: LoggedMemory):

@@ -47,8 +47,8 @@ def locate(traced, variant: str, scalars, targets) -> NonFinite | None:
     memory = _WatchMemory(watch, written)
     watch.memory = memory
     try:
-        Program(kernel_ir, _WatchDomain(watch)).run(scalars, memory, np.random.default_rng(0),
-                                                   echo=False)
+        Program(kernel_ir, _WatchDomain(watch)).run(scalars, np.random.default_rng(0),
+                                                   memory=memory, echo=False)
     except _Found:
         pass
     finding = watch.finding

@@ -59,7 +59,7 @@ def _run_op_kernel(spec, argtypes, out_type, use_lanes, monkeypatch):
     value = ir.Op(spec.name, tuple(ir.Load(f, (i,), f.dtype) for f in ins), out_type)
     loop = ir.For("i", ir.Const(0, T.i32), ir.Const(N, T.i32), (ir.Store(out, (i,), value),),
                   parallel=True)
-    Program(ir.Kernel(f"one_{spec.name}", (), (loop,))).run((), Memory())
+    Program(ir.Kernel(f"one_{spec.name}", (), (loop,))).run((), memory=Memory())
     return out.to_numpy()
 
 

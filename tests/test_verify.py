@@ -424,7 +424,7 @@ def test_symbolic_interpreter_merges_branch_writes_with_piecewise(mode):
     k()
     xs = sp.symbols("a b", real=True)
     memory = SymbolicMemory(seeds={x: np.array(xs, dtype=object)})
-    Program(k.ir, SymbolicDomain()).run((), memory)
+    Program(k.ir, SymbolicDomain()).run((), memory=memory)
     a, b = xs
     assert str(memory.value(y, (0,))) == "Piecewise((2*a, a > 1), (0, True))"
     # y starts from the numeric run's [0, 2]: iteration 0 adds 1, iteration 1 maybe stores 2b

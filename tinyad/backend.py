@@ -9,15 +9,18 @@ To add a backend, subclass `Backend` in its own package and name its module and 
 tinyad/kernel.py keeps one `TracedKernel` per traced kernel: its IR variants ("primal",
 "adjoint"; how each is derived is listed there). A backend sees only IR and fields:
 
-  * `prepare(kernel_ir)` turns one variant into a program (an interpreter closure tree, a numba
-    kernel), once; `launch(traced, variant, scalars, ...)` runs it, asking `traced.program()`
-    for the program, and returns the kernel's value and the checker's record of the launch;
+  * `prepare(kernel_ir)` turns one variant into a `Program` (an interpreter closure tree, a
+    numba kernel), once; `program.run(scalars, rng)` runs it. tinyad/launch.py launches it:
+    the same sequence of rule checks before and after the run, for every backend;
   * `backward_starts(first)` is called before the first adjoint is prepared (a backward pass
     has begun): fast mode starts compiling the other adjoints ahead then;
   * `storage` says where a field's array lives (`FieldStorage`): host numpy by default, a device
     mirror for CUDA. `tinyad/field.py` reads and writes its values only through it;
   * `checks` are the autodiff rule checker's hooks that tinyad/ad.py (the Tape) and field.py
-    (Python-scope accesses) call (`CheckHooks`): no-ops for a backend that runs no checks.
+    (Python-scope accesses) call (`CheckHooks`): no-ops for a backend that runs no checks;
+  * `checker`, for a backend that checks, is the rule checker the launch sequence drives, and
+    `CheckedLaunch` the backend's way of taking the steps where backends differ (how a launch
+    logs or records its accesses).
 
 `BACKENDS` is the only place that maps a mode's name to its implementation; the modules are
 imported when a mode is first used, so interp mode never imports numba.
@@ -44,8 +47,9 @@ NONFINITE_LOCATOR = ("tinyad.interp.backend", "locate")
 class Program(Protocol):
     """One IR variant made runnable by a backend."""
 
-    def run(self, scalars: tuple, *args, **kwargs) -> Any:
-        """Run once with the kernel's scalar arguments; -> the kernel's return value or None."""
+    def run(self, scalars: tuple, rng: np.random.Generator | None = None) -> Any:
+        """Run once with the kernel's scalar arguments, `rng` seeding ti.random() (None: a
+        generator seeded with 0); -> the kernel's return value or None."""
 
 
 class FieldStorage:
@@ -207,12 +211,86 @@ class CheckerHooks(CheckHooks):
         return list(self.checker.problems.values())
 
 
+class CheckedLaunch:
+    """One launch the rule checker watches, while it runs: what the sequence of checks around
+    it (tinyad/launch.py, the same for every backend) and the backend's own steps hand each
+    other. Where a backend takes a step its own way (interp logs every access as the program
+    runs; fast mode plans the launch's regions and records only what its IR leaves open), it
+    subclasses this and overrides the step. The sequence calls each step only in the variants
+    its section names."""
+
+    __slots__ = ("backend", "checker", "facts", "hand", "manual", "program", "record",
+                 "scalars", "traced")
+
+    def __init__(self, backend, traced, scalars, program, record, manual: bool):
+        self.backend, self.checker = backend, backend.checker
+        self.traced, self.scalars, self.program = traced, scalars, program
+        self.record = record    # the checker's record of the launch (an adjoint: its primal's)
+        self.manual = manual    # an adjoint: the user called kernel.grad(), not the Tape
+        self.hand = None        # the pending check of a gradient kernel written by hand
+        # self.facts: the checker's facts about the kernel (tinyad/check/facts.py), set before
+        # a forward or tangent launch's first step
+
+    def run(self):
+        """Run the program once, plainly; -> the kernel's return value."""
+        return self.program.run(self.scalars, self.backend.rng)
+
+    def adjoint_unchecked(self, traced, scalars) -> None:
+        """Run `traced`'s adjoint once, unchecked (tinyad/check/handgrads.py runs a forward
+        launch's adjoint on copies to judge a gradient kernel written by hand)."""
+        traced.program("adjoint", self.backend).run(scalars, self.backend.rng)
+
+    # ---- a forward (primal) launch ------------------------------------------------------------
+    def plan_forward(self) -> tuple:
+        """Before its first check: -> (the kernel's argument names, the rows the launch may
+        read and write: ({field: spans read}, {field: spans written}), a function that works
+        them out when a check needs them, or None for every row)."""
+        return [a.name for a in self.traced.ir.args], None
+
+    def record_made(self) -> None:
+        """The checker's record of this launch is made (`self.record`)."""
+
+    def before_forward_writes(self) -> None:
+        """The launch is about to write its primal fields: where a gradient was taken at their
+        values, those values are kept first (tinyad/check/launches.py before_write)."""
+
+    def run_forward(self):
+        """Run the program as the forward launch the checker watches; -> its return value."""
+        return self.run()
+
+    def after_forward(self) -> None:
+        """The forward launch has run (and a hand-written gradient kernel has been checked)."""
+
+    # ---- an adjoint launch --------------------------------------------------------------------
+    def unmatched_adjoint(self) -> None:
+        """No forward launch alike precedes this adjoint (`self.record` is None)."""
+
+    def run_adjoint(self):
+        """Run the program as the adjoint the checker watches (its replayed reads must read
+        what the forward launch read); -> its return value."""
+        return self.run()
+
+    # ---- a tangent (forward-mode) launch ------------------------------------------------------
+    def before_tangent_writes(self) -> None:
+        """The tangent launch is about to write its primal fields (as before_forward_writes)."""
+
+    def after_tangent(self) -> None:
+        """The tangent launch has run."""
+
+
 class Backend(ABC):
     """A way to run kernels; one instance per `ti.init` (it may keep per-init state)."""
 
     name: str = ""
     storage: FieldStorage = HOST_STORAGE
     checks: CheckHooks = NO_CHECKS
+    # The rule checker tinyad/launch.py drives around each launch (check/launches.py's
+    # LaunchChecker or one built on it), with the backend's own steps; None: no checks.
+    checker = None
+    CheckedLaunch: type = CheckedLaunch
+    # Told the time of each launch, checks included (interp/progress.py warns when a program
+    # is slow); None: launches are not timed.
+    progress = None
     # Whether a launch can raise part way (bounds or rule checks inside kernels): then each
     # launch, and each Tape, saves the fields it changes first, to put them back if it raises
     # (tinyad/undo.py). Where launches are compiled and unchecked the copies would cost as much
@@ -232,12 +310,9 @@ class Backend(ABC):
     def prepare(self, kernel_ir) -> Program:
         """Make one IR variant runnable (called once per traced kernel and variant)."""
 
-    @abstractmethod
-    def launch(self, traced, variant: str, scalars: tuple, record=None, manual: bool = True):
-        """Run `traced.program(variant)` with these scalars; -> (the kernel's return value, the
-        checker's record of this launch or None). For an adjoint, `record` is the record of the
-        primal launch it undoes (None: found by its arguments), and `manual` says the user
-        called kernel.grad() rather than the Tape."""
+    def launching(self, traced, variant: str) -> None:
+        """A launch of `traced`'s `variant` begins, before its program is asked for (and so,
+        at its first launch, prepared)."""
 
     # True: `sequence` can run a captured program (tinyad/capture.py, tinyad/sequence.py)
     runs_sequences: bool = False
@@ -255,6 +330,12 @@ class Backend(ABC):
     def backward_starts(self, first) -> None:
         """The adjoint of `first` (a TracedKernel) is about to be prepared for the first time.
         The first such call since ti.init means a backward pass has begun."""
+
+    def locate_nonfinite(self, traced, variant: str, scalars, targets):
+        """Where a NaN or infinity that a launch of `traced`'s `variant` wrote into one of
+        `targets` came from (tinyad/check/nonfinite.py), for a backend that checks: -> a
+        NonFinite, or None when the launch wrote none."""
+        raise NotImplementedError(f"the {self.name} backend does not locate NaNs")
 
 
 def create(mode: str, config, rng: np.random.Generator) -> Backend:

@@ -211,7 +211,7 @@ class SymbolicRun:
                 key = id(launch.kernel_ir)
                 if key not in programs:
                     programs[key] = Program(launch.kernel_ir, self.domain)
-                programs[key].run(launch.scalars, memory, runtime.rng)
+                programs[key].run(launch.scalars, runtime.rng, memory=memory)
             self.loss = as_number(memory.value(loss))
 
     def gradients(self) -> tuple[float, dict]:
@@ -271,7 +271,7 @@ class Replayer:
                                    for f, delta in shift.items()}}
         memory = memory(values) if memory is not None else ShadowMemory(values)
         for program, scalars in self.steps:
-            program.run(scalars, memory, runtime.rng, echo=False)
+            program.run(scalars, runtime.rng, memory=memory, echo=False)
         return memory
 
     def loss_at(self, field=None, index=(), delta=0.0) -> float:

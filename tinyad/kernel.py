@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from tinyad import launch as launching
 from tinyad import undo
 from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
@@ -187,7 +188,9 @@ class Kernel:
             self._traces[key].trusted = self.trusted
         self._last_key = key
         traced = self._traces[key]
-        return traced.bound_to(arrays) if arrays else traced
+        if not arrays:
+            return traced
+        return traced.bound_to(arrays, runtime.backend.arrays_as_parameters)
 
     @property
     def ir(self) -> ir.Kernel:
@@ -328,9 +331,30 @@ def _adjoint_tangent_ir(traced: "TracedKernel") -> ir.Kernel:
     return forward(traced.variant_ir("adjoint"), [], traced.dropped_adjoint_tangents)
 
 
+class Memos(dict):
+    """What other modules work out about one traced kernel, once: `traced.memos[build]` is
+    `build(traced)`, made on first use and kept (a plain dict lookup after that: some are
+    asked for several times per launch). The builders, each a module-level function or
+    class: the rule checker's facts (tinyad/check/facts.py), rows (check/rows.py), write
+    events and derivations (check/forward.py), race flows (check/races.py); interp's
+    unproven fields (interp/lanelog.py); fast mode's regions (compile/regions.py) and
+    adjoint bounds (compile/checkedlaunch.py)."""
+
+    __slots__ = ("traced",)
+
+    def __init__(self, traced):
+        super().__init__()
+        self.traced = traced
+
+    def __missing__(self, build):
+        made = self[build] = build(self.traced)
+        return made
+
+
 class TracedKernel:
-    """One traced kernel: its IR, the variants derived from it, and a program per variant from
-    the backend of this ti.init (tinyad/backend.py)."""
+    """One traced kernel: its IR, the variants derived from it, a program per variant from the
+    backend of this ti.init (tinyad/backend.py), and what other modules work out about it once
+    (`memos`)."""
 
     # How each variant's IR is derived from the primal IR, on first use. A new kind of
     # derivative is one more entry here.
@@ -345,8 +369,8 @@ class TracedKernel:
         self._variants = {"primal": kernel_ir}
         self._programs = {}
         self._written = {}     # variant -> the fields it writes (what a failed launch restores)
+        self.memos = Memos(self)   # what other modules work out about this kernel, once
         self.notes = []        # (loc, op) where reverse mode cuts a gradient path
-        self.facts = None      # the rule checker's facts about this kernel (tinyad/check/launches.py)
         self.dropped_tangents = []   # (field, loc): stores that lose a tangent (no .dual)
         self.dropped_adjoint_tangents = []   # the same, in the adjoint's tangent
 
@@ -358,15 +382,16 @@ class TracedKernel:
     def adjoint_ir(self) -> ir.Kernel:
         return self.variant_ir("adjoint")
 
-    def program(self, variant: str):
-        """The backend's program for a variant, prepared on first use."""
+    def program(self, variant: str, backend):
+        """`backend`'s program for a variant, prepared on first use (a trace lives for one
+        ti.init, and so runs on one backend)."""
         if variant not in self._programs:
             kernel_ir = self.variant_ir(variant)
-            if runtime.config.print_ir:     # ti.init(print_ir=True), as Taichi's prints its own
+            if backend.config.print_ir:     # ti.init(print_ir=True), as Taichi's prints its own
                 print(compact_ir(format_kernel(kernel_ir)), end="\n\n")   # (`# line` comments)
             if variant == "adjoint":
-                runtime.backend.backward_starts(self)
-            self._programs[variant] = runtime.backend.prepare(kernel_ir)
+                backend.backward_starts(self)
+            self._programs[variant] = backend.prepare(kernel_ir)
         return self._programs[variant]
 
     def has_program(self, variant: str) -> bool:
@@ -376,13 +401,15 @@ class TracedKernel:
         """The IR the backend's program for `variant` is made from."""
         return self.variant_ir(variant)
 
-    def bound_to(self, arrays: dict) -> BoundTracedKernel:
+    def bound_to(self, arrays: dict, shares_programs: bool) -> BoundTracedKernel:
         """This trace bound to the ndarray arguments of a launch (kept for the latest few sets
-        of arrays, so a Tape's replay finds the launch's own)."""
+        of arrays, so a Tape's replay finds the launch's own). `shares_programs`: the
+        backend's programs take the arrays at each launch (Backend.arrays_as_parameters)."""
         key = tuple(id(arrays[name]) for name in self.params)   # an array's grad is its own
         bound = self._bindings.get(key)
         if bound is None:
-            bound = self._bindings[key] = BoundTracedKernel(self, bind(self.params, arrays))
+            bound = self._bindings[key] = BoundTracedKernel(self, bind(self.params, arrays),
+                                                            shares_programs)
             while len(self._bindings) > MAX_BINDINGS:
                 del self._bindings[next(iter(self._bindings))]   # the oldest made
         return bound
@@ -400,20 +427,22 @@ class TracedKernel:
         self.notes = []
 
     def launch(self, variant: str, scalars, *rest):
-        """Launch a variant on the backend, undoably (tinyad/undo.py: a launch or Tape that
-        fails part way leaves the fields as they were)."""
+        """Launch a variant on this ti.init's backend with the checks around it
+        (tinyad/launch.py), undoably (tinyad/undo.py: a launch or Tape that fails part way
+        leaves the fields as they were); -> (the kernel's return value, the checker's record
+        of the launch or None). `rest`: an adjoint's (record, manual), launch.run's."""
         recording = active_capture.get()
         if recording is not None:     # (tinyad/capture.py)
             recording.launch(self, variant, scalars)
         backend = runtime.backend
         tape_log = undo.active_undo.get()
         if tape_log is None and not backend.launches_can_fail:
-            return backend.launch(self, variant, scalars, *rest)    # nothing to undo
+            return launching.run(backend, self, variant, scalars, *rest)    # nothing to undo
         written = self._written.get(variant)
         if written is None:
             written = self._written[variant] = ir.fields_written(self.variant_ir(variant).body)
         return undo.run_undoable(written, tape_log,
-                                 lambda: backend.launch(self, variant, scalars, *rest))
+                                 lambda: launching.run(backend, self, variant, scalars, *rest))
 
     def run_primal(self, scalars):
         """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
@@ -421,7 +450,8 @@ class TracedKernel:
 
     def run_tangent(self, scalars):
         """Run the tangent kernel (forward mode); -> (its return value, None)."""
-        self.program("tangent")
+        if not self.has_program("tangent"):    # (prepared, and printed, before the warnings)
+            self.program("tangent", runtime.backend)
         self._warn_non_differentiable()
         return self.launch("tangent", scalars)
 
@@ -429,7 +459,8 @@ class TracedKernel:
         """Run the adjoint kernel for a primal launch (found by its arguments if not given);
         inside ti.ad.FwdMode its tangent variant (forward over reverse)."""
         variant = "adjoint_tangent" if active_forward_mode.get() is not None else "adjoint"
-        self.program(variant)
+        if not self.has_program(variant):      # (prepared, and printed, before the warnings)
+            self.program(variant, runtime.backend)
         self._warn_non_differentiable()
         if variant == "adjoint_tangent":
             self.launch(variant, scalars)
@@ -448,41 +479,39 @@ class BoundTracedKernel(TracedKernel):
     trace's own program, compiled once per dtype and shape, with the ArrayParams pointed at
     this launch's arrays."""
 
-    def __init__(self, generic: TracedKernel, mapping: dict):
-        self.generic, self.mapping, self._memo = generic, mapping, {}
-        self.ir = bind_arrays(generic.ir, mapping, self._memo)
+    def __init__(self, generic: TracedKernel, mapping: dict, shares_programs: bool):
+        self.generic, self.mapping, self._bound_nodes = generic, mapping, {}
+        self.shares_programs = shares_programs
+        self.ir = bind_arrays(generic.ir, mapping, self._bound_nodes)
         self.params = {}
         self._variants = {"primal": self.ir}
         self._programs = {}
         self._written = {}
-        self.facts = None
+        self.memos = Memos(self)   # its own: the checkers reason about the bound arrays
 
     def variant_ir(self, variant: str) -> ir.Kernel:
         if variant not in self._variants:
             self._variants[variant] = bind_arrays(self.generic.variant_ir(variant), self.mapping,
-                                                  self._memo)
+                                                  self._bound_nodes)
         return self._variants[variant]
 
     @property
     def trusted(self) -> bool:
         return self.generic.trusted
 
-    def _shares_programs(self) -> bool:
-        return getattr(runtime.backend, "arrays_as_parameters", False)
-
-    def program(self, variant: str):
-        if self._shares_programs():
+    def program(self, variant: str, backend):
+        if self.shares_programs:
             set_bound(self.mapping)
-            return self.generic.program(variant)
-        return super().program(variant)
+            return self.generic.program(variant, backend)
+        return super().program(variant, backend)
 
     def has_program(self, variant: str) -> bool:
-        if self._shares_programs():
+        if self.shares_programs:
             return self.generic.has_program(variant)
         return super().has_program(variant)
 
     def program_ir(self, variant: str) -> ir.Kernel:
-        if self._shares_programs():
+        if self.shares_programs:
             return self.generic.variant_ir(variant)
         return self.variant_ir(variant)
 

@@ -34,10 +34,8 @@ class KernelFacts:
 
 
 def kernel_facts(compiled) -> KernelFacts:
-    facts = getattr(compiled, "facts", None)
-    if facts is None:
-        facts = compiled.facts = _analyse(compiled)
-    return facts
+    """The facts about `compiled` (a traced kernel), worked out once."""
+    return compiled.memos[_analyse]
 
 
 def _analyse(compiled) -> KernelFacts:

@@ -12,7 +12,7 @@ on the tangent path. What they remember across launches is the checker's
 from __future__ import annotations
 
 from tinyad.check import rules
-from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import LaunchChecker, check_computed_before_tape
 from tinyad.check.report import Access
 from tinyad.check.spans import ALL_ROWS, span_union
@@ -29,7 +29,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)
     time = checker.tick()
-    for fld, write in _write_events(compiled, facts, kernel_name):
+    for fld, write in compiled.memos[_write_events]:
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
     for grad in facts.grads_by_hand:       # a gradient kernel written by hand: it uses
@@ -41,13 +41,12 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         # a grad_for function's recompute (the Tape's backward phase) is no computation
         # "before the Tape" of the next one
         if not checker.in_custom_grad:
-            _remember_derivations(checker, compiled, facts, kernel_name, rows)
+            _remember_derivations(checker, compiled, rows)
         return
     if checker.derived_outside_tape:     # (it changes only outside a Tape)
         check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
     if not checker.in_custom_primal:     # (for the Tapes after this one)
-        _remember_derivations(checker, compiled, facts, kernel_name, rows,
-                              checker.derived_in_tape)
+        _remember_derivations(checker, compiled, rows, checker.derived_in_tape)
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -83,31 +82,22 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         (fld, entry) for fld, entry in taint.items() if fld not in before))
 
 
-def _write_events(compiled, facts: KernelFacts, kernel_name: str) -> tuple:
-    """(field, Access) per primal field the kernel writes, made once per kernel: `primal_changed`
-    keeps only a field's latest write and nothing else holds these, so a launch just moves the
-    time of its kernel's."""
-    events = getattr(compiled, "write_events", None)
-    if events is None:
-        events = compiled.write_events = tuple(
-            (fld, Access("store", facts.first_store[fld], kernel_name)) for fld in facts.written)
-    return events
+def _write_events(compiled) -> tuple:
+    """(field, Access) per primal field the kernel writes, made once per kernel (its memos):
+    `primal_changed` keeps only a field's latest write and nothing else holds these, so a
+    launch just moves the time of its kernel's."""
+    facts = kernel_facts(compiled)
+    return tuple((fld, Access("store", facts.first_store[fld], compiled.ir.name))
+                 for fld in facts.written)
 
 
-def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
-                          kernel_name: str, rows, into: dict | None = None) -> None:
+def _remember_derivations(checker: LaunchChecker, compiled, rows,
+                          into: dict | None = None) -> None:
     """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
     needs a gradient (which stores do is worked out once per kernel). Inside one, `into` is
     the Tape's derived_in_tape, where a field not derived is marked None."""
     derived_fields = checker.derived_outside_tape if into is None else into
-    derivations = getattr(compiled, "derivations", None)
-    if derivations is None:
-        found = {}
-        for target, sources, loc in facts.dependencies:
-            differentiable = [s for s in sources if s is not target and s.has_grad]
-            found[target] = (kernel_name, loc, differentiable[0]) if differentiable else None
-        derivations = compiled.derivations = tuple(found.items())
-    for target, derived in derivations:
+    for target, derived in compiled.memos[_derivations]:
         if derived is None:
             if into is None:
                 derived_fields.pop(target, None)
@@ -122,6 +112,16 @@ def _remember_derivations(checker: LaunchChecker, compiled, facts: KernelFacts,
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
         derived_fields[target] = (*derived, spans)
+
+
+def _derivations(compiled) -> tuple:
+    """(target, (kernel name, the store's loc, a field with a gradient it is computed from) or
+    None) per field the kernel writes, once per kernel (its memos)."""
+    found = {}
+    for target, sources, loc in kernel_facts(compiled).dependencies:
+        differentiable = [s for s in sources if s is not target and s.has_grad]
+        found[target] = (compiled.ir.name, loc, differentiable[0]) if differentiable else None
+    return tuple(found.items())
 
 
 def _rows_now(rows):

@@ -142,18 +142,19 @@ def _flows(compiled) -> tuple:
     """(field -> the fields written with something computed from it, the fields each launch
     sets whole), kept on the kernel. Set whole: a field of one scalar (a counter) stored at the
     kernel's top level, outside any branch or loop."""
-    found = getattr(compiled, "race_flows", None)
-    if found is None:
-        flows = {}
-        for target, sources in _dependencies(compiled.ir.body).items():
-            for source in sources:
-                flows.setdefault(source, set()).add(target)
-        body = compiled.ir.body
-        leaves = any(isinstance(s, ir.Return) for s in ir.walk_stmts(body))  # (maybe early)
-        whole = set() if leaves else {s.field for s in body if isinstance(s, ir.Store)
-                                      and ir.array_size(s.field) == 1}
-        found = compiled.race_flows = (flows, whole)
-    return found
+    return compiled.memos[_new_flows]
+
+
+def _new_flows(compiled) -> tuple:
+    flows = {}
+    for target, sources in _dependencies(compiled.ir.body).items():
+        for source in sources:
+            flows.setdefault(source, set()).add(target)
+    body = compiled.ir.body
+    leaves = any(isinstance(s, ir.Return) for s in ir.walk_stmts(body))  # (maybe early)
+    whole = set() if leaves else {s.field for s in body if isinstance(s, ir.Store)
+                                  and ir.array_size(s.field) == 1}
+    return flows, whole
 
 
 def _dependencies(body) -> dict:

@@ -60,10 +60,11 @@ class KernelRows:
 
 def rows_of(compiled) -> KernelRows:
     """The KernelRows of `compiled` (a traced kernel), made once."""
-    rows = getattr(compiled, "kernel_rows", None)
-    if rows is None:
-        rows = compiled.kernel_rows = KernelRows(compiled.ir)
-    return rows
+    return compiled.memos[_rows]
+
+
+def _rows(compiled) -> KernelRows:
+    return KernelRows(compiled.ir)
 
 
 def launch_rows(compiled, scalars: tuple) -> tuple:

@@ -1,0 +1,189 @@
+"""Fast mode's steps of a checked launch (tinyad/launch.py runs the checks around them, the same
+sequence interp mode runs).
+
+Before a forward launch runs, its plan (compile/regions.py) says which rows it reads and
+writes and which indices it certainly reaches out of bounds. Within one launch, what the IR
+cannot settle it decides from values (an iteration overwriting its own element: before and
+after the launch) or from indices alone (a scatter through an index field:
+compile/scattercheck.py) where it can, at any size; the rest from the accesses the launch
+records as it runs (compile/accessrecord.py), judged by tinyad/check/trail.py. An adjoint's
+replayed reads are checked against the replay witness (compile/replaycheck.py) before it runs.
+"""
+from __future__ import annotations
+
+from tinyad.backend import CheckedLaunch
+from tinyad.check.rules import ParallelConflictRuleError
+from tinyad.compile.accessrecord import AccessRecorder
+from tinyad.compile.regions import regions_of
+from tinyad.compile.scattercheck import CLEAN, UNDECIDED
+from tinyad.check.reached import CertainBounds
+from tinyad.core.errors import reached_out_of_bounds
+from tinyad.notices import note
+
+
+class FastLaunch(CheckedLaunch):
+    """A checked launch of a compiled kernel."""
+
+    __slots__ = ("hits", "own", "plan", "recorder", "regions", "saved_grads")
+
+    # ---- a forward launch ---------------------------------------------------------------------
+    def plan_forward(self):
+        regions = self.regions = regions_of(self.traced)
+        plan = self.plan = regions.plan(self.scalars)
+        if plan.out_of_bounds is not None and not self.backend.config.debug:
+            _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
+        self.own, self.recorder, self.saved_grads, self.hits = (), None, None, None
+        return regions.names, plan.rows
+
+    def record_made(self) -> None:
+        if self.plan.hazards:
+            self.own, self.recorder = self._decide_hazards(self.plan.hazards)
+        if self.checker.in_custom_grad:
+            self.saved_grads = self.checker.before_custom_grad(self.traced, self.scalars)
+
+    def before_forward_writes(self) -> None:
+        checker, plan = self.checker, self.plan
+        if checker.uncopied_points or checker.partial_points:
+            checker.before_kernel_write(plan)
+        if plan.writes:
+            self.hits = checker.before_launch(plan)
+
+    def run_forward(self):
+        if self.recorder is None:
+            return self.program.run(self.scalars, self.backend.rng)
+        return self._recorded_run()
+
+    def after_forward(self) -> None:
+        checker, record = self.checker, self.record
+        for fld, before in self.own:
+            error = checker.own_overwrite(self.regions, fld, before, record)
+            if error is not None:
+                self._launch_problem(error)
+                break
+        if self.saved_grads:
+            checker.after_custom_grad(self.saved_grads, record)
+        checker.after_forward(record, self.plan, self.hits)
+
+    def _decide_hazards(self, hazards) -> tuple:
+        """The fields this launch may read and write in a way its IR does not settle: a
+        scatter's indices may prove it clean now (compile/scattercheck.py); an iteration
+        overwriting its own element is compared after the launch (-> [(field, its values
+        before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
+        only their records build a report."""
+        traced, scalars = self.traced, self.scalars
+        regions, host = self.regions, self.checker.host
+        own, rest = [], []
+        for fld in hazards:
+            scatter = regions.scatter_check(traced.ir, fld)
+            verdict = UNDECIDED if scatter is None else scatter.verdict(scalars, fld, host)
+            if verdict is CLEAN:
+                continue
+            if verdict is UNDECIDED and fld in regions.own_overwrites:
+                own.append((fld, host(fld).copy()))
+            else:
+                rest.append(fld)
+        return own, (self._recorder(rest) if rest else None)
+
+    def _recorder(self, hazards):
+        """The recording variant of the kernel for these fields (compile/accessrecord.py), made
+        once per ti.init, or None (said unchecked)."""
+        traced, recorders = self.traced, self.backend.recorders
+        key = (traced, tuple(id(f) for f in hazards))
+        if key not in recorders:
+            recorders[key] = AccessRecorder.of(traced.ir, hazards, self.facts.replayed)
+        recorder = recorders[key]
+        if recorder is None:
+            self._say_unchecked(traced.ir.name, hazards[0], "its accesses would take more "
+                                "records than a launch may keep")
+        return recorder
+
+    def _recorded_run(self):
+        """Run the launch as its recording variant, then judge what it recorded."""
+        backend, recorder, record = self.backend, self.recorder, self.record
+        result = recorder.run(backend.storage, self.scalars, backend.rng, backend.prepare)
+        if not recorder.complete:
+            self._say_unchecked(record.kernel, recorder.fields[0], "this launch's accesses "
+                                "took more records than a launch may keep")
+            return result
+        for error in recorder.violations(record, self.checker.host,
+                                         every=self.checker.mode == "warn"):
+            self._launch_problem(error)
+        return result
+
+    def _say_unchecked(self, traced_name, fld, why) -> None:
+        noted = self.backend.unchecked_noted
+        if traced_name in noted:
+            return
+        noted.add(traced_name)
+        note(f"fast mode: {traced_name} may read and write {fld.name} in one launch in a way "
+             f"its IR does not settle, and {why}: that part is unchecked here (tinyad check "
+             "--mode interp checks it)")
+
+    def _launch_problem(self, error) -> None:
+        """A rule this launch breaks within itself: raised now inside a Tape, else when (if
+        ever) the launch is differentiated. A parallel conflict only where a gradient can
+        depend on it (check/races.py decides; elsewhere it was shown as a warning)."""
+        checker, record = self.checker, self.record
+        now = checker.tape is not None
+        if isinstance(error, ParallelConflictRuleError) and not checker.races.decide(
+                record, error.report.field, lambda: error, now):
+            return
+        if now:
+            checker.report(error)
+        else:
+            record.add_problem(error)
+
+    # ---- an adjoint launch --------------------------------------------------------------------
+    def unmatched_adjoint(self) -> None:
+        """A .grad() that no forward launch alike precedes (its own was checked, with these
+        arguments: an adjoint touches the indices its forward launch did) may reach past a
+        field, as a manual sweep one step too long does (Taichi issue 8119). With
+        ti.init(debug=True) every element is checked instead."""
+        if self.backend.config.debug:
+            return
+        traced, scalars = self.traced, self.scalars
+        bounds = traced.memos[_adjoint_bounds]
+        found = bounds.outside(scalars)
+        if found is not None:
+            _raise_out_of_bounds(found, [a.name for a in traced.ir.args], scalars,
+                                 adjoint_of=traced.ir.name)
+
+    def run_adjoint(self):
+        self.checker.check_replay(self.record, self.traced.ir.name)   # the replay witness
+        return self.program.run(self.scalars, self.backend.rng)
+
+    # ---- a tangent launch ---------------------------------------------------------------------
+    def before_tangent_writes(self) -> None:
+        self.regions, _ = _plan(self.traced, self.scalars, self.backend.config.debug)
+        for fld in self.regions.written_fields:
+            self.checker.before_write(fld)
+
+    def after_tangent(self) -> None:
+        self.checker.tangent_wrote(self.regions.written_fields)   # values too
+
+
+def _plan(traced, scalars, debug: bool):
+    """-> (the kernel's KernelRegions, this launch's LaunchPlan), once the plan shows no
+    index the launch certainly reaches out of bounds (else the bounds error, before it
+    runs; with ti.init(debug=True) every element is checked instead)."""
+    regions = regions_of(traced)
+    plan = regions.plan(scalars)
+    if plan.out_of_bounds is not None and not debug:
+        _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
+    return regions, plan
+
+
+def _adjoint_bounds(traced) -> CertainBounds:
+    return CertainBounds(traced.program_ir("adjoint"))
+
+
+def _raise_out_of_bounds(found, names, scalars, adjoint_of: str | None = None):
+    """A launch (or the adjoint of kernel `adjoint_of`) certainly indexes a field out of its
+    bounds (tinyad/check/reached.py): the bounds error, before it runs."""
+    site, dim, index = found
+    given = ", ".join(f"{n}={v!r}" for n, v in zip(names, scalars))
+    if adjoint_of is not None:
+        launch = f"{adjoint_of}.grad({given})"
+    else:
+        launch = f"this launch ({given})" if given else "this launch"
+    raise reached_out_of_bounds(site.field, dim, index, launch, site.node.loc)

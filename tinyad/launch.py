@@ -1,0 +1,134 @@
+"""One kernel launch, written once for every backend: the rule checks before and after one run
+of the backend's program, per variant.
+
+    run(backend, traced, variant, scalars)              (TracedKernel.launch calls it)
+      backend.launching(traced, variant)                fast mode: compiles adjoints ahead
+      program = traced.program(variant, backend)        prepared on first use
+      no checker: program.run(scalars, backend.rng)
+      else: launch = backend.CheckedLaunch(...)         VARIANTS[variant]:
+            before(launch); launch.run_...(); after(launch)
+
+A backend takes the steps where backends genuinely differ its own way, as methods of its
+CheckedLaunch (tinyad/backend.py): interp mode logs every access as the program runs
+(interp/backend.py); fast mode plans the launch's regions, decides its in-launch hazards
+before it runs and records only what its IR leaves open (compile/checkedlaunch.py). A new
+variant is one more row of VARIANTS, for every backend at once.
+"""
+from __future__ import annotations
+
+import time
+from operator import methodcaller
+from typing import NamedTuple
+
+from tinyad.check import adjoints as adjointchecks
+from tinyad.check import forward as forwardchecks
+from tinyad.check import handgrads, nonfinite
+from tinyad.check.facts import kernel_facts
+
+
+class Steps(NamedTuple):
+    before: object      # launch -> None: the checks before the run
+    run: object         # launch -> the kernel's return value: the backend's run of the program
+    after: object       # launch -> None: the checks after it (None: none)
+    makes_record: bool  # the launch returns the checker's record of it (a Tape keeps it)
+
+
+def run(backend, traced, variant: str, scalars, record=None, manual: bool = True):
+    """Launch `traced`'s `variant` on `backend` with these scalar arguments; -> (the kernel's
+    return value, the checker's record of this launch or None). For an adjoint, `record` is the
+    record of the primal launch it undoes (None: found by its arguments), and `manual` says the
+    user called kernel.grad() rather than the Tape."""
+    backend.launching(traced, variant)
+    program = traced.program(variant, backend)
+    progress = backend.progress
+    start = 0.0 if progress is None else time.perf_counter()  # (only the launch is timed)
+    try:
+        if backend.checker is None:
+            return program.run(scalars, backend.rng), None
+        steps = VARIANTS[variant]
+        launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
+        steps.before(launch)
+        result = steps.run(launch)
+        if steps.after is not None:
+            steps.after(launch)
+        return result, (launch.record if steps.makes_record else None)
+    finally:
+        if progress is not None:
+            progress.launched(traced, time.perf_counter() - start, variant)
+
+
+# ---- a forward (primal) launch ----------------------------------------------------------------
+
+def _before_forward(launch) -> None:
+    checker, traced, scalars = launch.checker, launch.traced, launch.scalars
+    launch.facts = kernel_facts(traced)
+    names, rows = launch.plan_forward()
+    forwardchecks.before_forward(checker, traced, traced.ir.name, names, scalars, rows)
+    launch.record = checker.new_launch(traced.ir.name, traced, scalars)
+    launch.record_made()
+    if launch.facts.grads_stored:     # (before their primals' copies)
+        forwardchecks.clear_zeroed_gradients(checker, traced)
+    launch.before_forward_writes()
+    launch.hand = handgrads.before_launch(checker, traced, launch.record.number,
+                                          launch.backend.storage, launch.adjoint_unchecked)
+
+
+def _after_forward(launch) -> None:
+    storage = launch.backend.storage
+    if launch.hand is not None:
+        handgrads.after_launch(launch.checker, launch.hand, storage)
+    launch.after_forward()
+    if launch.facts.grads_stored:
+        forwardchecks.note_zeroed_gradients(launch.checker, launch.traced, storage.to_host)
+
+
+# ---- an adjoint launch ------------------------------------------------------------------------
+
+def _before_adjoint(launch) -> None:
+    checker, traced = launch.checker, launch.traced
+    if launch.record is None:
+        launch.record = checker.find_launch(traced, launch.scalars)
+        if launch.record is None:
+            launch.unmatched_adjoint()
+    adjointchecks.before_adjoint(checker, traced, traced.ir.name, launch.record, launch.manual)
+
+
+def _after_adjoint(launch) -> None:
+    checker, traced = launch.checker, launch.traced
+    adjointchecks.after_adjoint(checker, traced, launch.record, launch.manual)
+    nonfinite.after_launch(checker, traced, "adjoint", launch.scalars, launch.record,
+                           launch.backend.storage.to_host, launch.backend.locate_nonfinite)
+
+
+# ---- a tangent (forward-mode) launch, and the tangent of an adjoint ---------------------------
+
+def _before_tangent(launch) -> None:
+    # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one way to
+    # lose a tangent is a store into a field without .dual.
+    launch.facts = kernel_facts(launch.traced)
+    forwardchecks.before_tangent(launch.checker, launch.traced, launch.traced.ir.name)
+    launch.before_tangent_writes()
+
+
+def _after_tangent(launch) -> None:
+    launch.after_tangent()
+    nonfinite.after_launch(launch.checker, launch.traced, "tangent", launch.scalars, None,
+                           launch.backend.storage.to_host, launch.backend.locate_nonfinite)
+
+
+def _before_adjoint_tangent(launch) -> None:
+    # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the plain
+    # Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
+    traced = launch.traced
+    forwardchecks.before_tangent(launch.checker, traced, traced.ir.name,
+                                 traced.dropped_adjoint_tangents)
+
+
+# Each variant's checks around one run of the backend's program (a variant's IR is derived as
+# TracedKernel.DERIVED says, in tinyad/kernel.py).
+VARIANTS = {
+    "primal": Steps(_before_forward, methodcaller("run_forward"), _after_forward, True),
+    "adjoint": Steps(_before_adjoint, methodcaller("run_adjoint"), _after_adjoint, False),
+    "tangent": Steps(_before_tangent, methodcaller("run"), _after_tangent, False),
+    "adjoint_tangent": Steps(_before_adjoint_tangent, methodcaller("run"), None, False),
+}
