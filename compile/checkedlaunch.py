@@ -12,11 +12,11 @@ replayed reads are checked against the replay witness (compile/replaycheck.py) b
 from __future__ import annotations
 
 from tinyad.backend import CheckedLaunch
+from tinyad.check.reached import CertainBounds
 from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.regions import regions_of
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
-from tinyad.check.reached import CertainBounds
 from tinyad.core.errors import reached_out_of_bounds
 from tinyad.notices import note
 

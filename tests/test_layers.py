@@ -71,7 +71,7 @@ API_FLOORS = [
                  "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
     ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals"}),
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
-    ("kernel", {"tinyad.kernel", "tinyad.tapekernels"}),
+    ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.tapekernels"}),  # launch: its checks
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)
     ("capture", {"tinyad.capture"}),                    # launches and Tapes, replayed as one
     ("verification", {"tinyad.gradverify", "tinyad.secondorder", "tinyad.funcad",
