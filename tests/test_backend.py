@@ -116,3 +116,53 @@ def test_interp_mode_never_imports_numba(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_every_variant_a_traced_kernel_derives_has_its_checks():
+    """tinyad/launch.py names the checks around each variant's run once, for every backend: a
+    variant TracedKernel.DERIVED can make has its row (else its checked launch would fail)."""
+    from tinyad import launch
+    from tinyad.kernel import TracedKernel
+    assert set(launch.VARIANTS) == {"primal", *TracedKernel.DERIVED}
+
+
+def test_what_is_worked_out_about_a_kernel_is_kept_in_its_memos_not_set_on_it(mode):
+    """The checkers and backends keep what they work out once per kernel in `traced.memos`,
+    declared, never as attributes they set on the traced kernel: after forward, Tape, manual
+    .grad() and forward-mode launches, each traced kernel has the attributes it was made with."""
+    from tinyad.kernel import TracedKernel
+    n = 6
+    x = ti.field(ti.f64, shape=n, needs_grad=True, needs_dual=True)
+    y = ti.field(ti.f64, shape=n, needs_grad=True, needs_dual=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True, needs_dual=True)
+
+    @ti.kernel
+    def square(m: ti.i32):
+        for i in range(m):
+            y[i] = x[i] * x[i]
+
+    @ti.kernel
+    def total():
+        for i in y:
+            loss[None] += y[i]
+
+    values = np.linspace(0.5, 1.5, n)
+    x.from_numpy(values)
+    with ti.ad.Tape(loss=loss):
+        square(n)
+        total()
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * values, rtol=1e-12)
+    square(n)
+    y.grad.fill(1.0)
+    x.grad.fill(0.0)
+    square.grad(n)                       # a manual sweep's adjoint
+    np.testing.assert_allclose(x.grad.to_numpy(), 2 * values, rtol=1e-12)
+    with ti.ad.FwdMode(loss=loss, param=x, seed=[1.0] + [0.0] * (n - 1)):
+        loss[None] = 0.0
+        square(n)
+        total()
+    assert loss.dual[None] == pytest.approx(2 * values[0], rel=1e-12)
+    for kernel in (square, total):
+        (traced,) = kernel._traces.values()
+        assert set(vars(traced)) == set(vars(TracedKernel(traced.ir))), kernel.fn.__name__
+        assert traced.memos       # (the checkers did keep what they worked out)

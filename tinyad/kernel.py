@@ -336,9 +336,9 @@ class Memos(dict):
     `build(traced)`, made on first use and kept (a plain dict lookup after that: some are
     asked for several times per launch). The builders, each a module-level function or
     class: the rule checker's facts (tinyad/check/facts.py), rows (check/rows.py), write
-    events and derivations (check/forward.py), race flows (check/races.py); interp's
-    unproven fields (interp/lanelog.py); fast mode's regions (compile/regions.py) and
-    adjoint bounds (compile/checkedlaunch.py)."""
+    events and derivations (check/forward.py), race flows (check/races.py), the fields its
+    NaN check looks at (check/nonfinite.py); interp's unproven fields (interp/lanelog.py);
+    fast mode's regions (compile/regions.py) and adjoint bounds (compile/checkedlaunch.py)."""
 
     __slots__ = ("traced",)
 

@@ -366,7 +366,7 @@ def _targets(traced, variant: str) -> tuple:
     """The fields whose new non-finite values the check looks for."""
     if variant == "adjoint":
         return kernel_facts(traced).adjoint_targets
-    written = traced.__dict__.setdefault("_duals_written", {})
+    written = traced.memos[_duals_written]
     if variant not in written:
         written[variant] = tuple(f for f in ir.fields_written(traced.variant_ir(variant).body)
                                  if f.role == "dual")
@@ -376,16 +376,33 @@ def _targets(traced, variant: str) -> tuple:
 def _watched(traced, variant: str) -> tuple:
     """(target, looked at whole?) per field `_targets` gives, worked out once per kernel: a
     tangent's duals and a small gradient are looked at whole after each launch."""
-    watched = traced.__dict__.setdefault("_nonfinite_watched", {})
+    watched = traced.memos[_nonfinite_watched]
     if variant not in watched:
         watched[variant] = tuple((t, variant != "adjoint" or ir.array_size(t) <= WHOLE_UP_TO)
                                  for t in _targets(traced, variant))
     return watched[variant]
 
 
+# Filled in per variant as variants launch, and kept in the kernel's memos:
+
+def _duals_written(traced) -> dict:
+    """variant -> the dual fields its IR writes."""
+    return {}
+
+
+def _nonfinite_watched(traced) -> dict:
+    """variant -> _watched's (target, whole?) pairs."""
+    return {}
+
+
+def _derivatives_loaded(traced) -> dict:
+    """variant -> the gradient and dual fields its IR touches."""
+    return {}
+
+
 def _inherited(checker, traced, variant: str):
     """The error owed by a gradient the derivative launch loads (None: none is owed)."""
-    loaded = traced.__dict__.setdefault("_grads_loaded", {})
+    loaded = traced.memos[_derivatives_loaded]
     if variant not in loaded:
         loaded[variant] = tuple(f for f in ir.fields_of(traced.variant_ir(variant).body)
                                 if f.role in ("grad", "dual"))
