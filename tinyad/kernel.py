@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 
-from tinyad import launch as launching
 from tinyad import undo
+from tinyad.launch import run as run_launch
 from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
@@ -224,7 +224,7 @@ class Kernel:
         if active_forward_mode.get() is not None:   # inside ti.ad.FwdMode: values and tangents
             result, launch = traced.run_tangent(scalars)
         else:
-            result, launch = traced.run_primal(scalars)
+            result, launch = traced.launch("primal", scalars)
         if result is not None and active_capture.get() is not None:
             active_capture.get().returned(self.fn.__name__)
         for value in templates.values():
@@ -437,16 +437,12 @@ class TracedKernel:
         backend = runtime.backend
         tape_log = undo.active_undo.get()
         if tape_log is None and not backend.launches_can_fail:
-            return launching.run(backend, self, variant, scalars, *rest)    # nothing to undo
+            return run_launch(backend, self, variant, scalars, *rest)    # nothing to undo
         written = self._written.get(variant)
         if written is None:
             written = self._written[variant] = ir.fields_written(self.variant_ir(variant).body)
         return undo.run_undoable(written, tape_log,
-                                 lambda: launching.run(backend, self, variant, scalars, *rest))
-
-    def run_primal(self, scalars):
-        """Run the kernel; -> (its return value, the checker's record of this launch or None)."""
-        return self.launch("primal", scalars)
+                                 lambda: run_launch(backend, self, variant, scalars, *rest))
 
     def run_tangent(self, scalars):
         """Run the tangent kernel (forward mode); -> (its return value, None)."""

@@ -40,21 +40,33 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
     user called kernel.grad() rather than the Tape."""
     backend.launching(traced, variant)
     program = traced.program(variant, backend)
-    progress = backend.progress
-    start = 0.0 if progress is None else time.perf_counter()  # (only the launch is timed)
+    if backend.progress is not None:
+        return _timed(backend, traced, variant, program, scalars, record, manual)
+    if backend.checker is None:
+        return program.run(scalars, backend.rng), None
+    return _checked(backend, traced, variant, program, scalars, record, manual)
+
+
+def _checked(backend, traced, variant, program, scalars, record, manual):
+    steps = VARIANTS[variant]
+    launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
+    steps.before(launch)
+    result = steps.run(launch)
+    if steps.after is not None:
+        steps.after(launch)
+    return result, (launch.record if steps.makes_record else None)
+
+
+def _timed(backend, traced, variant, program, scalars, record, manual):
+    """The launch, its checks included, timed for the backend's progress (the program is
+    prepared already: only the launch counts)."""
+    start = time.perf_counter()
     try:
         if backend.checker is None:
             return program.run(scalars, backend.rng), None
-        steps = VARIANTS[variant]
-        launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
-        steps.before(launch)
-        result = steps.run(launch)
-        if steps.after is not None:
-            steps.after(launch)
-        return result, (launch.record if steps.makes_record else None)
+        return _checked(backend, traced, variant, program, scalars, record, manual)
     finally:
-        if progress is not None:
-            progress.launched(traced, time.perf_counter() - start, variant)
+        backend.progress.launched(traced, time.perf_counter() - start, variant)
 
 
 # ---- a forward (primal) launch ----------------------------------------------------------------
@@ -69,8 +81,9 @@ def _before_forward(launch) -> None:
     if launch.facts.grads_stored:     # (before their primals' copies)
         forwardchecks.clear_zeroed_gradients(checker, traced)
     launch.before_forward_writes()
-    launch.hand = handgrads.before_launch(checker, traced, launch.record.number,
-                                          launch.backend.storage, launch.adjoint_unchecked)
+    if launch.facts.hand_gradient:       # (most kernels are not: no call for them)
+        launch.hand = handgrads.before_launch(checker, traced, launch.record.number,
+                                              launch.backend.storage, launch.adjoint_unchecked)
 
 
 def _after_forward(launch) -> None:

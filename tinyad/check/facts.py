@@ -31,6 +31,8 @@ class KernelFacts:
                             # an earlier iteration of its serial loop (check/scans.py)
     loads_differentiable: tuple  # the primal fields with a gradient it loads
     first_grad_load: dict   # .grad field -> loc of its first load
+    hand_gradient: bool     # a gradient kernel written by hand: grads_by_hand and grads_loaded
+                            # (check/handgrads.py judges its launches)
 
 
 def kernel_facts(compiled) -> KernelFacts:
@@ -70,14 +72,14 @@ def _analyse(compiled) -> KernelFacts:
     except TinyadError:   # not differentiable: reported if its .grad() is ever called
         replayed, targets = frozenset(), {}
     zeroed = zeroed_gradients(compiled.ir)
+    by_hand = tuple(f for f in grads_written.values() if f not in zeroed)
     return KernelFacts(tuple(written.values()), tuple(loaded.values()), replayed,
                        _dependencies(body), first_store, first_load, tuple(targets.values()),
-                       tuple(grads_stored.values()), zeroed,
-                       tuple(f for f in grads_written.values() if f not in zeroed),
+                       tuple(grads_stored.values()), zeroed, by_hand,
                        tuple(grads_loaded.values()),
                        frozenset(f for k, f in loaded.items() if k not in not_own),
                        tuple(f for f in loaded.values() if f.has_grad),
-                       first_grad_load)
+                       first_grad_load, bool(by_hand and grads_loaded))
 
 
 def _dependencies(body) -> tuple:

@@ -73,7 +73,7 @@ def before_launch(checker, traced, number: int, storage, run_adjoint) -> Pending
     tinyad's adjoint of that launch has run on copies. `run_adjoint(traced, scalars)` runs a
     kernel's adjoint program unchecked; `storage` is the backend's."""
     facts = kernel_facts(traced)
-    if not facts.grads_by_hand or not facts.grads_loaded:
+    if not facts.hand_gradient:
         return None       # (every launch of every program comes here: keep this first)
     if checker.tape is not None or checker.in_custom_grad or checker.in_custom_primal:
         return None
