@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 
 from tinyad import undo
-from tinyad.launch import run as run_launch
 from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
@@ -32,6 +31,7 @@ from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
+from tinyad.launch import run as run_launch
 from tinyad.ndarray import as_argument, parameter, trace_signature
 from tinyad.notices import note
 from tinyad.runtime import active_capture, active_forward_mode, active_recorder, runtime
