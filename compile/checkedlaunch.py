@@ -32,19 +32,21 @@ class FastLaunch(CheckedLaunch):
         plan = self.plan = regions.plan(self.scalars)
         if plan.out_of_bounds is not None and not self.backend.config.debug:
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
+        self.own, self.recorder, self.saved_grads, self.hits = (), None, None, None
         return regions.names, plan.rows
 
-    def record_made(self) -> None:
-        hazards, checker = self.plan.hazards, self.checker
-        self.own, self.recorder = self._decide_hazards(hazards) if hazards else ((), None)
-        self.saved_grads = (checker.before_custom_grad(self.traced, self.scalars)
-                            if checker.in_custom_grad else None)
-
-    def before_forward_writes(self) -> None:
+    def before_forward_run(self) -> None:
+        """Also: how the launch's in-launch hazards are checked is decided now, and a custom
+        gradient's kernel keeps the gradients it may overwrite."""
         checker, plan = self.checker, self.plan
+        if plan.hazards:
+            self.own, self.recorder = self._decide_hazards(plan.hazards)
+        if checker.in_custom_grad:
+            self.saved_grads = checker.before_custom_grad(self.traced, self.scalars)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
-        self.hits = checker.before_launch(plan) if plan.writes else None
+        if plan.writes:
+            self.hits = checker.before_launch(plan)
 
     def run_forward(self):
         if self.recorder is None:

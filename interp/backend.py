@@ -30,11 +30,11 @@ class InterpLaunch(CheckedLaunch):
         return ([a.name for a in traced.ir.args],
                 functools.partial(launch_rows, traced, scalars))
 
-    def before_forward_writes(self) -> None:
+    def before_forward_run(self) -> None:
         for fld in self.facts.written:
             self.checker.before_write(fld)
 
-    before_tangent_writes = before_forward_writes
+    before_tangent_writes = before_forward_run
 
     def run_forward(self):
         checker, traced = self.checker, self.traced

@@ -247,12 +247,10 @@ class CheckedLaunch:
         them out when a check needs them, or None for every row)."""
         return [a.name for a in self.traced.ir.args], None
 
-    def record_made(self) -> None:
-        """The checker's record of this launch is made (`self.record`)."""
-
-    def before_forward_writes(self) -> None:
-        """The launch is about to write its primal fields: where a gradient was taken at their
-        values, those values are kept first (tinyad/check/launches.py before_write)."""
+    def before_forward_run(self) -> None:
+        """The forward launch (its record made, `self.record`) is about to run and write its
+        primal fields: where a gradient was taken at their values, those values are kept first
+        (tinyad/check/launches.py before_write)."""
 
     def run_forward(self):
         """Run the program as the forward launch the checker watches; -> its return value."""
@@ -272,7 +270,7 @@ class CheckedLaunch:
 
     # ---- a tangent (forward-mode) launch ------------------------------------------------------
     def before_tangent_writes(self) -> None:
-        """The tangent launch is about to write its primal fields (as before_forward_writes)."""
+        """The tangent launch is about to write its primal fields (as before_forward_run)."""
 
     def after_tangent(self) -> None:
         """The tangent launch has run."""

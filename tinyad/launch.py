@@ -29,7 +29,7 @@ from tinyad.check.facts import kernel_facts
 class Steps(NamedTuple):
     before: object      # launch -> None: the checks before the run
     run: object         # launch -> the kernel's return value: the backend's run of the program
-    after: object       # launch -> None: the checks after it (None: none)
+    after: object       # launch -> None: the checks after it
     makes_record: bool  # the launch returns the checker's record of it (a Tape keeps it)
 
 
@@ -44,17 +44,22 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
         return _timed(backend, traced, variant, program, scalars, record, manual)
     if backend.checker is None:
         return program.run(scalars, backend.rng), None
-    return _checked(backend, traced, variant, program, scalars, record, manual)
+    # (_checked, written out here: a launch's Python is what this path is about)
+    before, run_program, after, makes_record = VARIANTS[variant]
+    launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
+    before(launch)
+    result = run_program(launch)
+    after(launch)
+    return result, (launch.record if makes_record else None)
 
 
 def _checked(backend, traced, variant, program, scalars, record, manual):
-    steps = VARIANTS[variant]
+    before, run_program, after, makes_record = VARIANTS[variant]
     launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
-    steps.before(launch)
-    result = steps.run(launch)
-    if steps.after is not None:
-        steps.after(launch)
-    return result, (launch.record if steps.makes_record else None)
+    before(launch)
+    result = run_program(launch)
+    after(launch)
+    return result, (launch.record if makes_record else None)
 
 
 def _timed(backend, traced, variant, program, scalars, record, manual):
@@ -77,10 +82,9 @@ def _before_forward(launch) -> None:
     names, rows = launch.plan_forward()
     forwardchecks.before_forward(checker, traced, traced.ir.name, names, scalars, rows)
     launch.record = checker.new_launch(traced.ir.name, traced, scalars)
-    launch.record_made()
     if launch.facts.grads_stored:     # (before their primals' copies)
         forwardchecks.clear_zeroed_gradients(checker, traced)
-    launch.before_forward_writes()
+    launch.before_forward_run()
     if launch.facts.hand_gradient:       # (most kernels are not: no call for them)
         launch.hand = handgrads.before_launch(checker, traced, launch.record.number,
                                               launch.backend.storage, launch.adjoint_unchecked)
@@ -129,6 +133,10 @@ def _after_tangent(launch) -> None:
                            launch.backend.storage.to_host, launch.backend.locate_nonfinite)
 
 
+def _nothing(launch) -> None:
+    """No check after the run."""
+
+
 def _before_adjoint_tangent(launch) -> None:
     # Forward over reverse: the tangent of the adjoint. Its Rule 1 and 2 checks are the plain
     # Tape's (ti.ad.hvp runs one first); here, the tangents it could drop.
@@ -143,5 +151,5 @@ VARIANTS = {
     "primal": Steps(_before_forward, methodcaller("run_forward"), _after_forward, True),
     "adjoint": Steps(_before_adjoint, methodcaller("run_adjoint"), _after_adjoint, False),
     "tangent": Steps(_before_tangent, methodcaller("run"), _after_tangent, False),
-    "adjoint_tangent": Steps(_before_adjoint_tangent, methodcaller("run"), None, False),
+    "adjoint_tangent": Steps(_before_adjoint_tangent, methodcaller("run"), _nothing, False),
 }
