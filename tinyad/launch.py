@@ -17,7 +17,6 @@ variant is one more row of VARIANTS, for every backend at once.
 from __future__ import annotations
 
 import time
-from operator import methodcaller
 from typing import NamedTuple
 
 from tinyad.check import adjoints as adjointchecks
@@ -28,9 +27,22 @@ from tinyad.check.facts import kernel_facts
 
 class Steps(NamedTuple):
     before: object      # launch -> None: the checks before the run
-    run: object         # launch -> the kernel's return value: the backend's run of the program
+    run: object         # the CheckedLaunch method that runs the program (its name, in VARIANTS)
     after: object       # launch -> None: the checks after it
     makes_record: bool  # the launch returns the checker's record of it (a Tape keeps it)
+
+
+class _ByClass(dict):
+    """CheckedLaunch class -> {variant: its Steps, with `run` that class's own function}: the
+    run is called as a plain function (no lookup by name, no bound method, per launch)."""
+
+    def __missing__(self, cls):
+        made = self[cls] = {variant: steps._replace(run=getattr(cls, steps.run))
+                            for variant, steps in VARIANTS.items()}
+        return made
+
+
+_BY_CLASS = _ByClass()
 
 
 def run(backend, traced, variant: str, scalars, record=None, manual: bool = True):
@@ -45,8 +57,9 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
     if backend.checker is None:
         return program.run(scalars, backend.rng), None
     # (_checked, written out here: a launch's Python is what this path is about)
-    before, run_program, after, makes_record = VARIANTS[variant]
-    launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
+    cls = backend.CheckedLaunch
+    before, run_program, after, makes_record = _BY_CLASS[cls][variant]
+    launch = cls(backend, traced, scalars, program, record, manual)
     before(launch)
     result = run_program(launch)
     after(launch)
@@ -54,8 +67,9 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
 
 
 def _checked(backend, traced, variant, program, scalars, record, manual):
-    before, run_program, after, makes_record = VARIANTS[variant]
-    launch = backend.CheckedLaunch(backend, traced, scalars, program, record, manual)
+    cls = backend.CheckedLaunch
+    before, run_program, after, makes_record = _BY_CLASS[cls][variant]
+    launch = cls(backend, traced, scalars, program, record, manual)
     before(launch)
     result = run_program(launch)
     after(launch)
@@ -148,8 +162,8 @@ def _before_adjoint_tangent(launch) -> None:
 # Each variant's checks around one run of the backend's program (a variant's IR is derived as
 # TracedKernel.DERIVED says, in tinyad/kernel.py).
 VARIANTS = {
-    "primal": Steps(_before_forward, methodcaller("run_forward"), _after_forward, True),
-    "adjoint": Steps(_before_adjoint, methodcaller("run_adjoint"), _after_adjoint, False),
-    "tangent": Steps(_before_tangent, methodcaller("run"), _after_tangent, False),
-    "adjoint_tangent": Steps(_before_adjoint_tangent, methodcaller("run"), _nothing, False),
+    "primal": Steps(_before_forward, "run_forward", _after_forward, True),
+    "adjoint": Steps(_before_adjoint, "run_adjoint", _after_adjoint, False),
+    "tangent": Steps(_before_tangent, "run", _after_tangent, False),
+    "adjoint_tangent": Steps(_before_adjoint_tangent, "run", _nothing, False),
 }
