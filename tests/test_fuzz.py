@@ -110,14 +110,38 @@ def test_the_judge_names_where_two_reports_differ():
 def test_the_plant_tally_counts_by_rule_and_fails_on_a_disagreement(capsys):
     from fuzz.__main__ import PlantTally  # noqa: PLC0415  (the CLI module, run as __main__)
     tally = PlantTally()
-    tally.add(plantcheck.PlantOutcome("caught", "race"))
-    tally.add(plantcheck.PlantOutcome("caught-no-iteration", "python", "", ("read.iteration",)))
+    tally.add(plantcheck.PlantOutcome("caught", "race"), 7)
+    tally.add(plantcheck.PlantOutcome("caught-no-iteration", "python", "", ("read.iteration",)),
+              8)
     assert tally.clean()
-    tally.add(plantcheck.PlantOutcome("disagreed", "race", "", ("element",)))
+    tally.add(plantcheck.PlantOutcome("disagreed", "race", "", ("element",)), 9)
     assert not tally.clean()
     tally.show(1.0)
     out = capsys.readouterr().out
     assert "3 planted programs" in out and "race: where reports differ: element 1" in out
+    assert "disagreed: 9 (race)" in out and "iteration-only: 8 (python)" in out
+
+
+def test_a_planted_run_in_chunks_skips_what_its_results_file_holds(tmp_path, capsys):
+    """`--results FILE`: the programs FILE holds are not run again, and the table counts them
+    (here all of them: nothing is run, no worker started)."""
+    import json
+
+    from fuzz.__main__ import main
+    results = tmp_path / "plants.jsonl"
+    rules = list(plant.PLANTS)      # (the order jobs take them in)
+    lines = [{"seed": 3, "rule": rules[0], "kind": "caught", "reason": "", "keys": [],
+              "small": True},
+             {"seed": 4, "rule": rules[1], "kind": "missed", "reason": "fast: nothing",
+              "keys": [], "small": True}]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["--plant", "--small", "--count", "2", "--seed", "3", "--results", str(results)]
+    assert main(argv) == 1          # a missed plant fails the run
+    out = capsys.readouterr().out
+    assert "2 programs in" in out and "0 to run" in out
+    assert f"missed: 4 ({rules[1]})" in out
+    assert main([*argv, "--summary"]) == 1
+    assert "2 planted programs" in capsys.readouterr().out
 
 
 def test_generator_spells_every_differentiable_op():
