@@ -153,11 +153,14 @@ class AccessRecorder:
         self.ir = self._variant()
 
     @classmethod
-    def of(cls, kernel: ir.Kernel, fields, replayed: frozenset) -> "AccessRecorder | None":
-        """The recorder of `fields`' accesses, or None where there are none, or its columns
+    def of(cls, kernel: ir.Kernel, fields, replayed: frozenset,
+           replayed_only: bool = False) -> "AccessRecorder | None":
+        """The recorder of `fields`' accesses (`replayed_only`: of the loads the adjoint
+        replays, compile/readevidence.py), or None where there are none, or its columns
         alone would take more than MAX_ENTRIES records."""
         wanted = {id(f) for f in fields}
-        sites = [s for s in analysis.access_sites(kernel) if id(s.field) in wanted]
+        sites = [s for s in analysis.access_sites(kernel) if id(s.field) in wanted and (
+            not replayed_only or isinstance(s.node, ir.Load) and id(s.node) in replayed)]
         if not sites:
             return None
         recorder = cls(kernel, sites, replayed)
@@ -195,9 +198,14 @@ class AccessRecorder:
     def _records_of(self, stmt, segment: int, stored=None) -> list:
         out = []
         for k, site in enumerate(self.sites):
-            if site.node is stmt or any(site.node is x for e in ir.stmt_exprs(stmt)
-                                        for x in ir.walk_expr(e)):
+            if site.node is stmt:
                 out.extend(self._record(k, site, segment, stored))
+                continue
+            for e in ir.stmt_exprs(stmt):
+                path = _select_path(e, site.node)
+                if path is not None:
+                    out.extend(_guarded(path, self._record(k, site, segment, stored)))
+                    break
         return out
 
     def _record(self, k: int, site, segment: int, stored) -> list:
@@ -268,6 +276,37 @@ class AccessRecorder:
     def violations(self, launch, host, every: bool) -> list:
         """After the launch: the rule errors its trail shows (tinyad/check/trail.py)."""
         return trails.violations(self.trail(host), launch, self.fields, host, every)
+
+
+def _select_path(expr, node):
+    """The `ti.select`s whose chosen operand `node` is in within `expr`, from the outside in, as
+    [(condition, whether it is the operand taken when the condition holds)], or None where
+    `node` is not in `expr`. The compiled code, as the interpreter, evaluates only the operand
+    chosen: a load in the other one reads nothing."""
+    if expr is node:
+        return []
+    args = expr.indices if isinstance(expr, ir.Load) else \
+        expr.args if isinstance(expr, ir.Op) else ()
+    for k, arg in enumerate(args):
+        inner = _select_path(arg, node)
+        if inner is not None:
+            if isinstance(expr, ir.Op) and expr.op == "select" and k > 0:
+                return [(expr.args[0], k == 1), *inner]
+            return inner
+    return None
+
+
+def _guarded(path: list, records: list) -> list:
+    """`records` made only where each select of `path` chose the operand holding the access
+    (its conditions evaluated once more: not where one draws a random number, which would
+    change the launch's stream; there the access is recorded as if made)."""
+    if any(isinstance(x, ir.Op) and x.op == "random" for cond, _ in path
+           for x in ir.walk_expr(cond)):
+        return records
+    for cond, taken in reversed(path):
+        records = [ir.If(cond, tuple(records), (), cond.loc) if taken
+                   else ir.If(cond, (), tuple(records), cond.loc)]
+    return records
 
 
 def _segment(kernel: ir.Kernel, site) -> int:

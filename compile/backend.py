@@ -35,6 +35,7 @@ from tinyad.compile import (
     cuda_unavailable_reason,
 )
 from tinyad.compile.accessrecord import AccessRecorder
+from tinyad.compile.readevidence import draws_random, recorded_again
 from tinyad.compile.regions import regions_of
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
@@ -72,11 +73,13 @@ class FastBackend(Backend):
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         if self.checker is not None:
             self.checker.checks_nonfinite = config.check_nonfinite
+            self.checker.evidence_of = self._read_evidence
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
+        self.evidence_recorders: dict = {}  # traced -> its replayed loads' recorder, or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
@@ -215,6 +218,20 @@ class FastBackend(Backend):
                                          every=self.checker.mode == "warn"):
             self._launch_problem(record, error)
         return result
+
+    def _read_evidence(self, launch):
+        """What a launch's replayed loads read, run again for a report that names one
+        (compile/readevidence.py), or None where that cannot be known."""
+        traced = launch.compiled
+        if traced not in self.evidence_recorders:
+            fields = [f for f in ir.fields_of(traced.ir.body) if f.role == "primal"]
+            self.evidence_recorders[traced] = None if draws_random(traced.ir) else \
+                AccessRecorder.of(traced.ir, fields, kernel_facts(traced).replayed,
+                                  replayed_only=True)
+        recorder = self.evidence_recorders[traced]
+        if recorder is None:
+            return None
+        return recorded_again(recorder, launch, self.storage, self.rng, self.prepare)
 
     def _say_unchecked(self, traced_name, fld, why) -> None:
         if traced_name in self.unchecked_noted:
