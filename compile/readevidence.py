@@ -25,8 +25,9 @@ import numpy as np
 
 from tinyad.check.report import Access
 from tinyad.check.trail import Trail
+from tinyad.compile.iterations import first_iterations
 from tinyad.compile.readwitness import differences, value_at
-from tinyad.core import ir
+from tinyad.core import analysis, ir
 
 
 class ReadEvidence:
@@ -178,6 +179,31 @@ def in_trail_order(first) -> tuple:
         return (first.position,)
     loc = first.read.site.node.loc
     return (-1, loc.line if loc else 0, loc.col if loc else 0, first.element)
+
+
+def in_writer_order(fld, changed: list, writer) -> list:
+    """`changed` (FirstReads, by element) in the order the writer launch's parallel loop wrote
+    their elements (its least iteration, then its first store among several), as interp mode
+    meets the first change: where the write's indices say; else as they are."""
+    kernel = writer.compiled.ir
+    sites = [s for s in analysis.access_sites(kernel)
+             if s.field is fld and not isinstance(s.node, ir.Load)]
+    solved = [first_iterations(s, kernel, writer.scalars) for s in sites]
+    if not changed or not sites or any(x is None for x in solved):
+        return changed
+    dims = tuple(fld.shape) + tuple(fld.element_shape)
+    flat = np.array([np.ravel_multi_index(f.element, dims) if dims else 0 for f in changed])
+    best = np.full((flat.size, 2), np.iinfo(np.int64).max, np.int64)
+    for number, (written, iteration) in enumerate(solved):
+        k = np.minimum(np.searchsorted(written, flat), max(written.size - 1, 0))
+        hit = (written[k] == flat) if written.size else np.zeros(flat.size, bool)
+        key = np.stack([np.where(hit, iteration[k] if written.size else 0, best[:, 0]),
+                        np.full(flat.size, number)], axis=1)
+        better = hit & ((key[:, 0] < best[:, 0]) |
+                        ((key[:, 0] == best[:, 0]) & (key[:, 1] < best[:, 1])))
+        best[better] = key[better]
+    order = np.lexsort((flat, best[:, 1], best[:, 0]))
+    return [changed[int(k)] for k in order]
 
 
 def draws_random(kernel) -> bool:

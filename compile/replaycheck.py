@@ -33,7 +33,12 @@ from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.customstores import CustomGradientStores
 from tinyad.compile.iterations import launch_iteration
 from tinyad.compile.pointcopies import PointCopies
-from tinyad.compile.readevidence import FirstReadReports, changed_and_read, in_trail_order
+from tinyad.compile.readevidence import (
+    FirstReadReports,
+    changed_and_read,
+    in_trail_order,
+    in_writer_order,
+)
 from tinyad.compile.readwitness import (
     CopyBuffers,
     ReadIndex,
@@ -356,7 +361,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
         """After a write that may have changed the reads `found` (copied before it): each
         element changed that a launch of this Tape read is reported with its first read, the
-        least element first, as interp mode reports the first element a write changes."""
+        one the writer changed first first, as interp mode reports the first change."""
         mine = []
         for read in found:
             if read.reported or read.values is None:   # (None: no before-write call copied it)
@@ -371,6 +376,8 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         for read in touched:           # a changed read is reported once
             read.reported = True
             self.reads.retire(read)
+        if writer is not None:
+            changed = in_writer_order(fld, changed, writer)
         for first, more in self._by_read(changed):
             read_access = self._first_access(first)
             element, now = first.element, value_at(self.host(fld), first.element)

@@ -337,3 +337,29 @@ def test_warn_mode_counts_the_elements_reads_reached_and_leaves_the_values_alone
     unchecked = [f.to_numpy() for f in _read_then_bumped(mode, "off")]
     assert all(np.array_equal(a, b) for a, b in zip(checked, unchecked))
     assert checked[2].any()     # (x's gradient)
+
+
+def test_an_overwrite_names_the_element_the_writer_changed_first(mode):
+    """`backwards` writes x[5] at iteration 0: interp mode meets that change first; fast mode,
+    which compares after the launch, named the least element changed (x[0], iteration 5)."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def use():
+        for i in range(6):
+            loss[None] += ti.sin(x[i])
+
+    @ti.kernel
+    def backwards():
+        for i in range(6):
+            x[5 - i] += 1.0
+
+    x.from_numpy(np.linspace(0.1, 0.6, 6))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        use()
+        backwards()
+    report = info.value.report
+    assert report.element_text == "x[5]"
+    assert (report.read.iteration, report.write.iteration) == (5, 0)
