@@ -96,7 +96,8 @@ def differences(a, b, path: str = "") -> list[str]:
 def check(planted: plant.Planted, modes=("interp", "fast"), seed: int = 0) -> PlantOutcome:
     p = planted.plant
     try:
-        clean, bad = harness.load(planted.clean.source), harness.load(planted.program.source)
+        clean = harness.load(planted.clean.source)
+        bad = harness.load(planted.program.source, like=clean)
     except Exception as error:  # noqa: BLE001
         return PlantOutcome("broken", p.rule, f"source does not import: {error}")
     for mode in modes:
