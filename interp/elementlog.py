@@ -522,16 +522,42 @@ def _first_reads(parts, dtype, segments=()):
     else:
         n = [len(p[0]) for p in parts]
         columns = [_joined_column([p[k] for p in parts], n) for k in range(len(parts[0]))]
-        time, iteration = columns[1], columns[7]
-        segment = np.searchsorted(np.asarray(segments, np.int64), time, side="right")
-        order = np.lexsort((time, (segment << 32) + (iteration + 1)))  # the first read wins
-        flat, first = np.unique(columns[0][order], return_index=True)
+        order = _in_serial_order(columns[0], columns[1], columns[7], segments)
+        flat = columns[0][order]
+        first = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])    # each element's first
+        flat = flat[first]
         columns = [c[order][first] for c in columns[1:]]
     picked = ReadColumns()
     for name, column in zip(ReadColumns.NAMES, columns):
         setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
     picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
     return flat, picked
+
+
+def _in_serial_order(flat, time, iteration, segments) -> np.ndarray:
+    """The reads' order by element, then as a serial run of the launch makes them (segment,
+    iteration, time: Witness.order): one sort of the four packed in an int64 (the time as
+    the read's rank in time: the parts come in time order, most often), or a sort of each
+    where they do not fit."""
+    in_time = bool(np.all(time[1:] >= time[:-1]))
+    by_time = None if in_time else np.argsort(time, kind="stable")
+    if not in_time:
+        flat, time, iteration = flat[by_time], time[by_time], iteration[by_time]
+    segment = np.searchsorted(np.asarray(segments, np.int64), time, side="right") \
+        if len(segments) else np.zeros(time.size, np.int64)
+    step = iteration.astype(np.int64) + 1            # (-1: not in a loop)
+    rank = np.arange(flat.size, dtype=np.int64)
+    tops = (int(flat.max()), int(segment.max()), int(step.max()), flat.size)
+    bits = [top.bit_length() for top in tops]
+    if sum(bits) <= 62:
+        packed = flat.astype(np.int64)
+        for x, b in zip((segment, step, rank), bits[1:]):
+            packed <<= b
+            packed |= x
+        order = np.argsort(packed)
+    else:
+        order = np.lexsort((rank, step, segment, flat))
+    return order if in_time else by_time[order]
 
 
 def _joined_column(pieces, lengths) -> np.ndarray:
