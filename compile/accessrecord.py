@@ -61,6 +61,19 @@ class Columns:
         self.index = RecordArray(f"_touched_{name}", (trip, int(self.base[-1])), T.i64)
         self.value = RecordArray(f"_read_{name}", (trip, int(self.base[-1])), T.f64)
         self.column_site = np.repeat(np.asarray(numbers, np.int64), self.width)
+        # the columns in the order an iteration makes its accesses (a site in an inner loop
+        # runs once per pass: a later statement's first pass comes before an earlier one's
+        # second), which the trail's order within an iteration is
+        keys = []
+        for a, site in enumerate(sites):
+            template = _path_in(loop, site.node)
+            trips = [_trip((inner,)) for inner in site.loops[1:]]
+            for m in range(self.width[a]):
+                passes = iter(np.unravel_index(m, trips) if trips else ())
+                keys.append(tuple(int(next(passes)) if x is None else x for x in template)
+                            + (numbers[a],))
+        self.in_order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
+        self.column_site = self.column_site[self.in_order]
 
     def stores(self, k: int, site, flat, value) -> list:
         """index[iteration, column] = flat (and value[iteration, column] = value); the column
@@ -80,11 +93,12 @@ class Columns:
 
     def entries(self, host) -> tuple:
         """(segment, iteration, site, flat, value) of the accesses made, iteration-major."""
-        index = host(self.index)
+        index = host(self.index)[:, self.in_order]
         rows, columns = np.nonzero(index >= 0)
         n = rows.size
         return (np.full(n, self.segment, np.int64), rows.astype(np.int64) + self.start,
-                self.column_site[columns], index[rows, columns], host(self.value)[rows, columns])
+                self.column_site[columns], index[rows, columns],
+                host(self.value)[:, self.in_order][rows, columns])
 
 
 class Rows:
@@ -276,6 +290,21 @@ class AccessRecorder:
     def violations(self, launch, host, every: bool) -> list:
         """After the launch: the rule errors its trail shows (tinyad/check/trail.py)."""
         return trails.violations(self.trail(host), launch, self.fields, host, every)
+
+
+def _path_in(stmt, node) -> list | None:
+    """Where `node` runs within `stmt`'s blocks: (block, position) down to the statement that
+    holds it, and None after each loop on the way, where that loop's pass goes."""
+    for b, block in enumerate(ir.child_blocks(stmt)):
+        for p, inner in enumerate(block):
+            if inner is node or any(x is node for e in ir.stmt_exprs(inner)
+                                    for x in ir.walk_expr(e)):
+                return [b, p]
+            below = _path_in(inner, node)
+            if below is not None:
+                loop = [None] if isinstance(inner, (ir.For, ir.While)) else []
+                return [b, p, *loop, *below]
+    return None
 
 
 def _select_path(expr, node):

@@ -363,3 +363,35 @@ def test_an_overwrite_names_the_element_the_writer_changed_first(mode):
     report = info.value.report
     assert report.element_text == "x[5]"
     assert (report.read.iteration, report.write.iteration) == (5, 0)
+
+
+def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
+    """Iteration 0 reads w[0] at its second statement in the inner loop's first pass, and at
+    its first statement in the second pass: the second statement's read came first. Fast
+    mode's recording kept an inner loop's accesses site by site, and named the first
+    statement's."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    w = ti.field(ti.f64, shape=5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def passes():
+        for i in range(4):
+            s = ti.cast(0.0, ti.f64)
+            for j in range(2):
+                s += w[i + 1 - j] * x[i]
+                s += w[i + j] * x[i] * 2.0
+            loss[None] += s
+
+    @ti.kernel
+    def bump():
+        w[0] = 5.0
+
+    x.from_numpy(np.linspace(0.1, 0.4, 4))
+    w.from_numpy(np.linspace(1.0, 2.0, 5))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        passes()
+        bump()
+    read = info.value.report.read
+    assert line_text(read) == "s += w[i + j] * x[i] * 2.0" and read.iteration == 0
