@@ -62,6 +62,19 @@ class Columns:
         self.index = RecordArray(f"_touched_{name}", (trip, int(self.base[-1])), T.i64)
         self.value = RecordArray(f"_read_{name}", (trip, int(self.base[-1])), T.f64)
         self.column_site = np.repeat(np.asarray(numbers, np.int64), self.width)
+        # the columns in the order an iteration makes its accesses (a site in an inner loop
+        # runs once per pass: a later statement's first pass comes before an earlier one's
+        # second), which the trail's order within an iteration is
+        keys = []
+        for a, site in enumerate(sites):
+            template = _path_in(loop, site.node)
+            trips = [_trip((inner,)) for inner in site.loops[1:]]
+            for m in range(self.width[a]):
+                passes = iter(np.unravel_index(m, trips) if trips else ())
+                keys.append(tuple(int(next(passes)) if x is None else x for x in template)
+                            + (numbers[a],))
+        self.in_order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
+        self.column_site = self.column_site[self.in_order]
 
     def stores(self, k: int, site, flat, value) -> list:
         """index[iteration, column] = flat (and value[iteration, column] = value); the column
@@ -81,11 +94,12 @@ class Columns:
 
     def entries(self, host) -> tuple:
         """(segment, iteration, site, flat, value) of the accesses made, iteration-major."""
-        index = host(self.index)
+        index = host(self.index)[:, self.in_order]
         rows, columns = np.nonzero(index >= 0)
         n = rows.size
         return (np.full(n, self.segment, np.int64), rows.astype(np.int64) + self.start,
-                self.column_site[columns], index[rows, columns], host(self.value)[rows, columns])
+                self.column_site[columns], index[rows, columns],
+                host(self.value)[:, self.in_order][rows, columns])
 
 
 class Rows:
@@ -154,11 +168,14 @@ class AccessRecorder:
         self.ir = self._variant()
 
     @classmethod
-    def of(cls, kernel: ir.Kernel, fields, replayed: frozenset) -> "AccessRecorder | None":
-        """The recorder of `fields`' accesses, or None where there are none, or its columns
+    def of(cls, kernel: ir.Kernel, fields, replayed: frozenset,
+           replayed_only: bool = False) -> "AccessRecorder | None":
+        """The recorder of `fields`' accesses (`replayed_only`: of the loads the adjoint
+        replays, compile/readevidence.py), or None where there are none, or its columns
         alone would take more than MAX_ENTRIES records."""
         wanted = {id(f) for f in fields}
-        sites = [s for s in access_sites(kernel) if id(s.field) in wanted]
+        sites = [s for s in access_sites(kernel) if id(s.field) in wanted and (
+            not replayed_only or isinstance(s.node, ir.Load) and id(s.node) in replayed)]
         if not sites:
             return None
         recorder = cls(kernel, sites, replayed)
@@ -196,9 +213,14 @@ class AccessRecorder:
     def _records_of(self, stmt, segment: int, stored=None) -> list:
         out = []
         for k, site in enumerate(self.sites):
-            if site.node is stmt or any(site.node is x for e in ir.stmt_exprs(stmt)
-                                        for x in ir.walk_expr(e)):
+            if site.node is stmt:
                 out.extend(self._record(k, site, segment, stored))
+                continue
+            for e in ir.stmt_exprs(stmt):
+                path = _select_path(e, site.node)
+                if path is not None:
+                    out.extend(_guarded(path, self._record(k, site, segment, stored)))
+                    break
         return out
 
     def _record(self, k: int, site, segment: int, stored) -> list:
@@ -269,6 +291,52 @@ class AccessRecorder:
     def violations(self, launch, host, every: bool) -> list:
         """After the launch: the rule errors its trail shows (tinyad/check/trail.py)."""
         return trails.violations(self.trail(host), launch, self.fields, host, every)
+
+
+def _path_in(stmt, node) -> list | None:
+    """Where `node` runs within `stmt`'s blocks: (block, position) down to the statement that
+    holds it, and None after each loop on the way, where that loop's pass goes."""
+    for b, block in enumerate(ir.child_blocks(stmt)):
+        for p, inner in enumerate(block):
+            if inner is node or any(x is node for e in ir.stmt_exprs(inner)
+                                    for x in ir.walk_expr(e)):
+                return [b, p]
+            below = _path_in(inner, node)
+            if below is not None:
+                loop = [None] if isinstance(inner, (ir.For, ir.While)) else []
+                return [b, p, *loop, *below]
+    return None
+
+
+def _select_path(expr, node):
+    """The `ti.select`s whose chosen operand `node` is in within `expr`, from the outside in, as
+    [(condition, whether it is the operand taken when the condition holds)], or None where
+    `node` is not in `expr`. The compiled code, as the interpreter, evaluates only the operand
+    chosen: a load in the other one reads nothing."""
+    if expr is node:
+        return []
+    args = expr.indices if isinstance(expr, ir.Load) else \
+        expr.args if isinstance(expr, ir.Op) else ()
+    for k, arg in enumerate(args):
+        inner = _select_path(arg, node)
+        if inner is not None:
+            if isinstance(expr, ir.Op) and expr.op == "select" and k > 0:
+                return [(expr.args[0], k == 1), *inner]
+            return inner
+    return None
+
+
+def _guarded(path: list, records: list) -> list:
+    """`records` made only where each select of `path` chose the operand holding the access
+    (its conditions evaluated once more: not where one draws a random number, which would
+    change the launch's stream; there the access is recorded as if made)."""
+    if any(isinstance(x, ir.Op) and x.op == "random" for cond, _ in path
+           for x in ir.walk_expr(cond)):
+        return records
+    for cond, taken in reversed(path):
+        records = [ir.If(cond, tuple(records), (), cond.loc) if taken
+                   else ir.If(cond, (), tuple(records), cond.loc)]
+    return records
 
 
 def _segment(kernel: ir.Kernel, site) -> int:

@@ -26,7 +26,10 @@ from tinyad.compile import (
     compile_kernel,
     cuda_unavailable_reason,
 )
+from tinyad.check.facts import kernel_facts
+from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.checkedlaunch import FastLaunch
+from tinyad.compile.readevidence import draws_random, recorded_again
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.sequence import sequence_runner
 from tinyad.core import ir
@@ -61,11 +64,13 @@ class FastBackend(Backend):
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         if self.checker is not None:
             self.checker.checks_nonfinite = config.check_nonfinite
+            self.checker.evidence_of = self._read_evidence
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
+        self.evidence_recorders: dict = {}  # traced -> its replayed loads' recorder, or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
@@ -92,6 +97,24 @@ class FastBackend(Backend):
                 self._first_launch(traced)
             self.launches += 1
             self.launched[traced] = self.launches
+
+    def _read_evidence(self, launch):
+        """What a launch's replayed loads read, run again for a report that names one
+        (compile/readevidence.py), or None where that cannot be known."""
+        traced = launch.compiled
+        if traced not in self.evidence_recorders:
+            fields = [f for f in ir.fields_of(traced.ir.body) if f.role == "primal"]
+            self.evidence_recorders[traced] = None if draws_random(traced.ir) else \
+                AccessRecorder.of(traced.ir, fields, kernel_facts(traced).replayed,
+                                  replayed_only=True)
+        recorder = self.evidence_recorders[traced]
+        if recorder is None:
+            return None
+        try:
+            return recorded_again(recorder, launch, self.storage, self.rng, self.prepare)
+        except Exception:  # noqa: BLE001  (the report names the box's read then, as before)
+            self.evidence_recorders[traced] = None
+            return None
 
     def locate_nonfinite(self, traced, variant, scalars, targets):
         """The interpreter's re-run of one launch, on the fields' host copies."""

@@ -40,6 +40,35 @@ def first_iteration(site, element: tuple, kernel: ir.Kernel, scalars: tuple) -> 
     return int(each[found[0]]) if found.size else None
 
 
+def first_iterations(site, kernel: ir.Kernel, scalars: tuple):
+    """For each element `site` touches in a launch: (the flat indices, over the field's shape
+    and element shape, sorted; the first iteration touching each), or None where the indices
+    do not say (as `first_iteration`)."""
+    loop = site.loops[0] if len(site.loops) == 1 else None
+    if not (isinstance(loop, ir.For) and loop.parallel):
+        return None
+    env = {arg.name: np.asarray(value) for arg, value in zip(kernel.args, scalars)}
+    local = dict(site.preludes.get(id(loop), ()))
+    dims = tuple(site.field.shape) + tuple(site.field.element_shape)
+    try:
+        with np.errstate(all="raise"):
+            start, stop = int(_eval(loop.start, env, local)), int(_eval(loop.stop, env, local))
+            env[loop.var] = each = np.arange(start, stop, dtype=np.int64)
+            index = [np.broadcast_to(_eval(i, env, local), each.shape).astype(np.int64)
+                     for i in site.indices]
+    except (Unsolved, ValueError, TypeError, FloatingPointError, ZeroDivisionError):
+        return None
+    if len(index) != len(dims):
+        return None
+    inside = np.ones(each.shape, bool)
+    for i, extent in zip(index, dims):
+        inside &= (i >= 0) & (i < extent)
+    flat = np.ravel_multi_index(tuple(i[inside] for i in index), dims) if dims else \
+        np.zeros(int(inside.sum()), np.int64)
+    flat, first = np.unique(flat, return_index=True)
+    return flat, each[inside][first]
+
+
 def _eval(e, env: dict, local: dict):
     """`e` for every iteration at once (a numpy array, or a scalar)."""
     if isinstance(e, ir.Const):

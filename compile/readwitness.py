@@ -220,13 +220,6 @@ def differences(before: np.ndarray, now: np.ndarray):
     return None if where.shape[0] == 0 else where
 
 
-def in_program_order(read: ReplayedRead) -> tuple:
-    """Reads by launch, then by source position (within a launch fast mode does not know
-    which iteration read first)."""
-    loc = read.site.node.loc
-    return (read.launch.number, loc.line if loc else 0, loc.col if loc else 0)
-
-
 def in_field(box: tuple, relative) -> tuple:
     """A position in `box` as the field's index, then a vector's or matrix's component (as
     interp names an element)."""

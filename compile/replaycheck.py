@@ -33,13 +33,18 @@ from tinyad.check.report import ACCUMULATE, Access
 from tinyad.compile.customstores import CustomGradientStores
 from tinyad.compile.iterations import launch_iteration
 from tinyad.compile.pointcopies import PointCopies
+from tinyad.compile.readevidence import (
+    FirstReadReports,
+    changed_and_read,
+    in_trail_order,
+    in_writer_order,
+)
 from tinyad.compile.readwitness import (
     CopyBuffers,
     ReadIndex,
     ReplayedRead,
     differences,
     in_field,
-    in_program_order,
     value_at,
 )
 from tinyad.compile.regions import (
@@ -82,7 +87,7 @@ def _counting(more: list, error):
     return error
 
 
-class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
+class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChecker):
     """The launch checks' memory plus the replayed reads' witness (one per ti.init)."""
 
     # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
@@ -354,24 +359,28 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
             self._widen(launch.waiting[0])
 
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
-        """After a write that may have changed the reads `found` (copied before it)."""
-        changed = []
+        """After a write that may have changed the reads `found` (copied before it): each
+        element changed that a launch of this Tape read is reported with its first read, the
+        one the writer changed first first, as interp mode reports the first change."""
+        mine = []
         for read in found:
             if read.reported or read.values is None:   # (None: no before-write call copied it)
                 continue
             if tape is None or read.tape != self.tapes:
                 self._may_have_changed(read)
-                continue
-            if read.launch is not writer:
-                change = self._changed_element(read)
-                if change is not None:
-                    changed.append((read, *change))
-        # the least element first, and of its reads the earliest: interp mode reports the
-        # first element a write changes, with its first read
-        changed.sort(key=lambda c: (c[2], in_program_order(c[0])))
-        for read, relative, element, now, more in changed:
+            elif read.launch is not writer:
+                mine.append(read)
+        if not mine:
+            return
+        changed, touched = changed_and_read(fld, mine, self.host(fld), self.evidence)
+        for read in touched:           # a changed read is reported once
+            read.reported = True
             self.reads.retire(read)
-            read_access = self._read_access(read, relative)
+        if writer is not None:
+            changed = in_writer_order(fld, changed, writer)
+        for first, more in self._by_read(changed):
+            read_access = self._first_access(first)
+            element, now = first.element, value_at(self.host(fld), first.element)
             if writer is None:       # a Python-scope write inside the Tape
                 access.value = now
                 self.report(_counting(more, rules.python_overwrite(
@@ -459,6 +468,7 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
     def _release(self, launch: Launch) -> None:
         """Let go of the reads `launch` filed or left waiting: no replay of it is checked from
         now on."""
+        self.evidence_kept.pop(launch.number, None)
         if launch.waiting is not None:
             launch.waiting = None
             self.waiting_live -= 1
@@ -518,17 +528,27 @@ class FastChecker(CustomGradientStores, PointCopies, LaunchChecker):
             return
         if launch.waiting is not None:      # no write came near what it read: unchanged
             return
+        by_field: dict = {}
         for read in launch.snapshots:
-            if read.reported or not read.dirty:
-                continue
-            changed = self._changed_element(read)
-            if changed is None:
-                continue
-            relative, element, now, more = changed
-            fld = read.field
+            if not read.reported and read.dirty:
+                by_field.setdefault(read.field, []).append(read)
+        found = []
+        for fld, reads in by_field.items():
+            changed, touched = changed_and_read(fld, reads, self.host(fld),
+                                                lambda _: self.evidence(launch))
+            for read in touched:      # a changed read is reported once
+                read.reported = True
+            found += [(fld, first) for first in changed]
+        # the element of the launch's first read among those changed (its trail's order:
+        # a serial run's, as interp mode's adjoint meets it), and in warn mode each of its
+        # loads' other changed elements with it
+        found.sort(key=lambda f: in_trail_order(f[1]))
+        for (fld, first), more in self._by_read(found, launch=True):
+            element = first.element
             self.report(_counting(more, rules.replay_divergence(
                 kernel=kernel_name, field=fld.name, element=element,
-                read=self._read_access(read, relative, launch), now=now,
+                read=self._first_access(first, launch),
+                now=value_at(self.host(fld), element),
                 last_writer=self._last_writer(fld, element, launch.time))))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:

@@ -120,6 +120,26 @@ class Checker(NonFiniteChecks, LaunchChecker):
             return bulk
         return element
 
+    def first_read(self, fld, index, read: Access) -> Access:
+        """`read`, a scope's first read of fld[index] (of the first launch that read it, the
+        first in time), as the first of that launch in a serial run of it: lanes run a loop's
+        statements one after the other over all iterations (x[i + 1], then x[i - 1]: the
+        first in time is not the least iteration's). Its launch's witness knows, once it has
+        ended."""
+        launch = self._launch_numbered(read.launch)
+        witness = launch.reads if launch is not None else None
+        first = witness.first(fld, index) if isinstance(witness, Witness) else None
+        return read if first is None else first
+
+    def _launch_numbered(self, number) -> Launch | None:
+        for launches in (self.taped, self.history):
+            for launch in reversed(launches):
+                if launch.number == number:
+                    return launch
+                if launch.number < number:
+                    break
+        return None
+
     def changed_read(self, launch, fields):
         witness = launch.reads
         if not isinstance(witness, Witness):
@@ -157,7 +177,7 @@ class Checker(NonFiniteChecks, LaunchChecker):
         changed = (cols.event != 0) & ~same_values(fld.host_array, cols.value)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
-            read = self.tape.reads.get(fld, element)
+            read = self.first_read(fld, element, self.tape.reads.get(fld, element))
             access.value = fld.host_array[element]
             self.reported_changes[(fld, element)] = access.time
             self.report(rules.python_overwrite(field=fld.name, element=element,
@@ -195,9 +215,11 @@ class LoggedMemory(Memory):
     def begin_iteration(self, loop, index):
         if loop is not self.loop:
             self.loop, self.elements = loop, {}
+            self.witness.segment_at(self._tick())    # a parallel loop's run begins
         self.iteration = index
         if index is None:
             self.loop, self.elements = None, {}
+            self.witness.segment_at(self._tick())    # and ends
 
     def _access(self, kind, site, value) -> Access:
         return Access(kind, site.loc, self._kernel, self._number, self.iteration, value,
@@ -277,6 +299,8 @@ class LoggedMemory(Memory):
             # one report per change: not again at the replay
             self.checker.reported_changes[(fld, index)] = event[-1]
             scope.reads.clear(fld, index)
+            if read.launch != self._number:     # (an ended launch: its witness is whole)
+                read = self.checker.first_read(fld, index, read)
             self._raise(lambda: _overwrite_error(fld, index, read, Access(*event), scope))
         scope.first_write.put_first(fld, index, *event)
         if kind in ACCUMULATE:
@@ -327,6 +351,7 @@ class ReplayMemory(Memory):
         # The elements whose value changed since the forward read them, found up front over
         # the launch's witness arrays: (field, element) -> the forward's read
         self.changed: dict = {}
+        self.in_order = None      # its keys, the first read first (once the adjoint meets one)
         witness = launch.reads if launch is not None else None
         if isinstance(witness, Witness):
             for fld in witness.changed_fields():
@@ -337,10 +362,17 @@ class ReplayMemory(Memory):
     def load(self, fld, index, site):
         value = Memory.load(self, fld, index, site)
         if self.changed and (fld, index) in self.changed:
+            # the changed element the forward read first (in a serial run's order, which
+            # fast mode's report names too), whichever the adjoint meets first
+            if self.in_order is None:
+                witness = self.launch.reads
+                self.in_order = sorted(self.changed, key=lambda key: witness.order(
+                    self.changed[key]), reverse=True)
+            fld, index = self.in_order.pop()
             read = self.changed.pop((fld, index))
             self.checker.report(rules.replay_divergence(
-                kernel=self.kernel, field=fld.name, element=index, read=read, now=value,
-                last_writer=self.checker.last_writer(fld, index)))
+                kernel=self.kernel, field=fld.name, element=index, read=read,
+                now=fld.host_array[index][()], last_writer=self.checker.last_writer(fld, index)))
         return value
 
 

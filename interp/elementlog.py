@@ -368,7 +368,8 @@ class Witness:
     loads read (a write that changed a value after its read is a violation, reported
     already), and several loads of one row (x[t, a], x[t, b], each component) share it."""
 
-    __slots__ = ("kernel", "launch", "pending", "pending_size", "ones", "fields", "rows")
+    __slots__ = ("kernel", "launch", "pending", "pending_size", "ones", "fields", "rows",
+                 "segments")
 
     def __init__(self, kernel=None, launch=None):
         self.kernel, self.launch = KERNELS.code(kernel), launch     # (KERNELS code, number)
@@ -378,6 +379,19 @@ class Witness:
         self.ones: dict = {}      # (field, index) -> event tuple, from the scalar log
         self.fields: dict = {}    # sealed: field -> (flat indices, Columns of 1-d arrays)
         self.rows: dict = {}      # (field, row start) -> that row's values when it ended
+        # the ticks at which a run of a parallel loop began and ended: a read's segment (the
+        # stretch of the launch it came in) is the number of these before its tick
+        self.segments = array("q")
+
+    def segment_at(self, tick: int) -> None:
+        self.segments.append(tick)
+
+    def order(self, read: Access) -> tuple:
+        """Where a read of this launch comes in a serial run of it: by segment, then the
+        parallel loop's iteration, then time (each element's first read is the first so)."""
+        segment = int(np.searchsorted(self.segments, read.time, side="right")) \
+            if self.segments else 0
+        return (segment, -1 if read.iteration is None else read.iteration, read.time)
 
     def add_one(self, fld, index, event) -> None:
         self.ones.setdefault((fld, index), event)
@@ -421,7 +435,7 @@ class Witness:
                 flat, cols = self.fields[fld]
                 parts.insert(0, (flat, *(getattr(cols, n) for n in ReadColumns.NAMES[:-1]),
                                  cols.iteration - 1))
-            self.fields[fld] = _first_reads(parts, fld.host_array.dtype)
+            self.fields[fld] = _first_reads(parts, fld.host_array.dtype, self.segments)
         self.pending_size = sum(len(p[0]) for parts in self.pending.values() for p in parts)
         return self
 
@@ -430,6 +444,19 @@ class Witness:
         if part[2] is not None:
             return part[2]
         return self.rows[(fld, part[5])][part[0]]
+
+    def first(self, fld, index) -> Access | None:
+        """The launch's first read of `fld[index]` in a serial run of it (`order`), or None.
+        Only once the launch has ended (`finish` keeps the rows some reads share)."""
+        if fld in self.pending or self.ones:
+            self.seal()
+        entry = self.fields.get(fld)
+        if entry is None:
+            return None
+        flat, cols = entry
+        wanted = np.ravel_multi_index(index, fld.host_array.shape) if index else 0
+        k = int(np.searchsorted(flat, wanted))
+        return _access(cols, k) if k < len(flat) and flat[k] == wanted else None
 
     def changed_fields(self) -> list:
         """The fields some of whose reads no longer hold the value read (sealing those)."""
@@ -478,11 +505,13 @@ def _flat(part) -> np.ndarray:
     return part[0] if part[5] is None or part[5] is WHOLE_FIELD else part[0] + part[5]
 
 
-def _first_reads(parts, dtype):
+def _first_reads(parts, dtype, segments=()):
     """(flat indices, Columns) of each element's first read among the parts, each part a
     tuple of columns in ReadColumns.NAMES order after its flat indices, a column a scalar (the
     same for the part's every read) or one entry per read. A column the same for every read
-    stays a scalar (no memory per element; _access reads either)."""
+    stays a scalar (no memory per element; _access reads either). First: in a serial run of
+    the launch (Witness.order: segment, iteration, time; lanes run a loop's statements one
+    after the other over all its iterations, so time alone is not that order)."""
     if len(parts) == 1:       # one part (the common case): its reads are in time order
         flat = parts[0][0]
         if len(flat) > 1 and not np.all(flat[1:] > flat[:-1]):   # (increasing: all distinct)
@@ -493,14 +522,42 @@ def _first_reads(parts, dtype):
     else:
         n = [len(p[0]) for p in parts]
         columns = [_joined_column([p[k] for p in parts], n) for k in range(len(parts[0]))]
-        order = np.argsort(columns[1], kind="stable")      # by time: the first read wins
-        flat, first = np.unique(columns[0][order], return_index=True)
+        order = _in_serial_order(columns[0], columns[1], columns[7], segments)
+        flat = columns[0][order]
+        first = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])    # each element's first
+        flat = flat[first]
         columns = [c[order][first] for c in columns[1:]]
     picked = ReadColumns()
     for name, column in zip(ReadColumns.NAMES, columns):
         setattr(picked, name, np.asarray(column, dtype) if name == "value" else column)
     picked.iteration = picked.iteration + 1     # lanes kept as they were: 0 is "no loop"
     return flat, picked
+
+
+def _in_serial_order(flat, time, iteration, segments) -> np.ndarray:
+    """The reads' order by element, then as a serial run of the launch makes them (segment,
+    iteration, time: Witness.order): one sort of the four packed in an int64 (the time as
+    the read's rank in time: the parts come in time order, most often), or a sort of each
+    where they do not fit."""
+    in_time = bool(np.all(time[1:] >= time[:-1]))
+    by_time = None if in_time else np.argsort(time, kind="stable")
+    if not in_time:
+        flat, time, iteration = flat[by_time], time[by_time], iteration[by_time]
+    segment = np.searchsorted(np.asarray(segments, np.int64), time, side="right") \
+        if len(segments) else np.zeros(time.size, np.int64)
+    step = iteration.astype(np.int64) + 1            # (-1: not in a loop)
+    rank = np.arange(flat.size, dtype=np.int64)
+    tops = (int(flat.max()), int(segment.max()), int(step.max()), flat.size)
+    bits = [top.bit_length() for top in tops]
+    if sum(bits) <= 62:
+        packed = flat.astype(np.int64)
+        for x, b in zip((segment, step, rank), bits[1:]):
+            packed <<= b
+            packed |= x
+        order = np.argsort(packed)
+    else:
+        order = np.lexsort((rank, step, segment, flat))
+    return order if in_time else by_time[order]
 
 
 def _joined_column(pieces, lengths) -> np.ndarray:

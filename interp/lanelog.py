@@ -353,6 +353,7 @@ class LoggedLanes(lanes.PlainLanes):
             memory.lane_rows = _LaunchRows(launch, checker.read_parts)
         rows = memory.lane_rows
         lanes_seen: dict = {}          # id -> the lanes array shared with earlier launches
+        memory.witness.segment_at(checker.tick())      # a parallel loop's run: its segment
         for e in self.events:          # ticks in the order the accesses happened
             e.time = checker.tick()
             if len(e.lanes) > SHARE_AT:
@@ -361,6 +362,7 @@ class LoggedLanes(lanes.PlainLanes):
                     shared = lanes_seen[id(e.lanes)] = _shared_array(
                         checker.read_parts, (id(loop), "lanes"), e.lanes)
                 e.lanes = shared
+        memory.witness.segment_at(checker.tick())
         for fld, events in by_field.items():
             narrow = fld.host_array.size < 2**31
             # the order check compares rows of fields with a gradient only (the rows a

@@ -187,15 +187,14 @@ def _shifted_read_then_bumped(mode):
 
 
 @BOTH
-@pytest.mark.xfail(strict=True, reason="fast mode does not know which iteration read which "
-                   "element of a box: it names the box's first changed element (w[0]), interp "
-                   "mode the first the adjoint replays (w[1], read by iteration 0); issue 34's "
-                   "recorded evidence (items 1-3) gives fast mode the iteration. Fuzzer finding "
-                   "tests/fuzz/findings/plant-outside-seed32.py")
 def test_a_replay_divergence_names_the_element_the_first_iteration_read():
+    """Fast mode named the box's least changed element (w[0]), interp mode the first its
+    adjoint replayed (w[1]). Both name the element the forward read first in a serial run
+    (iteration 0 read w[1]); fast mode finds that by running the launch again, recorded
+    (compile/readevidence.py). Fuzzer finding tests/fuzz/findings/plant-outside-seed32.py"""
     interp, fast = (_shifted_read_then_bumped(mode) for mode in ("interp", "fast"))
-    assert interp.element_text == "w[1]"
-    assert fast.element_text == interp.element_text
+    assert interp.element_text == "w[1]" and interp.read.iteration == 0
+    assert fast.to_dict() == interp.to_dict()
 
 
 def test_a_replay_divergence_names_the_launch_being_differentiated(mode):
@@ -230,16 +229,14 @@ def test_a_replay_divergence_names_the_launch_being_differentiated(mode):
 
 @pytest.mark.parametrize("reader", ["gather", "branch"])
 @pytest.mark.parametrize("writer", ["python", "kernel"])
-def test_a_write_to_an_element_no_read_reached_is_clean(mode, reader, writer, request, capsys):
+def test_a_write_to_an_element_no_read_reached_is_clean(mode, reader, writer, capsys):
     """k reads w only where no iteration goes: through idx = [0, 0, 1, 1] (a gather), or in a
     branch never taken; w[2] is then changed inside the Tape. Nothing the adjoint replays
     changed: interp mode is silent and the gradient right. Fast mode copies each read's whole
     box and reports Rule 1 on w[2], a read that never happened (found through the fuzzer's
     findings tests/fuzz/findings/plant-python-seed159.py and plant-outside-seed158.py, where
-    fast mode named such a read)."""
-    if mode == "fast":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="fast mode's copy of a "
-                                              "read is its box, not the elements it read"))
+    fast mode named such a read). Fast mode now asks, before it reports, which elements the
+    launch read (compile/readevidence.py)."""
     ti.init(mode=mode)
     x = ti.field(ti.f64, shape=4, needs_grad=True)
     w = ti.field(ti.f64, shape=4)
@@ -274,3 +271,127 @@ def test_a_write_to_an_element_no_read_reached_is_clean(mode, reader, writer, re
     expected = [1.0, 1.0, 2.0, 2.0] if reader == "gather" else [1.0] * 4   # w[idx[i]], 1
     assert x.grad.to_numpy().tolist() == expected
     assert "Rule" not in capsys.readouterr().err
+
+
+
+def _read_then_bumped(mode, check="error"):
+    """`pick` reads w[i + 1] only where a ti.select chooses it (even i: w[1], w[3], w[5]),
+    `stencil` reads w at two places of its iteration; `bump` then changes w[2] inside the
+    Tape."""
+    ti.init(mode=mode, check=check)
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    w = ti.field(ti.f64, shape=6)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def pick():
+        for i in range(5):
+            loss[None] += ti.select(i % 2 == 0, w[i + 1], 1.0) * x[i]
+
+    @ti.kernel
+    def stencil():
+        for i in range(1, 5):
+            left = w[i - 1]
+            right = w[i + 1]
+            loss[None] += left * right * x[i]
+
+    @ti.kernel
+    def bump():
+        for i in range(2, 4):
+            w[i] += 1.0
+
+    x.from_numpy(np.linspace(0.1, 0.6, 6))
+    w.from_numpy(np.linspace(1.0, 2.0, 6))
+    with ti.ad.Tape(loss):
+        pick()
+        stencil()
+        bump()
+    return x, w, x.grad, loss
+
+
+def test_an_overwrite_names_the_read_that_came_first_in_a_serial_run(mode):
+    """w[2] is in the box `pick` may read, but its select never took w[2]: fast mode named
+    that read (its copy is the box). `stencil` read w[2] at iteration 3 (w[i - 1], its first
+    statement) and at iteration 1 (w[i + 1]): interp mode, whose lanes run one statement over
+    all iterations before the next, named iteration 3's. The first read in a serial run is
+    iteration 1's: both modes name it, and fast mode finds it by running the launch again,
+    recorded (compile/readevidence.py)."""
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
+        _read_then_bumped(mode)
+    report = info.value.report
+    assert report.element_text == "w[2]"
+    assert (report.read.kernel, report.read.iteration) == ("stencil", 1)
+    assert line_text(report.read) == "right = w[i + 1]"
+
+
+def test_warn_mode_counts_the_elements_reads_reached_and_leaves_the_values_alone(mode):
+    """w[2] and w[3] were read (w[3] first by pick, iteration 2): one violation of both. The
+    run again that tells fast mode which elements a launch read puts back every field it
+    touched: the program computes what it computes unchecked."""
+    checked = _read_then_bumped(mode, "warn")
+    found = violations()
+    assert list(found) == [("Global Data Access Rule 1", "bump")]
+    elements, report = found["Global Data Access Rule 1", "bump"]
+    assert elements == ["w[2]", "w[3]"] and report.element_text == "w[2]"
+    checked = [f.to_numpy() for f in checked]
+    unchecked = [f.to_numpy() for f in _read_then_bumped(mode, "off")]
+    assert all(np.array_equal(a, b) for a, b in zip(checked, unchecked))
+    assert checked[2].any()     # (x's gradient)
+
+
+def test_an_overwrite_names_the_element_the_writer_changed_first(mode):
+    """`backwards` writes x[5] at iteration 0: interp mode meets that change first; fast mode,
+    which compares after the launch, named the least element changed (x[0], iteration 5)."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=6, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def use():
+        for i in range(6):
+            loss[None] += ti.sin(x[i])
+
+    @ti.kernel
+    def backwards():
+        for i in range(6):
+            x[5 - i] += 1.0
+
+    x.from_numpy(np.linspace(0.1, 0.6, 6))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        use()
+        backwards()
+    report = info.value.report
+    assert report.element_text == "x[5]"
+    assert (report.read.iteration, report.write.iteration) == (5, 0)
+
+
+def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
+    """Iteration 0 reads w[0] at its second statement in the inner loop's first pass, and at
+    its first statement in the second pass: the second statement's read came first. Fast
+    mode's recording kept an inner loop's accesses site by site, and named the first
+    statement's."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    w = ti.field(ti.f64, shape=5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def passes():
+        for i in range(4):
+            s = ti.cast(0.0, ti.f64)
+            for j in range(2):
+                s += w[i + 1 - j] * x[i]
+                s += w[i + j] * x[i] * 2.0
+            loss[None] += s
+
+    @ti.kernel
+    def bump():
+        w[0] = 5.0
+
+    x.from_numpy(np.linspace(0.1, 0.4, 4))
+    w.from_numpy(np.linspace(1.0, 2.0, 5))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        passes()
+        bump()
+    read = info.value.report.read
+    assert line_text(read) == "s += w[i + j] * x[i] * 2.0" and read.iteration == 0

@@ -63,11 +63,17 @@ class Outcome:
     runs: dict = field(default_factory=dict)
 
 
-def load(source: str):
-    """Import `source` from a file, so tracebacks and tinyad's errors name its real lines."""
+def load(source: str, like=None):
+    """Import `source` from a file, so tracebacks and tinyad's errors name its real lines.
+    `like` (a module load made): a file of the same name, in a folder of its own, for a
+    program that keeps that one's kernels and adds more (a planted bug): fast mode's disk
+    cache, whose generated code names the file, finds the kernels they share compiled."""
     SOURCE_DIR.mkdir(exist_ok=True)
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     path = SOURCE_DIR / f"fuzz_{digest}.py"
+    if like is not None:
+        path = SOURCE_DIR / digest / Path(like.__file__).name
+        path.parent.mkdir(exist_ok=True)
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"fuzz_{digest}", path)
     module = importlib.util.module_from_spec(spec)

@@ -96,7 +96,8 @@ def differences(a, b, path: str = "") -> list[str]:
 def check(planted: plant.Planted, modes=("interp", "fast"), seed: int = 0) -> PlantOutcome:
     p = planted.plant
     try:
-        clean, bad = harness.load(planted.clean.source), harness.load(planted.program.source)
+        clean = harness.load(planted.clean.source)
+        bad = harness.load(planted.program.source, like=clean)
     except Exception as error:  # noqa: BLE001
         return PlantOutcome("broken", p.rule, f"source does not import: {error}")
     for mode in modes:
@@ -140,9 +141,11 @@ def check(planted: plant.Planted, modes=("interp", "fast"), seed: int = 0) -> Pl
 
 
 # Where the second mode's report may say less than interp's: which iteration of another launch
-# made an access, fast mode works out from the access's indices (compile/iterations.py) and
-# names none where they use what only that launch knew (a load). A report that differs only
-# there is "caught" with the gap named; one that names another iteration (not None) disagrees.
+# made a read, fast mode learns by running that launch again, recorded (compile/readevidence.py),
+# except for a kernel that draws random numbers; there it works out the iteration from the
+# access's indices (compile/iterations.py) and names none where they use what only that launch
+# knew (a load). A report that differs only there is "caught-no-iteration"; one that names
+# another iteration (not None) disagrees.
 UNKNOWN_IN_FAST = "iteration"
 
 
