@@ -80,13 +80,17 @@ class Columns:
         """index[iteration, column] = flat (and value[iteration, column] = value); the column
         is site k's, offset by its inner loops' iteration."""
         loc = site.node.loc
-        iteration = _op("sub", ir.Var(self.loop.var, T.i32, loc),
-                        ir.Const(self.start, T.i32, loc), loc=loc)
-        inner = ir.Const(0, T.i32, loc)
-        for loop in site.loops[1:]:
-            inner = _op("add", _op("mul", inner, ir.Const(_trip((loop,)), T.i32, loc)),
-                        _op("sub", ir.Var(loop.var, T.i32, loc), loop.start, loc=loc), loc=loc)
-        column = _op("add", ir.Const(int(self.base[k]), T.i32, loc), inner, loc=loc)
+        iteration = ir.Var(self.loop.var, T.i32, loc)
+        if self.start:
+            iteration = _op("sub", iteration, ir.Const(self.start, T.i32, loc), loc=loc)
+        column = ir.Const(int(self.base[k]), T.i32, loc)
+        if site.loops[1:]:
+            inner = ir.Const(0, T.i32, loc)
+            for loop in site.loops[1:]:
+                inner = _op("add", _op("mul", inner, ir.Const(_trip((loop,)), T.i32, loc)),
+                            _op("sub", ir.Var(loop.var, T.i32, loc), loop.start, loc=loc),
+                            loc=loc)
+            column = _op("add", column, inner, loc=loc)
         out = [ir.Store(self.index, (iteration, column), flat, loc)]
         if value is not None:
             out.append(ir.Store(self.value, (iteration, column), value, loc))
@@ -150,8 +154,10 @@ class Rows:
 class AccessRecorder:
     """The recording variant of a kernel for some fields, and its trail after a launch."""
 
-    def __init__(self, kernel: ir.Kernel, sites: list, replayed: frozenset):
+    def __init__(self, kernel: ir.Kernel, sites: list, replayed: frozenset,
+                 values: bool = True):
         self.kernel, self.sites = kernel, sites
+        self.values = values          # record what replayed reads read (the trail's judge)
         self.trail_sites = [TrailSite(s.field, _kind(s.node), s.node.loc,
                                       isinstance(s.node, ir.Load) and id(s.node) in replayed)
                             for s in sites]
@@ -178,7 +184,7 @@ class AccessRecorder:
             not replayed_only or isinstance(s.node, ir.Load) and id(s.node) in replayed)]
         if not sites:
             return None
-        recorder = cls(kernel, sites, replayed)
+        recorder = cls(kernel, sites, replayed, values=not replayed_only)
         if sum(c.index.host_array.size for c in recorder.columns.values()) > MAX_ENTRIES:
             return None
         return recorder
@@ -186,52 +192,71 @@ class AccessRecorder:
     # ---- the variant ---------------------------------------------------------------------------
     def _variant(self) -> ir.Kernel:
         self.temps = 0                # locals holding a recorded store's value
-        return replace(self.kernel, body=tuple(
-            out for segment, stmt in enumerate(self.kernel.body)
-            for out in self._recorded((stmt,), segment)))
+        body = tuple(out for segment, stmt in enumerate(self.kernel.body)
+                     for out in self._recorded((stmt,), segment))
+        if not self.values:           # only which elements are read: a slice of the kernel
+            body = _sliced(body, self.kernel)
+        return replace(self.kernel, body=body)
 
-    def _recorded(self, block: tuple, segment: int) -> tuple:
+    def _recorded(self, block: tuple, segment: int, seen: frozenset = frozenset()) -> tuple:
         """`block` with each statement's records just before it (an access's indices and
         value, evaluated there, are the ones the statement itself computes). A while loop's
         condition is evaluated again after each pass of its body: recorded there too. A
-        recorded store's value goes through a local first, so that it is computed once."""
-        out = []
+        recorded store's value goes through a local first, so that it is computed once.
+        Without values, a load shared by several statements (a matrix's entries, in each of
+        its product's) is recorded at the first that surely runs it: `seen` holds those,
+        which a branch's blocks know too, not a loop's body (which may change its indices)."""
+        out, seen = [], set(seen)
         for stmt in block:
             stored = None
             if isinstance(stmt, ir.Store) and any(s.node is stmt for s in self.sites):
                 self.temps += 1
                 stored = ir.Var(f"_stored{self.temps}", stmt.value.dtype, stmt.loc)
                 out.append(ir.Assign(stored.name, stmt.value, stmt.loc))
-            out.extend(self._records_of(stmt, segment, stored))
-            inner = [self._recorded(b, segment) for b in ir.child_blocks(stmt)]
+            out.extend(self._records_of(stmt, segment, stored, seen))
+            below = frozenset(seen) if isinstance(stmt, ir.If) else frozenset()
+            inner = [self._recorded(b, segment, below) for b in ir.child_blocks(stmt)]
             if isinstance(stmt, ir.While):
                 inner[0] = inner[0] + tuple(self._records_of(stmt, segment))
             out.append(ir.with_blocks(stmt, inner) if stored is None
                        else replace(stmt, value=stored))
         return tuple(out)
 
-    def _records_of(self, stmt, segment: int, stored=None) -> list:
-        out = []
+    def _records_of(self, stmt, segment: int, stored=None, seen=None) -> list:
+        guarded = []      # [(select path, records)] of the accesses inside the statement
         for k, site in enumerate(self.sites):
             if site.node is stmt:
-                out.extend(self._record(k, site, segment, stored))
+                guarded.append(([], self._record(k, site, segment, stored)))
+                continue
+            if seen is not None and k in seen:
                 continue
             for e in ir.stmt_exprs(stmt):
                 path = _select_path(e, site.node)
                 if path is not None:
-                    out.extend(_guarded(path, self._record(k, site, segment, stored)))
+                    guarded.append((path, self._record(k, site, segment, stored)))
+                    if not path and not self.values and seen is not None:
+                        seen.add(k)
                     break
-        return out
+        return _guarded(guarded)
 
     def _record(self, k: int, site, segment: int, stored) -> list:
         node, loc = site.node, site.node.loc
         dims = tuple(site.field.shape) + tuple(site.field.element_shape)
-        flat = ir.Const(0, T.i64, loc)
+        flat, const = None, 0          # (constant indices, a matrix's entry, folded in)
         for index, extent in zip(node.indices, dims):
-            flat = _op("add", _op("mul", flat, ir.Const(extent, T.i64, loc)),
-                       _op("cast", index, dtype=T.i64), loc=loc)
+            const *= extent
+            if flat is not None:
+                flat = _op("mul", flat, ir.Const(extent, T.i64, loc))
+            if isinstance(index, ir.Const):
+                const += int(index.value)
+                continue
+            term = _op("cast", index, dtype=T.i64)
+            flat = term if flat is None else _op("add", flat, term)
+        if flat is None or const:
+            constant = ir.Const(const, T.i64, loc)
+            flat = constant if flat is None else _op("add", flat, constant)
         value = None
-        if self.trail_sites[k].replayed:
+        if self.trail_sites[k].replayed and self.values:
             value = _op("cast", node, dtype=T.f64)
         elif isinstance(node, ir.Store):      # what the element holds after the store
             value = _op("cast", _op("cast", stored, dtype=node.field.dtype), dtype=T.f64)
@@ -308,6 +333,49 @@ def _path_in(stmt, node) -> list | None:
     return None
 
 
+def _sliced(body: tuple, kernel: ir.Kernel) -> tuple:
+    """The variant without what no record, branch or loop bound needs: the stores and atomics
+    of the fields the kernel never loads (nothing in the launch reads what they write; their
+    loads' records stay), then the locals nothing left reads, and branches and loops left
+    empty. A large kernel's arithmetic mostly goes: its variant compiles in about its time."""
+    loaded = {id(x.field) for s in ir.walk_stmts(kernel.body) for e in ir.stmt_exprs(s)
+              for x in ir.walk_expr(e) if isinstance(x, ir.Load)}
+    body = _pruned(body, lambda s: isinstance(s, (ir.Store, ir.AtomicOp)) and
+                   s.field.role != "record" and id(s.field) not in loaded and
+                   getattr(s, "result", None) is None)
+    while True:
+        feeds, live = {}, set()       # local -> the locals its assignments read; read ones
+        for s in ir.walk_stmts(body):
+            names = {x.name for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
+                     if isinstance(x, ir.Var)}
+            if isinstance(s, ir.Assign):
+                feeds.setdefault(s.name, set()).update(names)
+            else:
+                live |= names
+        work = list(live)
+        while work:
+            for name in feeds.get(work.pop(), ()):
+                if name not in live:
+                    live.add(name)
+                    work.append(name)
+        pruned = _pruned(body, lambda s: isinstance(s, ir.Assign) and s.name not in live)
+        if pruned == body:
+            return body
+        body = pruned
+
+
+def _pruned(block: tuple, dropped) -> tuple:
+    out = []
+    for s in block:
+        if dropped(s):
+            continue
+        blocks = [_pruned(b, dropped) for b in ir.child_blocks(s)]
+        if isinstance(s, (ir.If, ir.For)) and not any(blocks):
+            continue       # (a While still runs its condition)
+        out.append(ir.with_blocks(s, blocks))
+    return tuple(out)
+
+
 def _select_path(expr, node):
     """The `ti.select`s whose chosen operand `node` is in within `expr`, from the outside in, as
     [(condition, whether it is the operand taken when the condition holds)], or None where
@@ -326,17 +394,27 @@ def _select_path(expr, node):
     return None
 
 
-def _guarded(path: list, records: list) -> list:
-    """`records` made only where each select of `path` chose the operand holding the access
-    (its conditions evaluated once more: not where one draws a random number, which would
-    change the launch's stream; there the access is recorded as if made)."""
-    if any(isinstance(x, ir.Op) and x.op == "random" for cond, _ in path
-           for x in ir.walk_expr(cond)):
-        return records
-    for cond, taken in reversed(path):
-        records = [ir.If(cond, tuple(records), (), cond.loc) if taken
-                   else ir.If(cond, (), tuple(records), cond.loc)]
-    return records
+def _guarded(guarded: list) -> list:
+    """The records of [(select path, records)], each made only where the selects of its path
+    chose the operand holding its access: one If per select, whose condition is evaluated
+    once more (the records of the accesses under one select share it; a kernel's selects
+    nest deep, and a condition per record made the variant of a large kernel 46 times its
+    size). Not where a condition draws a random number, which would change the launch's
+    stream: there the access is recorded as if made."""
+    out, held = [], {}     # id(select condition) -> [taken records, other records, the cond]
+    for path, records in guarded:
+        if not path or any(isinstance(x, ir.Op) and x.op == "random"
+                           for cond, _ in path for x in ir.walk_expr(cond)):
+            out.extend(records)
+            continue
+        (cond, taken), rest = path[0], path[1:]
+        entry = held.get(id(cond))
+        if entry is None:
+            entry = held[id(cond)] = [[], [], cond]
+            out.append(entry)          # (its If, built below, keeps the records' order)
+        entry[0 if taken else 1].append((rest, records))
+    return [ir.If(x[2], tuple(_guarded(x[0])), tuple(_guarded(x[1])), x[2].loc)
+            if isinstance(x, list) else x for x in out]
 
 
 def _segment(kernel: ir.Kernel, site) -> int:

@@ -70,7 +70,8 @@ class FastBackend(Backend):
         self.nonfinite_locator = None
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
-        self.evidence_recorders: dict = {}  # traced -> its replayed loads' recorder, or None
+        self.evidence_recorders: dict = {}  # (traced, id(field)) -> the recorder of its
+        # replayed loads of that field, or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
@@ -98,22 +99,22 @@ class FastBackend(Backend):
             self.launches += 1
             self.launched[traced] = self.launches
 
-    def _read_evidence(self, launch):
-        """What a launch's replayed loads read, run again for a report that names one
+    def _read_evidence(self, launch, fld):
+        """What a launch's replayed loads of `fld` read, run again for a report that names one
         (compile/readevidence.py), or None where that cannot be known."""
         traced = launch.compiled
-        if traced not in self.evidence_recorders:
-            fields = [f for f in ir.fields_of(traced.ir.body) if f.role == "primal"]
-            self.evidence_recorders[traced] = None if draws_random(traced.ir) else \
-                AccessRecorder.of(traced.ir, fields, kernel_facts(traced).replayed,
+        key = (traced, id(fld))
+        if key not in self.evidence_recorders:
+            self.evidence_recorders[key] = None if draws_random(traced.ir) else \
+                AccessRecorder.of(traced.ir, [fld], kernel_facts(traced).replayed,
                                   replayed_only=True)
-        recorder = self.evidence_recorders[traced]
+        recorder = self.evidence_recorders[key]
         if recorder is None:
             return None
         try:
             return recorded_again(recorder, launch, self.storage, self.rng, self.prepare)
         except Exception:  # noqa: BLE001  (the report names the box's read then, as before)
-            self.evidence_recorders[traced] = None
+            self.evidence_recorders[key] = None
             return None
 
     def locate_nonfinite(self, traced, variant, scalars, targets):

@@ -76,9 +76,10 @@ class FirstRead:
 
 def changed_and_read(fld, reads: list, now: np.ndarray, evidence_of) -> tuple[list, list]:
     """The elements of `fld` that `reads`' copies hold other values of `now`, and that their
-    launches did read (`evidence_of(launch)`: ReadEvidence, or None where unknown: the box's
-    every element counts as read, by its site): -> ([FirstRead], by element; the reads that
-    found a change of an element read). Of an element's reads, the first launch's first."""
+    launches did read (`evidence_of(launch, fld)`: ReadEvidence, or None where unknown: then
+    every element of the box counts as read, by its site): -> ([FirstRead], by element; the
+    reads that found a change of an element read). Of an element's reads, the first
+    launch's first."""
     dims = tuple(fld.shape) + tuple(fld.element_shape)
     parts = []     # (flat, launch number, position, program order, which read, relative rows)
     for n, read in enumerate(reads):
@@ -89,7 +90,7 @@ def changed_and_read(fld, reads: list, now: np.ndarray, evidence_of) -> tuple[li
                         np.int64)
         flat = np.ravel_multi_index(tuple((where + lows).T), dims).astype(np.int64) \
             if dims else np.zeros(len(where), np.int64)
-        evidence = evidence_of(read.launch)
+        evidence = evidence_of(read.launch, fld)
         if evidence is None:
             position = np.zeros(flat.size, np.int64)
         else:
@@ -119,7 +120,7 @@ def changed_and_read(fld, reads: list, now: np.ndarray, evidence_of) -> tuple[li
         relative = tuple(int(i) for i in p[5][int(row[at])])
         element = np.unravel_index(int(flat[at]), dims) if dims else ()
         if p[6]:
-            trail = evidence_of(read.launch).trail
+            trail = evidence_of(read.launch, fld).trail
             at_trail = int(position[at])
             found.append(FirstRead(tuple(int(i) for i in element), read, relative, at_trail,
                                    trail.sites[int(trail.site[at_trail])]))
@@ -136,14 +137,16 @@ class FirstReadReports:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.evidence_of = lambda launch: None      # (the backend's: none known without it)
-        self.evidence_kept: dict = {}               # launch number -> ReadEvidence or None
+        self.evidence_of = lambda launch, fld: None     # (the backend's; none known without)
+        # launch number -> {field: ReadEvidence or None}
+        self.evidence_kept: dict = {}
 
-    def evidence(self, launch):
-        """What `launch` read, found once, or None where unknown."""
-        if launch.number not in self.evidence_kept:
-            self.evidence_kept[launch.number] = self.evidence_of(launch)
-        return self.evidence_kept[launch.number]
+    def evidence(self, launch, fld):
+        """What `launch` read of `fld`, found once, or None where unknown."""
+        kept = self.evidence_kept.setdefault(launch.number, {})
+        if fld not in kept:
+            kept[fld] = self.evidence_of(launch, fld)
+        return kept[fld]
 
     def _by_read(self, changed: list, launch=False) -> list:
         """[(FirstRead, the other elements whose first read is at the same load)], in the
@@ -170,7 +173,7 @@ class FirstReadReports:
         value = value_at(read.values, first.relative)
         if first.position is None:
             return self._read_access(read, first.relative, launch)
-        return self.evidence(launch).access(launch, first.position, value)
+        return self.evidence(launch, read.field).access(launch, first.position, value)
 
 
 def in_trail_order(first) -> tuple:

@@ -535,7 +535,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         found = []
         for fld, reads in by_field.items():
             changed, touched = changed_and_read(fld, reads, self.host(fld),
-                                                lambda _: self.evidence(launch))
+                                                lambda _, fld: self.evidence(launch, fld))
             for read in touched:      # a changed read is reported once
                 read.reported = True
             found += [(fld, first) for first in changed]
