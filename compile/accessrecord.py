@@ -73,8 +73,11 @@ class Columns:
                 passes = iter(np.unravel_index(m, trips) if trips else ())
                 keys.append(tuple(int(next(passes)) if x is None else x for x in template)
                             + (numbers[a],))
-        self.in_order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
-        self.column_site = self.column_site[self.in_order]
+        order = np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64)
+        in_place = bool(np.array_equal(order, np.arange(order.size)))
+        self.in_order = None if in_place else order     # (most often: no inner loop)
+        if not in_place:
+            self.column_site = self.column_site[order]
 
     def stores(self, k: int, site, flat, value) -> list:
         """index[iteration, column] = flat (and value[iteration, column] = value); the column
@@ -98,12 +101,13 @@ class Columns:
 
     def entries(self, host) -> tuple:
         """(segment, iteration, site, flat, value) of the accesses made, iteration-major."""
-        index = host(self.index)[:, self.in_order]
+        index, value = host(self.index), host(self.value)
+        if self.in_order is not None:
+            index, value = index[:, self.in_order], value[:, self.in_order]
         rows, columns = np.nonzero(index >= 0)
         n = rows.size
         return (np.full(n, self.segment, np.int64), rows.astype(np.int64) + self.start,
-                self.column_site[columns], index[rows, columns],
-                host(self.value)[:, self.in_order][rows, columns])
+                self.column_site[columns], index[rows, columns], value[rows, columns])
 
 
 class Rows:
