@@ -29,6 +29,7 @@ constructor in check/rules.py; a transform is a module in autodiff/; a backend i
 implements tinyad/backend.py and is named in its registry, `BACKENDS`.
 """
 import ast
+import functools
 import pathlib
 import re
 
@@ -121,6 +122,12 @@ LONG_FILES = {
 MAX_LINES = 600
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: pathlib.Path) -> ast.Module:
+    """A file's syntax tree, parsed once for all the tests (each walks every library file)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts[:2] in (["tinyad", "interp"], ["tinyad", "compile"]):
@@ -150,7 +157,7 @@ def imports_of(module: str, path: pathlib.Path):
     """The tinyad names `module` imports, anywhere in its body, by statement or by a string
     that is exactly a module's name (what importlib.import_module and registries take)."""
     is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                 re.fullmatch(r"tinyad(\.\w+)+", node.value):
             names = [node.value]
@@ -278,7 +285,7 @@ def bare_imports(module: str, path: pathlib.Path) -> list[str]:
     """The repository's folders `module` imports by their bare names (`import interp`,
     `from compile.cpu import ...`, `importlib.import_module("interp.backend")`)."""
     bare = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
@@ -296,7 +303,7 @@ def dynamic_imports(path: pathlib.Path) -> list[int]:
     """Lines where `path` imports a module whose name is not a string literal
     (importlib.import_module(name), __import__(name)): imports the scan cannot follow."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if not isinstance(node, ast.Call) or not node.args:
             continue
         called = node.func.attr if isinstance(node.func, ast.Attribute) else \
@@ -310,7 +317,7 @@ def dynamic_imports(path: pathlib.Path) -> list[int]:
 def prints(path: pathlib.Path) -> list[int]:
     """Lines where `path` prints: print(...), or a write to sys.stdout / sys.stderr."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
