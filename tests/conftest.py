@@ -40,6 +40,9 @@ FULL_PROFILE_ONLY = [
     "tests/test_benchmarks.py::test_interp_checker_accepts_the_workloads_and_fast_mode_agrees[[]mpm]",
     "tests/test_benchmarks.py::test_python_m_benchmarks_runs_from_any_directory",
     "tests/test_cuda.py::test_a_captured_program_replays_on_cuda",
+    # two of the four planted programs run in both modes (fast mode compiles each: 5-10 s)
+    "tests/test_fuzz.py::test_both_modes_report_a_planted_bug_alike[[]5-outside]",
+    "tests/test_fuzz.py::test_both_modes_report_a_planted_bug_alike[[]7-python]",
     "tests/test_benchmarks.py::test_the_gpu_check_runs_and_compares_with_the_cpu",
     "tests/test_func_derivatives.py::test_grad_with_argnums_of_vector_and_matrix[[]fast]",
     "tests/test_linalg.py::test_gradients_at_degenerate_matrices_are_finite[[]interp-3]",
