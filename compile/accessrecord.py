@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tinyad.analysis.queries import live_locals
 from tinyad.analysis.sites import access_sites
 from tinyad.check import trail as trails
 from tinyad.check.trail import SERIAL, Trail, TrailSite
@@ -348,20 +349,7 @@ def _sliced(body: tuple, kernel: ir.Kernel) -> tuple:
                    s.field.role != "record" and id(s.field) not in loaded and
                    getattr(s, "result", None) is None)
     while True:
-        feeds, live = {}, set()       # local -> the locals its assignments read; read ones
-        for s in ir.walk_stmts(body):
-            names = {x.name for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
-                     if isinstance(x, ir.Var)}
-            if isinstance(s, ir.Assign):
-                feeds.setdefault(s.name, set()).update(names)
-            else:
-                live |= names
-        work = list(live)
-        while work:
-            for name in feeds.get(work.pop(), ()):
-                if name not in live:
-                    live.add(name)
-                    work.append(name)
+        live = live_locals(body)
         pruned = _pruned(body, lambda s: isinstance(s, ir.Assign) and s.name not in live)
         if pruned == body:
             return body

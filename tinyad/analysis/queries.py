@@ -157,3 +157,24 @@ def replayed_loads(adjoint: ir.Kernel) -> list:
     value the forward saw when the adjoint runs (a later write to its element breaks that)."""
     return [sub for stmt in ir.walk_stmts(adjoint.body) for expr in ir.stmt_exprs(stmt)
             for sub in ir.walk_expr(expr) if isinstance(sub, ir.Load) and sub.field.role == "primal"]
+
+
+def live_locals(body) -> set:
+    """Locals read, directly or through other locals' assignments, by a statement that is not
+    an assignment."""
+    feeds: dict[str, set] = {}          # local -> the locals its assignments read
+    live: set = set()
+    for s in ir.walk_stmts(body):
+        names = {x.name for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
+                 if isinstance(x, ir.Var)}
+        if isinstance(s, ir.Assign):
+            feeds.setdefault(s.name, set()).update(names)
+        else:
+            live |= names
+    work = list(live)
+    while work:
+        for name in feeds.get(work.pop(), ()):
+            if name not in live:
+                live.add(name)
+                work.append(name)
+    return live

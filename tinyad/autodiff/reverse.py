@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tinyad.analysis.queries import live_locals
 from tinyad.autodiff.activity import Activity, twin_of
 from tinyad.autodiff.breaks import without_breaks
 from tinyad.check import rules
@@ -121,7 +122,7 @@ class _Reverse:
         # A local the backward sweep never reads needs no saving and restoring. (Its reads
         # through temporaries nothing uses do not count: `acc + t` is bound to a temporary, but
         # neither partial of an add needs its value.)
-        needed = _names_read(_prune(backward, self.temps - _live_names(backward)))
+        needed = _names_read(_prune(backward, self.temps - live_locals(backward)))
         forward, backward = _drop_saves(forward, needed), _drop_saves(backward, needed)
         return forward + zero + backward
 
@@ -414,34 +415,13 @@ def eliminate_dead_code(body) -> list:
     kernel writes no primal field, so its replay of a local nothing uses is useless; a running
     sum `acc = acc + ...` that only feeds itself is dead too.)"""
     while True:
-        live = _live_names(body)
+        live = live_locals(body)
         dead = {s.name for s in ir.walk_stmts(body)
                 if isinstance(s, (ir.Assign, ir.Save, ir.Restore)) and s.name not in live}
         new_body = _prune(body, dead)
         if new_body == list(body):
             return new_body
         body = new_body
-
-
-def _live_names(body) -> set:
-    """Locals read, directly or through other locals' assignments, by a statement that is not
-    an assignment."""
-    feeds: dict[str, set] = {}          # local -> the locals its assignments read
-    live: set = set()
-    for s in ir.walk_stmts(body):
-        names = {x.name for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)
-                 if isinstance(x, ir.Var)}
-        if isinstance(s, ir.Assign):
-            feeds.setdefault(s.name, set()).update(names)
-        else:
-            live |= names
-    work = list(live)
-    while work:
-        for name in feeds.get(work.pop(), ()):
-            if name not in live:
-                live.add(name)
-                work.append(name)
-    return live
 
 
 def _prune(stmts, dead) -> list:
