@@ -15,7 +15,7 @@ from tinyad.backend import CheckedLaunch
 from tinyad.check.reached import CertainBounds
 from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile.accessrecord import AccessRecorder
-from tinyad.compile.regions import regions_of
+from tinyad.compile.regions import KernelRegions, regions_of
 from tinyad.compile.scattercheck import CLEAN, UNDECIDED
 from tinyad.core.errors import reached_out_of_bounds
 from tinyad.notices import note
@@ -28,7 +28,7 @@ class FastLaunch(CheckedLaunch):
 
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
-        regions = self.regions = regions_of(self.traced)
+        regions = self.regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled)
         plan = self.plan = regions.plan(self.scalars)
         if plan.out_of_bounds is not None and not self.backend.config.debug:
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)

@@ -94,8 +94,9 @@ def _before_forward(launch) -> None:
     checker, traced, scalars = launch.checker, launch.traced, launch.scalars
     launch.facts = kernel_facts(traced)
     names, rows = launch.plan_forward()
-    forwardchecks.before_forward(checker, traced, traced.ir.name, names, scalars, rows)
-    launch.record = checker.new_launch(traced.ir.name, traced, scalars)
+    forwardchecks.before_forward(checker, traced, traced.ir.name, names, scalars, rows,
+                                 launch.facts)
+    launch.record = checker.new_launch(traced.ir.name, traced, scalars, launch.facts)
     if launch.facts.grads_stored:     # (before their primals' copies)
         forwardchecks.clear_zeroed_gradients(checker, traced)
     launch.before_forward_run()

@@ -154,11 +154,12 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
     if manual:
         checker.lost.sweeps.manual_adjoint_ran(launch)
     time = checker.tick()
-    for fld in kernel_facts(compiled).written:     # (the adjoint reads their gradients)
+    facts = kernel_facts(compiled)
+    for fld in facts.written:     # (the adjoint reads their gradients)
         if fld.has_grad:
             checker.grad_read_at[fld.grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
-    for grad in kernel_facts(compiled).adjoint_targets:
+    for grad in facts.adjoint_targets:
         checker.grad_accumulated_at[grad] = time
         held = checker.grad_point.get(grad)
         changed = checker.primal_changed.get(grad.primal)

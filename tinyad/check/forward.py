@@ -20,11 +20,12 @@ from tinyad.check.spans import ALL_ROWS, span_union
 # ---- before a forward launch ----------------------------------------------------------------
 
 def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
-                   rows=None) -> None:
+                   rows=None, facts=None) -> None:
     """`rows`, where the backend knows them before the launch: ({field: spans read},
     {field: spans written}) of leading indices (None: every row of every field it touches), or
-    a function that works them out, called only if a check needs them (most launches' do not)."""
-    facts = kernel_facts(compiled)
+    a function that works them out, called only if a check needs them (most launches' do not).
+    `facts`: the kernel's (None: looked up)."""
+    facts = kernel_facts(compiled) if facts is None else facts
     checker.lost.forward_launch(facts, kernel_name)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)

@@ -206,7 +206,8 @@ class LaunchChecker:
         problem.elements.add(r.element_text)
         problem.elements.update(element_name(r.field, e) for e in error.more_elements)
 
-    def new_launch(self, kernel, compiled, scalars) -> Launch:
+    def new_launch(self, kernel, compiled, scalars, facts=None) -> Launch:
+        """The record of a forward launch of `compiled` (its facts: `facts`, None: looked up)."""
         self.launches += 1
         launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
                         tape=self.tapes if self.tape is not None else 0)
@@ -236,7 +237,7 @@ class LaunchChecker:
         if launch.tape:
             self.taped.append(launch)
         else:
-            for fld in kernel_facts(compiled).loads_differentiable:
+            for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
                 awaiting = self.awaiting_adjoint.get(fld)
                 if awaiting is None:
                     awaiting = self.awaiting_adjoint[fld] = {}
