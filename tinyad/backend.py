@@ -217,19 +217,21 @@ class CheckedLaunch:
     other. Where a backend takes a step its own way (interp logs every access as the program
     runs; fast mode plans the launch's regions and records only what its IR leaves open), it
     subclasses this and overrides the step. The sequence calls each step only in the variants
-    its section names."""
+    its section names.
+
+    tinyad/launch.py makes one per checked launch and sets these (no __init__: its frame
+    would cost a checked launch more than all its other bookkeeping):
+      backend, checker    the backend and its checker
+      traced, scalars     the traced kernel and the launch's scalar arguments
+      program             the backend's program of the variant
+      record              the checker's record of the launch (an adjoint: its primal's, or None)
+      manual              an adjoint: the user called kernel.grad(), not the Tape
+      hand                the pending check of a gradient kernel written by hand, or None
+      facts               the checker's facts about the kernel (tinyad/check/facts.py), set
+                          before a forward or tangent launch's first step"""
 
     __slots__ = ("backend", "checker", "facts", "hand", "manual", "program", "record",
                  "scalars", "traced")
-
-    def __init__(self, backend, traced, scalars, program, record, manual: bool):
-        self.backend, self.checker = backend, backend.checker
-        self.traced, self.scalars, self.program = traced, scalars, program
-        self.record = record    # the checker's record of the launch (an adjoint: its primal's)
-        self.manual = manual    # an adjoint: the user called kernel.grad(), not the Tape
-        self.hand = None        # the pending check of a gradient kernel written by hand
-        # self.facts: the checker's facts about the kernel (tinyad/check/facts.py), set before
-        # a forward or tangent launch's first step
 
     def run(self):
         """Run the program once, plainly; -> the kernel's return value."""

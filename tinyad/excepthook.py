@@ -1,7 +1,7 @@
 """A tinyad error's traceback shows the user's frames only, under plain `python prog.py` too.
 
 A TinyadError names the user's line itself, but Python's traceback of it begins, after the
-user's call, with the frames of tinyad's launch path (kernel.py's `_user_facing`). `install()`,
+user's call, with the frames of tinyad's launch path (kernel.py's `_surface`). `install()`,
 run when tinyad is imported, sets a `sys.excepthook` that leaves tinyad's own frames out of a
 TinyadError's traceback; anything else, an internal error included (its frames are the bug
 report), goes to the hook that was there. It steps aside for a program or shell (IPython) that

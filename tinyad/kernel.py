@@ -39,20 +39,27 @@ from tinyad.taichi_internals import AutodiffMode
 
 
 def _user_facing(call):
-    """Run `call`; a tinyad error surfaces at the user's call, without tinyad's frames. Any
-    other exception is a bug in tinyad: reported as one, at the user's call (the traceback
-    that caused it stays chained for the bug report)."""
+    """Run `call`; what it raises surfaces as `_surface` says."""
     try:
         return call()
-    except TinyadInternalError as exc:   # keep its cause: the bug report needs tinyad's frames
-        raise exc.with_traceback(None)  # noqa: B904
-    except TinyadError as exc:
+    except BaseException as exc:
+        _surface(exc)
+        raise
+
+
+def _surface(exc: BaseException) -> None:
+    """Called while `exc`, raised under a user's call, is handled: a tinyad error surfaces at
+    the user's call, without tinyad's frames; any other exception tinyad raised is a bug in
+    tinyad, reported as one at the user's call (the traceback that caused it stays chained for
+    the bug report). Returns (the caller re-raises `exc` as it is) when the user's own code
+    raised it (a signal handler, a callback) or it is no Exception (SystemExit)."""
+    if isinstance(exc, TinyadInternalError):   # keep its cause: the bug report needs its frames
+        raise exc.with_traceback(None)
+    if isinstance(exc, TinyadError):
         raise without_internal_frames(exc) from None
-    except KeyboardInterrupt as exc:   # Ctrl-C in a long launch: stop at the user's call
+    if isinstance(exc, KeyboardInterrupt):     # Ctrl-C in a long launch: stop at the user's call
         raise exc.with_traceback(None) from None
-    except Exception as exc:  # noqa: BLE001  (tinyad's own failure, not the user's mistake)
-        if not _raised_in_tinyad(exc):
-            raise     # the user's code raised it (a signal handler, a callback): theirs as it is
+    if isinstance(exc, Exception) and _raised_in_tinyad(exc):   # tinyad's own failure
         raise internal_error(exc, user_loc()) from exc
 
 
@@ -215,7 +222,11 @@ class Kernel:
 
     # ---- launching ----------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        return _user_facing(lambda: self._launch(args, kwargs))
+        try:           # (_user_facing written out: two frames fewer at every launch)
+            return self._launch(args, kwargs)
+        except BaseException as exc:
+            _surface(exc)
+            raise
 
     def _launch(self, args, kwargs):
         settle_layout()
@@ -281,11 +292,19 @@ class AdjointKernel:
         self.primal = primal
 
     def __call__(self, *args, **kwargs):
-        return _user_facing(lambda: self._launch(args, kwargs))
+        try:           # (as Kernel.__call__)
+            return self._launch(args, kwargs)
+        except BaseException as exc:
+            _surface(exc)
+            raise
 
     def replay(self, args, kwargs, launch):
         """The Tape's call: the adjoint of one recorded launch."""
-        return _user_facing(lambda: self._launch(args, kwargs, launch, manual=False))
+        try:           # (as Kernel.__call__)
+            return self._launch(args, kwargs, launch, manual=False)
+        except BaseException as exc:
+            _surface(exc)
+            raise
 
     def _launch(self, args, kwargs, launch=None, manual=True):
         if self.primal.is_no_grad:

@@ -43,6 +43,7 @@ class _ByClass(dict):
 
 
 _BY_CLASS = _ByClass()
+_new = object.__new__
 
 
 def run(backend, traced, variant: str, scalars, record=None, manual: bool = True):
@@ -59,7 +60,10 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
     # (_checked, written out here: a launch's Python is what this path is about)
     cls = backend.CheckedLaunch
     before, run_program, after, makes_record = _BY_CLASS[cls][variant]
-    launch = cls(backend, traced, scalars, program, record, manual)
+    launch = _new(cls)       # (its fields set here, with no __init__ frame: CheckedLaunch)
+    launch.backend, launch.checker, launch.traced, launch.scalars = (
+        backend, backend.checker, traced, scalars)
+    launch.program, launch.record, launch.manual, launch.hand = program, record, manual, None
     before(launch)
     result = run_program(launch)
     after(launch)
@@ -69,7 +73,10 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
 def _checked(backend, traced, variant, program, scalars, record, manual):
     cls = backend.CheckedLaunch
     before, run_program, after, makes_record = _BY_CLASS[cls][variant]
-    launch = cls(backend, traced, scalars, program, record, manual)
+    launch = _new(cls)       # (its fields set here, with no __init__ frame: CheckedLaunch)
+    launch.backend, launch.checker, launch.traced, launch.scalars = (
+        backend, backend.checker, traced, scalars)
+    launch.program, launch.record, launch.manual, launch.hand = program, record, manual, None
     before(launch)
     result = run_program(launch)
     after(launch)
