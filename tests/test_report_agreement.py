@@ -370,7 +370,7 @@ def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
     its first statement in the second pass: the second statement's read came first. Fast
     mode's recording kept an inner loop's accesses site by site, and named the first
     statement's."""
-    ti.init(mode=mode)
+    ti.init(mode=mode, default_fp=ti.f64)
     x = ti.field(ti.f64, shape=4, needs_grad=True)
     w = ti.field(ti.f64, shape=5)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
