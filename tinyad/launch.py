@@ -57,20 +57,11 @@ def run(backend, traced, variant: str, scalars, record=None, manual: bool = True
         return _timed(backend, traced, variant, program, scalars, record, manual)
     if backend.checker is None:
         return program.run(scalars, backend.rng), None
-    # (_checked, written out here: a launch's Python is what this path is about)
-    cls = backend.CheckedLaunch
-    before, run_program, after, makes_record = _BY_CLASS[cls][variant]
-    launch = _new(cls)       # (its fields set here, with no __init__ frame: CheckedLaunch)
-    launch.backend, launch.checker, launch.traced, launch.scalars = (
-        backend, backend.checker, traced, scalars)
-    launch.program, launch.record, launch.manual, launch.hand = program, record, manual, None
-    before(launch)
-    result = run_program(launch)
-    after(launch)
-    return result, (launch.record if makes_record else None)
+    return _checked(backend, traced, variant, program, scalars, record, manual)
 
 
 def _checked(backend, traced, variant, program, scalars, record, manual):
+    """The checked launch: the variant's steps before and after the program's run."""
     cls = backend.CheckedLaunch
     before, run_program, after, makes_record = _BY_CLASS[cls][variant]
     launch = _new(cls)       # (its fields set here, with no __init__ frame: CheckedLaunch)
