@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import textwrap
 import types
 
 import numpy as np
@@ -138,7 +139,8 @@ class Captured:
             self(*args, **kwargs)
         found = self._programs.get(key)
         if found is None:
-            return f"{self.__name__} runs as plain Python here ({_why_plain()})"
+            return textwrap.fill(f"{self.__name__} runs as plain Python here: {_why_plain()}",
+                                 width=79, subsequent_indent="  ")
         return format_program(found.program, self.__name__)
 
     def _tell(self, why: str) -> None:
