@@ -255,7 +255,7 @@ class FastBackend(Backend):
                 record, error.report.field, lambda: error, now):
             return
         if now:
-            self.checker.report(error)
+            self.checker.report(self.checker.with_earlier_writes(error, record))
         else:
             record.add_problem(error)
 
