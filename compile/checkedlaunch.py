@@ -129,7 +129,7 @@ class FastLaunch(CheckedLaunch):
                 record, error.report.field, lambda: error, now):
             return
         if now:
-            checker.report(error)
+            checker.report(checker.with_earlier_writes(error, record))
         else:
             record.add_problem(error)
 

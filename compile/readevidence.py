@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check.report import Access
+from tinyad.check import rules
+from tinyad.check.report import ACCUMULATE, Access
+from tinyad.check.rules import ReadDuringAccumulationRuleError
 from tinyad.check.trail import Trail
-from tinyad.compile.iterations import first_iterations
+from tinyad.compile.iterations import first_iterations, launch_iteration
 from tinyad.compile.readwitness import differences, value_at
 from tinyad.analysis.sites import access_sites
 from tinyad.core import ir
@@ -174,6 +176,41 @@ class FirstReadReports:
         if first.position is None:
             return self._read_access(read, first.relative, launch)
         return self.evidence(launch, read.field).access(launch, first.position, value)
+
+
+    def with_earlier_writes(self, error, launch):
+        """An overwrite a launch made within itself (its trail, or its own elements compared),
+        told again with the writes of the element earlier in the Tape: a store in an earlier
+        launch, then the read and a store in this one, is Rule 2, as interp mode's log of the
+        whole Tape has it (the launch alone shows Rule 1)."""
+        r = error.report
+        if self.tape is None or r.rule not in OVERWRITES or r.read is None or \
+                r.write is None:
+            return error
+        earlier = [(other, w) for other, w in self.tape.writes_of_named(r.field)
+                   if other.time < launch.time and w.covers(r.element)]
+        if not earlier:
+            return error
+        mine = r.earlier[0] if r.earlier else None
+        accumulated = [(other, w) for other, w in earlier if w.kind in ACCUMULATE]
+        first_accumulation = _write_access(*accumulated[0], r.element) if accumulated else \
+            (mine if isinstance(error, ReadDuringAccumulationRuleError) else None)
+        told = rules.overwrite_after_read(
+            field=r.field, element=r.element, read=r.read, write=r.write,
+            first_write=_write_access(*earlier[0], r.element),
+            first_accumulation=first_accumulation)
+        told.more_elements = getattr(error, "more_elements", [])
+        return told
+
+
+def _write_access(launch, written, element: tuple) -> Access:
+    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number,
+                  launch_iteration(written.site, element, launch), None, launch.time)
+
+
+# The reports of an element changed after a read the adjoint replays (rules.overwrite_after_read)
+OVERWRITES = ("Global Data Access Rule 1", "Global Data Access Rule 2",
+              "Read during accumulation")
 
 
 def in_trail_order(first) -> tuple:

@@ -72,6 +72,10 @@ class TapeLog:
         return [(launch, w) for launch in self.launches for w in launch.writes
                 if w.site.field is fld]
 
+    def writes_of_named(self, name: str) -> list:
+        return [(launch, w) for launch in self.launches for w in launch.writes
+                if w.site.field.name == name]
+
 
 def _size(box: tuple) -> int:
     size = 1

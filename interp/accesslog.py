@@ -27,6 +27,7 @@ from tinyad.check import rules
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
+from tinyad.check.trail import conflict_pair
 from tinyad.core.srcloc import user_loc
 from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
@@ -261,7 +262,8 @@ class LoggedMemory(Memory):
         if it is not None:
             seen = self.elements.get(key)
             if seen is None:       # (the layout of _cross_iteration's, with a read's event)
-                self.elements[key] = [it, ("read", site, self.launch, it, value, 0),
+                self.elements[key] = [it, ("read", site, self.launch, it, value,
+                                           self._tick()),
                                       *[None] * (N_SLOTS - 1), 1 << SLOTS["read"]]
             elif seen[0] != it and seen[-1] != 1 << SLOTS["read"]:   # (reads never conflict)
                 self._cross_iteration(key, SLOTS["read"], "read", site, value)
@@ -309,31 +311,42 @@ class LoggedMemory(Memory):
 
     def _cross_iteration(self, key, slot, kind, site, value):
         """Two iterations conflict on an element unless both only read it, or both apply the
-        same commutative atomic (+= / -=, min, max) to it."""
+        same commutative atomic (+= / -=, min, max) to it, or store the same value. Which two
+        accesses the report names, tinyad/check/trail.py decides (as for fast mode's records),
+        from the element's first access of each kind and this one, in order; an element is
+        reported once a loop."""
         it = self.iteration
         seen = self.elements.get(key)
-        # [the one iteration that touched it so far (or SHARED), event per kind, kinds bitmask]
+        # [the one iteration that touched it so far (or SHARED), the first event per kind
+        # (kind, site, launch, iteration, value, tick), kinds bitmask]
         if seen is None:
             seen = self.elements[key] = [it, *[None] * N_SLOTS, 0]
         elif seen[0] != it:
             if seen[-1] == 1 << slot and slot != SLOTS["store"]:
                 return   # only this same read or commutative atomic so far: no conflict
-            for other in CONFLICTS[slot]:
-                earlier = seen[other + 1]
-                if earlier is not None and earlier[3] != it:
-                    if slot == other == SLOTS["store"] and same_value(earlier[4], value):
-                        continue   # the same value stored twice: no race in the result
-                    self._race(key[0], lambda: rules.parallel_conflict(
-                        kernel=self.launch.kernel, field=key[0].name, element=key[1],
-                        earlier=as_access(earlier), later=self._access(kind, site, value)))
-                    seen[other + 1] = None
-            seen[0] = SHARED
+            if seen[0] is not REPORTED and any(
+                    earlier is not None and earlier[3] != it and not (
+                        slot == other == SLOTS["store"] and same_value(earlier[4], value))
+                    for other in CONFLICTS[slot] for earlier in (seen[other + 1],)):
+                self._conflict(key, seen, (kind, site, self.launch, it, value, self._tick()))
+                seen[0] = REPORTED
+            elif seen[0] is not REPORTED:
+                seen[0] = SHARED
         if seen[slot + 1] is None:
-            seen[slot + 1] = (kind, site, self.launch, it, value, 0)
+            seen[slot + 1] = (kind, site, self.launch, it, value, self._tick())
             seen[-1] |= 1 << slot
+
+    def _conflict(self, key, seen, now) -> None:
+        events = sorted((e for e in seen[1:-1] if e is not None), key=lambda e: e[5]) + [now]
+        first, later = conflict_pair([e[0] != "read" for e in events],
+                                     [e[3] for e in events])
+        self._race(key[0], lambda: rules.parallel_conflict(
+            kernel=self.launch.kernel, field=key[0].name, element=key[1],
+            earlier=as_access(events[first]), later=as_access(events[later])))
 
 
 SHARED = object()   # an element touched by several iterations of the loop
+REPORTED = object()   # ... which conflict on it, reported
 
 
 # Which slots (check/report.py SLOTS) conflict with each: every other one, and a store also

@@ -395,3 +395,42 @@ def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
         bump()
     read = info.value.report.read
     assert line_text(read) == "s += w[i + j] * x[i] * 2.0" and read.iteration == 0
+
+
+def _stored_then_read_and_stored(mode):
+    ti.init(mode=mode)
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def first():
+        for i in range(4):
+            x[i] = ti.sin(y[i])
+
+    @ti.kernel
+    def then():
+        for i in range(4):
+            loss[None] += x[i] * x[i]
+            x[i] = 0.5
+
+    y.from_numpy(np.linspace(0.1, 0.4, 4))
+    with pytest.raises(ti.SecondWriteRuleError) as info, ti.ad.Tape(loss):
+        first()
+        then()
+    return info.value.report
+
+
+def test_a_store_read_and_stored_again_by_the_next_launch_is_rule_2(mode):
+    """`then` reads x[i] and stores it within its own iteration, after `first` stored it: Rule
+    2, as interp mode's log of the Tape has it. Fast mode judged the launch alone (its own
+    elements compared before and after it) and said Rule 1."""
+    report = _stored_then_read_and_stored(mode)
+    assert report.element_text == "x[0]" and report.earlier[0].kernel == "first"
+    assert (report.read.kernel, report.write.kernel) == ("then", "then")
+
+
+@BOTH
+def test_a_store_read_and_stored_again_is_reported_alike():
+    interp, fast = (_stored_then_read_and_stored(mode).to_dict() for mode in ("interp", "fast"))
+    assert interp == fast

@@ -109,17 +109,25 @@ def _clashes(trail: Trail, launch, fld, segment: int, every: bool) -> list:
 def _conflict(trail: Trail, launch, fld, on: np.ndarray, element: int):
     """The conflict report of one element, from its accesses `on` (in trail order) up to the
     one that made the conflict."""
-    writes = np.array([trail.sites[int(k)].writes for k in trail.site[on]])
-    others = trail.iteration[on] != trail.iteration[on[0]]
-    # the pair names a write: a later iteration's, where the first touch is a read (every
-    # iteration may read before one writes); else the first iteration's own write
+    first, later = conflict_pair([trail.sites[int(k)].writes for k in trail.site[on]],
+                                 trail.iteration[on])
+    return rules.parallel_conflict(
+        kernel=launch.kernel, field=fld.name, element=_element(fld, element),
+        earlier=trail.access(launch, int(on[first])), later=trail.access(launch, int(on[later])))
+
+
+def conflict_pair(writes, iterations) -> tuple[int, int]:
+    """Which two of an element's accesses (in order, up to the one that made the conflict:
+    whether each writes, and its iteration) a parallel-conflict report names: a write, a later
+    iteration's where the first touch is a read (every iteration may read before one
+    writes), else the first iteration's own write; with the first touch, or that write.
+    Interp mode, which meets the conflict access by access, asks here too."""
+    writes, iterations = np.asarray(writes, bool), np.asarray(iterations)
+    others = iterations != iterations[0]
     first, later = 0, others & writes if not writes[0] else others
     if not later.any():
         first, later = int(np.argmax(~others & writes)), others
-    return rules.parallel_conflict(
-        kernel=launch.kernel, field=fld.name, element=_element(fld, element),
-        earlier=trail.access(launch, int(on[first])),
-        later=trail.access(launch, int(on[int(np.argmax(later))])))
+    return first, int(np.argmax(later))
 
 
 def _changed_reads(trail: Trail, fld, now: np.ndarray, every: bool) -> list:
