@@ -24,10 +24,10 @@ From it:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from tinyad.check import rules
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
@@ -163,8 +163,19 @@ def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
         first_accumulation=trail.access(launch, int(accumulated[0])) if accumulated else None)
 
 
-@njit(cache=True, nogil=True)
-def _clashing(iteration, flat, value, slots, store, size, every):
+def _clashing(*columns):
+    """`_clashing_loop` compiled by numba on first use (fast mode's trails; interp mode,
+    which asks only `conflict_pair`, never imports numba)."""
+    return _compiled_clashing()(*columns)
+
+
+@functools.cache
+def _compiled_clashing():
+    from numba import njit  # noqa: PLC0415
+    return njit(cache=True, nogil=True)(_clashing_loop)
+
+
+def _clashing_loop(iteration, flat, value, slots, store, size, every):
     """The positions (in trail order; the first only unless `every`) at which an element's
     accesses first stop commuting: two iterations have touched it, and not all with one slot
     (reads, or one commutative atomic), or with stores of different values (stores of one
