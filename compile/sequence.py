@@ -37,13 +37,16 @@ from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
 
-def sequence_runner(program: list, storage, rng, target: str):
-    """A callable that runs the program once, compiled where every launch allows it."""
+def sequence_runner(program: list, storage, rng, target: str, buffers=()):
+    """A callable that runs the program once, compiled where every launch allows it. A
+    checked replay's program (tinyad/checkedreplay.py) also copies fields into `buffers` and
+    looks for NaN and infinity: its call then returns "nonfinite" where one is found (the rest
+    of the program not run), None otherwise."""
     events = [e for item in program for e in (item.body if _is_loop(item) else (item,))]
-    kernels = [e.traced.program(e.variant) for e in events if hasattr(e, "variant")]
+    kernels = [e.traced.program(e.variant) for e in events if e.kind == "launch"]
     if target == "cpu" and all(_callable_from_numba(k) for k in kernels):
-        return _CompiledSequence(program, rng).run
-    return _python_runner(program, storage, rng)
+        return _CompiledSequence(program, rng, buffers).run
+    return _python_runner(program, storage, rng, buffers)
 
 
 def _is_loop(item) -> bool:
@@ -57,23 +60,36 @@ def _callable_from_numba(kernel) -> bool:
     return isinstance(kernel, CpuKernel) and not gen.parallel
 
 
-def _python_runner(program, storage, rng):
+class _NonFinite(Exception):
+    """A checked replay's look found a NaN or an infinity (the Python runner's way out)."""
+
+
+def _python_runner(program, storage, rng, buffers):
     def run_event(event):
-        if hasattr(event, "variant"):
+        kind = event.kind
+        if kind == "launch":
             event.traced.program(event.variant)(event.scalars, rng)
-        elif hasattr(event, "index"):
+        elif kind == "set":
             storage.set_element(event.field, event.index, _element(event))
-        else:
+        elif kind == "fill":
             storage.fill(event.field, event.value)
+        elif kind == "copy":
+            np.copyto(buffers[event.slot], storage.to_host(event.field))
+        elif not np.isfinite(storage.to_host(event.field)).all():
+            raise _NonFinite
 
     def run():
-        for item in program:
-            if _is_loop(item):
-                for r in range(item.count):
-                    for event in item.step(r):
-                        run_event(event)
-            else:
-                run_event(item)
+        try:
+            for item in program:
+                if _is_loop(item):
+                    for r in range(item.count):
+                        for event in item.step(r):
+                            run_event(event)
+                else:
+                    run_event(item)
+        except _NonFinite:
+            return "nonfinite"
+        return None
     return run
 
 
@@ -86,8 +102,9 @@ def _element(event):
 class _CompiledSequence:
     """The numba function for a program, and the host's side of a call to it."""
 
-    def __init__(self, program, rng):
+    def __init__(self, program, rng, buffers=()):
         self.rng = rng
+        self.buffers = list(buffers)   # the arrays Copy events copy into (slot order)
         self.fields: dict = {}       # id(field) -> (field, its argument name)
         self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
@@ -105,7 +122,8 @@ class _CompiledSequence:
                 lines.append(self._event(item, (), 1))
         lines.append("    return -1")
         params = [name for _, name in self.fields.values()] + \
-                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None]
+                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None] + \
+                 [f"c{slot}" for slot in range(len(self.buffers))]
         lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
         self.ints = np.array(self.numbers["ints"] or [0], np.int64)
         self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
@@ -115,7 +133,7 @@ class _CompiledSequence:
         self.fn.compile(tuple(numba.typeof(a) for a in self._arguments()))   # now, not at a call
 
     def _random_in(self, events) -> int:
-        return sum(1 for e in events if hasattr(e, "variant") and
+        return sum(1 for e in events if e.kind == "launch" and
                    e.traced.program(e.variant).generated.uses_random)
 
     def _array(self, fld) -> str:
@@ -125,7 +143,14 @@ class _CompiledSequence:
 
     def _event(self, event, delta, depth) -> str:
         pad = "    " * depth
-        if not hasattr(event, "variant"):
+        if event.kind == "copy":
+            array = self._array(event.field)
+            return (f"{pad}c{event.slot}.reshape(c{event.slot}.size)[:] = "
+                    f"{array}.reshape({array}.size)  # copy {event.field.name}")
+        if event.kind == "finite":
+            return (f"{pad}if not _all_finite({self._array(event.field)}):  # "
+                    f"{event.field.name}\n{pad}    return {NONFINITE}")
+        if event.kind != "launch":
             return pad + self._store(event)
         kernel = event.traced.program(event.variant)
         gen = kernel.generated
@@ -162,7 +187,7 @@ class _CompiledSequence:
     def _store(self, event) -> str:
         array, dtype = self._array(event.field), event.field.dtype
         flat = f"{array}.reshape({array}.size)"
-        if not hasattr(event, "index"):
+        if event.kind == "fill":
             value = self._number(event.value, dtype.is_int)
             return f"{flat}[:] = np.{dtype.np.__name__}({value})  # fill {event.field.name}"
         shape = event.field.host_array.shape
@@ -177,16 +202,19 @@ class _CompiledSequence:
         arrays = [fld.host_array for fld, _ in self.fields.values()]
         flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
         seeds = np.zeros(1, np.int64) if seeds is None else seeds
-        return [*arrays, *flags, seeds, self.ints, self.floats]
+        return [*arrays, *flags, *self.buffers, seeds, self.ints, self.floats]
 
     def run(self):
         seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
                  if self.random_launches else None)
         code = self.fn(*self._arguments(seeds))
+        if code == NONFINITE:
+            return "nonfinite"
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
             raise bad_index_error(kernel.generated.sites, bad)
+        return None
 
 
 def _module_source(kernels, body: str) -> str:
@@ -194,4 +222,18 @@ def _module_source(kernels, body: str) -> str:
                         for kernel, name, _ in kernels)
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import sys\n\nimport numpy as np\nfrom numba import njit\n\n"
-            f"{imports}\n\n\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+            f"{imports}\n\n\n{_ALL_FINITE if 'not _all_finite(' in body else ''}"
+            f"@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+
+
+NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
+_ALL_FINITE = """@njit(cache=True)
+def _all_finite(a):
+    flat = a.reshape(a.size)
+    for i in range(flat.size):
+        if not np.isfinite(flat[i]):
+            return False
+    return True
+
+
+"""

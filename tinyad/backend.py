@@ -234,9 +234,10 @@ class Backend(ABC):
     # True: `sequence` can run a captured program (tinyad/capture.py, tinyad/sequence.py)
     runs_sequences: bool = False
 
-    def sequence(self, program: list):
+    def sequence(self, program: list, buffers=()):
         """A callable that runs a captured program (its events, loops rolled) once per call,
-        or None: the captured function then runs as plain Python."""
+        or None: the captured function then runs as plain Python. `buffers`: the arrays its
+        Copy events copy into (a checked replay's, tinyad/checkedreplay.py)."""
         return None
 
     def sync(self) -> None:

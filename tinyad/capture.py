@@ -40,6 +40,8 @@ import types
 
 import numpy as np
 
+from tinyad.checkedreplay import CheckedReplay
+from tinyad.checkwatch import Watch
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.core.notices import note
 from tinyad.core.srcloc import user_loc
@@ -84,36 +86,68 @@ class Captured:
             return self.fn(*args, **kwargs)       # (the capture around this call records it)
         why = _why_plain()
         key = _key(args, kwargs)
-        if why is None:
-            found = self._programs.get(key)
-            if found is not None and found.current(args, kwargs):
-                found.run()
-                self.replays += 1
-                return None
+        found = self._programs.get(key) if why is None else None
+        if found is not None and not found.current(args, kwargs):
+            found = None
+        if found is not None and found.replay():
+            self.replays += 1
+            return None
+        checker = getattr(runtime.backend, "checker", None) if why is None else None
+        watch = None
+        if checker is not None and (found is None or found.watch_now()):
+            watch = Watch(checker, None)
         # Recorded, even where it will not replay: a captured function is refused the same
         # things in every mode, so that what runs in one runs in the others
-        events = self._record(args, kwargs, replayable=why is None)
+        events = self._record(args, kwargs, replayable=why is None, watch=watch)
         if why is not None:
             self._tell(why)
+            return None
+        if checker is not None:
+            self._checked_capture(key, found, watch, events, args, kwargs)
             return None
         program = roll(events)
         run = runtime.backend.sequence(program)
         self._programs.pop(key, None)
         if run is not None:
-            self._programs[key] = _Capture(self.fn, program, run, args, kwargs)
-            while len(self._programs) > MAX_CAPTURES:
-                del self._programs[next(iter(self._programs))]
+            self._keep(key, _Capture(self.fn, program, _always(run), args, kwargs))
         return None
 
-    def _record(self, args, kwargs, replayable: bool) -> list:
+    def _checked_capture(self, key, found, watch, events, args, kwargs) -> None:
+        """After a plain checked call: its checked replay, where its watch allows one."""
+        if watch is None:           # (not watched: it missed before, and waits its turn)
+            return
+        watched = watch.finish(events)
+        if watched is None:
+            misses = found.misses + 1 if found is not None else 1
+            self._keep(key, _Capture(self.fn, None, None, args, kwargs, misses))
+            self._tell_checked(watch.why_not)
+            return
+        before = found.checked if found is not None else None
+        checked = CheckedReplay(watched, events, self.__name__, before)
+        self._keep(key, _Capture(self.fn, checked.program, checked.replay, args, kwargs,
+                                 checked=checked))
+
+    def _keep(self, key, capture) -> None:
+        self._programs.pop(key, None)
+        self._programs[key] = capture
+        while len(self._programs) > MAX_CAPTURES:
+            del self._programs[next(iter(self._programs))]
+
+    def _record(self, args, kwargs, replayable: bool, watch=None) -> list:
         """Run the function once as plain Python; -> the events it recorded (where a replay
-        will not follow, only the refusals are made: the checks' own work goes unrecorded)."""
+        will not follow, only the refusals are made: the checks' own work goes unrecorded).
+        `watch`: the rule checker's watch (tinyad/checkwatch.py), where checks are on."""
         recording = _Recording(self.__name__, replayable)
         token = active_capture.set(recording)
         rng = lang.set_python_scope_rng(_RefusedRandom(recording))
         try:
+            if watch is not None:
+                watch.recording = recording
+                watch.start()
             result = self.fn(*args, **kwargs)
         finally:
+            if watch is not None:
+                watch.stop()
             lang.set_python_scope_rng(rng)
             active_capture.reset(token)
         if result is not None:
@@ -130,22 +164,33 @@ class Captured:
         if key not in self._programs:
             self(*args, **kwargs)
         found = self._programs.get(key)
-        if found is None:
-            return f"{self.__name__} runs as plain Python here ({_why_plain()})"
+        if found is None or found.program is None:
+            why = _why_plain() or "its checks cannot be replayed: see the note"
+            return f"{self.__name__} runs as plain Python here ({why})"
         return format_program(found.program, self.__name__)
 
     def _tell(self, why: str) -> None:
         if not self._told and why.startswith("checks"):
             note(f"ti.capture: {self.__name__} runs launch by launch because {why} "
-                 "(ti.init(mode='fast', check='off') runs it as one compiled program)")
+                 "(ti.init(mode='fast') runs it as one compiled program, checks included)")
+        self._told = True
+
+    def _tell_checked(self, why: str) -> None:
+        if not self._told:
+            note(f"ti.capture: {self.__name__} runs launch by launch with checks on: {why} "
+                 "(tinyad tries again later; with check='off' it runs as one compiled program)")
         self._told = True
 
 
 def _why_plain() -> str | None:
-    """Why calls run as plain Python now, or None when a captured program may run."""
+    """Why calls run as plain Python now, or None when a captured program may run (checked
+    where checks are on: tinyad/checkedreplay.py)."""
     backend, config = runtime.backend, runtime.config
-    if config.check != "off":
-        return f"checks are on (check={config.check!r}): each launch is checked as it runs"
+    if config.check != "off" and (not backend.runs_sequences or
+                                  getattr(backend, "target", None) != "cpu"):
+        where = "" if not backend.runs_sequences else " and a checked replay runs on the CPU only"
+        return (f"checks are on (check={config.check!r}){where}: each launch is checked as it "
+                "runs")
     if config.debug:
         return "debug=True checks every index as it runs"
     if active_recorder.get() is not None or active_forward_mode.get() is not None or \
@@ -159,13 +204,27 @@ def _why_plain() -> str | None:
 class _Capture:
     """One captured program, and what must hold for it to replay."""
 
-    def __init__(self, fn, program, run, args, kwargs):
-        self.program, self.run = program, run
+    def __init__(self, fn, program, run, args, kwargs, misses=0, checked=None):
+        self.program, self.run = program, run   # run() -> True when it replayed the call
+        self.checked = checked                  # its CheckedReplay, where checks are on
+        self.misses = misses     # checked calls in a row that could not be replayed
+        self.wait = 2 ** min(misses, 6) - 1 if misses else 0   # plain calls before a watch
         self.generation = runtime.generation
         self.backend = runtime.backend
         self.field_count = len(runtime.fields)
         self.read = _read_names(fn)
         self.values = self._values(args, kwargs)
+
+    def replay(self) -> bool:
+        return self.run is not None and self.run()
+
+    def watch_now(self) -> bool:
+        """Is the next plain checked call watched for a replay? (After calls that could not
+        be, less and less often: their checks looked at values, say, as most calls' will.)"""
+        if self.wait:
+            self.wait -= 1
+            return False
+        return True
 
     def current(self, args, kwargs) -> bool:
         return (runtime.generation == self.generation and runtime.backend is self.backend and
@@ -177,6 +236,14 @@ class _Capture:
         outside = tuple(_plain_value(getter()) for getter in self.read)
         attributes = tuple(_attributes(a) for a in (*args, *kwargs.values()))
         return outside + attributes
+
+
+def _always(run):
+    """An unchecked program's run, as a replay that always happens."""
+    def replay() -> bool:
+        run()
+        return True
+    return replay
 
 
 def _read_names(fn) -> list:

@@ -25,6 +25,7 @@ MAX_PERIOD = 256     # the most events one step of a rolled loop may hold
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch: `traced` (tinyad/kernel.py TracedKernel) run as `variant`."""
+    kind = "launch"
     traced: Any
     variant: str
     scalars: tuple
@@ -41,6 +42,7 @@ class Launch:
 @dataclass(frozen=True)
 class Fill:
     """field.fill(value), or a fill tinyad does (a Tape clearing gradients)."""
+    kind = "fill"
     field: Any
     value: Any
     scalars = ()
@@ -56,6 +58,7 @@ class Fill:
 @dataclass(frozen=True)
 class SetElement:
     """field[index] = value from Python; `value` the element's stored components, flat."""
+    kind = "set"
     field: Any
     index: tuple
     value: tuple
@@ -68,6 +71,39 @@ class SetElement:
     def text(self) -> str:
         value = self.value[0] if len(self.value) == 1 else list(self.value)
         return f"set {self.field.name}[{', '.join(map(str, self.index))}] = {value!r}"
+
+
+@dataclass(frozen=True)
+class CheckFinite:
+    """A checked replay's look for NaN or infinity in `field` (tinyad/checkedreplay.py): where
+    the capture's run looked, the replay looks; one found stops it, to run the call plainly."""
+    kind = "finite"
+    field: Any
+    scalars = ()
+
+    @property
+    def key(self):
+        return ("finite", id(self.field))
+
+    def text(self) -> str:
+        return f"check {self.field.name} is finite"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A checked replay's copy of `field` into its buffer number `slot`: the values the rule
+    checker kept of it at this point of the capture's run, kept again."""
+    kind = "copy"
+    field: Any
+    slot: int
+    scalars = ()
+
+    @property
+    def key(self):
+        return ("copy", id(self.field), self.slot)
+
+    def text(self) -> str:
+        return f"copy {self.field.name} (for the checks)"
 
 
 @dataclass(frozen=True)

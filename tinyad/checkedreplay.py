@@ -1,0 +1,235 @@
+"""A checked replay of a captured call: its program runs compiled, with the checks that depended
+on values compiled into it, and the rule checker is left as the plain call would leave it.
+
+ti.capture (tinyad/capture.py) runs a call plainly, fully checked, while tinyad/checkwatch.py
+watches the checker. If the checks reported nothing and decided nothing from field values, a
+replay runs the same launches with the same scalars, so every check the checker made from
+indices and scalars comes out as it did. What remains is compiled into the program:
+
+  * where the call's checks looked for NaN and infinity in a gradient, the program looks
+    (CheckFinite events); a look that finds one stops it, the fields it wrote are put back as
+    they were (copied before it ran; a field whose first use is a whole fill needs no copy),
+    so are the random numbers, and the call runs plainly instead: its report is the plain one;
+  * where the checker copied a field that its state still holds after the call (the point at
+    which a gradient was taken, compared at a later manual sweep), the program copies it (Copy
+    events); so is a bad index, reported by the plain run's words.
+
+Then the checker is set as the call left it (`_apply`), its times moved to the replay's:
+every entry of its state the call wrote. That is right only if the call would have read the
+same entries as before, so a replay first compares them (`_alike`): each entry the watched call
+read before writing must be as it was then, up to the order of their times; otherwise the call
+runs plainly and is watched again. A replay leaves no record of each launch (it would cost as
+much as the checks): the checker forgets the launches made before it too, as it forgets those
+that leave its history, and a kernel.grad() of one of them later says that it is not checked
+(and the captured function runs plainly from then on). Before the first replay, a call that was
+followed by a kernel.grad() (a manual sweep of the captured launches) is not replayed at all.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyad import checkstate as cs
+from tinyad.core import ir
+from tinyad.core.errors import TinyadIndexError
+from tinyad.runtime import runtime
+from tinyad.sequence import CheckFinite, Copy, roll
+
+
+class CheckedReplay:
+    """The checked replay of one watched call (a `Watched`, its recorded `events`)."""
+
+    def __init__(self, watched, events: list, name: str, before=None):
+        backend = runtime.backend
+        self.watched, self.name = watched, name
+        self.storage, self.rng = backend.storage, backend.rng
+        self.program = roll(_with_checks(events, watched))
+        if before is not None and before.program == self.program:   # (compiled already)
+            self.buffers, self.run = before.buffers, before.run
+        else:
+            self.buffers = [np.empty_like(self.storage.to_host(fld))
+                            for _, fld, _ in watched.copies]
+            self.run = backend.sequence(self.program, self.buffers)
+        self.saved = [(fld, np.empty_like(self.storage.to_host(fld)))
+                      for fld in _fields_to_save(events)]
+        self.kernels = {e.traced for e in events if e.kind == "launch"}
+        self.checker = backend.checker
+        self.objects = cs.state_objects(self.checker)
+        # The watched call's launches awaiting an adjoint: one differentiated by hand since (a
+        # manual sweep after each call) means a replay would have been wrong to forget them
+        self.pending = watched.pending
+        self.dead = False      # a launch it ran was differentiated by hand after a replay
+
+    def replay(self) -> bool:
+        """Run the call as a replay; -> False where it cannot be (nothing changed then)."""
+        checker = self.checker
+        if runtime.backend.checker is not checker or not self._may(checker):
+            return False
+        earlier = self._alike()
+        if earlier is None:
+            return False
+        rng_state = self.rng.bit_generator.state
+        for fld, copy in self.saved:
+            np.copyto(copy, self.storage.to_host(fld))
+        try:
+            stopped = self.run()
+        except TinyadIndexError:
+            stopped = "a bad index"
+        if stopped is not None:
+            for fld, copy in self.saved:
+                self.storage.restore(fld, copy)
+            self.rng.bit_generator.state = rng_state
+            return False
+        self._apply(*earlier)
+        self.pending = []
+        return True
+
+    def _may(self, checker) -> bool:
+        """May the checker's state be as the watched call's was? Its constants, what must be
+        empty; no kernel.grad() of a launch a replay forgot, nor of one the watched call left
+        (the launches it leaves are wanted: the calls run plainly)."""
+        if self.dead or any(k in checker.forgotten_noted for k in self.kernels):
+            self.dead = True
+            return False
+        if any(launch.adjoint_runs for launch in self.pending):
+            return False
+        for role, name, value in self.watched.consts:
+            now = self.objects[role].__dict__.get(name)
+            if now is not value and now != value:
+                return False
+        if any(not launch.tape and not launch.adjoint_runs
+               for launch, *_ in checker.lost.sweeps.passed):
+            return False
+        # (nor may the checker's copies pass its budget where the call's did not: a note)
+        return checker.kept_bytes + self.watched.kept_bytes <= checker.MEMORY_BUDGET
+
+    def _alike(self):
+        """Are the entries the watched call read before writing them as they were then, up to
+        the order of their times? -> ({its time: ours}, {its version: ours}), or None."""
+        guards = self.watched.guards
+        then = [form for *_, form in guards]
+        now = [self._form(role, name, key, kind) for role, name, key, kind, _ in guards]
+        ranked_then, ticks_then, versions_then = cs.ranked(then)
+        ranked_now, ticks_now, versions_now = cs.ranked(now)
+        if ranked_then != ranked_now:
+            return None
+        return (dict(zip(sorted(ticks_then), sorted(ticks_now))),
+                dict(zip(sorted(versions_then), sorted(versions_now))))
+
+    def _form(self, role, name, key, kind):
+        value = self.objects[role].__dict__.get(name)
+        if key is None:
+            return cs.norm(kind, value)
+        if kind == "presence":
+            return cs.presence(cs.entry(value, key))
+        if key is cs.WHOLE:
+            if isinstance(value, set):
+                return cs.whole_form(dict.fromkeys(value, True))
+            return cs.whole_form({k: cs.norm(kind, v) for k, v in value.items()})
+        return cs.norm(kind, cs.entry(value, key))
+
+    # ---- the checker as the call leaves it -------------------------------------------------
+    def _apply(self, earlier_ticks: dict, earlier_versions: dict) -> None:
+        c, watched = self.checker, self.watched
+        call = watched.clocks
+        now = cs.Clocks(c.tick(), c.next_version(), c.launches, c.tapes)
+        copies = {}
+        for held, slot in watched.copy_slots.items():
+            copies[held] = self.buffers[slot].copy()
+        move = cs.Renumber(call, now, earlier_ticks, earlier_versions, copies)
+        _forget_launches(c, f"ran in a checked replay of {self.name}")
+        for role, name, key, kind, value in watched.writes:
+            self._set(role, name, key, kind, value, move)
+        for fld, entries in watched.appended.items():
+            log = c.python_writes.setdefault(fld, [])
+            log += [type(w)(w.site, w.box, w.kind, move.access(w.access)) for w in entries]
+            del log[:-64]
+        why = f"ran in a checked replay of {self.name}"
+        for key, (number, time, pending) in watched.launched.items():
+            c.replay_forgotten[key] = why
+            if pending:
+                c.forgotten[key] = (move.launch(number), move.tick(time))
+        c.launches, c.tapes = now.launch + call.launches, now.tape + call.tapes
+        c.tick = cs.fresh_counter(now.tick + call.ticks + 1)
+        c.next_version = cs.fresh_counter(now.version + call.versions + 1)
+
+    def _set(self, role, name, key, kind, value, move) -> None:
+        obj = self.objects[role]
+        if key is None:
+            container = cs.CHECKER_STATE[role][name][0]
+            if container == "dict":
+                obj.__dict__[name] = {k: move.value(kind, v) for k, v in value.items()}
+            elif container == "set":
+                obj.__dict__[name] = set(value)
+            else:
+                obj.__dict__[name] = move.value(kind, value)
+            return
+        target = obj.__dict__[name]
+        if isinstance(target, set):
+            if value is cs.ABSENT:
+                target.discard(key)
+            else:
+                target.add(key)
+        elif value is cs.ABSENT:
+            target.pop(key, None)
+        else:
+            target[key] = move.value(kind, value)
+
+
+def _forget_launches(c, why: str) -> None:
+    """Forget the checker's record of each launch, as of launches that left its history: a
+    kernel.grad() of one later is said to be unchecked. (A replay made none: the record of
+    the launches before it would be what the program's writes left unwatched.)"""
+    for key, launch in c.latest.items():
+        c.replay_forgotten[key] = why
+        if not launch.tape and not launch.adjoint_runs:
+            c.forgotten[key] = (launch.number, launch.time)
+    for key, alike in c.undifferentiated.items():
+        if alike:
+            c.replay_forgotten[key] = why
+            c.forgotten[key] = (alike[-1].number, alike[-1].time)
+    c.history.clear()
+    c.latest.clear()
+    c.undifferentiated.clear()
+    c.awaiting_adjoint.clear()
+    c.taped, c.custom_forwards = [], []
+    c.reads, c.buffers = type(c.reads)(), type(c.buffers)()
+    c.kept.clear()
+    c.kept_bytes = 0
+    c._no_waiting()
+    c.races.verdicts = {}
+
+
+def _with_checks(events: list, watched) -> list:
+    """The recorded events with the watched call's looks for NaN and infinity and its copies
+    where they came."""
+    at: dict = {}
+    for position, fld in watched.finite:
+        at.setdefault(position, []).append(CheckFinite(fld))
+    for position, fld, slot in watched.copies:
+        at.setdefault(position, []).append(Copy(fld, slot))
+    out = []
+    for position, event in enumerate(events):
+        out += at.get(position, ())
+        out.append(event)
+    out += at.get(len(events), ())
+    return out
+
+
+def _fields_to_save(events: list) -> list:
+    """The fields the events write, but for those whose first use is a fill of all of it (what
+    the call found there does not matter)."""
+    written, first_use, seen = {}, {}, {}
+    for event in events:
+        if event.kind == "launch":
+            key = (event.traced, event.variant)
+            if key not in seen:
+                body = event.traced.variant_ir(event.variant).body
+                seen[key] = (ir.fields_of(body), ir.fields_written(body))
+            used, wrote = seen[key]
+            for fld in used:
+                first_use.setdefault(fld, "launch")
+            written.update(dict.fromkeys(wrote))
+        elif event.kind in ("fill", "set"):
+            first_use.setdefault(event.field, event.kind)
+            written[event.field] = None
+    return [fld for fld in written if first_use.get(fld) != "fill"]

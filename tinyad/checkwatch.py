@@ -1,0 +1,360 @@
+"""What the rule checker did during one plainly run call of a captured function, so that later
+calls can replay it checked (tinyad/checkedreplay.py).
+
+A checked replay runs the captured program without the checker, so it may replay only a call
+whose checks came out the same whatever the fields held, and must leave the checker as the
+plain call would. While the call runs, `Watch` looks on:
+
+  * every value the checker reads from a field goes through the storage, which it spies on: a
+    read that only copies values (for a later compare, a gradient's point), that looks for NaN
+    and infinity in a gradient, or that is the Tape's own arithmetic is noted, with where in
+    the call's events it came; any other read decided something from values (a compare, a look
+    at whether a gradient is zero, a recorded launch), and the call is not replayed;
+  * anything written to stderr (a report, a warning, a note) and any violation the checker
+    counts means the call is not replayed: a replay would say nothing;
+  * the checker's state (tinyad/checkstate.py declares each attribute) is watched entry by
+    entry: which entries the call read before it wrote them (a replay requires them to be as
+    they were then, up to the order of their times) and which it wrote (set again by a replay,
+    their times moved to the replay's). Its record of each launch is not watched: a replay
+    leaves none (tinyad/checkedreplay.py says why that is safe).
+
+`Watch.finish()` gives a `Watched`: what a replay must look for, copy, require and set.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tinyad import checkstate as cs
+from tinyad.runtime import runtime
+
+LOOK_UP = 24     # frames looked through for a kernel launch (is a copy made before one?)
+
+
+@dataclass
+class Watched:
+    """One watched call, as its replays need it."""
+    clocks: cs.Clocks
+    consts: list            # (role, name, value at the start): the same when replayed
+    empty: list             # (role, name): empty of pending entries when replayed
+    guards: list            # (role, name, key, kind, normal form then): read before written
+    writes: list            # (role, name, key, kind, value at the end): set by a replay
+    appended: dict          # field -> the Python writes the call logged (python_writes)
+    finite: list            # (position, field): the checks looked for NaN there
+    copies: list            # (position, field, slot): the checker's copies a replay makes
+    copy_slots: dict        # id(an array the checker holds) -> slot
+    launched: dict          # (traced, scalars) -> (number, time, pending?) of the call's latest
+    pending: list           # the call's latest launches awaiting an adjoint (their records)
+    kept_bytes: int         # the bytes of the checker's copies the call added, at most
+    why_not: str | None = None
+
+
+@dataclass
+class _Sites:
+    """The code of the checker's functions whose value reads a replay can stand for."""
+    passing: set                                 # a storage's read handed on
+    point: set = field(default_factory=set)      # a gradient's point copied (kept after)
+    witness: set = field(default_factory=set)    # a replayed read's box copied
+    finite: set = field(default_factory=set)     # NaN and infinity looked for
+    arithmetic: set = field(default_factory=set)  # the Tape's own work, the recording's
+    launch: object = None
+
+
+_SITES: list = []
+
+
+def _sites() -> _Sites:
+    if not _SITES:
+        # (fast mode's modules: imported only when a checked fast-mode call is watched)
+        from tinyad.capture import _RecordingStorage
+        from tinyad.check import launches, nonfinite
+        from tinyad.compile import pointcopies, replaycheck
+        from tinyad.field import Field
+        from tinyad.kernel import TracedKernel
+        from tinyad.tapeops import _take_gradient
+        sites = _Sites({Field.data.fget.__code__, _RecordingStorage.to_host.__code__})
+        sites.point = {launches.LaunchChecker.before_write.__code__,
+                       pointcopies.PointCopies.before_kernel_write.__code__,
+                       pointcopies.PointCopies.before_write.__code__}
+        sites.witness = {replaycheck.FastChecker._copy.__code__,
+                         replaycheck.FastChecker.before_write.__code__}
+        sites.finite = {nonfinite.after_launch.__code__, nonfinite.Batch.finish.__code__}
+        sites.arithmetic = {_take_gradient.__code__,
+                            _RecordingStorage.set_element.__code__}
+        sites.launch = TracedKernel.launch.__code__
+        _SITES.append(sites)
+    return _SITES[0]
+
+
+class Watch:
+    """Looks on while one call of a captured function runs plainly with fast mode's checks
+    (`start`, the call, `finish`; `stop` in any case)."""
+
+    def __init__(self, checker, recording):
+        self.checker, self.recording = checker, recording
+        self.storage = runtime.backend.storage
+        self.why_not: str | None = None
+        self.installed = False
+        self.finite: dict = {}          # (position, field) in order
+        self.point_reads: dict = {}     # field -> (position) of the last point copy of it
+        self.point_copies: dict = {}    # id(array) -> (position, field)
+        self.reports = 0
+
+    # ---- before the call ------------------------------------------------------------------
+    def start(self) -> None:
+        missing = cs.undeclared(self.checker)
+        if missing:
+            self.why_not = f"the checker holds {missing[0]}, which a replay knows nothing of"
+            return
+        self.objects = cs.state_objects(self.checker)
+        c = self.checker
+        self.consts = [(role, name, obj.__dict__[name]) for role, obj in self.objects.items()
+                       for name, how in cs.CHECKER_STATE[role].items()
+                       if how == "const" and name in obj.__dict__]
+        self.keeps = [(role, name, len(obj.__dict__[name]))
+                      for role, obj in self.objects.items()
+                      for name, how in cs.CHECKER_STATE[role].items()
+                      if how == "keep" and hasattr(obj.__dict__.get(name), "__len__")]
+        tick, version = c.tick(), c.next_version()
+        c.tick, c.next_version = cs.fresh_counter(tick + 1), cs.fresh_counter(version + 1)
+        self.clocks = cs.Clocks(tick, version, c.launches, c.tapes)
+        self.kept_bytes = c.kept_bytes
+        self.logs = {fld: (log, {id(w) for w in log}) for fld, log in c.python_writes.items()}
+        self._watch_containers()
+        self.to_host = self.storage.to_host
+        self.storage.__dict__["to_host"] = self._read
+        self.host, c.host = c.host, self._read
+        self.report, c.report = c.report, self._report
+        self.warn_once, c.lost.warn_once = c.lost.warn_once, self._warn_once
+        self.stderr = cs.install_stderr()
+        self.installed = True
+
+    def _watch_containers(self) -> None:
+        self.attribute_logs, self.containers = {}, {}
+        for role, obj in self.objects.items():
+            kinds = {name: how for name, how in cs.CHECKER_STATE[role].items()
+                     if isinstance(how, tuple)}
+            for name, (container, kind, *how) in kinds.items():
+                value = obj.__dict__[name]
+                if container == "dict":
+                    on_set = self._point_set if (role, name) == ("checker", "grad_point") \
+                        else None
+                    obj.__dict__[name] = cs.WatchedDict(value, kind, on_set, how == ["pop"])
+                elif container == "set":
+                    obj.__dict__[name] = cs.WatchedSet(value)
+                if container in ("dict", "set"):
+                    self.containers[(role, name)] = obj.__dict__[name]
+            log = cs.AttributeLog(kinds)
+            obj.__dict__["_watch_log"] = log
+            self.attribute_logs[role] = log
+            peaks = ["kept_bytes"] if "kept_bytes" in obj.__dict__ else []
+            if peaks:
+                log.peak = obj.__dict__["kept_bytes"]
+            obj.__class__ = cs._watching_class(type(obj), sorted(kinds) + peaks)
+
+    # ---- during it ------------------------------------------------------------------------
+    def _read(self, fld):
+        """The storage's to_host, spied on: what read this value, and what for."""
+        if self.why_not is None:
+            self._classify(sys._getframe(1), fld)
+        return self.to_host(fld)
+
+    def _classify(self, frame, fld) -> None:
+        sites = _sites()
+        while frame.f_code in sites.passing:
+            frame = frame.f_back
+        code, position = frame.f_code, len(self.recording.events)
+        if code in sites.finite:
+            self.finite[(position, fld)] = None
+        elif code in sites.point:
+            # before a launch's writes (its event is recorded as it starts), or before a
+            # Python-scope write (recorded as it happens)
+            self.point_reads[fld] = position - 1 if self._in_launch(frame) else position
+        elif code not in sites.witness and code not in sites.arithmetic:
+            self.why_not = (f"its checks looked at the values of {fld.name} "
+                            f"({code.co_name}): a replay would not")
+
+    @staticmethod
+    def _in_launch(frame) -> bool:
+        launch = _sites().launch
+        for _ in range(LOOK_UP):
+            frame = frame.f_back
+            if frame is None:
+                return False
+            if frame.f_code is launch:
+                return True
+        return False
+
+    def _point_set(self, grad, held) -> None:
+        """grad_point[grad] = (values, ...): note which copy its values are."""
+        values = held[0] if isinstance(held, tuple) else None
+        if isinstance(values, np.ndarray) and id(values) not in self.point_copies:
+            position = self.point_reads.get(grad.primal)
+            if position is None:
+                self.why_not = f"the checker kept values of {grad.primal.name} unseen"
+            else:
+                self.point_copies[id(values)] = (position, grad.primal)
+
+    def _report(self, error):
+        self.reports += 1
+        return self.report(error)
+
+    def _warn_once(self, report):
+        self.reports += 1
+        return self.warn_once(report)
+
+    # ---- after it -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Put everything back as it was (the call's values stay)."""
+        if not self.installed:
+            return
+        self.installed = False
+        c = self.checker
+        sys.stderr = self.stderr.inner
+        del self.storage.__dict__["to_host"]
+        del c.__dict__["report"], c.lost.__dict__["warn_once"]    # (their classes' again)
+        c.host = self.host
+        for role, obj in self.objects.items():
+            obj.__class__ = type(obj).__mro__[1]
+            del obj.__dict__["_watch_log"]
+            for name in cs.CHECKER_STATE[role]:
+                value = obj.__dict__.get(name)
+                if isinstance(value, cs.WatchedDict):
+                    obj.__dict__[name] = dict(dict.items(value))
+                elif isinstance(value, cs.WatchedSet):
+                    obj.__dict__[name] = set(set.__iter__(value))
+
+    def finish(self, events) -> Watched | None:
+        """After the call (and `stop`): what its replays need, or None with `why_not` said."""
+        self.stop()
+        if self.why_not is None:
+            self.why_not = self._problem()
+        if self.why_not is not None:
+            return None
+        c = self.checker
+        self.clocks.moved(c.tick(), c.next_version(), c.launches, c.tapes)
+        guards, writes = self._reads_and_writes()
+        copies, slots = self._copies(writes)
+        watched = Watched(self.clocks, self.consts, self._empty(), guards, writes,
+                          self._appended(), list(self.finite), copies, slots,
+                          self._launched(), self._pending(),
+                          self.attribute_logs["checker"].peak - self.kept_bytes)
+        self.why_not = _unmovable(watched)
+        return watched if self.why_not is None else None
+
+    def _problem(self) -> str | None:
+        if self.reports or self.stderr.count:
+            return "its checks reported something"
+        for role, name, value in self.consts:
+            if self.objects[role].__dict__.get(name) is not value and \
+                    self.objects[role].__dict__.get(name) != value:
+                return f"it ended with the checker's {name} changed"
+        for role, name, size in self.keeps:
+            if len(self.objects[role].__dict__[name]) != size:
+                return "its checks said something once"
+        if self.checker.partial_points:
+            return "the checker keeps part of a large field's values"
+        return None
+
+    def _empty(self) -> list:
+        return [(role, name) for role, names in cs.CHECKER_STATE.items()
+                for name, how in names.items() if how == "empty"]
+
+    def _reads_and_writes(self) -> tuple:
+        """-> (guards, writes) of Watched: the entries the call read before writing them, with
+        their normal forms then; the entries it wrote, with their values at its end."""
+        guards, writes = [], []
+        for role, obj in self.objects.items():
+            log = self.attribute_logs[role]
+            for name, form in log.reads.items():
+                guards.append((role, name, None, log.kinds[name][1], form))
+            for name, (container, kind, *_) in log.kinds.items():
+                watched = self.containers.get((role, name))
+                if watched is not None:
+                    if watched.whole:
+                        guards.append((role, name, cs.WHOLE, kind, cs.whole_form(watched.start)))
+                    else:
+                        guards += [(role, name, key, kind if value else "presence",
+                                    _read_form(watched, key, value))
+                                   for key, value in watched.read_keys.items()]
+                if name in log.written:           # a value set, or the container replaced
+                    value = obj.__dict__[name]
+                    if container == "dict":
+                        value = {k: cs.frozen(kind, v) for k, v in value.items()}
+                    writes.append((role, name, None, kind, cs.frozen(kind, value)))
+                elif watched is not None:
+                    final = obj.__dict__[name]
+                    for key in watched.written:
+                        value = cs.entry(final, key)
+                        if value is cs.ABSENT and watched.start.get(key, cs.ABSENT) is cs.ABSENT:
+                            continue      # (popped where it was not there: nothing to repeat)
+                        writes.append((role, name, key, kind, cs.frozen(kind, value)))
+        return guards, writes
+
+    def _copies(self, writes) -> tuple:
+        """The checker's copies the call's end still holds (a gradient's point), as copies a
+        replay makes: [(position, field, slot)], {id(array): slot}."""
+        copies, slots = [], {}
+        for role, name, key, kind, value in writes:
+            if kind != "PT" or not isinstance(value, tuple) or value[0] is None:
+                continue
+            held = id(value[0])
+            if held not in slots:
+                if held not in self.point_copies:
+                    self.why_not = "the checker holds a copy made before the call"
+                    continue
+                position, fld = self.point_copies[held]
+                slots[held] = len(copies)
+                copies.append((position, fld, slots[held]))
+        return copies, slots
+
+    def _appended(self) -> dict:
+        appended = {}
+        for fld, log in self.checker.python_writes.items():
+            _, ids = self.logs.get(fld, (None, set()))
+            new = [type(w)(w.site, w.box, w.kind, dataclasses.replace(w.access))
+                   for w in log if id(w) not in ids]
+            if new:
+                appended[fld] = new
+        return appended
+
+    def _pending(self) -> list:
+        first = self.clocks.launch
+        return [launch for launch in self.checker.latest.values()
+                if launch.number > first and not launch.tape and not launch.adjoint_runs]
+
+    def _launched(self) -> dict:
+        first = self.clocks.launch
+        return {key: (launch.number, launch.time, not launch.tape and not launch.adjoint_runs)
+                for key, launch in self.checker.latest.items() if launch.number > first}
+
+
+def _read_form(watched, key, value_read: bool):
+    form = watched.start.get(key, cs.ABSENT)
+    return form if value_read else cs.presence(form)
+
+
+def _unmovable(watched: Watched) -> str | None:
+    """Why the values the call wrote cannot be moved to a replay's times, or None: each time
+    in them must be the call's own or one it read from the state before it."""
+    read_ticks, read_versions = set(), set()
+    for *_, form in watched.guards:
+        cs.collect(form, read_ticks, read_versions)
+    call = watched.clocks
+    for role, name, key, kind, value in watched.writes:
+        if kind == "X":
+            return f"the checker's {name} changed in a way a replay cannot repeat"
+        whole = key is None and isinstance(value, (dict, set)) and \
+            cs.CHECKER_STATE[role][name][0] != "scalar"
+        items = (list(value.values()) if isinstance(value, dict) else []) if whole else [value]
+        for item in items:
+            ticks, versions = set(), set()
+            cs.collect(cs.norm(kind, item), ticks, versions)
+            if any(0 < t <= call.tick and t not in read_ticks for t in ticks):
+                return f"the checker's {name} holds a time from before the call"
+            if any(0 < v <= call.version and v not in read_versions for v in versions):
+                return f"the checker's {name} holds a version from before the call"
+    return None
