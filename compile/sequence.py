@@ -148,7 +148,9 @@ class _CompiledSequence:
             return (f"{pad}c{event.slot}.reshape(c{event.slot}.size)[:] = "
                     f"{array}.reshape({array}.size)  # copy {event.field.name}")
         if event.kind == "finite":
-            return (f"{pad}if not _all_finite({self._array(event.field)}):  # "
+            # (a sum is NaN or infinite where an element is, or where finite ones overflow:
+            # then the call runs plainly, which looks again)
+            return (f"{pad}if not np.isfinite({self._array(event.field)}.sum()):  # "
                     f"{event.field.name}\n{pad}    return {NONFINITE}")
         if event.kind != "launch":
             return pad + self._store(event)
@@ -222,18 +224,7 @@ def _module_source(kernels, body: str) -> str:
                         for kernel, name, _ in kernels)
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import sys\n\nimport numpy as np\nfrom numba import njit\n\n"
-            f"{imports}\n\n\n{_ALL_FINITE if 'not _all_finite(' in body else ''}"
-            f"@njit(error_model=\"numpy\", cache=True)\n{body}\n")
+            f"{imports}\n\n\n@njit(error_model=\"numpy\", cache=True)\n{body}\n")
 
 
 NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
-_ALL_FINITE = """@njit(cache=True)
-def _all_finite(a):
-    flat = a.reshape(a.size)
-    for i in range(flat.size):
-        if not np.isfinite(flat[i]):
-            return False
-    return True
-
-
-"""

@@ -49,11 +49,25 @@ class CheckedReplay:
             self.buffers = [np.empty_like(self.storage.to_host(fld))
                             for _, fld, _ in watched.copies]
             self.run = backend.sequence(self.program, self.buffers)
+        # (where the program cannot stop part way, nothing need be put back)
+        stops = bool(watched.finite) or any(_may_fail(e) for e in events if e.kind == "launch")
         self.saved = [(fld, np.empty_like(self.storage.to_host(fld)))
-                      for fld in _fields_to_save(events)]
+                      for fld in (_fields_to_save(events) if stops else ())]
         self.kernels = {e.traced for e in events if e.kind == "launch"}
+        why = f"ran in a checked replay of {name}"
+        # (kernel, scalars) of the call's launches -> how a replay forgot them; of those
+        # awaiting an adjoint, their number and time in the latest replay (made once: a
+        # mass-spring step's launches are thousands, each with its own time step)
+        self.forgotten_why = dict.fromkeys(watched.launched, why)
+        call = watched.clocks
+        self.start = [0, 0]       # the latest replay's first launch number and time
+        self.pending_at = {key: _InReplay(self.start, number - call.launch, time - call.tick)
+                           for key, (number, time, pending) in watched.launched.items()
+                           if pending}
         self.checker = backend.checker
         self.objects = cs.state_objects(self.checker)
+        shape, ticks, versions = cs.split_times([form for *_, form in watched.guards])
+        self.then = (shape, cs.order_of(ticks), cs.order_of(versions), ticks, versions)
         # The watched call's launches awaiting an adjoint: one differentiated by hand since (a
         # manual sweep after each call) means a replay would have been wrong to forget them
         self.pending = watched.pending
@@ -105,15 +119,13 @@ class CheckedReplay:
     def _alike(self):
         """Are the entries the watched call read before writing them as they were then, up to
         the order of their times? -> ({its time: ours}, {its version: ours}), or None."""
-        guards = self.watched.guards
-        then = [form for *_, form in guards]
-        now = [self._form(role, name, key, kind) for role, name, key, kind, _ in guards]
-        ranked_then, ticks_then, versions_then = cs.ranked(then)
-        ranked_now, ticks_now, versions_now = cs.ranked(now)
-        if ranked_then != ranked_now:
+        shape, tick_order, version_order, ticks, versions = self.then
+        now = cs.split_times([self._form(role, name, key, kind)
+                              for role, name, key, kind, _ in self.watched.guards])
+        if now[0] != shape or cs.order_of(now[1]) != tick_order or \
+                cs.order_of(now[2]) != version_order:
             return None
-        return (dict(zip(sorted(ticks_then), sorted(ticks_now))),
-                dict(zip(sorted(versions_then), sorted(versions_now))))
+        return dict(zip(ticks, now[1])), dict(zip(versions, now[2]))
 
     def _form(self, role, name, key, kind):
         value = self.objects[role].__dict__.get(name)
@@ -143,11 +155,9 @@ class CheckedReplay:
             log = c.python_writes.setdefault(fld, [])
             log += [type(w)(w.site, w.box, w.kind, move.access(w.access)) for w in entries]
             del log[:-64]
-        why = f"ran in a checked replay of {self.name}"
-        for key, (number, time, pending) in watched.launched.items():
-            c.replay_forgotten[key] = why
-            if pending:
-                c.forgotten[key] = (move.launch(number), move.tick(time))
+        c.replay_forgotten.update(self.forgotten_why)
+        self.start[:] = now.launch, now.tick
+        c.forgotten.update(self.pending_at)
         c.launches, c.tapes = now.launch + call.launches, now.tape + call.tapes
         c.tick = cs.fresh_counter(now.tick + call.ticks + 1)
         c.next_version = cs.fresh_counter(now.version + call.versions + 1)
@@ -175,6 +185,25 @@ class CheckedReplay:
             target[key] = move.value(kind, value)
 
 
+class _InReplay:
+    """(number, time) of a launch the latest replay made, as the checker's `forgotten` holds
+    those of launches that left its history (a stand-in for one, a note naming it)."""
+
+    __slots__ = ("number", "start", "time")
+
+    def __init__(self, start: list, number: int, time: int):
+        self.start, self.number, self.time = start, number, time
+
+    def __getitem__(self, i: int) -> int:
+        return (self.start[0] + self.number, self.start[1] + self.time)[i]
+
+    def __len__(self) -> int:
+        return 2
+
+    def __iter__(self):
+        return iter((self[0], self[1]))
+
+
 def _forget_launches(c, why: str) -> None:
     """Forget the checker's record of each launch, as of launches that left its history: a
     kernel.grad() of one later is said to be unchecked. (A replay made none: the record of
@@ -197,6 +226,13 @@ def _forget_launches(c, why: str) -> None:
     c.kept_bytes = 0
     c._no_waiting()
     c.races.verdicts = {}
+
+
+def _may_fail(launch) -> bool:
+    """May this launch stop the program with a bad index (fast mode: a kernel whose indices
+    its IR does not bound reports one through its flag, compile/badindex.py)?"""
+    generated = getattr(launch.traced.program(launch.variant), "generated", None)
+    return getattr(generated, "bad_slots", 1) != 0
 
 
 def _with_checks(events: list, watched) -> list:

@@ -69,21 +69,19 @@ _SITES: list = []
 def _sites() -> _Sites:
     if not _SITES:
         # (fast mode's modules: imported only when a checked fast-mode call is watched)
-        from tinyad.capture import _RecordingStorage
         from tinyad.check import launches, nonfinite
         from tinyad.compile import pointcopies, replaycheck
         from tinyad.field import Field
         from tinyad.kernel import TracedKernel
         from tinyad.tapeops import _take_gradient
-        sites = _Sites({Field.data.fget.__code__, _RecordingStorage.to_host.__code__})
+        sites = _Sites({Field.data.fget.__code__})
         sites.point = {launches.LaunchChecker.before_write.__code__,
                        pointcopies.PointCopies.before_kernel_write.__code__,
                        pointcopies.PointCopies.before_write.__code__}
         sites.witness = {replaycheck.FastChecker._copy.__code__,
                          replaycheck.FastChecker.before_write.__code__}
         sites.finite = {nonfinite.after_launch.__code__, nonfinite.Batch.finish.__code__}
-        sites.arithmetic = {_take_gradient.__code__,
-                            _RecordingStorage.set_element.__code__}
+        sites.arithmetic = {_take_gradient.__code__}
         sites.launch = TracedKernel.launch.__code__
         _SITES.append(sites)
     return _SITES[0]
@@ -111,6 +109,10 @@ class Watch:
             return
         self.objects = cs.state_objects(self.checker)
         c = self.checker
+        sites = _sites()      # (the recording storage of tinyad/capture.py reads for itself)
+        recording = type(self.recording.storage)
+        sites.passing.add(recording.to_host.__code__)
+        sites.arithmetic.add(recording.set_element.__code__)
         self.consts = [(role, name, obj.__dict__[name]) for role, obj in self.objects.items()
                        for name, how in cs.CHECKER_STATE[role].items()
                        if how == "const" and name in obj.__dict__]
@@ -312,11 +314,16 @@ class Watch:
         return copies, slots
 
     def _appended(self) -> dict:
+        """The Python writes the call logged, per field. Of its writes of a whole field only the
+        last: the log is looked through for the latest write after a time, or whether any
+        whole one came after it, which the last answers as all of them would."""
         appended = {}
         for fld, log in self.checker.python_writes.items():
             _, ids = self.logs.get(fld, (None, set()))
+            new = [w for w in log if id(w) not in ids]
+            last_whole = max((i for i, w in enumerate(new) if w.box is None), default=None)
             new = [type(w)(w.site, w.box, w.kind, dataclasses.replace(w.access))
-                   for w in log if id(w) not in ids]
+                   for i, w in enumerate(new) if w.box is not None or i == last_whole]
             if new:
                 appended[fld] = new
         return appended
