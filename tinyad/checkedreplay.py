@@ -68,9 +68,13 @@ class CheckedReplay:
         self.objects = cs.state_objects(self.checker)
         shape, ticks, versions = cs.split_times([form for *_, form in watched.guards])
         self.then = (shape, cs.order_of(ticks), cs.order_of(versions), ticks, versions)
-        # The watched call's launches awaiting an adjoint: one differentiated by hand since (a
-        # manual sweep after each call) means a replay would have been wrong to forget them
-        self.pending = watched.pending
+        # The watched call's launches awaiting an adjoint: one a kernel.grad() looked up since
+        # (a manual sweep after each call) means a replay would have been wrong to forget them
+        self.pending, self.sought = watched.pending, False
+        looked_up = _lookups(self.checker)
+        if before is not None:
+            before._unwatch()
+        looked_up.update({id(launch): self for launch in self.pending})
         self.dead = False      # a launch it ran was differentiated by hand after a replay
 
     def replay(self) -> bool:
@@ -94,8 +98,15 @@ class CheckedReplay:
             self.rng.bit_generator.state = rng_state
             return False
         self._apply(*earlier)
-        self.pending = []
+        self._unwatch()
         return True
+
+    def _unwatch(self) -> None:
+        looked_up = _lookups(self.checker)
+        for launch in self.pending:
+            if looked_up.get(id(launch)) is self:
+                del looked_up[id(launch)]
+        self.pending = []
 
     def _may(self, checker) -> bool:
         """May the checker's state be as the watched call's was? Its constants, what must be
@@ -104,7 +115,7 @@ class CheckedReplay:
         if self.dead or any(k in checker.forgotten_noted for k in self.kernels):
             self.dead = True
             return False
-        if any(launch.adjoint_runs for launch in self.pending):
+        if self.sought:
             return False
         for role, name, value in self.watched.consts:
             now = self.objects[role].__dict__.get(name)
@@ -183,6 +194,24 @@ class CheckedReplay:
             target.pop(key, None)
         else:
             target[key] = move.value(kind, value)
+
+
+def _lookups(checker) -> dict:
+    """id(a launch record) -> the CheckedReplay told when a kernel.grad() looks it up (the
+    checker's find_launch, wrapped once)."""
+    wrapped = checker.__dict__.get("find_launch")
+    if wrapped is None:
+        find = checker.find_launch
+
+        def wrapped(compiled, scalars):
+            launch = find(compiled, scalars)
+            replay = wrapped.watched.get(id(launch))
+            if replay is not None and any(launch is mine for mine in replay.pending):
+                replay.sought = True
+            return launch
+        wrapped.watched = {}
+        checker.find_launch = wrapped
+    return wrapped.watched
 
 
 class _InReplay:

@@ -43,7 +43,7 @@ CHECKER_STATE = {
         "mode": "const", "tick": "special", "launches": "counter", "tapes": "counter",
         "history": "launch", "awaiting_adjoint": "launch", "taped": "launch", "latest": "launch",
         "undifferentiated": "launch", "forgotten": "launch", "forgotten_noted": "keep",
-        "replay_forgotten": "memo", "tape": "const", "backward_loc": ("scalar", "P"),
+        "replay_forgotten": "memo", "find_launch": "special", "tape": "const", "backward_loc": ("scalar", "P"),
         "taint": ("dict", "P"), "python_reads": ("dict", "P"), "in_custom_grad": "const",
         "in_custom_primal": "const", "custom_forwards": "launch", "custom_recording": "const",
         "custom_running": "const", "problems": "keep",
