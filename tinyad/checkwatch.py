@@ -112,7 +112,8 @@ class Watch:
         sites = _sites()      # (the recording storage of tinyad/capture.py reads for itself)
         recording = type(self.recording.storage)
         sites.passing.add(recording.to_host.__code__)
-        sites.arithmetic.add(recording.set_element.__code__)
+        sites.arithmetic.update((recording.set_element.__code__,    # (x[i] = v: it writes)
+                                 type(self.storage).set_element.__code__))
         self.consts = [(role, name, obj.__dict__[name]) for role, obj in self.objects.items()
                        for name, how in cs.CHECKER_STATE[role].items()
                        if how == "const" and name in obj.__dict__]
@@ -193,7 +194,8 @@ class Watch:
     def _point_set(self, grad, held) -> None:
         """grad_point[grad] = (values, ...): note which copy its values are."""
         values = held[0] if isinstance(held, tuple) else None
-        if isinstance(values, np.ndarray) and id(values) not in self.point_copies:
+        if self.why_not is None and isinstance(values, np.ndarray) and \
+                id(values) not in self.point_copies:
             position = self.point_reads.get(grad.primal)
             if position is None:
                 self.why_not = f"the checker kept values of {grad.primal.name} unseen"
