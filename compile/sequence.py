@@ -74,7 +74,8 @@ def _python_runner(program, storage, rng, buffers):
         elif kind == "fill":
             storage.fill(event.field, event.value)
         elif kind == "copy":
-            np.copyto(buffers[event.slot], storage.to_host(event.field))
+            part = tuple(slice(lo, hi) for lo, hi in event.box)
+            buffers[event.slot][part] = storage.to_host(event.field)[part]
         elif not np.isfinite(storage.to_host(event.field)).all():
             raise _NonFinite
 
@@ -104,7 +105,7 @@ class _CompiledSequence:
 
     def __init__(self, program, rng, buffers=()):
         self.rng = rng
-        self.buffers = list(buffers)   # the arrays Copy events copy into (slot order)
+        self.buffers = buffers   # the arrays Copy events copy into, by slot (read at each call)
         self.fields: dict = {}       # id(field) -> (field, its argument name)
         self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
@@ -144,9 +145,14 @@ class _CompiledSequence:
     def _event(self, event, delta, depth) -> str:
         pad = "    " * depth
         if event.kind == "copy":
-            array = self._array(event.field)
-            return (f"{pad}c{event.slot}.reshape(c{event.slot}.size)[:] = "
-                    f"{array}.reshape({array}.size)  # copy {event.field.name}")
+            array, buffer = self._array(event.field), f"c{event.slot}"
+            if not event.scalars:
+                return (f"{pad}{buffer}.reshape({buffer}.size)[:] = "
+                        f"{array}.reshape({array}.size)  # copy {event.field.name}")
+            bounds = [self._bound(s, ds) for s, ds in
+                      zip(event.scalars, delta or (0,) * len(event.scalars))]
+            part = ", ".join(f"{lo}:{hi}" for lo, hi in zip(bounds[::2], bounds[1::2]))
+            return f"{pad}{buffer}[{part}] = {array}[{part}]  # copy {event.field.name}"
         if event.kind == "finite":
             # (a sum is NaN or infinite where an element is, or where finite ones overflow:
             # then the call runs plainly, which looks again)
@@ -179,6 +185,10 @@ class _CompiledSequence:
         kind = "ints" if is_int else "floats"
         self.numbers[kind].append(value)
         return f"{kind}[{len(self.numbers[kind]) - 1}]"
+
+    def _bound(self, value, delta) -> str:
+        text = self._number(value, True)
+        return text + (f" + r * {self._number(delta, True)}" if delta else "")
 
     def _scalar(self, dtype, value, delta) -> str:
         text = self._number(value, dtype.is_int)

@@ -29,10 +29,26 @@ def state(checker) -> dict:
                     forms[role, name] = _whole({k: cs.norm(kind, v) for k, v in value.items()})
                 else:
                     forms[role, name] = _whole(dict.fromkeys(value, True))
+    forms["checker", "kept values"] = _kept_values(checker)
     keys = list(forms)
     shape, ticks, versions = cs.split_times([forms[k] for k in keys])
     order = {"T#": cs.order_of(ticks), "V#": cs.order_of(versions)}
     return {k: _ordered(form, order) for k, form in zip(keys, shape)}
+
+
+def _kept_values(checker) -> tuple:
+    """The values the checker keeps of each gradient's point (on the boxes a large field's
+    point holds), as bytes: a later manual sweep compares them."""
+    points = {id(p.values): p for p in checker.partial_points.values()}
+    kept = []
+    for grad, (values, _, _) in checker.grad_point.items():
+        if values is None:
+            continue
+        point = points.get(id(values))
+        boxes = sorted(point.saved) if point is not None else [()]
+        kept.append((grad.name, tuple(
+            values[tuple(slice(lo, hi) for lo, hi in box)].tobytes() for box in boxes)))
+    return tuple(sorted(kept))
 
 
 def differences(one: dict, other: dict) -> list:

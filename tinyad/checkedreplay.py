@@ -26,6 +26,8 @@ followed by a kernel.grad() (a manual sweep of the captured launches) is not rep
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from tinyad import checkstate as cs
@@ -46,9 +48,11 @@ class CheckedReplay:
         if before is not None and before.program == self.program:   # (compiled already)
             self.buffers, self.run = before.buffers, before.run
         else:
-            self.buffers = [np.empty_like(self.storage.to_host(fld))
-                            for _, fld, _ in watched.copies]
+            shapes = {slot: fld for _, fld, slot, _ in watched.copies}
+            self.buffers = [np.empty_like(self.storage.to_host(shapes[slot]))
+                            for slot in range(len(shapes))]
             self.run = backend.sequence(self.program, self.buffers)
+        self.spare = [[b] for b in self.buffers]   # each slot's arrays (see `_fresh_buffers`)
         # (where the program cannot stop part way, nothing need be put back)
         stops = bool(watched.finite) or any(_may_fail(e) for e in events if e.kind == "launch")
         self.saved = [(fld, np.empty_like(self.storage.to_host(fld)))
@@ -86,6 +90,7 @@ class CheckedReplay:
         if earlier is None:
             return False
         rng_state = self.rng.bit_generator.state
+        self._fresh_buffers()
         for fld, copy in self.saved:
             np.copyto(copy, self.storage.to_host(fld))
         try:
@@ -107,6 +112,18 @@ class CheckedReplay:
             if looked_up.get(id(launch)) is self:
                 del looked_up[id(launch)]
         self.pending = []
+
+    def _fresh_buffers(self) -> None:
+        """For each copy, an array the checker holds no longer: the copies a replay makes go to
+        the checker's state (no copy of them), so the next writes into another of the slot's,
+        the one the last replay's state let go."""
+        for slot, arrays in enumerate(self.spare):
+            free = next((a for a in arrays if sys.getrefcount(a) <= 3), None)
+            if free is None:
+                free = np.empty_like(arrays[0])
+                arrays.append(free)
+                del arrays[:-3]
+            self.buffers[slot] = free
 
     def _may(self, checker) -> bool:
         """May the checker's state be as the watched call's was? Its constants, what must be
@@ -155,9 +172,7 @@ class CheckedReplay:
         c, watched = self.checker, self.watched
         call = watched.clocks
         now = cs.Clocks(c.tick(), c.next_version(), c.launches, c.tapes)
-        copies = {}
-        for held, slot in watched.copy_slots.items():
-            copies[held] = self.buffers[slot].copy()
+        copies = {held: self.buffers[slot] for held, slot in watched.copy_slots.items()}
         move = cs.Renumber(call, now, earlier_ticks, earlier_versions, copies)
         _forget_launches(c, f"ran in a checked replay of {self.name}")
         for role, name, key, kind, value in watched.writes:
@@ -270,8 +285,8 @@ def _with_checks(events: list, watched) -> list:
     at: dict = {}
     for position, fld in watched.finite:
         at.setdefault(position, []).append(CheckFinite(fld))
-    for position, fld, slot in watched.copies:
-        at.setdefault(position, []).append(Copy(fld, slot))
+    for position, fld, slot, box in watched.copies:
+        at.setdefault(position, []).append(Copy(fld, slot, box))
     out = []
     for position, event in enumerate(events):
         out += at.get(position, ())

@@ -61,7 +61,7 @@ CHECKER_STATE = {
         "versions": ("dict", "V"), "next_version": "special", "waiting": "launch",
         "waiting_spans": "launch", "waiting_live": "launch", "waiting_fixed": "launch",
         "waiting_limit": "launch", "differentiating": "const", "released_noted": "keep",
-        "partial_points": ("dict", "X"), "checks_nonfinite": "const",
+        "partial_points": ("dict", "PP"), "checks_nonfinite": "const",
         "nonfinite_seen": ("dict", "T", "pop"), "nonfinite_owed": ("dict", "P", "pop"),
         "nonfinite_warned": "keep", "nonfinite_batch": "const", "nonfinite_batching": "const",
     },
@@ -111,6 +111,8 @@ def norm(kind: str, value):
     if kind == "PT":
         values, sweep, time = value
         return ("PT", values is None, _norm_access(sweep), ("T", time))
+    if kind == "PP":        # (a PartialPoint, compile/pointcopies.py: which boxes it holds)
+        return ("PP", frozenset(value.saved), value.complete)
     return _plain(value)
 
 
@@ -239,6 +241,11 @@ class Renumber:
             if values is not None:
                 values = self.copies[id(values)]
             return (values, self.access(sweep), self.tick(time))
+        if kind == "PP":
+            point = object.__new__(type(value))
+            point.values, point.saved = self.copies[id(value.values)], set(value.saved)
+            point.complete = False
+            return point
         return _copied(value)
 
 
@@ -249,6 +256,10 @@ def frozen(kind: str, value):
         return dataclasses.replace(value)
     if kind == "PT" and isinstance(value, tuple):
         return (value[0], dataclasses.replace(value[1]), value[2])
+    if kind == "PP" and value is not ABSENT:
+        point = object.__new__(type(value))
+        point.values, point.saved, point.complete = value.values, set(value.saved), False
+        return point
     return _copied(value)
 
 

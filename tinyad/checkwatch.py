@@ -99,6 +99,7 @@ class Watch:
         self.finite: dict = {}          # (position, field) in order
         self.point_reads: dict = {}     # field -> (position) of the last point copy of it
         self.point_copies: dict = {}    # id(array) -> (position, field)
+        self.partial: dict = {}         # id(a PartialPoint) -> [(what, position, box)] of the call
         self.reports = 0
 
     # ---- before the call ------------------------------------------------------------------
@@ -132,8 +133,32 @@ class Watch:
         self.host, c.host = c.host, self._read
         self.report, c.report = c.report, self._report
         self.warn_once, c.lost.warn_once = c.lost.warn_once, self._warn_once
+        self._watch_partial_points()
         self.stderr = cs.install_stderr()
         self.installed = True
+
+    def _watch_partial_points(self) -> None:
+        """What the call does with the points of large fields copied box by box (their class's
+        methods, watched while it runs)."""
+        from tinyad.compile.pointcopies import PartialPoint
+        self.partial_class = PartialPoint
+        self.partial_methods = {name: PartialPoint.__dict__[name]
+                                for name in ("__init__", "restart", "save", "fill")}
+        methods = {name.strip("_"): method for name, method in self.partial_methods.items()}
+        watch = self
+
+        def noted(what):
+            def method(point, *args):
+                if what != "save" or args[0] not in point.saved:
+                    position = len(watch.recording.events)
+                    if what == "save" and watch._in_launch(sys._getframe(1)):
+                        position -= 1     # (before the launch that writes the box)
+                    watch.partial.setdefault(id(point), []).append(
+                        (what, position, args[0] if what == "save" else None))
+                return methods[what](point, *args)
+            return method
+        for name in ("__init__", "restart", "save", "fill"):
+            setattr(PartialPoint, name, noted(name.strip("_")))
 
     def _watch_containers(self) -> None:
         self.attribute_logs, self.containers = {}, {}
@@ -221,6 +246,8 @@ class Watch:
         del self.storage.__dict__["to_host"]
         del c.__dict__["report"], c.lost.__dict__["warn_once"]    # (their classes' again)
         c.host = self.host
+        for name, method in self.partial_methods.items():
+            setattr(self.partial_class, name, method)
         for role, obj in self.objects.items():
             obj.__class__ = type(obj).__mro__[1]
             del obj.__dict__["_watch_log"]
@@ -259,8 +286,6 @@ class Watch:
         for role, name, size in self.keeps:
             if len(self.objects[role].__dict__[name]) != size:
                 return "its checks said something once"
-        if self.checker.partial_points:
-            return "the checker keeps part of a large field's values"
         return None
 
     def _empty(self) -> list:
@@ -299,21 +324,40 @@ class Watch:
         return guards, writes
 
     def _copies(self, writes) -> tuple:
-        """The checker's copies the call's end still holds (a gradient's point), as copies a
-        replay makes: [(position, field, slot)], {id(array): slot}."""
+        """The checker's copies the call's end still holds (a gradient's point: a whole copy,
+        or a large field's box by box), as copies a replay makes: [(position, field, slot,
+        box)], {id(array): slot}."""
         copies, slots = [], {}
+        points = {id(p.values): (fld, p) for fld, p in self.checker.partial_points.items()}
         for role, name, key, kind, value in writes:
-            if kind != "PT" or not isinstance(value, tuple) or value[0] is None:
+            if kind == "PP" and value is not cs.ABSENT:
+                held = id(value.values)
+            elif kind == "PT" and isinstance(value, tuple) and value[0] is not None:
+                held = id(value[0])
+            else:
                 continue
-            held = id(value[0])
-            if held not in slots:
-                if held not in self.point_copies:
-                    self.why_not = "the checker holds a copy made before the call"
-                    continue
+            if held in slots:
+                continue
+            slots[held] = slot = len(slots)
+            if held in points:
+                self._partial_copies(*points[held], slot, copies)
+            elif held in self.point_copies:
                 position, fld = self.point_copies[held]
-                slots[held] = len(copies)
-                copies.append((position, fld, slots[held]))
+                copies.append((position, fld, slot, ()))
+            else:
+                self.why_not = self.why_not or "the checker holds a copy made before the call"
         return copies, slots
+
+    def _partial_copies(self, fld, point, slot, copies) -> None:
+        """A large field's point, box by box: its boxes as the call saved them."""
+        done = self.partial.get(id(point), [])
+        starts = [i for i, (what, _, _) in enumerate(done) if what in ("init", "restart")]
+        if not starts or any(what == "fill" for what, _, _ in done[starts[-1]:]):
+            self.why_not = self.why_not or (f"the checker holds part of {fld.name}'s values "
+                                            "from before the call")
+            return
+        for what, position, box in done[starts[-1] + 1:]:
+            copies.append((position, fld, slot, sum(box, ())))
 
     def _appended(self) -> dict:
         """The Python writes the call logged, per field. Of its writes of a whole field only the
@@ -354,8 +398,6 @@ def _unmovable(watched: Watched) -> str | None:
         cs.collect(form, read_ticks, read_versions)
     call = watched.clocks
     for role, name, key, kind, value in watched.writes:
-        if kind == "X":
-            return f"the checker's {name} changed in a way a replay cannot repeat"
         whole = key is None and isinstance(value, (dict, set)) and \
             cs.CHECKER_STATE[role][name][0] != "scalar"
         items = (list(value.values()) if isinstance(value, dict) else []) if whole else [value]

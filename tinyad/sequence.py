@@ -34,6 +34,9 @@ class Launch:
     def key(self):
         return ("launch", id(self.traced), self.variant, tuple(map(_kind, self.scalars)))
 
+    def moved(self, scalars):
+        return Launch(self.traced, self.variant, scalars)
+
     def text(self) -> str:
         name = self.traced.ir.name + ("" if self.variant == "primal" else f" ({self.variant})")
         return f"launch {name}({', '.join(map(repr, self.scalars))})"
@@ -91,31 +94,41 @@ class CheckFinite:
 
 @dataclass(frozen=True)
 class Copy:
-    """A checked replay's copy of `field` into its buffer number `slot`: the values the rule
-    checker kept of it at this point of the capture's run, kept again."""
+    """A checked replay's copy of `field` into its buffer number `slot` (of the field's shape):
+    the values the rule checker kept of it at this point of the capture's run, kept again. Its
+    scalars are the box copied, (lo, hi) of each leading index flat (none: all of it), so that
+    a time loop's copies of row t roll into one like its launches."""
     kind = "copy"
     field: Any
     slot: int
-    scalars = ()
+    scalars: tuple = ()
 
     @property
     def key(self):
-        return ("copy", id(self.field), self.slot)
+        return ("copy", id(self.field), self.slot, len(self.scalars))
+
+    def moved(self, scalars):
+        return Copy(self.field, self.slot, scalars)
+
+    @property
+    def box(self) -> tuple:
+        return tuple(zip(self.scalars[::2], self.scalars[1::2]))
 
     def text(self) -> str:
-        return f"copy {self.field.name} (for the checks)"
+        where = "".join(f"[{lo}:{hi}]" for lo, hi in self.box)
+        return f"copy {self.field.name}{where} (for the checks)"
 
 
 @dataclass(frozen=True)
 class Loop:
-    """`count` repeats of `body` (its first step's events); in step r a launch's scalar k is
+    """`count` repeats of `body` (its first step's events); in step r an event's scalar k is
     body[j].scalars[k] + r * deltas[j][k]."""
     count: int
     body: tuple
     deltas: tuple
 
     def step(self, r: int) -> list:
-        return [event if not any(delta) else Launch(event.traced, event.variant, tuple(
+        return [event if not any(delta) else event.moved(tuple(
                     s + r * d for s, d in zip(event.scalars, delta)))
                 for event, delta in zip(self.body, self.deltas)]
 
