@@ -313,7 +313,47 @@ def _time_loop_in_one_tape():
     return SimpleNamespace(step=step, before=before, after=after, fields=[x, loss, w.grad])
 
 
-@pytest.mark.parametrize("program", [_gravity, _time_loop_in_one_tape])
+def _forward_after_a_tape():
+    """A time loop captured without a Tape, after a Tape (run plainly) over the same large
+    field: the gradient its Tape took is at the field's values then, which the loop
+    overwrites row by row, so the checker keeps them, box by box, for a later manual sweep
+    to compare (the replay copies them as the plain call does)."""
+    steps, n = 6, 48
+    p = ti.field(ti.f64, shape=(steps + 1, n, n), needs_grad=True)
+    p0 = ti.field(ti.f64, shape=(n, n), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def start():
+        for i, j in p0:
+            p[0, i, j] = p0[i, j]
+
+    @ti.kernel
+    def advance(t: ti.i32):
+        for i, j in ti.ndrange(n, n):
+            p[t + 1, i, j] = ti.sin(p[t, i, j]) + 0.1 * t
+
+    @ti.kernel
+    def measure():
+        for i, j in ti.ndrange(n, n):
+            loss[None] += p[steps, i, j] ** 2
+
+    def step():
+        start()
+        for t in range(steps):
+            advance(t)
+
+    def before(k):
+        p0.from_numpy(np.linspace(0, 1, n * n).reshape(n, n) + k)
+
+    def after(k):
+        with ti.ad.Tape(loss=loss):
+            step()
+            measure()
+    return SimpleNamespace(step=step, before=before, after=after, fields=[p, loss, p0.grad])
+
+
+@pytest.mark.parametrize("program", [_gravity, _time_loop_in_one_tape, _forward_after_a_tape])
 def test_a_clean_program_replays_and_leaves_the_checker_as_the_plain_calls(mode, program):
     replays = _compare(mode, "error", program)
     if mode == "fast":

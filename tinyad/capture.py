@@ -40,7 +40,7 @@ import types
 
 import numpy as np
 
-from tinyad.checkedreplay import CheckedReplay
+from tinyad.checkedreplay import CheckedReplay, free_retired
 from tinyad.checkwatch import Watch
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.core.notices import note
@@ -93,6 +93,8 @@ class Captured:
             self.replays += 1
             return None
         checker = getattr(runtime.backend, "checker", None) if why is None else None
+        if checker is not None:
+            free_retired(checker)
         watch = None
         if checker is not None and (found is None or found.watch_now()):
             watch = Watch(checker, None)

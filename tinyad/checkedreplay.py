@@ -49,13 +49,14 @@ class CheckedReplay:
             self.buffers, self.run = before.buffers, before.run
         else:
             shapes = {slot: fld for _, fld, slot, _ in watched.copies}
-            self.buffers = [np.empty_like(self.storage.to_host(shapes[slot]))
+            self.buffers = [_touched(self.storage.to_host(shapes[slot]))
                             for slot in range(len(shapes))]
             self.run = backend.sequence(self.program, self.buffers)
-        self.spare = [[b] for b in self.buffers]   # each slot's arrays (see `_fresh_buffers`)
+        # each slot's arrays (see `_fresh_buffers`), two to take turns
+        self.spare = [[b, _touched(b)] for b in self.buffers]
         # (where the program cannot stop part way, nothing need be put back)
         stops = bool(watched.finite) or any(_may_fail(e) for e in events if e.kind == "launch")
-        self.saved = [(fld, np.empty_like(self.storage.to_host(fld)))
+        self.saved = [(fld, _touched(self.storage.to_host(fld)))
                       for fld in (_fields_to_save(events) if stops else ())]
         self.kernels = {e.traced for e in events if e.kind == "launch"}
         why = f"ran in a checked replay of {name}"
@@ -74,11 +75,15 @@ class CheckedReplay:
         self.then = (shape, cs.order_of(ticks), cs.order_of(versions), ticks, versions)
         # The watched call's launches awaiting an adjoint: one a kernel.grad() looked up since
         # (a manual sweep after each call) means a replay would have been wrong to forget them
-        self.pending, self.sought = watched.pending, False
-        looked_up = _lookups(self.checker)
+        self.pending = {id(launch): launch for launch in watched.pending}
+        self.sought = False
+        watching = _lookups(self.checker)
         if before is not None:
             before._unwatch()
-        looked_up.update({id(launch): self for launch in self.pending})
+        watching.append(self)
+        # What the first replay forgets, worked out now (it costs the plain call little):
+        # right while no launch came between
+        self.first_forget = _to_forget(self.checker, why)
         self.dead = False      # a launch it ran was differentiated by hand after a replay
 
     def replay(self) -> bool:
@@ -107,11 +112,10 @@ class CheckedReplay:
         return True
 
     def _unwatch(self) -> None:
-        looked_up = _lookups(self.checker)
-        for launch in self.pending:
-            if looked_up.get(id(launch)) is self:
-                del looked_up[id(launch)]
-        self.pending = []
+        watching = _lookups(self.checker)
+        if self in watching:
+            watching.remove(self)
+        self.pending, self.first_forget = {}, None
 
     def _fresh_buffers(self) -> None:
         """For each copy, an array the checker holds no longer: the copies a replay makes go to
@@ -120,7 +124,7 @@ class CheckedReplay:
         for slot, arrays in enumerate(self.spare):
             free = next((a for a in arrays if sys.getrefcount(a) <= 3), None)
             if free is None:
-                free = np.empty_like(arrays[0])
+                free = _touched(arrays[0])
                 arrays.append(free)
                 del arrays[:-3]
             self.buffers[slot] = free
@@ -174,7 +178,7 @@ class CheckedReplay:
         now = cs.Clocks(c.tick(), c.next_version(), c.launches, c.tapes)
         copies = {held: self.buffers[slot] for held, slot in watched.copy_slots.items()}
         move = cs.Renumber(call, now, earlier_ticks, earlier_versions, copies)
-        _forget_launches(c, f"ran in a checked replay of {self.name}")
+        _forget_launches(c, f"ran in a checked replay of {self.name}", self.first_forget)
         for role, name, key, kind, value in watched.writes:
             self._set(role, name, key, kind, value, move)
         for fld, entries in watched.appended.items():
@@ -211,22 +215,31 @@ class CheckedReplay:
             target[key] = move.value(kind, value)
 
 
-def _lookups(checker) -> dict:
-    """id(a launch record) -> the CheckedReplay told when a kernel.grad() looks it up (the
-    checker's find_launch, wrapped once)."""
+def _touched(like: np.ndarray) -> np.ndarray:
+    """An array like `like`, its memory written once now: a large array's first writes fault
+    in each page, which would cost the replays that use it more than their copies (16 MB: 20
+    ms, here)."""
+    array = np.empty_like(like)
+    array.fill(0)
+    return array
+
+
+def _lookups(checker) -> list:
+    """The CheckedReplays told when a kernel.grad() looks up one of their `pending` launch
+    records (the checker's find_launch, wrapped once)."""
     wrapped = checker.__dict__.get("find_launch")
     if wrapped is None:
         find = checker.find_launch
 
         def wrapped(compiled, scalars):
             launch = find(compiled, scalars)
-            replay = wrapped.watched.get(id(launch))
-            if replay is not None and any(launch is mine for mine in replay.pending):
-                replay.sought = True
+            for replay in wrapped.watching:
+                if replay.pending.get(id(launch)) is launch:
+                    replay.sought = True
             return launch
-        wrapped.watched = {}
+        wrapped.watching = []
         checker.find_launch = wrapped
-    return wrapped.watched
+    return wrapped.watching
 
 
 class _InReplay:
@@ -248,28 +261,47 @@ class _InReplay:
         return iter((self[0], self[1]))
 
 
-def _forget_launches(c, why: str) -> None:
+def _to_forget(c, why: str) -> tuple:
+    """What forgetting the checker's launch records adds to its notes of forgotten launches
+    (`_forget_launches`), and the launch count it holds for."""
+    return (c.launches, dict.fromkeys(c.latest, why),
+            {key: (alike[-1].number, alike[-1].time)
+             for key, alike in c.undifferentiated.items() if alike})
+
+
+def _forget_launches(c, why: str, worked_out=None) -> None:
     """Forget the checker's record of each launch, as of launches that left its history: a
     kernel.grad() of one later is said to be unchecked. (A replay made none: the record of
-    the launches before it would be what the program's writes left unwatched.)"""
-    for key, launch in c.latest.items():
-        c.replay_forgotten[key] = why
-        if not launch.tape and not launch.adjoint_runs:
-            c.forgotten[key] = (launch.number, launch.time)
-    for key, alike in c.undifferentiated.items():
-        if alike:
-            c.replay_forgotten[key] = why
-            c.forgotten[key] = (alike[-1].number, alike[-1].time)
-    c.history.clear()
-    c.latest.clear()
-    c.undifferentiated.clear()
-    c.awaiting_adjoint.clear()
+    the launches before it would be what the program's writes left unwatched.) `worked_out`:
+    `_to_forget`'s, made before (right if no launch came since). The records go to
+    `c.replay_retired`, freed at the next plain call (`free_retired`): after a plain call
+    they are thousands of objects, and freeing them would cost the first replay more than its
+    program (the copies they hold, a call's worth, are held no longer than the plain calls
+    would hold them, until their launches left the history)."""
+    if not c.history and not c.latest and not c.undifferentiated and not c.kept:
+        return
+    if worked_out is None or worked_out[0] != c.launches:
+        worked_out = _to_forget(c, why)
+    c.replay_forgotten.update(worked_out[1])
+    c.forgotten.update(worked_out[2])
+    del c.replay_retired[:-1]    # (plain launches between replays: the older ones go now)
+    c.replay_retired.append((c.history, c.latest, c.undifferentiated, c.awaiting_adjoint,
+                             c.taped, c.custom_forwards, c.reads, c.kept))
+    c.history = type(c.history)(maxlen=c.history.maxlen)
+    c.latest, c.undifferentiated, c.awaiting_adjoint = {}, {}, {}
     c.taped, c.custom_forwards = [], []
-    c.reads, c.buffers = type(c.reads)(), type(c.buffers)()
-    c.kept.clear()
+    c.reads, c.buffers, c.kept = type(c.reads)(), type(c.buffers)(), type(c.kept)()
     c.kept_bytes = 0
     c._no_waiting()
     c.races.verdicts = {}
+
+
+def free_retired(checker) -> None:
+    """Free what replays set aside (`_forget_launches`): at a plain call, where it costs
+    little."""
+    retired = getattr(checker, "replay_retired", None)
+    if retired:
+        retired.clear()
 
 
 def _may_fail(launch) -> bool:

@@ -151,8 +151,10 @@ class LaunchChecker:
         self.forgotten: dict = {}
         self.forgotten_noted: set = set()
         # (kernel, scalars) of launches a checked replay of a captured function made or forgot
-        # (tinyad/checkedreplay.py) -> how that came (it keeps no record of each launch)
+        # (tinyad/checkedreplay.py) -> how that came (it keeps no record of each launch); the
+        # records it set aside, freed at the next plain call
         self.replay_forgotten: dict = {}
+        self.replay_retired: list = []
         self.tape = None               # while a Tape records: the backend's scope of it
         self.backward_loc = None       # while a Tape's backward runs: the user's line of it
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
