@@ -55,9 +55,10 @@ class CheckedReplay:
         # each slot's arrays (see `_fresh_buffers`), two to take turns
         self.spare = [[b, _touched(b)] for b in self.buffers]
         # (where the program cannot stop part way, nothing need be put back)
-        stops = bool(watched.finite) or any(_may_fail(e) for e in events if e.kind == "launch")
+        self.stops = bool(watched.finite) or any(_may_fail(e) for e in events
+                                                 if e.kind == "launch")
         self.saved = [(fld, _touched(self.storage.to_host(fld)))
-                      for fld in (_fields_to_save(events) if stops else ())]
+                      for fld in (_fields_to_save(events) if self.stops else ())]
         self.kernels = {e.traced for e in events if e.kind == "launch"}
         why = f"ran in a checked replay of {name}"
         # (kernel, scalars) of the call's launches -> how a replay forgot them; of those
@@ -71,6 +72,7 @@ class CheckedReplay:
                            if pending}
         self.checker = backend.checker
         self.objects = cs.state_objects(self.checker)
+        self.consts = [(self.objects[role], name, value) for role, name, value in watched.consts]
         shape, ticks, versions = cs.split_times([form for *_, form in watched.guards])
         self.then = (shape, cs.order_of(ticks), cs.order_of(versions), ticks, versions)
         # The watched call's launches awaiting an adjoint: one a kernel.grad() looked up since
@@ -94,8 +96,10 @@ class CheckedReplay:
         earlier = self._alike()
         if earlier is None:
             return False
-        rng_state = self.rng.bit_generator.state
-        self._fresh_buffers()
+        # (the random numbers are put back too where the program may stop part way)
+        rng_state = self.rng.bit_generator.state if self.stops else None
+        if self.spare:
+            self._fresh_buffers()
         for fld, copy in self.saved:
             np.copyto(copy, self.storage.to_host(fld))
         try:
@@ -133,17 +137,18 @@ class CheckedReplay:
         """May the checker's state be as the watched call's was? Its constants, what must be
         empty; no kernel.grad() of a launch a replay forgot, nor of one the watched call left
         (the launches it leaves are wanted: the calls run plainly)."""
-        if self.dead or any(k in checker.forgotten_noted for k in self.kernels):
+        if self.dead or (checker.forgotten_noted and
+                         not self.kernels.isdisjoint(checker.forgotten_noted)):
             self.dead = True
             return False
         if self.sought:
             return False
-        for role, name, value in self.watched.consts:
-            now = self.objects[role].__dict__.get(name)
+        for obj, name, value in self.consts:
+            now = obj.__dict__.get(name)
             if now is not value and now != value:
                 return False
-        if any(not launch.tape and not launch.adjoint_runs
-               for launch, *_ in checker.lost.sweeps.passed):
+        if checker.lost.sweeps.passed and any(not launch.tape and not launch.adjoint_runs
+                                              for launch, *_ in checker.lost.sweeps.passed):
             return False
         # (nor may the checker's copies pass its budget where the call's did not: a note)
         return checker.kept_bytes + self.watched.kept_bytes <= checker.MEMORY_BUDGET
