@@ -62,30 +62,45 @@ class _Sites:
     finite: set = field(default_factory=set)     # NaN and infinity looked for
     arithmetic: set = field(default_factory=set)  # the Tape's own work, the recording's
     launch: object = None
+    partial: object = None                       # compile/pointcopies.py PartialPoint
 
 
 _SITES: list = []
 
 
-def _sites() -> _Sites:
+def _sites() -> _Sites | None:
+    """The checker's functions a watch knows, or None where they are not found (tinyad changed:
+    then no call is replayed, rather than one watched wrongly)."""
     if not _SITES:
-        # (fast mode's modules: imported only when a checked fast-mode call is watched)
-        from tinyad.check import launches, nonfinite
-        from tinyad.compile import pointcopies, replaycheck
-        from tinyad.field import Field
-        from tinyad.kernel import TracedKernel
-        from tinyad.tapeops import _take_gradient
-        sites = _Sites({Field.data.fget.__code__})
-        sites.point = {launches.LaunchChecker.before_write.__code__,
-                       pointcopies.PointCopies.before_kernel_write.__code__,
-                       pointcopies.PointCopies.before_write.__code__}
-        sites.witness = {replaycheck.FastChecker._copy.__code__,
-                         replaycheck.FastChecker.before_write.__code__}
-        sites.finite = {nonfinite.after_launch.__code__, nonfinite.Batch.finish.__code__}
-        sites.arithmetic = {_take_gradient.__code__}
-        sites.launch = TracedKernel.launch.__code__
-        _SITES.append(sites)
+        try:
+            _SITES.append(_find_sites())
+        except (AttributeError, ImportError, KeyError):
+            _SITES.append(None)
     return _SITES[0]
+
+
+def _find_sites() -> _Sites:
+    # (fast mode's modules: imported only when a checked fast-mode call is watched)
+    from tinyad.check import launches, nonfinite
+    from tinyad.compile import pointcopies, replaycheck
+    from tinyad.field import Field
+    from tinyad.kernel import TracedKernel
+    from tinyad.tapeops import _take_gradient
+    sites = _Sites({Field.data.fget.__code__})
+    sites.point = {launches.LaunchChecker.before_write.__code__,
+                   pointcopies.PointCopies.before_kernel_write.__code__,
+                   pointcopies.PointCopies.before_write.__code__}
+    sites.witness = {replaycheck.FastChecker._copy.__code__,
+                     replaycheck.FastChecker.before_write.__code__}
+    sites.finite = {nonfinite.after_launch.__code__, nonfinite.Batch.finish.__code__}
+    sites.arithmetic = {_take_gradient.__code__}
+    sites.launch = TracedKernel.launch.__code__
+    sites.partial = pointcopies.PartialPoint
+    missing = [name for name in ("__init__", "restart", "save", "fill")
+               if name not in vars(sites.partial)]
+    if missing:
+        raise AttributeError(missing[0])
+    return sites
 
 
 class Watch:
@@ -112,6 +127,9 @@ class Watch:
         self.objects = cs.state_objects(self.checker)
         c = self.checker
         sites = _sites()      # (the recording storage of tinyad/capture.py reads for itself)
+        if sites is None:
+            self.why_not = "its checker's functions are not those tinyad/checkwatch.py knows"
+            return
         recording = type(self.recording.storage)
         sites.passing.add(recording.to_host.__code__)
         sites.arithmetic.update((recording.set_element.__code__,    # (x[i] = v: it writes)
@@ -141,7 +159,7 @@ class Watch:
     def _watch_partial_points(self) -> None:
         """What the call does with the points of large fields copied box by box (their class's
         methods, watched while it runs)."""
-        from tinyad.compile.pointcopies import PartialPoint
+        PartialPoint = _sites().partial
         self.partial_class = PartialPoint
         self.partial_methods = {name: PartialPoint.__dict__[name]
                                 for name in ("__init__", "restart", "save", "fill")}
@@ -152,8 +170,8 @@ class Watch:
             def method(point, *args):
                 if what != "save" or args[0] not in point.saved:
                     position = len(watch.recording.events)
-                    if what == "save" and watch._in_launch(sys._getframe(1)):
-                        position -= 1     # (before the launch that writes the box)
+                    if what == "save":    # (before the launch that writes the box)
+                        position = watch._launch_at(sys._getframe(1), position)
                     watch.partial.setdefault(id(point), []).append(
                         (what, position, args[0] if what == "save" else None))
                 return methods[what](point, *args)
@@ -197,25 +215,30 @@ class Watch:
             frame = frame.f_back
         code, position = frame.f_code, len(self.recording.events)
         if code in sites.finite:
-            self.finite[(position, fld)] = None
+            # after the launch that wrote the gradient (or the Tape's backward, at its end)
+            self.finite[(self._launch_at(frame, position - 1) + 1, fld)] = None
         elif code in sites.point:
-            # before a launch's writes (its event is recorded as it starts), or before a
-            # Python-scope write (recorded as it happens)
-            self.point_reads[fld] = position - 1 if self._in_launch(frame) else position
+            # before a launch's writes, or before a Python-scope write (recorded as it happens)
+            self.point_reads[fld] = self._launch_at(frame, position)
         elif code not in sites.witness and code not in sites.arithmetic:
             self.why_not = (f"its checks looked at the values of {fld.name} "
                             f"({code.co_name}): a replay would not")
 
-    @staticmethod
-    def _in_launch(frame) -> bool:
+    def _launch_at(self, frame, otherwise: int) -> int:
+        """The position among the events of the launch running now (its event, recorded as
+        it starts or as it ends), or `otherwise` outside any launch."""
         launch = _sites().launch
         for _ in range(LOOK_UP):
             frame = frame.f_back
             if frame is None:
-                return False
+                return otherwise
             if frame.f_code is launch:
-                return True
-        return False
+                events = self.recording.events
+                traced = frame.f_locals.get("self")
+                started = events and events[-1].kind == "launch" and \
+                    events[-1].traced is traced
+                return len(events) - 1 if started else len(events)
+        return otherwise
 
     def _point_set(self, grad, held) -> None:
         """grad_point[grad] = (values, ...): note which copy its values are."""
