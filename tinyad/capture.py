@@ -28,9 +28,13 @@ so what it computes is taken as it was when captured, and tinyad says where that
   values would be stale at the next call); do them before or after the captured call;
 * fields written from Python between calls are seen: the program reads the fields where they are.
 
-Where a replay cannot keep tinyad's promise it is not made: with the rule checks on (the default,
-in either mode), in interp mode, with debug=True, or when called inside a Tape, FwdMode or another
-capture, the function runs as plain Python every call, checked launch by launch.
+With the rule checks on (the default), fast mode on the CPU replays checked: a call runs plainly,
+fully checked, while tinyad/checkwatch.py watches the checker; if its checks reported nothing and
+decided nothing from field values, later calls replay it with the checks that remain (looks for
+NaN, copies the checker keeps) compiled in, and the checker is left as the plain call would
+leave it (tinyad/checkedreplay.py). Otherwise, and in interp mode, with debug=True, on CUDA with
+checks on, or when called inside a Tape, FwdMode or another capture, the function runs as plain
+Python, checked launch by launch.
 """
 from __future__ import annotations
 
