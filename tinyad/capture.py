@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import sys
 import types
 
 import numpy as np
@@ -312,12 +313,16 @@ class _Recording:
         self.name = name
         self.events: list = []
         self.storage = _RecordingStorage(self) if replayable else None
+        self.launching = (None, -1)
 
     def launch(self, traced, variant: str, scalars) -> None:
         if getattr(traced, "mapping", None) is not None:
             self.refuse(f"launches {traced.ir.name} with ndarray arguments", "capture takes "
                         "kernels on fields; launch this one outside the captured function")
         self.events.append(Launch(traced, variant, tuple(_python_number(s) for s in scalars)))
+        # (the frame that launches it, and its event: where the checks a watch sees during
+        # the launch come, tinyad/checkwatch.py)
+        self.launching = (sys._getframe(1), len(self.events) - 1)
 
     def returned(self, kernel_name: str) -> None:
         self.refuse(f"uses the value {kernel_name} returns", "write it to a field and read that "

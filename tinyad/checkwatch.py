@@ -225,19 +225,16 @@ class Watch:
                             f"({code.co_name}): a replay would not")
 
     def _launch_at(self, frame, otherwise: int) -> int:
-        """The position among the events of the launch running now (its event, recorded as
-        it starts or as it ends), or `otherwise` outside any launch."""
+        """The position among the events of the launch running now (its event, where the
+        recording has it already; else the next), or `otherwise` outside any launch."""
         launch = _sites().launch
         for _ in range(LOOK_UP):
             frame = frame.f_back
             if frame is None:
                 return otherwise
             if frame.f_code is launch:
-                events = self.recording.events
-                traced = frame.f_locals.get("self")
-                started = events and events[-1].kind == "launch" and \
-                    events[-1].traced is traced
-                return len(events) - 1 if started else len(events)
+                launching, position = self.recording.launching
+                return position if launching is frame else len(self.recording.events)
         return otherwise
 
     def _point_set(self, grad, held) -> None:
