@@ -180,8 +180,73 @@ def _bad_index_in_the_third_call():
                            fields=[x, loss, x.grad])
 
 
+def _race_in_the_third_call():
+    """A scatter through an index field: two iterations store into one element (a parallel
+    conflict on the gradient's path) once the indices repeat, in the third call."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+    where = ti.field(ti.i32, shape=4)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            y[where[i]] = x[i] * 2
+
+    @ti.kernel
+    def total():
+        for i in y:
+            loss[None] += y[i] ** 2
+
+    def step():
+        with ti.ad.Tape(loss):
+            scatter()
+            total()
+
+    def before(n):
+        x.from_numpy(np.arange(1.0, 5.0))
+        where.from_numpy(np.array([3, 2, 3 if n == CHANGED else 1, 0], np.int32))
+    return SimpleNamespace(step=step, before=before, after=lambda n: None,
+                           fields=[x, y, loss, x.grad])
+
+
+def _divergence_inside_the_call():
+    """A manual sweep inside the captured function, after a kernel that changes what the
+    forward read, from the third call on (a replay divergence)."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    w = ti.field(ti.f64, shape=4)
+    s = ti.field(ti.f64, shape=())
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def k():
+        for i in range(4):
+            loss[None] += w[i] * x[i] ** 2
+
+    @ti.kernel
+    def bump():
+        for i in range(4):
+            w[i] = w[i] * s[None]
+
+    def step():
+        k()
+        bump()
+        loss.grad[None] = 1
+        k.grad()
+
+    def before(n):
+        x.from_numpy(np.arange(1.0, 5.0))
+        w.from_numpy(np.ones(4))
+        s[None] = 3.0 if n >= CHANGED else 1.0
+        loss[None] = 0
+        x.grad.fill(0)
+    return SimpleNamespace(step=step, before=before, after=lambda n: None,
+                           fields=[x, w, loss, x.grad])
+
+
 @pytest.mark.parametrize("program", [_nan_in_the_third_call, _nan_in_one_step_of_the_third_call,
-                                     _overwrite_in_the_third_call, _bad_index_in_the_third_call])
+                                     _overwrite_in_the_third_call, _bad_index_in_the_third_call,
+                                     _race_in_the_third_call, _divergence_inside_the_call])
 @pytest.mark.parametrize("check", ["error", "warn"])
 def test_a_problem_that_appears_in_a_later_call_is_reported_as_uncaptured(mode, check, program):
     _compare(mode, check, program)
