@@ -514,3 +514,18 @@ def test_a_sweep_after_a_replay_says_it_is_unchecked_and_stops_the_replays(mode)
     prog.before(0)
     captured()
     assert captured.replays == replays       # plain again
+
+
+def test_every_attribute_of_the_checker_is_declared(mode):
+    """A checked replay sets the checker's state entry by entry (tinyad/checkstate.py): an
+    attribute it does not know of keeps every call plain. A new one must be declared there."""
+    from tinyad import checkstate
+    ti.init(mode=mode, default_fp=ti.f64)
+    prog = _gravity()
+    captured = ti.capture(prog.step)
+    for n in range(3):
+        prog.before(n)
+        captured()
+    if mode == "fast":
+        assert checkstate.undeclared(runtime.backend.checker) == []
+        assert captured.replays >= 1
