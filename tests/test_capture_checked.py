@@ -536,3 +536,28 @@ def test_every_attribute_of_the_checker_is_declared(mode):
     if mode == "fast":
         assert checkstate.undeclared(runtime.backend.checker) == []
         assert captured.replays >= 1
+
+
+def test_a_checked_program_compiling_beside_the_calls_replays_once_ready(mode, monkeypatch):
+    """By default a captured program compiles in compile/ahead.py's helper process: checked
+    calls meanwhile run plainly (and are watched), with the plain calls' values and checker
+    state; once ready, they replay, alike."""
+    monkeypatch.delenv("TINYAD_COMPILE_AHEAD")
+    plain, _ = _run(mode, "error", _gravity, captured=False)
+    ti.init(mode=mode, check="error", default_fp=ti.f64, random_seed=3)
+    prog = _gravity()
+    captured = ti.capture(prog.step)
+    checker = runtime.backend.checker if mode == "fast" else None
+    for n in range(CALLS):
+        if n == 2:
+            captured.wait()
+            replays = captured.replays
+        prog.before(n)
+        captured()
+        after = _outcome(functools.partial(prog.after, n))
+        assert after == plain[n][1]
+        for a, b in zip(plain[n][2], [runtime.backend.storage.to_host(f) for f in prog.fields]):
+            np.testing.assert_array_equal(a, b, err_msg=f"call {n}")
+        if checker is not None:
+            assert differences(plain[n][3][-1], state(checker)) == [], f"call {n}"
+    assert captured.replays == replays + (CALLS - 2) * (mode == "fast")
