@@ -152,8 +152,7 @@ class Captured:
         rng = lang.set_python_scope_rng(_RefusedRandom(recording))
         try:
             if watch is not None:
-                watch.recording = recording
-                watch.start()
+                watch.start(recording)
             result = self.fn(*args, **kwargs)
         finally:
             if watch is not None:
@@ -226,7 +225,7 @@ class _Capture:
         self.program, self.runner = program, runner
         self.checked = checked                  # its CheckedReplay, where checks are on
         self.misses = misses     # checked calls in a row that could not be replayed
-        self.wait = 2 ** min(misses, 6) - 1 if misses else 0   # plain calls before a watch
+        self.unwatched = 2 ** min(misses, 6) - 1 if misses else 0   # plain calls before a watch
         self.generation = runtime.generation
         self.backend = runtime.backend
         self.field_count = len(runtime.fields)
@@ -243,8 +242,8 @@ class _Capture:
     def watch_now(self) -> bool:
         """Is the next plain checked call watched for a replay? (After calls that could not
         be, less and less often: their checks looked at values, say, as most calls' will.)"""
-        if self.wait:
-            self.wait -= 1
+        if self.unwatched:
+            self.unwatched -= 1
             return False
         return True
 

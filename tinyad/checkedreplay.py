@@ -307,9 +307,7 @@ def _forget_launches(c, why: str, worked_out=None) -> None:
 def free_retired(checker) -> None:
     """Free what replays set aside (`_forget_launches`): at a plain call, where it costs
     little."""
-    retired = getattr(checker, "replay_retired", None)
-    if retired:
-        retired.clear()
+    checker.replay_retired.clear()
 
 
 def _may_fail(launch, backend) -> bool:

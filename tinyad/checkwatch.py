@@ -23,6 +23,7 @@ plain call would. While the call runs, `Watch` looks on:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import sys
 from dataclasses import dataclass, field
@@ -65,18 +66,14 @@ class _Sites:
     partial: object = None                       # compile/pointcopies.py PartialPoint
 
 
-_SITES: list = []
-
-
+@functools.cache
 def _sites() -> _Sites | None:
     """The checker's functions a watch knows, or None where they are not found (tinyad changed:
     then no call is replayed, rather than one watched wrongly)."""
-    if not _SITES:
-        try:
-            _SITES.append(_find_sites())
-        except (AttributeError, ImportError, KeyError):
-            _SITES.append(None)
-    return _SITES[0]
+    try:
+        return _find_sites()
+    except (AttributeError, ImportError, KeyError):
+        return None
 
 
 def _find_sites() -> _Sites:
@@ -107,8 +104,8 @@ class Watch:
     """Looks on while one call of a captured function runs plainly with fast mode's checks
     (`start`, the call, `finish`; `stop` in any case)."""
 
-    def __init__(self, checker, recording=None):
-        self.checker, self.recording = checker, recording
+    def __init__(self, checker):
+        self.checker, self.recording = checker, None
         self.storage = runtime.backend.storage
         self.why_not: str | None = None
         self.installed = False
@@ -119,7 +116,9 @@ class Watch:
         self.reports = 0
 
     # ---- before the call ------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, recording) -> None:
+        """Before the call: `recording` is tinyad/capture.py's record of its events."""
+        self.recording = recording
         missing = cs.undeclared(self.checker)
         if missing:
             self.why_not = f"the checker holds {missing[0]}, which a replay knows nothing of"
