@@ -31,6 +31,8 @@ draws them.
     python -m benchmarks --interp-vs 9355eb9^1 # interp mode now vs that commit, and the
                                                # checks' cost in interp mode (time, memory)
     python -m benchmarks --interp-cost         # only the latter (benchmarks/interp_vs.py)
+    python -m benchmarks --fast-vs 8e13fa6     # fast mode now vs that commit, unchecked and
+                                               # checked, and captured now (benchmarks/fast_vs.py)
     python -m benchmarks --arch cuda           # on a GPU, beside Taichi CUDA and JAX
                                                # (benchmarks/gpu.py)
 """
@@ -229,6 +231,9 @@ def main(argv=None):
     parser.add_argument("--interp-vs", metavar="REV",
                         help="instead: interp mode against commit REV, side by side, and "
                              "what the checks cost in interp mode (benchmarks/interp_vs.py)")
+    parser.add_argument("--fast-vs", metavar="REV",
+                        help="instead: fast mode against commit REV, side by side, unchecked "
+                             "and checked, with today's captured rows (benchmarks/fast_vs.py)")
     parser.add_argument("--interp-cost", action="store_true",
                         help="instead: only what the checks cost in interp mode")
     parser.add_argument("--arch", default="cpu", choices=("cpu", "cuda"),
@@ -243,6 +248,12 @@ def main(argv=None):
         suite = QUICK if args.quick else WORKLOADS
         names = args.only.split(",") if args.only else list(suite)
         print(interp_vs.compare(args.interp_vs, suite, names, args.repeats, describe))
+        return None
+    if args.fast_vs:
+        from . import fast_vs  # noqa: PLC0415
+        suite = QUICK if args.quick else WORKLOADS
+        names = args.only.split(",") if args.only else list(suite)
+        print(fast_vs.compare(args.fast_vs, suite, names, args.repeats, args.rounds, describe))
         return None
     if args.concurrent:
         from . import concurrent  # noqa: PLC0415

@@ -286,12 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
                                "autodiff rule violation"),
                        ("check", "run a Taichi program, report every autodiff rule violation "
                                  "and go on. It runs in fast mode when numba is installed: "
-                                 "every rule between launches at compiled speed, and what the IR "
-                                 "cannot settle within a launch element by element in the "
-                                 "interpreter when the program is small (so a small program is "
-                                 "checked as interp mode would, and a real one finishes); "
-                                 "without numba, or with --mode interp, every access is checked "
-                                 "in the interpreter, 100-1000x slower")):
+                                 "every rule at compiled speed, with the accesses the IR "
+                                 "cannot settle recorded element by element inside the compiled "
+                                 "kernel, so it reports what interp mode reports; without numba, "
+                                 "or with --mode interp, every access is checked in the "
+                                 "interpreter, 100-1000x slower")):
         sub = commands.add_parser(name, help=text, parents=[options],
                                   description=text + "; `import taichi` inside it gets tinyad")
         sub.add_argument("program", help="the Python file to run")

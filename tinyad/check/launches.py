@@ -477,9 +477,6 @@ class LaunchChecker:
                     return launch
             return None
 
-    def grad_accumulated(self, grad_field):
-        self.grad_accumulated_at[grad_field] = self.tick()
-
     def boxes_written_since(self, fld, time: int):
         """The boxes of `fld` that may have been written after `time`, or None: unknown (the
         whole field may have changed). A backend that knows its launches' boxes says more."""

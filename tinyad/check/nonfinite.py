@@ -62,10 +62,6 @@ class Singular:
     arg_texts: tuple = ()     # its operands as printed
     loc: object = None        # where the user wrote it
 
-    @property
-    def bad_value(self) -> bool:
-        return not _finite(self.value)
-
 
 @dataclass
 class Origin:
@@ -92,13 +88,6 @@ class NonFinite:
     # no operation made it: (field, element, value) of the non-finite value the launch loaded
     loaded: tuple | None = None
     notes: list = field(default_factory=list)
-
-
-def _finite(value) -> bool:
-    try:
-        return math.isfinite(value)
-    except (TypeError, ValueError):
-        return True
 
 
 def first_nonfinite(data: np.ndarray):

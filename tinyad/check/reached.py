@@ -191,7 +191,7 @@ class IndexProof:
 
     An access needs no check when every index it can take is inside the field, whatever the
     launch's arguments: interval arithmetic over constants, loop ranges and the integer locals
-    a loop assigns once (`always_inside`). Nor does one that `CertainBounds` can settle before
+    a loop assigns once. Nor does one that `CertainBounds` can settle before
     each launch (reached in every iteration, ends exact in the integer arguments): those are
     `launch_sites`, which the launcher checks once per argument values. Every other access
     (an index read from a field, computed from a float, a local assigned twice, a `while`'s
@@ -228,13 +228,6 @@ class IndexProof:
     def intervals(self, site) -> dict | None:
         """The intervals of the loop variables and once-assigned locals around `site`."""
         return _loop_intervals(site, self.restored, self.changed)
-
-
-def always_inside(site, restored=frozenset()) -> bool:
-    """Is every index `site` can take inside its field, for any arguments? (Interval
-    arithmetic: a superset of the values, so a branch around the access does not matter.)"""
-    env = _loop_intervals(site, restored, {})
-    return env is None or _inside_all(site, env, 0)
 
 
 def _inside_all(site, env: dict, start: int) -> bool:
