@@ -168,20 +168,6 @@ def order_of(values: list) -> tuple:
     return tuple(rank[v] for v in values)
 
 
-def collect(form, ticks: set, versions: set) -> None:
-    if isinstance(form, tuple):
-        if len(form) == 2 and form[0] == "T" and isinstance(form[1], int):
-            ticks.add(form[1])
-        elif len(form) == 2 and form[0] == "V" and isinstance(form[1], int):
-            versions.add(form[1])
-        else:
-            for item in form:
-                collect(item, ticks, versions)
-    elif isinstance(form, list):
-        for item in form:
-            collect(item, ticks, versions)
-
-
 class Clocks:
     """The checker's clocks at the start of a call, and how far the call moved them."""
 

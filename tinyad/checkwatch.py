@@ -422,17 +422,15 @@ def _read_form(watched, key, value_read: bool):
 def _unmovable(watched: Watched) -> str | None:
     """Why the values the call wrote cannot be moved to a replay's times, or None: each time
     in them must be the call's own or one it read from the state before it."""
-    read_ticks, read_versions = set(), set()
-    for *_, form in watched.guards:
-        cs.collect(form, read_ticks, read_versions)
+    _, read_ticks, read_versions = cs.split_times([form for *_, form in watched.guards])
+    read_ticks, read_versions = set(read_ticks), set(read_versions)
     call = watched.clocks
     for role, name, key, kind, value in watched.writes:
         whole = key is None and isinstance(value, (dict, set)) and \
             cs.CHECKER_STATE[role][name][0] != "scalar"
         items = (list(value.values()) if isinstance(value, dict) else []) if whole else [value]
         for item in items:
-            ticks, versions = set(), set()
-            cs.collect(cs.norm(kind, item), ticks, versions)
+            _, ticks, versions = cs.split_times(cs.norm(kind, item))
             if any(0 < t <= call.tick and t not in read_ticks for t in ticks):
                 return f"the checker's {name} holds a time from before the call"
             if any(0 < v <= call.version and v not in read_versions for v in versions):
