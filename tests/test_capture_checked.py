@@ -561,3 +561,21 @@ def test_a_checked_program_compiling_beside_the_calls_replays_once_ready(mode, m
         if checker is not None:
             assert differences(plain[n][3][-1], state(checker)) == [], f"call {n}"
     assert captured.replays == replays + (CALLS - 2) * (mode == "fast")
+
+
+def test_a_time_from_before_the_call_that_it_did_not_read_keeps_it_plain():
+    """A replay moves the times a watched call wrote to its own (tinyad/checkstate.py
+    Renumber): a time the call wrote that is older than the call can be moved only where the
+    call read it (its guards say where it is now). Otherwise the call is not replayed."""
+    from tinyad import checkstate as cs
+    from tinyad.checkwatch import _unmovable
+    call = cs.Clocks(10, 5, 0, 0)        # the call began at tick 10, version 5
+    read = [("checker", "grad_read_at", "g", "T", ("T", 7))]
+    watched = SimpleNamespace(clocks=call, guards=read, writes=[])
+    for written, why in [(("T", 7), None), (("T", 12), None),
+                         (("T", 6), "holds a time from before the call"),
+                         (("V", 3), "holds a version from before the call")]:
+        kind = written[0]
+        watched.writes = [("checker", "grad_read_at", "g", kind, written[1])]
+        said = _unmovable(watched)
+        assert (said is None) if why is None else (why in said), (written, said)
