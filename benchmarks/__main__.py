@@ -13,7 +13,8 @@ version's over the uncaptured). "fast checked" is fast mode (warm)
 with the autodiff rule checks on (`check="error"`, tinyad's default; the other fast rows run
 with `check="off"`), and "/unchecked" its fwd+bwd over the unchecked warm row's; "fast
 captured" and "fast capt. chk" run the workload's functions under `ti.capture`, unchecked and
-checked (a checked captured function runs launch by launch: tinyad/capture.py). "check" is
+checked (a checked call is replayed where its checks decided nothing from values: see
+docs/capture.md; its "/unchecked" is over the captured unchecked row's). "check" is
 the largest relative difference of the loss and gradients: on tinyad's rows from Taichi
 1.7.4's f32 numbers for the same programs (when that size has numbers), on a peer's rows from
 tinyad's fast mode (warm). A table of the ratios follows (benchmarks/ratios.py), and `--plot`

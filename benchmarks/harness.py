@@ -133,20 +133,32 @@ def run(build, sizes: dict, argv=None):
         return
     work = build(ti, **size)
     if args.capture:       # a user's captured version: the same functions, under ti.capture
-        work = _captured(ti, work)
+        work = _captured(ti, work, checked=args.check != "off")
     result = {**size, **measure(work, args.repeats, ti.sync), "import_s": started,
               "mode": "taichi" if args.taichi else args.mode, "arch": ran_on(ti, args),
               "peak_rss_mb": peak_rss_mb()}
     print(json.dumps(result))
 
 
-def _captured(ti, work: Workload) -> Workload:
+def _captured(ti, work: Workload, checked: bool) -> Workload:
     """The workload's functions under ti.capture. Their programs compile beside the first
     calls (compile/sequence.py); the timed runs wait for them first (`settle_s`), so that
-    they time the replays."""
+    they time the replays. With the checks on, a function's program depends on the checker's
+    state its call meets (a forward after fwd_bwd's Tape copies the point of its gradients,
+    the first forward does not): one round of both calls more, and its programs waited for,
+    brings the ones the timed runs replay."""
     forward, fwd_bwd = ti.capture(work.forward), ti.capture(work.fwd_bwd)
-    return Workload(work.reset, forward, fwd_bwd, work.result,
-                    lambda: (forward.wait(), fwd_bwd.wait()))
+
+    def settle():
+        forward.wait()
+        fwd_bwd.wait()
+        if checked:
+            for call in (forward, fwd_bwd):
+                work.reset()
+                call()
+            forward.wait()
+            fwd_bwd.wait()
+    return Workload(work.reset, forward, fwd_bwd, work.result, settle)
 
 
 def peak_rss_mb() -> float:

@@ -82,9 +82,9 @@ class FastBackend(Backend):
 
     runs_sequences = True
 
-    def sequence(self, program):
+    def sequence(self, program, buffers=()):
         """A captured program as one compiled function where it can be (compile/sequence.py)."""
-        return sequence_runner(program, self)
+        return sequence_runner(program, self, buffers)
 
     def prepare(self, kernel_ir):
         config = self.config

@@ -26,26 +26,32 @@ first launch that raised one, and the host raises the error there. Each launch o
 draws random numbers takes its seed from an array drawn before the call, in launch order, as the
 launches themselves would draw them. Otherwise (a kernel with threads, or CUDA) the launches'
 own compiled launchers run in a Python loop: no binding, no Tape, no per-launch bookkeeping.
+
+A checked replay's program (tinyad/checkedreplay.py) also copies fields into `buffers` (Copy
+events) and looks for NaN and infinity (CheckFinite events): where a look finds one, the run
+stops there and raises ProgramStopped (tinyad/backend.py).
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
+from tinyad.backend import ProgramStopped
 from tinyad.compile import ahead, cache
 from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
 
-def sequence_runner(program: list, backend):
+def sequence_runner(program: list, backend, buffers=()):
     """The program's runner on `backend` (fast mode's): `run()` runs it once and says True, or
     says False while its compiled function is not ready yet (the caller then runs the function
-    as plain Python); `wait()` waits until it is."""
+    as plain Python); `wait()` waits until it is. `buffers`: the arrays its Copy events copy
+    into, by slot (read at each run: the caller may swap them)."""
     events = [e for item in program for e in (item.body if _is_loop(item) else (item,))]
-    kernels = [e.traced.program(e.variant, backend) for e in events if hasattr(e, "variant")]
+    kernels = [e.traced.program(e.variant, backend) for e in events if e.kind == "launch"]
     if backend.target == "cpu" and all(_callable_from_numba(k) for k in kernels):
-        return _CompiledSequence(program, backend)
-    return _LaunchersInPython(program, backend)
+        return _CompiledSequence(program, backend, buffers)
+    return _LaunchersInPython(program, backend, buffers)
 
 
 def _is_loop(item) -> bool:
@@ -62,17 +68,23 @@ def _callable_from_numba(kernel) -> bool:
 class _LaunchersInPython:
     """The program's launches through the kernels' own compiled launchers, from Python."""
 
-    def __init__(self, program, backend):
-        self.program, self.backend = program, backend
+    def __init__(self, program, backend, buffers=()):
+        self.program, self.backend, self.buffers = program, backend, buffers
         self.storage, self.rng = backend.storage, backend.rng
 
     def _event(self, event):
-        if hasattr(event, "variant"):
+        kind = event.kind
+        if kind == "launch":
             event.traced.program(event.variant, self.backend).run(event.scalars, self.rng)
-        elif hasattr(event, "index"):
+        elif kind == "set":
             self.storage.set_element(event.field, event.index, _element(event))
-        else:
+        elif kind == "fill":
             self.storage.fill(event.field, event.value)
+        elif kind == "copy":
+            part = tuple(slice(lo, hi) for lo, hi in event.box)
+            self.buffers[event.slot][part] = self.storage.to_host(event.field)[part]
+        elif not np.isfinite(self.storage.to_host(event.field)).all():
+            raise ProgramStopped(f"{event.field.name} holds a NaN or an infinity")
 
     def run(self) -> bool:
         for item in self.program:
@@ -100,8 +112,10 @@ class _CompiledSequence:
     Python (so capturing adds nothing to a program's first calls); TINYAD_COMPILE_AHEAD=0, or
     one core, compiles it here, now."""
 
-    def __init__(self, program, backend):
+    def __init__(self, program, backend, buffers=()):
         self.backend, self.rng = backend, backend.rng
+        self.buffers = buffers       # the arrays Copy events copy into, by slot
+        self.row_copies = 0          # (names of the loops that copy whole rows)
         self.fields: dict = {}       # id(field) -> (field, its argument name)
         self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
@@ -119,7 +133,8 @@ class _CompiledSequence:
                 lines.append(self._event(item, (), 1))
         lines.append("    return -1")
         params = [name for _, name in self.fields.values()] + \
-                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None]
+                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None] + \
+                 [f"c{slot}" for slot in range(len(self.buffers))]
         lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
         self.ints = np.array(self.numbers["ints"] or [0], np.int64)
         self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
@@ -140,7 +155,7 @@ class _CompiledSequence:
             self.fn = cache.load(self.stem, self.source).captured
 
     def _random_in(self, events) -> int:
-        return sum(1 for e in events if hasattr(e, "variant") and
+        return sum(1 for e in events if e.kind == "launch" and
                    e.traced.program(e.variant, self.backend).generated.uses_random)
 
     def _array(self, fld) -> str:
@@ -150,7 +165,14 @@ class _CompiledSequence:
 
     def _event(self, event, delta, depth) -> str:
         pad = "    " * depth
-        if not hasattr(event, "variant"):
+        if event.kind == "copy":
+            return self._copy(event, delta, pad)
+        if event.kind == "finite":
+            # (a sum is NaN or infinite where an element is, or where finite ones overflow:
+            # then the call runs plainly, which looks again)
+            return (f"{pad}if not np.isfinite({self._array(event.field)}.sum()):  # "
+                    f"{event.field.name}\n{pad}    return {NONFINITE}")
+        if event.kind != "launch":
             return pad + self._store(event)
         kernel = event.traced.program(event.variant, self.backend)
         gen = kernel.generated
@@ -172,6 +194,30 @@ class _CompiledSequence:
             text += f"\n{pad}if {name}_bad[0] != 0:\n{pad}    return {len(self.failures) - 1}"
         return text
 
+    def _copy(self, event, delta, pad) -> str:
+        """A Copy: all of a field, a box of it, or whole rows (a flat loop: a memcpy's speed)."""
+        array, buffer = self._array(event.field), f"c{event.slot}"
+        if not event.scalars:
+            return (f"{pad}{buffer}.reshape({buffer}.size)[:] = "
+                    f"{array}.reshape({array}.size)  # copy {event.field.name}")
+        bounds = [self._bound(s, ds) for s, ds in
+                  zip(event.scalars, delta or (0,) * len(event.scalars))]
+        if len(bounds) > 2:
+            part = ", ".join(f"{lo}:{hi}" for lo, hi in zip(bounds[::2], bounds[1::2]))
+            return f"{pad}{buffer}[{part}] = {array}[{part}]  # copy {event.field.name}"
+        self.row_copies += 1
+        n = self.row_copies
+        return "\n".join(pad + line for line in (
+            f"w{n} = {array}.size // {array}.shape[0]",
+            f"f{n}, g{n} = {array}.reshape({array}.size), {buffer}.reshape({buffer}.size)",
+            (f"for i{n} in range(({bounds[0]}) * w{n}, ({bounds[1]}) * w{n}):  # copy "
+             f"{event.field.name}"),
+            f"    g{n}[i{n}] = f{n}[i{n}]"))
+
+    def _bound(self, value, delta) -> str:
+        text = self._number(value, True)
+        return text + (f" + r * {self._number(delta, True)}" if delta else "")
+
     def _number(self, value, is_int: bool) -> str:
         """`value` as an element of the function's `ints` or `floats` argument."""
         kind = "ints" if is_int else "floats"
@@ -188,7 +234,7 @@ class _CompiledSequence:
         """A fill or an element write: a call of one of the module's two small helpers (one
         compiled body per array type, not a store written out at each place)."""
         array, dtype = self._array(event.field), event.field.dtype
-        if not hasattr(event, "index"):
+        if event.kind == "fill":
             value = self._number(event.value, dtype.is_int)
             return f"fill({array}, {value})  # fill {event.field.name}"
         shape = event.field.host_array.shape
@@ -202,7 +248,7 @@ class _CompiledSequence:
         arrays = [fld.host_array for fld, _ in self.fields.values()]
         flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
         seeds = np.zeros(1, np.int64) if seeds is None else seeds
-        return [*arrays, *flags, seeds, self.ints, self.floats]
+        return [*arrays, *flags, *self.buffers, seeds, self.ints, self.floats]
 
     def run(self) -> bool:
         if self.fn is None:
@@ -212,6 +258,8 @@ class _CompiledSequence:
         seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
                  if self.random_launches else None)
         code = self.fn(*self._arguments(seeds))
+        if code == NONFINITE:
+            raise ProgramStopped("a look for NaN and infinity found one")
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
@@ -236,6 +284,8 @@ def _module_source(kernels, body: str, signature: str) -> str:
             f"{imports}\n{HELPERS}\n@njit({signature}, error_model=\"numpy\", cache=True)\n"
             f"{body}\n")
 
+
+NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
 
 HELPERS = '''
 

@@ -1,8 +1,9 @@
 """ti.capture: a function's launches, Tapes and fills recorded once and replayed as one program.
 
-Each test runs in both modes. Only fast mode without checks replays a captured program; interp
-mode and checked runs run the function as plain Python every call, so in every mode the captured
-function must give what the plain one gives, and its gradients the analytic truth.
+Each test runs in both modes. Fast mode replays a captured program (checked ones: see
+tests/test_capture_checked.py); interp mode runs the function as plain Python every call, so in
+every mode the captured function must give what the plain one gives, and its gradients the
+analytic truth.
 """
 import numpy as np
 import pytest
@@ -121,7 +122,7 @@ def test_rolling_finds_affine_steps_and_unrolls_to_the_same_events():
         assert unrolled(roll(events)) == events
 
 
-def test_checked_calls_run_plain_and_report_what_the_plain_function_reports(mode):
+def test_a_checked_call_that_reports_is_never_replayed(mode):
     ti.init(mode=mode, default_fp=ti.f64)
     x = ti.field(ti.f64, shape=4, needs_grad=True)
     y = ti.field(ti.f64, shape=4, needs_grad=True)

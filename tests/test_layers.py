@@ -74,7 +74,8 @@ API_FLOORS = [
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
     ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.tapekernels"}),  # launch: its checks
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)
-    ("capture", {"tinyad.capture"}),                    # launches and Tapes, replayed as one
+    ("capture", {"tinyad.capture", "tinyad.checkedreplay", "tinyad.checkwatch",  # replayed
+                 "tinyad.checkstate"}),               # launches and Tapes (checked too)
     ("verification", {"tinyad.gradverify", "tinyad.secondorder", "tinyad.funcad",
                       "tinyad.customcheck"}),
     ("explain", {"tinyad.explain"}),

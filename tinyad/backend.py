@@ -278,6 +278,11 @@ class CheckedLaunch:
         """The tangent launch has run."""
 
 
+class ProgramStopped(Exception):
+    """A checked replay's program stopped part way: a look for NaN and infinity found one
+    (compile/sequence.py). The fields hold what it wrote until then."""
+
+
 class Backend(ABC):
     """A way to run kernels; one instance per `ti.init` (it may keep per-init state)."""
 
@@ -317,10 +322,13 @@ class Backend(ABC):
     # True: `sequence` can run a captured program (tinyad/capture.py, tinyad/sequence.py)
     runs_sequences: bool = False
 
-    def sequence(self, program: list):
+    def sequence(self, program: list, buffers=()):
         """A runner of a captured program (its events, loops rolled): `run()` runs it once and
         says True, or False while it is not ready (the function then runs as plain Python);
-        `wait()` waits until it is. None: the captured function always runs as plain Python."""
+        `wait()` waits until it is. None: the captured function always runs as plain Python.
+        `buffers`: the arrays its Copy events copy into (a checked replay's,
+        tinyad/checkedreplay.py); where its CheckFinite looks find a NaN, `run()` raises
+        ProgramStopped."""
         return None
 
     def sync(self) -> None:

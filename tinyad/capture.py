@@ -28,19 +28,26 @@ so what it computes is taken as it was when captured, and tinyad says where that
   values would be stale at the next call); do them before or after the captured call;
 * fields written from Python between calls are seen: the program reads the fields where they are.
 
-Where a replay cannot keep tinyad's promise it is not made: with the rule checks on (the default,
-in either mode), in interp mode, with debug=True, or when called inside a Tape, FwdMode or another
-capture, the function runs as plain Python every call, checked launch by launch.
+With the rule checks on (the default), fast mode on the CPU replays checked: a call runs plainly,
+fully checked, while tinyad/checkwatch.py watches the checker; if its checks reported nothing and
+decided nothing from field values, later calls replay it with the checks that remain (looks for
+NaN, copies the checker keeps) compiled in, and the checker is left as the plain call would
+leave it (tinyad/checkedreplay.py). Otherwise, and in interp mode, with debug=True, on CUDA with
+checks on, or when called inside a Tape, FwdMode or another capture, the function runs as plain
+Python, checked launch by launch.
 """
 from __future__ import annotations
 
 import functools
 import numbers
+import sys
 import textwrap
 import types
 
 import numpy as np
 
+from tinyad.checkedreplay import CheckedReplay, free_retired
+from tinyad.checkwatch import Watch
 from tinyad.core.errors import TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
 from tinyad.frontend import lang
@@ -85,37 +92,71 @@ class Captured:
             return self.fn(*args, **kwargs)       # (the capture around this call records it)
         why = _why_plain()
         key = _key(args, kwargs)
-        if why is None:
-            found = self._programs.get(key)
-            if found is not None and found.current(args, kwargs):
-                if found.runner.run():
-                    self.replays += 1
-                    return None
-                return self.fn(*args, **kwargs)    # (its program is still compiling)
+        found = self._programs.get(key) if why is None else None
+        if found is not None and not found.current(args, kwargs):
+            found = None
+        if found is not None and found.replay():
+            self.replays += 1
+            return None
+        checker = runtime.backend.checker if why is None else None
+        if checker is None and found is not None:
+            return self.fn(*args, **kwargs)    # (its program is still compiling)
+        if checker is not None:
+            free_retired(checker)
+        watch = None
+        if checker is not None and (found is None or found.watch_now()):
+            watch = Watch(checker)
         # Recorded, even where it will not replay: a captured function is refused the same
         # things in every mode, so that what runs in one runs in the others
-        events = self._record(args, kwargs, replayable=why is None)
+        events = self._record(args, kwargs, replayable=why is None, watch=watch)
         if why is not None:
             self._tell(why)
+            return None
+        if checker is not None:
+            self._checked_capture(key, found, watch, events, args, kwargs)
             return None
         program = roll(events)
         runner = runtime.backend.sequence(program)
         self._programs.pop(key, None)
         if runner is not None:
-            self._programs[key] = _Capture(self.fn, program, runner, args, kwargs)
-            while len(self._programs) > MAX_CAPTURES:
-                del self._programs[next(iter(self._programs))]
+            self._keep(key, _Capture(self.fn, program, runner, args, kwargs))
         return None
 
-    def _record(self, args, kwargs, replayable: bool) -> list:
+    def _checked_capture(self, key, found, watch, events, args, kwargs) -> None:
+        """After a plain checked call: its checked replay, where its watch allows one."""
+        if watch is None:           # (not watched: it missed before, and waits its turn)
+            return
+        watched = watch.finish(events)
+        if watched is None:
+            misses = found.misses + 1 if found is not None else 1
+            self._keep(key, _Capture(self.fn, None, None, args, kwargs, misses))
+            self._tell_checked(watch.why_not)
+            return
+        before = found.checked if found is not None else None
+        checked = CheckedReplay(watched, events, self.__name__, before)
+        self._keep(key, _Capture(self.fn, checked.program, checked.runner, args, kwargs,
+                                 checked=checked))
+
+    def _keep(self, key, capture) -> None:
+        self._programs.pop(key, None)
+        self._programs[key] = capture
+        while len(self._programs) > MAX_CAPTURES:
+            del self._programs[next(iter(self._programs))]
+
+    def _record(self, args, kwargs, replayable: bool, watch=None) -> list:
         """Run the function once as plain Python; -> the events it recorded (where a replay
-        will not follow, only the refusals are made: the checks' own work goes unrecorded)."""
+        will not follow, only the refusals are made: the checks' own work goes unrecorded).
+        `watch`: the rule checker's watch (tinyad/checkwatch.py), where checks are on."""
         recording = _Recording(self.__name__, replayable)
         token = active_capture.set(recording)
         rng = lang.set_python_scope_rng(_RefusedRandom(recording))
         try:
+            if watch is not None:
+                watch.start(recording)
             result = self.fn(*args, **kwargs)
         finally:
+            if watch is not None:
+                watch.stop()
             lang.set_python_scope_rng(rng)
             active_capture.reset(token)
         if result is not None:
@@ -130,7 +171,8 @@ class Captured:
         """Until the programs captured so far are compiled (they compile beside the program,
         which meanwhile runs the function as plain Python): for timing the replays alone."""
         for found in self._programs.values():
-            found.runner.wait()
+            if found.runner is not None:
+                found.runner.wait()
 
     def program(self, *args, **kwargs) -> str:
         """The captured program for these arguments, as text (captured on first use)."""
@@ -138,23 +180,34 @@ class Captured:
         if key not in self._programs:
             self(*args, **kwargs)
         found = self._programs.get(key)
-        if found is None:
-            return textwrap.fill(f"{self.__name__} runs as plain Python here: {_why_plain()}",
+        if found is None or found.program is None:
+            why = _why_plain() or "its checks cannot be replayed (see the note)"
+            return textwrap.fill(f"{self.__name__} runs as plain Python here: {why}",
                                  width=79, subsequent_indent="  ")
         return format_program(found.program, self.__name__)
 
     def _tell(self, why: str) -> None:
         if not self._told and why.startswith("checks"):
             note(f"ti.capture: {self.__name__} runs launch by launch because {why} "
-                 "(ti.init(mode='fast', check='off') runs it as one compiled program)")
+                 "(ti.init(mode='fast') runs it as one compiled program, checks included)")
+        self._told = True
+
+    def _tell_checked(self, why: str) -> None:
+        if not self._told:
+            note(f"ti.capture: {self.__name__} runs launch by launch with checks on: {why} "
+                 "(tinyad tries again later; with check='off' it runs as one compiled program)")
         self._told = True
 
 
 def _why_plain() -> str | None:
-    """Why calls run as plain Python now, or None when a captured program may run."""
+    """Why calls run as plain Python now, or None when a captured program may run (checked
+    where checks are on: tinyad/checkedreplay.py)."""
     backend, config = runtime.backend, runtime.config
-    if config.check != "off":
-        return f"checks are on (check={config.check!r}): each launch is checked as it runs"
+    if config.check != "off" and (not backend.runs_sequences or
+                                  getattr(backend, "target", None) != "cpu"):
+        where = "" if not backend.runs_sequences else " and a checked replay runs on the CPU only"
+        return (f"checks are on (check={config.check!r}){where}: each launch is checked as it "
+                "runs")
     if config.debug:
         return "debug=True checks every index as it runs"
     if active_recorder.get() is not None or active_forward_mode.get() is not None or \
@@ -168,13 +221,31 @@ def _why_plain() -> str | None:
 class _Capture:
     """One captured program, and what must hold for it to replay."""
 
-    def __init__(self, fn, program, runner, args, kwargs):
+    def __init__(self, fn, program, runner, args, kwargs, misses=0, checked=None):
         self.program, self.runner = program, runner
+        self.checked = checked                  # its CheckedReplay, where checks are on
+        self.misses = misses     # checked calls in a row that could not be replayed
+        self.unwatched = 2 ** min(misses, 6) - 1 if misses else 0   # plain calls before a watch
         self.generation = runtime.generation
         self.backend = runtime.backend
         self.field_count = len(runtime.fields)
         self.read = _read_names(fn)
         self.values = self._values(args, kwargs)
+
+    def replay(self) -> bool:
+        """Run the program for the call; False where it did not (still compiling; checked: the
+        checker's state or a NaN asks for a plain call)."""
+        if self.checked is not None:
+            return self.checked.replay()
+        return self.runner is not None and self.runner.run()
+
+    def watch_now(self) -> bool:
+        """Is the next plain checked call watched for a replay? (After calls that could not
+        be, less and less often: their checks looked at values, say, as most calls' will.)"""
+        if self.unwatched:
+            self.unwatched -= 1
+            return False
+        return True
 
     def current(self, args, kwargs) -> bool:
         return (runtime.generation == self.generation and runtime.backend is self.backend and
@@ -248,12 +319,16 @@ class _Recording:
         self.name = name
         self.events: list = []
         self.storage = _RecordingStorage(self) if replayable else None
+        self.launching = (None, -1)
 
     def launch(self, traced, variant: str, scalars) -> None:
         if getattr(traced, "mapping", None) is not None:
             self.refuse(f"launches {traced.ir.name} with ndarray arguments", "capture takes "
                         "kernels on fields; launch this one outside the captured function")
         self.events.append(Launch(traced, variant, tuple(_python_number(s) for s in scalars)))
+        # (the frame that launches it, and its event: where the checks a watch sees during
+        # the launch come, tinyad/checkwatch.py)
+        self.launching = (sys._getframe(1), len(self.events) - 1)
 
     def returned(self, kernel_name: str) -> None:
         self.refuse(f"uses the value {kernel_name} returns", "write it to a field and read that "

@@ -25,6 +25,7 @@ MAX_PERIOD = 256     # the most events one step of a rolled loop may hold
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch: `traced` (tinyad/kernel.py TracedKernel) run as `variant`."""
+    kind = "launch"
     traced: Any
     variant: str
     scalars: tuple
@@ -32,6 +33,9 @@ class Launch:
     @property
     def key(self):
         return ("launch", id(self.traced), self.variant, tuple(map(_kind, self.scalars)))
+
+    def moved(self, scalars):
+        return Launch(self.traced, self.variant, scalars)
 
     def text(self) -> str:
         name = self.traced.ir.name + ("" if self.variant == "primal" else f" ({self.variant})")
@@ -41,6 +45,7 @@ class Launch:
 @dataclass(frozen=True)
 class Fill:
     """field.fill(value), or a fill tinyad does (a Tape clearing gradients)."""
+    kind = "fill"
     field: Any
     value: Any
     scalars = ()
@@ -56,6 +61,7 @@ class Fill:
 @dataclass(frozen=True)
 class SetElement:
     """field[index] = value from Python; `value` the element's stored components, flat."""
+    kind = "set"
     field: Any
     index: tuple
     value: tuple
@@ -71,15 +77,58 @@ class SetElement:
 
 
 @dataclass(frozen=True)
+class CheckFinite:
+    """A checked replay's look for NaN or infinity in `field` (tinyad/checkedreplay.py): where
+    the capture's run looked, the replay looks; one found stops it, to run the call plainly."""
+    kind = "finite"
+    field: Any
+    scalars = ()
+
+    @property
+    def key(self):
+        return ("finite", id(self.field))
+
+    def text(self) -> str:
+        return f"check {self.field.name} is finite"
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A checked replay's copy of `field` into its buffer number `slot` (of the field's shape):
+    the values the rule checker kept of it at this point of the capture's run, kept again. Its
+    scalars are the box copied, (lo, hi) of each leading index flat (none: all of it), so that
+    a time loop's copies of row t roll into one like its launches."""
+    kind = "copy"
+    field: Any
+    slot: int
+    scalars: tuple = ()
+
+    @property
+    def key(self):
+        return ("copy", id(self.field), self.slot, len(self.scalars))
+
+    def moved(self, scalars):
+        return Copy(self.field, self.slot, scalars)
+
+    @property
+    def box(self) -> tuple:
+        return tuple(zip(self.scalars[::2], self.scalars[1::2]))
+
+    def text(self) -> str:
+        where = "".join(f"[{lo}:{hi}]" for lo, hi in self.box)
+        return f"copy {self.field.name}{where} (for the checks)"
+
+
+@dataclass(frozen=True)
 class Loop:
-    """`count` repeats of `body` (its first step's events); in step r a launch's scalar k is
+    """`count` repeats of `body` (its first step's events); in step r an event's scalar k is
     body[j].scalars[k] + r * deltas[j][k]."""
     count: int
     body: tuple
     deltas: tuple
 
     def step(self, r: int) -> list:
-        return [event if not any(delta) else Launch(event.traced, event.variant, tuple(
+        return [event if not any(delta) else event.moved(tuple(
                     s + r * d for s, d in zip(event.scalars, delta)))
                 for event, delta in zip(self.body, self.deltas)]
 

@@ -61,7 +61,7 @@ class Launch:
     row_source: tuple | None = None
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
-    repeats: "Launch | None" = None
+    repeats: Launch | None = None
 
     def add_problem(self, error) -> None:
         if not self.problems:
@@ -69,7 +69,7 @@ class Launch:
         self.problems.append(error)
 
     @property
-    def origin(self) -> "Launch":
+    def origin(self) -> Launch:
         launch = self
         while launch.repeats is not None:
             launch = launch.repeats
@@ -150,6 +150,11 @@ class LaunchChecker:
         # oldest forgotten first past FORGOTTEN_KEPT), and the kernels told about it
         self.forgotten: dict = {}
         self.forgotten_noted: set = set()
+        # (kernel, scalars) of launches a checked replay of a captured function made or forgot
+        # (tinyad/checkedreplay.py) -> how that came (it keeps no record of each launch); the
+        # records it set aside, freed at the next plain call
+        self.replay_forgotten: dict = {}
+        self.replay_retired: list = []
         self.tape = None               # while a Tape records: the backend's scope of it
         self.backward_loc = None       # while a Tape's backward runs: the user's line of it
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
@@ -395,7 +400,7 @@ class LaunchChecker:
         """The first element of `fields` that `launch` read and that has changed since, as
         (field, element, the read, its value now, the last writer), or None (the backend
         says: it keeps what launches read)."""
-        return None
+        return
 
     def begin_tape(self, loc=None):
         self.tapes += 1
@@ -440,6 +445,17 @@ class LaunchChecker:
 
     def _note_forgotten(self, compiled, scalars) -> None:
         """A manual adjoint whose forward launch left the history runs unchecked: say so."""
+        try:
+            replayed = self.replay_forgotten.get((compiled, scalars))
+        except TypeError:    # an unhashable argument
+            replayed = None
+        if replayed is not None and compiled not in self.forgotten_noted:
+            self.forgotten_noted.add(compiled)
+            note(f"check: {compiled.ir.name}.grad({', '.join(map(repr, scalars))}) belongs to "
+                 f"a launch that {replayed}, which keeps no record of each launch, so this "
+                 "adjoint's replay is not checked (the captured function runs launch by launch "
+                 "from its next call on)")
+            return
         found = self._forgotten(compiled, scalars)
         if found is None or compiled in self.forgotten_noted:
             return
@@ -464,7 +480,7 @@ class LaunchChecker:
     def boxes_written_since(self, fld, time: int):
         """The boxes of `fld` that may have been written after `time`, or None: unknown (the
         whole field may have changed). A backend that knows its launches' boxes says more."""
-        return None
+        return
 
     def unchanged_since(self, primal, values, since) -> bool:
         """Does `primal` hold `values` still? Only the boxes written since need comparing, where
