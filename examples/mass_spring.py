@@ -114,10 +114,17 @@ class Robot:
         centre()
         distance()
 
-    def gradient_step(self, rate: float) -> float:
-        """One Tape, one normalised step on amp and phase; -> the loss before the step."""
+    @ti.capture
+    def walk_and_differentiate(self):
+        """One Tape over a whole walk. The same launches every round, so ti.capture records
+        them on the first call and, in fast mode, runs them as one compiled program from then
+        on (docs/capture.md); the optimiser's reads and writes stay outside, in Python."""
         with ti.ad.Tape(self.loss):
             self.simulate()
+
+    def gradient_step(self, rate: float) -> float:
+        """One Tape, one normalised step on amp and phase; -> the loss before the step."""
+        self.walk_and_differentiate()
         g_amp, g_phase = self.amp.grad.to_numpy(), self.phase.grad.to_numpy()
         norm = np.sqrt((g_amp ** 2).sum() + (g_phase ** 2).sum()) + 1e-12
         self.amp.from_numpy(np.clip(self.amp.to_numpy() - rate * g_amp / norm, 0.0, 0.3))

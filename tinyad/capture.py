@@ -187,9 +187,12 @@ class Captured:
         return format_program(found.program, self.__name__)
 
     def _tell(self, why: str) -> None:
-        if not self._told and why.startswith("checks"):
-            note(f"ti.capture: {self.__name__} runs launch by launch because {why} "
-                 "(ti.init(mode='fast') runs it as one compiled program, checks included)")
+        """Say once why calls run launch by launch, where the user could choose otherwise."""
+        if not self._told and why.startswith(("mode=", "checks")):
+            way_out = ("ti.init(mode='fast') runs it as one compiled program, checks included"
+                       if why.startswith("mode=") else
+                       "with check='off' it runs as one compiled program there")
+            note(f"ti.capture: {self.__name__} runs launch by launch: {why} ({way_out})")
         self._told = True
 
     def _tell_checked(self, why: str) -> None:
@@ -203,18 +206,17 @@ def _why_plain() -> str | None:
     """Why calls run as plain Python now, or None when a captured program may run (checked
     where checks are on: tinyad/checkedreplay.py)."""
     backend, config = runtime.backend, runtime.config
-    if config.check != "off" and (not backend.runs_sequences or
-                                  getattr(backend, "target", None) != "cpu"):
-        where = "" if not backend.runs_sequences else " and a checked replay runs on the CPU only"
-        return (f"checks are on (check={config.check!r}){where}: each launch is checked as it "
-                "runs")
+    if not backend.runs_sequences:
+        checking = ", checking every access" if config.check != "off" else ""
+        return f"mode={config.mode!r} runs each launch in the interpreter{checking}"
+    if config.check != "off" and getattr(backend, "target", None) != "cpu":
+        return (f"checks are on (check={config.check!r}) and a checked replay runs on the CPU "
+                "only: each launch is checked as it runs")
     if config.debug:
         return "debug=True checks every index as it runs"
     if active_recorder.get() is not None or active_forward_mode.get() is not None or \
             active_undo.get() is not None:
         return "it is called inside a Tape or FwdMode, which records its launches"
-    if not backend.runs_sequences:
-        return f"mode={config.mode!r} runs launches one by one"
     return None
 
 

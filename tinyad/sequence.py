@@ -201,7 +201,8 @@ def unrolled(program: list) -> list:
 def format_program(program: list, name: str) -> str:
     """The program as text, a line per event and loop."""
     count = len(unrolled(program))
-    lines = [f"capture of {name}: {count} events as {_length(program)} lines"]
+    length = _length(program)
+    lines = [f"capture of {name}: {_plural(count, 'event')} as {_plural(length, 'line')}"]
     for item in program:
         if not isinstance(item, Loop):
             lines.append("  " + item.text())
@@ -218,3 +219,7 @@ def format_program(program: list, name: str) -> str:
 
 def _length(program) -> int:
     return sum(1 + len(item.body) if isinstance(item, Loop) else 1 for item in program)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
