@@ -105,7 +105,8 @@ def _remember_derivations(checker: LaunchChecker, compiled, rows,
             else:
                 derived_fields[target] = None
             continue
-        rows = _rows_now(rows)
+        if callable(rows):        # (worked out now, once: see before_forward)
+            rows = rows()
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
         held = derived_fields.get(target)
         if held is not None:

@@ -537,8 +537,9 @@ class LaunchChecker:
         grads = [fld for fld in fields if fld.role == "grad"]
         self.gradients_cleared(grads, time)
         lost = self.lost
-        for grad in grads:
-            lost.gradient_written(grad, None, loc)
+        if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)
+            for grad in grads:
+                lost.gradient_written(grad, None, loc)
         if lost.sweeps.reads:       # (what sweeps.written does with a gradient)
             for fld in fields:
                 lost.sweeps.written(fld)
