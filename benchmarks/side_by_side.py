@@ -120,9 +120,9 @@ def main(argv=None) -> None:
         return
     if len(options.pythons) != 2:
         parser.error("give two interpreters: the old checkout's and the new one's")
-    rounds = {python: [] for python in options.pythons}
+    rounds = {os.path.abspath(python): [] for python in options.pythons}
     for number in range(options.rounds):
-        for python in options.pythons:
+        for python in rounds:
             figures = run_child(python, options.calls)
             rounds[python].append(figures)
             print(f"round {number + 1} {python}: "

@@ -55,13 +55,16 @@ class LostGradients:
 
     # ---- the Tape's life ------------------------------------------------------------------
     def tape_begins(self, loc=None) -> None:
-        self.sweeps.used_all()
-        self.cut, self.unwritten_loss, self.tape_loc = {}, None, loc
-        self.backward_at, self.cleared, self.held_gradient = 0, {}, set()
+        if self.sweeps.reads:
+            self.sweeps.used_all()
+        self.unwritten_loss, self.tape_loc, self.backward_at = None, loc, 0
+        if self.cut or self.cleared or self.held_gradient:   # (empty, mostly: kept then)
+            self.cut, self.cleared, self.held_gradient = {}, {}, set()
 
     def backward_done(self, tape_loc) -> None:
         self.backward_at, self.backward_loc = self.checker.tick(), tape_loc
-        self.cleared, self.held_gradient = {}, set()
+        if self.cleared or self.held_gradient:
+            self.cleared, self.held_gradient = {}, set()
 
     def loss_unwritten(self, loss, tape_loc) -> None:
         self.unwritten_loss = (loss, tape_loc)

@@ -199,7 +199,7 @@ class NonFiniteChecks:
             self.gradient_used(grad, None, facts.first_grad_load.get(grad), kernel_name)
 
     def python_write(self, fld, index, loc=None):
-        if fld.role != "primal":
+        if self.nonfinite_seen and fld.role != "primal":
             self.nonfinite_seen.pop(fld, None)
         return super().python_write(fld, index, loc)
 
@@ -208,10 +208,6 @@ class NonFiniteChecks:
             for fld in fields:       # (as python_write: a dual's too)
                 self.nonfinite_seen.pop(fld, None)
         return super().gradients_set(fields, loc)
-
-    def end_tape(self, loc=None) -> None:
-        super().end_tape(loc)
-        self.nonfinite_batch = None
 
     def tape_differentiated(self) -> None:
         super().tape_differentiated()
@@ -225,19 +221,20 @@ class Relocate(Exception):
     its start, each launch looked at on its own (tinyad/ad.py Tape.grad catches it)."""
 
 
-def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -> None:
+def after_launch(checker, traced, variant: str, scalars, launch, backend) -> None:
     """After an adjoint (or tangent) launch: a NaN or infinity new in the gradients it added
     to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
     Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
     the launches are only noted, and their gradients looked at once when it ends
     (NonFiniteChecks.tape_differentiated finishes the batch): a pass per Tape over the
-    gradients of its parameters, not one per launch over every gradient. `host` gives a
-    field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
+    gradients of its parameters, not one per launch over every gradient. The `backend` gives
+    a field's host array and the re-run that locates a value (interp/nanwatch.py)."""
     if not checker.checks_nonfinite:
         return
     if variant == "adjoint" and checker.nonfinite_batching:
         if checker.nonfinite_batch is None:
-            checker.nonfinite_batch = Batch(checker, host, locate)
+            checker.nonfinite_batch = Batch(checker, backend.storage.to_host,
+                                            backend.locate_nonfinite)
         # (the launch's own record where there is one: no new object per launch)
         checker.nonfinite_batch.launches.append(
             launch if launch is not None and launch.compiled is traced else
@@ -245,7 +242,7 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
         return
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
-    seen = checker.nonfinite_seen
+    seen, host = checker.nonfinite_seen, backend.storage.to_host
     for target, how in _watched(traced, variant):
         if target in seen:
             continue
@@ -255,7 +252,8 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
         elif (first_nonfinite(host(target)) if how is _WHOLE else _first_in(
                 host(target), _rows_added_to(launch, target))) is None:
             continue
-        Batch(checker, host, locate, [(traced, variant, scalars, launch)]).finish()
+        Batch(checker, host, backend.locate_nonfinite,
+              [(traced, variant, scalars, launch)]).finish()
         return
 
 
