@@ -122,9 +122,9 @@ def main(argv=None) -> None:
         parser.error("give two interpreters: the old checkout's and the new one's")
     rounds = {os.path.abspath(python): [] for python in options.pythons}
     for number in range(options.rounds):
-        for python in rounds:
+        for python, runs in rounds.items():
             figures = run_child(python, options.calls)
-            rounds[python].append(figures)
+            runs.append(figures)
             print(f"round {number + 1} {python}: "
                   + " ".join(f"{k}={v:.1f}" for k, v in figures.items()), flush=True)
     print("medians over rounds (CPU time; a shared machine's figures):")
