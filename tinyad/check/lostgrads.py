@@ -114,7 +114,9 @@ class LostGradients:
                 self.cut.setdefault(target, (launch.kernel, loc, source))
 
     def forward_launch(self, facts, kernel_name: str) -> None:
-        """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py)."""
+        """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py). Inside a
+        Tape it has something to do only where the kernel loads a gradient or a no-grad
+        kernel cut a field (check/forward.py calls it only then)."""
         checker = self.checker
         if facts.grads_loaded:
             self.loaded(facts, kernel_name)
