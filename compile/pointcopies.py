@@ -103,9 +103,10 @@ class PointCopies:
 
     def gradients_cleared(self, grads, time: int) -> None:
         super().gradients_cleared(grads, time)
-        for grad in grads:
-            if grad not in self.grad_point:
-                self.partial_points.pop(grad.primal, None)
+        if self.partial_points:       # (none, mostly: a Tape clears every gradient)
+            for grad in grads:
+                if grad not in self.grad_point:
+                    self.partial_points.pop(grad.primal, None)
 
     def before_write(self, fld) -> None:
         """Before a write whose boxes are not known: the point's copy is completed first."""

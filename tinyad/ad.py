@@ -249,8 +249,8 @@ class Tape(Recorder):
         checker = getattr(runtime.backend.checks, "checker", None)
         batching = checker is not None and self._can_run_again(checker)
         try:      # (NaN and infinity looked for once, at the end: tinyad/check/nonfinite.py)
-            if checker is not None:
-                checker.nonfinite_batching = batching
+            if checker is not None:     # (a batch left by a backward that raised: dropped)
+                checker.nonfinite_batching, checker.nonfinite_batch = batching, None
             self._backward()
         finally:
             if checker is not None:

@@ -127,7 +127,7 @@ def _after_adjoint(launch) -> None:
     checker, traced = launch.checker, launch.traced
     adjointchecks.after_adjoint(checker, traced, launch.record, launch.manual)
     nonfinite.after_launch(checker, traced, "adjoint", launch.scalars, launch.record,
-                           launch.backend.storage.to_host, launch.backend.locate_nonfinite)
+                           launch.backend)
 
 
 # ---- a tangent (forward-mode) launch, and the tangent of an adjoint ---------------------------
@@ -143,7 +143,7 @@ def _before_tangent(launch) -> None:
 def _after_tangent(launch) -> None:
     launch.after_tangent()
     nonfinite.after_launch(launch.checker, launch.traced, "tangent", launch.scalars, None,
-                           launch.backend.storage.to_host, launch.backend.locate_nonfinite)
+                           launch.backend)
 
 
 def _nothing(launch) -> None:

@@ -26,7 +26,9 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
     a function that works them out, called only if a check needs them (most launches' do not).
     `facts`: the kernel's (None: looked up)."""
     facts = kernel_facts(compiled) if facts is None else facts
-    checker.lost.forward_launch(facts, kernel_name)
+    lost = checker.lost
+    if checker.tape is None or facts.grads_loaded or lost.cut:    # (else it has nothing to do)
+        lost.forward_launch(facts, kernel_name)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, kernel_name)
     time = checker.tick()
@@ -105,7 +107,8 @@ def _remember_derivations(checker: LaunchChecker, compiled, rows,
             else:
                 derived_fields[target] = None
             continue
-        rows = _rows_now(rows)
+        if callable(rows):        # (worked out now, once: see before_forward)
+            rows = rows()
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
         held = derived_fields.get(target)
         if held is not None:

@@ -499,9 +499,12 @@ class LaunchChecker:
         """Python scope (or a kernel zeroing them) set the gradients `grads` at `time`: what
         they held is gone, and with it the point each was taken at (its primal's values need no
         copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)"""
+        points = self.grad_point
+        self.grad_cleared_at.update(dict.fromkeys(grads, time))
+        if not points:
+            return
         for grad in grads:
-            self.grad_cleared_at[grad] = time
-            if self.grad_point.pop(grad, None) is not None:
+            if points.pop(grad, None) is not None:
                 waiting = self.uncopied_points.get(grad.primal)
                 if waiting and grad in waiting:
                     waiting.remove(grad)
@@ -537,7 +540,7 @@ class LaunchChecker:
             self.derived_outside_tape.pop(fld, None)    # set from Python: not derived
             if self.tape is not None:
                 self.derived_in_tape[fld] = None
-            if not index:           # the whole field (or its one element)
+            if not index and self.races.tainted:    # the whole field (or its one element)
                 self.races.forget(fld)
         return access
 
@@ -550,8 +553,9 @@ class LaunchChecker:
         grads = [fld for fld in fields if fld.role == "grad"]
         self.gradients_cleared(grads, time)
         lost = self.lost
-        for grad in grads:
-            lost.gradient_written(grad, None, loc)
+        if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)
+            for grad in grads:
+                lost.gradient_written(grad, None, loc)
         if lost.sweeps.reads:       # (what sweeps.written does with a gradient)
             for fld in fields:
                 lost.sweeps.written(fld)

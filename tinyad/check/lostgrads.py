@@ -55,13 +55,16 @@ class LostGradients:
 
     # ---- the Tape's life ------------------------------------------------------------------
     def tape_begins(self, loc=None) -> None:
-        self.sweeps.used_all()
-        self.cut, self.unwritten_loss, self.tape_loc = {}, None, loc
-        self.backward_at, self.cleared, self.held_gradient = 0, {}, set()
+        if self.sweeps.reads:
+            self.sweeps.used_all()
+        self.unwritten_loss, self.tape_loc, self.backward_at = None, loc, 0
+        if self.cut or self.cleared or self.held_gradient:   # (empty, mostly: kept then)
+            self.cut, self.cleared, self.held_gradient = {}, {}, set()
 
     def backward_done(self, tape_loc) -> None:
         self.backward_at, self.backward_loc = self.checker.tick(), tape_loc
-        self.cleared, self.held_gradient = {}, set()
+        if self.cleared or self.held_gradient:
+            self.cleared, self.held_gradient = {}, set()
 
     def loss_unwritten(self, loss, tape_loc) -> None:
         self.unwritten_loss = (loss, tape_loc)
@@ -111,7 +114,9 @@ class LostGradients:
                 self.cut.setdefault(target, (launch.kernel, loc, source))
 
     def forward_launch(self, facts, kernel_name: str) -> None:
-        """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py)."""
+        """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py). Inside a
+        Tape it has something to do only where the kernel loads a gradient or a no-grad
+        kernel cut a field (check/forward.py calls it only then)."""
         checker = self.checker
         if facts.grads_loaded:
             self.loaded(facts, kernel_name)

@@ -138,9 +138,10 @@ class NonFiniteChecks:
 
     def gradients_cleared(self, grads, time: int) -> None:
         super().gradients_cleared(grads, time)
-        for grad in grads:
-            self.nonfinite_seen.pop(grad, None)
-            self.nonfinite_owed.pop(grad, None)
+        if self.nonfinite_seen or self.nonfinite_owed:     # (empty, mostly)
+            for grad in grads:
+                self.nonfinite_seen.pop(grad, None)
+                self.nonfinite_owed.pop(grad, None)
 
     def nonfinite_found(self, error, grads, host) -> None:
         """The backward pass left the non-finite gradient `error` reports, in `grads`: a
@@ -187,18 +188,15 @@ class NonFiniteChecks:
             self.gradient_used(grad, None, facts.first_grad_load.get(grad), kernel_name)
 
     def python_write(self, fld, index, loc=None):
-        if fld.role != "primal":
+        if self.nonfinite_seen and fld.role != "primal":
             self.nonfinite_seen.pop(fld, None)
         return super().python_write(fld, index, loc)
 
     def gradients_set(self, fields, loc) -> int:
-        for fld in fields:       # (as python_write: a dual's too)
-            self.nonfinite_seen.pop(fld, None)
+        if self.nonfinite_seen:
+            for fld in fields:       # (as python_write: a dual's too)
+                self.nonfinite_seen.pop(fld, None)
         return super().gradients_set(fields, loc)
-
-    def end_tape(self, loc=None) -> None:
-        super().end_tape(loc)
-        self.nonfinite_batch = None
 
     def tape_differentiated(self) -> None:
         super().tape_differentiated()
@@ -212,19 +210,20 @@ class Relocate(Exception):
     its start, each launch looked at on its own (tinyad/ad.py Tape.grad catches it)."""
 
 
-def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -> None:
+def after_launch(checker, traced, variant: str, scalars, launch, backend) -> None:
     """After an adjoint (or tangent) launch: a NaN or infinity new in the gradients it added
     to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
     Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
     the launches are only noted, and their gradients looked at once when it ends
     (NonFiniteChecks.tape_differentiated finishes the batch): a pass per Tape over the
-    gradients of its parameters, not one per launch over every gradient. `host` gives a
-    field's host array; `locate` is the backend's re-run (interp/nanwatch.py)."""
+    gradients of its parameters, not one per launch over every gradient. The `backend` gives
+    a field's host array and the re-run that locates a value (interp/nanwatch.py)."""
     if not checker.checks_nonfinite:
         return
     if variant == "adjoint" and checker.nonfinite_batching:
         if checker.nonfinite_batch is None:
-            checker.nonfinite_batch = Batch(checker, host, locate)
+            checker.nonfinite_batch = Batch(checker, backend.storage.to_host,
+                                            backend.locate_nonfinite)
         # (the launch's own record where there is one: no new object per launch)
         checker.nonfinite_batch.launches.append(
             launch if launch is not None and launch.compiled is traced else
@@ -232,12 +231,19 @@ def after_launch(checker, traced, variant: str, scalars, launch, host, locate) -
         return
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
-    seen = checker.nonfinite_seen
-    for target, whole in _watched(traced, variant):
-        if target not in seen and (first_nonfinite(host(target)) if whole else _first_in(
-                host(target), _rows_added_to(launch, target))) is not None:
-            Batch(checker, host, locate, [(traced, variant, scalars, launch)]).finish()
-            return
+    seen, host = checker.nonfinite_seen, backend.storage.to_host
+    for target, how in _watched(traced, variant):
+        if target in seen:
+            continue
+        if how is _SUM:      # (a sum that overflows falls through to the exact look)
+            if math.isfinite(sum(host(target).ravel().tolist())):
+                continue
+        elif (first_nonfinite(host(target)) if how is _WHOLE else _first_in(
+                host(target), _rows_added_to(launch, target))) is None:
+            continue
+        Batch(checker, host, backend.locate_nonfinite,
+              [(traced, variant, scalars, launch)]).finish()
+        return
 
 
 class Batch:
@@ -362,14 +368,27 @@ def _targets(traced, variant: str) -> tuple:
     return written[variant]
 
 
+# How after_launch looks at a target: one Python sum of its few floats, one numpy pass over
+# it whole, or over the rows the launch added to
+_SUM, _WHOLE, _ROWS = "sum", "whole", "rows"
+
+
 def _watched(traced, variant: str) -> tuple:
-    """(target, looked at whole?) per field `_targets` gives, worked out once per kernel: a
-    tangent's duals and a small gradient are looked at whole after each launch."""
+    """(target, how it is looked at) per float field `_targets` gives (no other holds a NaN),
+    worked out once per kernel: a tangent's duals and a small gradient whole after each
+    launch, a few floats by a sum."""
     watched = traced.memos[_nonfinite_watched]
     if variant not in watched:
-        watched[variant] = tuple((t, variant != "adjoint" or ir.array_size(t) <= WHOLE_UP_TO)
-                                 for t in _targets(traced, variant))
+        watched[variant] = tuple((t, _how_watched(t, variant)) for t in _targets(traced, variant)
+                                 if np.dtype(t.dtype.np).kind == "f")
     return watched[variant]
+
+
+def _how_watched(target, variant: str) -> str:
+    size = ir.array_size(target)
+    if size <= PYTHON_UP_TO:
+        return _SUM
+    return _WHOLE if variant != "adjoint" or size <= WHOLE_UP_TO else _ROWS
 
 
 # Filled in per variant as variants launch, and kept in the kernel's memos:
