@@ -278,16 +278,23 @@ def _signature(arguments) -> str:
 def _module_source(kernels, body: str, signature: str) -> str:
     imports = "\n".join(f"{name} = load_published({kernel.generated.module_name!r})."
                         f"{kernel.generated.entry}" for kernel, name, _ in kernels)
+    helpers = _published_helpers()
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import numpy as np\nfrom numba import njit, types\n\n"
             "from tinyad.compile.cache import load_published\n\n"
-            f"{imports}\n{HELPERS}\n@njit({signature}, error_model=\"numpy\", cache=True)\n"
-            f"{body}\n")
+            f"{imports}\nfill = load_published({helpers!r}).fill\n"
+            f"store = load_published({helpers!r}).store\n\n\n"
+            f"@njit({signature}, error_model=\"numpy\", cache=True)\n{body}\n")
 
 
 NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
 
-HELPERS = '''
+# The programs' fills and element writes, one module in the cache that every program imports:
+# numba compiles each array type's body once, not once more in every new program (0.5-1 s of
+# a program's compile when they were written into it)
+HELPERS = '''"""The fills and element writes of captured programs (compile/sequence.py)."""
+from numba import njit
+
 
 @njit(error_model="numpy", cache=True)
 def fill(array, value):
@@ -299,5 +306,11 @@ def fill(array, value):
 @njit(error_model="numpy", cache=True)
 def store(array, flat_index, value):
     array.reshape(array.size)[flat_index] = value
-
 '''
+
+
+def _published_helpers() -> str:
+    """The helper module's stem, written to the cache where it is not yet."""
+    stem = f"captured_helpers_{cache.key('sequence helpers', HELPERS)}"
+    cache.publish(stem, HELPERS)
+    return stem
