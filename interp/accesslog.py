@@ -12,6 +12,9 @@ value. From that it checks, element by element:
   where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
 * when an adjoint kernel runs, that each load it replays reads the value the forward read
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
+The log finds the access that breaks a rule; which rule it breaks and what the report names
+are decided by the judge of fast mode's trails (tinyad/check/trail.py `conflict`,
+`changed_after_read`), asked at that access, so a loop that breaks a rule in a Tape stops there.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
 path) and their memory (`LaunchChecker`) are shared with fast mode: tinyad/check/launches.py.
 What the log remembers is one event per element (interp/elementlog.py: a scope's first reads
