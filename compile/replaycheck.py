@@ -497,8 +497,9 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         element = tuple(int(i) for i in where[0])
         read_site, write_site = regions.own_overwrites[fld]
         kind = "store" if isinstance(write_site.node, ir.Store) else "atomic_" + write_site.node.op
-        error = trail.changed_after_read(      # (no write of it before the read: an iteration's
-            fld.name, element,                 # own element is first touched by its read)
+        # (an iteration's own element: no write of it comes before the read)
+        error = trail.changed_after_read(
+            fld.name, element,
             Access("read", read_site.node.loc, launch.kernel, launch.number,
                    launch_iteration(read_site, element, launch), value_at(before, element),
                    launch.time),
