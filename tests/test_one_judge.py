@@ -1,0 +1,81 @@
+"""One decider per element-level rule (issue 34, "one judge"): which library modules build each
+report of a rule broken on an element, read from the source. The rule catalogue
+(tinyad/check/rules.py) words every report; the judge (tinyad/check/trail.py) is the only module
+that asks it for a parallel conflict or an overwrite of a replayed read, whichever backend met
+the access, so the two modes cannot drift apart on which rule or which lines a report names.
+The rules still decided once per backend are listed, and the list may only shrink."""
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LIBRARY = ("tinyad", "interp", "compile")
+CATALOGUE = "tinyad/check/rules.py"
+JUDGE = "tinyad/check/trail.py"
+
+# the element-level rules the judge alone decides
+JUDGED = ("parallel_conflict", "overwrite_after_read", "read_then_overwrite", "second_write",
+          "read_during_accumulation")
+# the rules still decided by each backend (the cross-launch state is per backend: interp's
+# element summaries, fast mode's copies); an entry may only go
+PER_BACKEND = {
+    "python_overwrite": {"interp/accesslog.py", "compile/replaycheck.py"},
+    "replay_divergence": {"interp/accesslog.py", "compile/replaycheck.py"},
+    "custom_gradient_assigns": {"interp/accesslog.py", "compile/customstores.py"},
+}
+
+
+def rule_callers(files: dict) -> dict:
+    """rule constructor -> the files (path -> source) that call it, as `rules.name(...)` or as
+    a name imported from the catalogue."""
+    found: dict = {}
+    for path, source in files.items():
+        tree = ast.parse(source)
+        imported = {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module == "tinyad.check.rules"
+                    for alias in node.names}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                    func.value.id == "rules":
+                found.setdefault(func.attr, set()).add(path)
+            elif isinstance(func, ast.Name) and func.id in imported:
+                found.setdefault(imported[func.id], set()).add(path)
+    return found
+
+
+def library_files() -> dict:
+    files = {str(p.relative_to(ROOT)): p.read_text() for package in LIBRARY
+             for p in sorted((ROOT / package).rglob("*.py"))}
+    del files[CATALOGUE]
+    return files
+
+
+def test_the_judge_alone_decides_conflicts_and_overwrites():
+    callers = rule_callers(library_files())
+    for rule in JUDGED:
+        assert callers.get(rule, set()) <= {JUDGE}, f"{rule} is decided outside the judge"
+    assert callers["parallel_conflict"] == callers["overwrite_after_read"] == {JUDGE}
+
+
+def test_the_rules_still_decided_per_backend_only_shrink():
+    callers = rule_callers(library_files())
+    for rule, where in PER_BACKEND.items():
+        assert callers.get(rule, set()) <= where, f"{rule} has a new decider"
+
+
+def test_a_decider_outside_the_judge_is_caught():
+    """The finder sees a backend building a conflict or overwrite report itself, either way of
+    naming the constructor; the judge's own calls pass."""
+    files = {
+        JUDGE: "from tinyad.check import rules\nrules.parallel_conflict(kernel='k')\n",
+        "interp/accesslog.py": "from tinyad.check import rules\n"
+                               "def f():\n    return rules.overwrite_after_read(field='x')\n",
+        "compile/replaycheck.py": "from tinyad.check.rules import read_then_overwrite as r1\n"
+                                  "r1(field='x')\n",
+    }
+    callers = rule_callers(files)
+    assert callers["parallel_conflict"] == {JUDGE}
+    assert callers["overwrite_after_read"] == {"interp/accesslog.py"}
+    assert callers["read_then_overwrite"] == {"compile/replaycheck.py"}
