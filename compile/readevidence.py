@@ -192,9 +192,11 @@ class FirstReadReports:
             return error
         # then the launch's own write the report names (Rule 2: its first write; a read during
         # accumulation: its first +=), after the Tape's earlier launches'
-        writes = [_write_access(*w, r.element) for w in earlier] + list(r.earlier[:1])
-        told = trail.changed_after_read(r.field, r.element, r.read, r.write,
-                                        [w.kind for w in writes], writes.__getitem__)
+        mine = list(r.earlier[:1])
+        told = trail.changed_after_read(
+            r.field, r.element, r.read, r.write,
+            [w.kind for _, w in earlier] + [w.kind for w in mine],
+            lambda k: _write_access(*earlier[k], r.element) if k < len(earlier) else mine[0])
         told.more_elements = getattr(error, "more_elements", [])
         return told
 

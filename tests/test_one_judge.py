@@ -3,9 +3,16 @@ report of a rule broken on an element, read from the source. The rule catalogue
 (tinyad/check/rules.py) words every report; the judge (tinyad/check/trail.py) is the only module
 that asks it for a parallel conflict or an overwrite of a replayed read, whichever backend met
 the access, so the two modes cannot drift apart on which rule or which lines a report names.
-The rules still decided once per backend are listed, and the list may only shrink."""
+The rules still decided once per backend are listed, and the list may only shrink. Then the
+judge's verdict on an overwrite seen by either backend: the same report in both modes."""
 import ast
 import pathlib
+
+import numpy as np
+import pytest
+from conftest import MODES
+
+import tinyad as ti
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = ("tinyad", "interp", "compile")
@@ -79,3 +86,64 @@ def test_a_decider_outside_the_judge_is_caught():
     assert callers["parallel_conflict"] == {JUDGE}
     assert callers["overwrite_after_read"] == {"interp/accesslog.py"}
     assert callers["read_then_overwrite"] == {"compile/replaycheck.py"}
+
+
+BOTH = pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
+
+
+def _earlier_launch_then_own_writes(mode, earlier, own):
+    """A launch of the Tape writes x (`earlier`: stores or adds), then a launch reads x[i] for
+    its adjoint between writes of its own (`own`); -> the report raised."""
+    ti.init(mode=mode)
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def first():
+        for i in range(4):
+            if ti.static(earlier == "store"):
+                x[i] = 1.0
+            else:
+                x[i] += 1.0
+
+    @ti.kernel
+    def then():
+        for i in range(4):
+            if ti.static(own[0] == "add"):
+                x[i] += 2.0
+            if ti.static(own[0] == "store"):
+                x[i] = 2.0
+            loss[None] += x[i] ** 2
+            if ti.static(own[1] == "add"):
+                x[i] += 3.0
+            else:
+                x[i] = 3.0
+
+    x.from_numpy(np.linspace(0.5, 1.5, 4))
+    with pytest.raises(ti.AutodiffRuleError) as info, ti.ad.Tape(loss):
+        first()
+        then()
+    return info.value.report
+
+
+@BOTH
+@pytest.mark.parametrize(("earlier", "own", "rule", "named"), [
+    ("store", (None, "add"), "Global Data Access Rule 1", None),
+    ("store", ("add", "add"), "Read during accumulation", "then"),
+    ("store", (None, "store"), "Global Data Access Rule 2", "first"),
+    ("store", ("store", "store"), "Global Data Access Rule 2", "first"),
+    ("add", (None, "add"), "Read during accumulation", "first"),
+    ("add", ("add", "add"), "Read during accumulation", "first"),
+    ("add", (None, "store"), "Global Data Access Rule 2", "first"),
+    ("add", ("store", "store"), "Global Data Access Rule 2", "first"),
+])
+def test_a_launchs_overwrite_counts_the_tapes_earlier_writes_alike(earlier, own, rule, named):
+    """Which rule a launch's own overwrite of a replayed read breaks counts the element's
+    writes by earlier launches of the Tape (fast mode tells its trail's verdict again with
+    them): the first write, or the first += where the overwrite adds, which may be the
+    launch's own += when the earlier launch stored. Both modes ask one judge
+    (tinyad/check/trail.py changed_after_read) and raise the same report."""
+    interp, fast = (_earlier_launch_then_own_writes(mode, earlier, own) for mode in MODES)
+    assert interp.to_dict() == fast.to_dict()
+    assert interp.rule == rule
+    assert [a.kernel for a in interp.earlier] == ([named] if named else [])
