@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check import rules
-from tinyad.check.report import ACCUMULATE, Access
-from tinyad.check.rules import ReadDuringAccumulationRuleError
+from tinyad.check import trail
+from tinyad.check.report import Access
 from tinyad.check.trail import Trail
 from tinyad.compile.iterations import first_iterations, launch_iteration
 from tinyad.compile.readwitness import differences, value_at
@@ -191,14 +190,13 @@ class FirstReadReports:
                    if other.time < launch.time and w.covers(r.element)]
         if not earlier:
             return error
-        mine = r.earlier[0] if r.earlier else None
-        accumulated = [(other, w) for other, w in earlier if w.kind in ACCUMULATE]
-        first_accumulation = _write_access(*accumulated[0], r.element) if accumulated else \
-            (mine if isinstance(error, ReadDuringAccumulationRuleError) else None)
-        told = rules.overwrite_after_read(
-            field=r.field, element=r.element, read=r.read, write=r.write,
-            first_write=_write_access(*earlier[0], r.element),
-            first_accumulation=first_accumulation)
+        # then the launch's own write the report names (Rule 2: its first write; a read during
+        # accumulation: its first +=), after the Tape's earlier launches'
+        mine = list(r.earlier[:1])
+        told = trail.changed_after_read(
+            r.field, r.element, r.read, r.write,
+            [w.kind for _, w in earlier] + [w.kind for w in mine],
+            lambda k: _write_access(*earlier[k], r.element) if k < len(earlier) else mine[0])
         told.more_elements = getattr(error, "more_elements", [])
         return told
 

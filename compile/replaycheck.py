@@ -27,9 +27,9 @@ from collections import deque
 
 import numpy as np
 
-from tinyad.check import launches, rules
+from tinyad.check import launches, rules, trail
 from tinyad.check.launches import Launch, LaunchChecker
-from tinyad.check.report import ACCUMULATE, Access
+from tinyad.check.report import Access
 from tinyad.compile.customstores import CustomGradientStores
 from tinyad.compile.iterations import launch_iteration
 from tinyad.compile.pointcopies import PointCopies
@@ -424,11 +424,9 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                        now, writer.time)
         earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
                    if launch.time <= read.time and w.covers(element)]
-        accumulated = [(launch, w) for launch, w in earlier if w.kind in ACCUMULATE]
-        return rules.overwrite_after_read(
-            field=fld.name, element=element, read=read, write=write,
-            first_write=_access(*earlier[0], element) if earlier else None,
-            first_accumulation=_access(*accumulated[0], element) if accumulated else None)
+        return trail.changed_after_read(fld.name, element, read, write,
+                                        [w.kind for _, w in earlier],
+                                        lambda k: _access(*earlier[k], element))
 
     # ---- Python scope ----------------------------------------------------------------------------
     def python_write(self, fld, index, loc=None) -> Access | None:
@@ -499,14 +497,15 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         element = tuple(int(i) for i in where[0])
         read_site, write_site = regions.own_overwrites[fld]
         kind = "store" if isinstance(write_site.node, ir.Store) else "atomic_" + write_site.node.op
-        error = rules.read_then_overwrite(
-            field=fld.name, element=element,
-            read=Access("read", read_site.node.loc, launch.kernel, launch.number,
-                        launch_iteration(read_site, element, launch), value_at(before, element),
-                        launch.time),
-            write=Access(kind, write_site.node.loc, launch.kernel, launch.number,
-                         launch_iteration(write_site, element, launch), value_at(now, element),
-                         launch.time))
+        # (an iteration's own element: no write of it comes before the read)
+        error = trail.changed_after_read(
+            fld.name, element,
+            Access("read", read_site.node.loc, launch.kernel, launch.number,
+                   launch_iteration(read_site, element, launch), value_at(before, element),
+                   launch.time),
+            Access(kind, write_site.node.loc, launch.kernel, launch.number,
+                   launch_iteration(write_site, element, launch), value_at(now, element),
+                   launch.time))
         more = [tuple(int(i) for i in row) for row in where[1:]] if self.mode == "warn" else []
         return _counting(more, error)
 

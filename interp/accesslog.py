@@ -12,6 +12,9 @@ value. From that it checks, element by element:
   where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
 * when an adjoint kernel runs, that each load it replays reads the value the forward read
   (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
+The log finds the access that breaks a rule; which rule it breaks and what the report names
+are decided by the judge of fast mode's trails (tinyad/check/trail.py `conflict`,
+`changed_after_read`), asked at that access, so a loop that breaks a rule in a Tape stops there.
 The misuse checks around launches (unseeded outputs, adjoint order, missing gradients on the
 path) and their memory (`LaunchChecker`) are shared with fast mode: tinyad/check/launches.py.
 What the log remembers is one event per element (interp/elementlog.py: a scope's first reads
@@ -23,11 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check import rules
+from tinyad.check import rules, trail
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
-from tinyad.check.trail import conflict_pair
 from tinyad.core.srcloc import user_loc
 from tinyad.interp.elementlog import ElementLog, Witness, same_values
 from tinyad.interp.memory import Memory
@@ -57,6 +59,14 @@ class Scope:
         # (reported by line, launch and iteration: no values kept)
         self.first_write = ElementLog(deferred, values=False)
         self.accumulated = ElementLog(deferred, values=False)  # first += / -=
+
+    def writes_before(self, fld, index, read: Access) -> tuple:
+        """The element's writes before `read` that a report may name (its first of all and its
+        first +=, where they came before it), as tinyad/check/trail.py `changed_after_read`
+        takes them: their kinds, and one by position."""
+        earlier = [e for e in (self.first_write.get(fld, index), self.accumulated.get(fld, index))
+                   if e is not None and e.time < read.time]
+        return [e.kind for e in earlier], earlier.__getitem__
 
     def empty(self) -> "Scope":
         for log in (self.reads, self.first_write, self.accumulated):
@@ -303,7 +313,8 @@ class LoggedMemory(Memory):
             scope.reads.clear(fld, index)
             if read.launch != self._number:     # (an ended launch: its witness is whole)
                 read = self.checker.first_read(fld, index, read)
-            self._raise(lambda: _overwrite_error(fld, index, read, Access(*event), scope))
+            self._raise(lambda: trail.changed_after_read(
+                fld.name, index, read, Access(*event), *scope.writes_before(fld, index, read)))
         scope.first_write.put_first(fld, index, *event)
         if kind in ACCUMULATE:
             scope.accumulated.put_first(fld, index, *event)
@@ -338,11 +349,9 @@ class LoggedMemory(Memory):
 
     def _conflict(self, key, seen, now) -> None:
         events = sorted((e for e in seen[1:-1] if e is not None), key=lambda e: e[5]) + [now]
-        first, later = conflict_pair([e[0] != "read" for e in events],
-                                     [e[3] for e in events])
-        self._race(key[0], lambda: rules.parallel_conflict(
-            kernel=self.launch.kernel, field=key[0].name, element=key[1],
-            earlier=as_access(events[first]), later=as_access(events[later])))
+        self._race(key[0], lambda: trail.conflict(
+            self.launch.kernel, key[0].name, key[1], [e[0] != "read" for e in events],
+            [e[3] for e in events], lambda k: as_access(events[k])))
 
 
 SHARED = object()   # an element touched by several iterations of the loop
@@ -387,17 +396,3 @@ class ReplayMemory(Memory):
                 kernel=self.kernel, field=fld.name, element=index, read=read,
                 now=fld.host_array[index][()], last_writer=self.checker.last_writer(fld, index)))
         return value
-
-
-
-# ---- which rule an overwrite breaks -----------------------------------------------------------
-
-def _overwrite_error(fld, index, read: Access, write: Access, scope: Scope):
-    """`write` changed an element after `read`, whose value the adjoint replays."""
-    first = scope.first_write.get(fld, index)
-    accumulated = scope.accumulated.get(fld, index)
-    return rules.overwrite_after_read(
-        field=fld.name, element=index, read=read, write=write,
-        first_write=first if first is not None and first.time < read.time else None,
-        first_accumulation=accumulated if accumulated is not None
-        and accumulated.time < read.time else None)

@@ -21,6 +21,12 @@ From it:
     its own iteration, or a later statement, changed it after it was read (another iteration's
     change is a conflict, found first): Rule 1, or Rule 2 where a store came before the read, or
     a read during accumulation where adds came before it and after it.
+
+The two verdicts that name what a report says, `conflict` (which pair of accesses a parallel
+conflict names) and `changed_after_read` (which rule an overwrite of a replayed read breaks),
+are the only ones for every checker: interp mode's access log asks them at the access that
+makes the violation (so a loop that breaks a rule stops there), fast mode's trail after its
+launch, and fast mode's copies when a later write or its own-element compare changes a read.
 """
 from __future__ import annotations
 
@@ -109,25 +115,24 @@ def _clashes(trail: Trail, launch, fld, segment: int, every: bool) -> list:
 def _conflict(trail: Trail, launch, fld, on: np.ndarray, element: int):
     """The conflict report of one element, from its accesses `on` (in trail order) up to the
     one that made the conflict."""
-    first, later = conflict_pair([trail.sites[int(k)].writes for k in trail.site[on]],
-                                 trail.iteration[on])
-    return rules.parallel_conflict(
-        kernel=launch.kernel, field=fld.name, element=_element(fld, element),
-        earlier=trail.access(launch, int(on[first])), later=trail.access(launch, int(on[later])))
+    return conflict(launch.kernel, fld.name, _element(fld, element),
+                    [trail.sites[int(k)].writes for k in trail.site[on]], trail.iteration[on],
+                    lambda k: trail.access(launch, int(on[k])))
 
 
-def conflict_pair(writes, iterations) -> tuple[int, int]:
-    """Which two of an element's accesses (in order, up to the one that made the conflict:
-    whether each writes, and its iteration) a parallel-conflict report names: a write, a later
-    iteration's where the first touch is a read (every iteration may read before one
-    writes), else the first iteration's own write; with the first touch, or that write.
-    Interp mode, which meets the conflict access by access, asks here too."""
+def conflict(kernel: str, field: str, element: tuple, writes, iterations, access):
+    """The parallel-conflict error of fld[element], from its accesses in order up to the one
+    that made the conflict: whether each writes, its iteration, and `access(k)` the k-th as
+    an Access (built for the two named only). It names a write, a later iteration's where the
+    first touch is a read (every iteration may read before one writes), else the first
+    iteration's own write; with the first touch, or that write."""
     writes, iterations = np.asarray(writes, bool), np.asarray(iterations)
     others = iterations != iterations[0]
     first, later = 0, others & writes if not writes[0] else others
     if not later.any():
         first, later = int(np.argmax(~others & writes)), others
-    return first, int(np.argmax(later))
+    return rules.parallel_conflict(kernel=kernel, field=field, element=element,
+                                   earlier=access(first), later=access(int(np.argmax(later))))
 
 
 def _changed_reads(trail: Trail, fld, now: np.ndarray, every: bool) -> list:
@@ -145,7 +150,7 @@ def _changed_reads(trail: Trail, fld, now: np.ndarray, every: bool) -> list:
 
 def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
     """The rule the replayed read at position `at` breaks, its element changed later in the
-    launch (check/rules.py `overwrite_after_read` names it)."""
+    launch: the writes before it are its own iteration's, or an earlier statement's."""
     element = int(trail.flat[at])
     writes = trail.of_field(fld, lambda s: s.writes)
     writes = writes[trail.flat[writes] == element]
@@ -154,13 +159,25 @@ def _changed_after_read(trail: Trail, launch, fld, at: int, now: np.ndarray):
     earlier = writes[(mine | (trail.segment[writes] < segment)) & (writes < at)]
     later = writes[(mine & (writes > at)) | (trail.segment[writes] > segment)]
     writer = int(later[0]) if later.size else at
-    accumulated = [w for w in earlier if trail.sites[int(trail.site[w])].kind in ACCUMULATE]
+    return changed_after_read(
+        fld.name, _element(fld, element), trail.access(launch, at, float(trail.value[at])),
+        trail.access(launch, writer, now[element]),
+        [trail.sites[int(trail.site[w])].kind for w in earlier],
+        lambda k: trail.access(launch, int(earlier[k])))
+
+
+def changed_after_read(field: str, element: tuple, read: Access, write: Access,
+                       earlier=(), access=None):
+    """The error of `write` changing fld[element] after `read`, whose value the adjoint
+    replays, given the kinds of the element's writes before that read, in order (`earlier`),
+    and `access(k)` the k-th of them as an Access (built for those named only): a read during
+    accumulation where a += came before and `write` adds, Rule 2 where a write came before and
+    `write` stores, else Rule 1 (check/rules.py `overwrite_after_read` words each)."""
+    accumulated = next((k for k, kind in enumerate(earlier) if kind in ACCUMULATE), None)
     return rules.overwrite_after_read(
-        field=fld.name, element=_element(fld, element),
-        read=trail.access(launch, at, float(trail.value[at])),
-        write=trail.access(launch, writer, now[element]),
-        first_write=trail.access(launch, int(earlier[0])) if earlier.size else None,
-        first_accumulation=trail.access(launch, int(accumulated[0])) if accumulated else None)
+        field=field, element=element, read=read, write=write,
+        first_write=access(0) if len(earlier) else None,
+        first_accumulation=None if accumulated is None else access(accumulated))
 
 
 def _clashing(*columns):
