@@ -182,7 +182,7 @@ def changed_after_read(field: str, element: tuple, read: Access, write: Access,
 
 def _clashing(*columns):
     """`_clashing_loop` compiled by numba on first use (fast mode's trails; interp mode,
-    which asks only `conflict_pair`, never imports numba)."""
+    which asks only `conflict` and `changed_after_read`, never imports numba)."""
     return _compiled_clashing()(*columns)
 
 
