@@ -29,7 +29,9 @@ own compiled launchers run in a Python loop: no binding, no Tape, no per-launch 
 
 A checked replay's program (tinyad/checkedreplay.py) also copies fields into `buffers` (Copy
 events) and looks for NaN and infinity (CheckFinite events): where a look finds one, the run
-stops there and raises ProgramStopped (tinyad/backend.py).
+stops there and raises ProgramStopped (tinyad/backend.py). So it does where one of the checks'
+predicates (Stash, Compare, Nonzero: compile/replaypredicates.py) comes out otherwise than in
+the watched call.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import numba
 import numpy as np
 
 from tinyad.backend import ProgramStopped
-from tinyad.compile import ahead, cache
+from tinyad.compile import ahead, cache, replaypredicates
 from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
@@ -83,6 +85,8 @@ class _LaunchersInPython:
         elif kind == "copy":
             part = tuple(slice(lo, hi) for lo, hi in event.box)
             self.buffers[event.slot][part] = self.storage.to_host(event.field)[part]
+        elif kind in replaypredicates.KINDS:
+            replaypredicates.run(event, self.storage, self.buffers)
         elif not np.isfinite(self.storage.to_host(event.field)).all():
             raise ProgramStopped(f"{event.field.name} holds a NaN or an infinity")
 
@@ -167,6 +171,8 @@ class _CompiledSequence:
         pad = "    " * depth
         if event.kind == "copy":
             return self._copy(event, delta, pad)
+        if event.kind in replaypredicates.KINDS:
+            return replaypredicates.source(self, event, delta, pad)
         if event.kind == "finite":
             # (a sum is NaN or infinite where an element is, or where finite ones overflow:
             # then the call runs plainly, which looks again)
@@ -260,6 +266,8 @@ class _CompiledSequence:
         code = self.fn(*self._arguments(seeds))
         if code == NONFINITE:
             raise ProgramStopped("a look for NaN and infinity found one")
+        if code == replaypredicates.STOPPED:
+            raise ProgramStopped("a check came out otherwise than in the watched call")
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
@@ -281,7 +289,7 @@ def _module_source(kernels, body: str, signature: str) -> str:
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import numpy as np\nfrom numba import njit, types\n\n"
             "from tinyad.compile.cache import load_published\n\n"
-            f"{imports}\n{HELPERS}\n@njit({signature}, error_model=\"numpy\", cache=True)\n"
+            f"{imports}\n{HELPERS}{replaypredicates.HELPERS}\n@njit({signature}, error_model=\"numpy\", cache=True)\n"
             f"{body}\n")
 
 

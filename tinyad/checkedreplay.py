@@ -53,12 +53,15 @@ class CheckedReplay:
             shapes = {slot: fld for _, fld, slot, _ in watched.copies}
             self.buffers = [_touched(self.storage.to_host(shapes[slot]))
                             for slot in range(len(shapes))]
+            # (then the stashes the checks' predicates compare with, tinyad/checkpredicates.py)
+            self.buffers += [np.zeros(shape, self.storage.to_host(fld).dtype)
+                             for _, fld, shape in watched.stashes]
             self.runner = backend.sequence(self.program, self.buffers)
-        # each slot's arrays (see `_fresh_buffers`), two to take turns
-        self.spare = [[b, _touched(b)] for b in self.buffers]
+        # each copy slot's arrays (see `_fresh_buffers`), two to take turns
+        self.spare = [[b, _touched(b)] for b in self.buffers[:len(watched.copy_slots)]]
         # (where the program cannot stop part way, nothing need be put back)
-        self.stops = bool(watched.finite) or any(_may_fail(e, backend) for e in events
-                                                 if e.kind == "launch")
+        self.stops = bool(watched.finite) or bool(watched.predicates) or \
+            any(_may_fail(e, backend) for e in events if e.kind == "launch")
         self.saved = [(fld, _touched(self.storage.to_host(fld)))
                       for fld in (_fields_to_save(events) if self.stops else ())]
         self.kernels = {e.traced for e in events if e.kind == "launch"}
@@ -318,13 +321,15 @@ def _may_fail(launch, backend) -> bool:
 
 
 def _with_checks(events: list, watched) -> list:
-    """The recorded events with the watched call's looks for NaN and infinity and its copies
-    where they came."""
+    """The recorded events with the watched call's looks for NaN and infinity, its copies and
+    its checks' predicates where they came."""
     at: dict = {}
     for position, fld in watched.finite:
         at.setdefault(position, []).append(CheckFinite(fld))
     for position, fld, slot, box in watched.copies:
         at.setdefault(position, []).append(Copy(fld, slot, box))
+    for position, event in watched.predicates:
+        at.setdefault(position, []).append(event)
     out = []
     for position, event in enumerate(events):
         out += at.get(position, ())

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad import checkstate as cs
+from tinyad.checkpredicates import Predicates
 from tinyad.runtime import runtime
 
 LOOK_UP = 24     # frames looked through for a kernel launch (is a copy made before one?)
@@ -52,6 +53,8 @@ class Watched:
     pending: list           # the call's latest launches awaiting an adjoint (their records)
     kept_bytes: int         # the bytes of the checker's copies the call added, at most
     why_not: str | None = None
+    predicates: list = field(default_factory=list)  # (position, event): tinyad/checkpredicates.py
+    stashes: list = field(default_factory=list)     # (slot, field, shape) of their stashes
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Watch:
         self.point_reads: dict = {}     # field -> (position) of the last point copy of it
         self.point_copies: dict = {}    # id(array) -> (position, field)
         self.partial: dict = {}         # id(a PartialPoint) -> [(what, position, box)] of the call
+        self.predicates = Predicates(self)   # the checks' reads that decide, as predicates
         self.reports = 0
 
     # ---- before the call ------------------------------------------------------------------
@@ -152,6 +156,7 @@ class Watch:
         self.report, c.report = c.report, self._report
         self.warn_once, c.lost.warn_once = c.lost.warn_once, self._warn_once
         self._watch_partial_points()
+        self.predicates.install()
         self.stderr = cs.install_stderr()
         self.installed = True
 
@@ -219,7 +224,8 @@ class Watch:
         elif code in sites.point:
             # before a launch's writes, or before a Python-scope write (recorded as it happens)
             self.point_reads[fld] = self._launch_at(frame, position)
-        elif code not in sites.witness and code not in sites.arithmetic:
+        elif code not in sites.witness and code not in sites.arithmetic and \
+                not self.predicates.accepts(code):
             self.why_not = (f"its checks looked at the values of {fld.name} "
                             f"({code.co_name}): a replay would not")
 
@@ -268,6 +274,7 @@ class Watch:
         c.host = self.host
         for name, method in self.partial_methods.items():
             setattr(self.partial_class, name, method)
+        self.predicates.uninstall()
         for role, obj in self.objects.items():
             obj.__class__ = type(obj).__mro__[1]
             del obj.__dict__["_watch_log"]
@@ -289,10 +296,12 @@ class Watch:
         self.clocks.moved(c.tick(), c.next_version(), c.launches, c.tapes)
         guards, writes = self._reads_and_writes()
         copies, slots = self._copies(writes)
+        predicates, stashes = self.predicates.events(len(slots))
         watched = Watched(self.clocks, self.consts, self._empty(), guards, writes,
                           self._appended(), list(self.finite), copies, slots,
                           self._launched(), self._pending(),
-                          self.attribute_logs["checker"].peak - self.kept_bytes)
+                          self.attribute_logs["checker"].peak - self.kept_bytes,
+                          predicates=predicates, stashes=stashes)
         self.why_not = _unmovable(watched)
         return watched if self.why_not is None else None
 

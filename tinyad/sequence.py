@@ -119,6 +119,77 @@ class Copy:
         return f"copy {self.field.name}{where} (for the checks)"
 
 
+def _box_text(scalars) -> str:
+    return "".join(f"[{lo}:{hi}]" for lo, hi in zip(scalars[::2], scalars[1::2]))
+
+
+@dataclass(frozen=True)
+class Stash:
+    """A checked replay's copy of a box of `field` (all of it: no box) into entry scalars[0]
+    of its stash number `slot`: values a check of the capture's run copied there to compare
+    later (tinyad/checkpredicates.py). Scalars: the entry, then (lo, hi) of each index, so
+    that a time loop's stashes of row t roll like its launches."""
+    kind = "stash"
+    field: Any
+    slot: int
+    scalars: tuple
+
+    @property
+    def key(self):
+        return ("stash", id(self.field), self.slot, len(self.scalars))
+
+    def moved(self, scalars):
+        return Stash(self.field, self.slot, scalars)
+
+    def text(self) -> str:
+        return f"stash {self.field.name}{_box_text(self.scalars[1:])} (for the checks)"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A checked replay's compare of a box of `field` with a Stash's entry (scalars as its):
+    `how` is "same" (equal, NaN to NaN) or "close" (within the rounding a recomputed step may
+    differ by, compile/readwitness.py `differences`). Where the capture's run found them
+    alike and the replay does not, the program stops."""
+    kind = "compare"
+    field: Any
+    slot: int
+    how: str
+    scalars: tuple
+
+    @property
+    def key(self):
+        return ("compare", id(self.field), self.slot, self.how, len(self.scalars))
+
+    def moved(self, scalars):
+        return Compare(self.field, self.slot, self.how, scalars)
+
+    def text(self) -> str:
+        return f"check {self.field.name}{_box_text(self.scalars[1:])} is as stashed"
+
+
+@dataclass(frozen=True)
+class Nonzero:
+    """A checked replay's look for a nonzero in `field`, in any of the boxes of its scalars
+    ((lo, hi) of each index, box after box; none: anywhere): where the answer is not
+    `expect`, the capture's run's, the program stops."""
+    kind = "nonzero"
+    field: Any
+    expect: bool
+    scalars: tuple = ()
+
+    @property
+    def key(self):
+        return ("nonzero", id(self.field), self.expect, len(self.scalars))
+
+    def moved(self, scalars):
+        return Nonzero(self.field, self.expect, scalars)
+
+    def text(self) -> str:
+        where = _box_text(self.scalars) if len(self.field.shape) else ""
+        return f"check {self.field.name}{where} {'holds' if self.expect else 'lacks'} a nonzero"
+
+
 @dataclass(frozen=True)
 class Loop:
     """`count` repeats of `body` (its first step's events); in step r an event's scalar k is
