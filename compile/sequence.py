@@ -87,7 +87,7 @@ class _LaunchersInPython:
             self.buffers[event.slot][part] = self.storage.to_host(event.field)[part]
         elif kind in replaypredicates.KINDS:
             replaypredicates.run(event, self.storage, self.buffers)
-        elif not np.isfinite(self.storage.to_host(event.field)).all():
+        elif not _finite(self.storage.to_host(event.field), event.scalars):
             raise ProgramStopped(f"{event.field.name} holds a NaN or an infinity")
 
     def run(self) -> bool:
@@ -102,6 +102,13 @@ class _LaunchersInPython:
 
     def wait(self) -> None:
         """(Nothing to wait for: the launchers are compiled already.)"""
+
+
+def _finite(array, rows) -> bool:
+    """Are the rows (lo, hi) of `array` (none: all) finite? A sum first (no temporary array)."""
+    part = array[rows[0]:rows[1]] if rows else array
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(part.sum())) or bool(np.isfinite(part).all())
 
 
 def _element(event):
@@ -176,7 +183,12 @@ class _CompiledSequence:
         if event.kind == "finite":
             # (a sum is NaN or infinite where an element is, or where finite ones overflow:
             # then the call runs plainly, which looks again)
-            return (f"{pad}if not np.isfinite({self._array(event.field)}.sum()):  # "
+            array = self._array(event.field)
+            if event.scalars:
+                lo, hi = (self._bound(s, d) for s, d in
+                          zip(event.scalars, delta or (0,) * len(event.scalars)))
+                array = f"{array}[{lo}:{hi}]"
+            return (f"{pad}if not np.isfinite({array}.sum()):  # "
                     f"{event.field.name}\n{pad}    return {NONFINITE}")
         if event.kind != "launch":
             return pad + self._store(event)

@@ -324,8 +324,8 @@ def _with_checks(events: list, watched) -> list:
     """The recorded events with the watched call's looks for NaN and infinity, its copies and
     its checks' predicates where they came."""
     at: dict = {}
-    for position, fld in watched.finite:
-        at.setdefault(position, []).append(CheckFinite(fld))
+    for position, fld, rows in watched.finite:
+        at.setdefault(position, []).append(CheckFinite(fld, rows))
     for position, fld, slot, box in watched.copies:
         at.setdefault(position, []).append(Copy(fld, slot, box))
     for position, event in watched.predicates:

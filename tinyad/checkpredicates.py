@@ -52,10 +52,11 @@ class Predicates:
 
     # ---- while the call runs -------------------------------------------------------------------
     def install(self) -> None:
-        from tinyad.check import adjoints
+        from tinyad.check import adjoints, nonfinite
         from tinyad.compile import replaycheck
         c = self.checker
         _sites()         # (found before the checks are wrapped: their own code)
+        self._patch(vars(nonfinite), "_first_in", self._first_in(nonfinite._first_in))
         self._patch(vars(adjoints), "_seeded", self._seeded(adjoints))
         self._patch(vars(replaycheck), "changed_and_read",
                     self._changed_and_read(replaycheck.changed_and_read))
@@ -99,6 +100,14 @@ class Predicates:
             finally:
                 self.inside = outer
         return within
+
+    def _first_in(self, original):
+        """(Not a predicate: which rows a look for NaN looked at, so that a replay's looks
+        there, and not at all of a large gradient each step.)"""
+        def first_in(data, rows):
+            self.watch.looked_in(rows)
+            return original(data, rows)
+        return first_in
 
     def _seeded(self, adjoints):
         original = adjoints._seeded

@@ -46,7 +46,7 @@ class Watched:
     guards: list            # (role, name, key, kind, normal form then): read before written
     writes: list            # (role, name, key, kind, value at the end): set by a replay
     appended: dict          # field -> the Python writes the call logged (python_writes)
-    finite: list            # (position, field): the checks looked for NaN there
+    finite: list            # (position, field, rows): the checks looked for NaN there
     copies: list            # (position, field, slot): the checker's copies a replay makes
     copy_slots: dict        # id(an array the checker holds) -> slot
     launched: dict          # (traced, scalars) -> (number, time, pending?) of the call's latest
@@ -112,7 +112,8 @@ class Watch:
         self.storage = runtime.backend.storage
         self.why_not: str | None = None
         self.installed = False
-        self.finite: dict = {}          # (position, field) in order
+        self.finite: dict = {}          # (position, field) in order -> [rows of each look]
+        self.last_finite = None         # the key of the look noted last
         self.point_reads: dict = {}     # field -> (position) of the last point copy of it
         self.point_copies: dict = {}    # id(array) -> (position, field)
         self.partial: dict = {}         # id(a PartialPoint) -> [(what, position, box)] of the call
@@ -220,7 +221,9 @@ class Watch:
         code, position = frame.f_code, len(self.recording.events)
         if code in sites.finite:
             # after the launch that wrote the gradient (or the Tape's backward, at its end)
-            self.finite[(self._launch_at(frame, position - 1) + 1, fld)] = None
+            key = (self._launch_at(frame, position - 1) + 1, fld)
+            self.finite.setdefault(key, []).append(None)   # (all of it, or `looked_in`'s rows)
+            self.last_finite = key
         elif code in sites.point:
             # before a launch's writes, or before a Python-scope write (recorded as it happens)
             self.point_reads[fld] = self._launch_at(frame, position)
@@ -228,6 +231,13 @@ class Watch:
                 not self.predicates.accepts(code):
             self.why_not = (f"its checks looked at the values of {fld.name} "
                             f"({code.co_name}): a replay would not")
+
+    def looked_in(self, rows) -> None:
+        """The rows (lo, hi) of the field the look noted last looked at (a large gradient's
+        after an adjoint: those it added to), from tinyad/check/nonfinite.py `_first_in`."""
+        if self.last_finite is not None:
+            self.finite[self.last_finite][-1] = rows
+            self.last_finite = None
 
     def _launch_at(self, frame, otherwise: int) -> int:
         """The position among the events of the launch running now (its event, where the
@@ -298,7 +308,7 @@ class Watch:
         copies, slots = self._copies(writes)
         predicates, stashes = self.predicates.events(len(slots))
         watched = Watched(self.clocks, self.consts, self._empty(), guards, writes,
-                          self._appended(), list(self.finite), copies, slots,
+                          self._appended(), _looks(self.finite), copies, slots,
                           self._launched(), self._pending(),
                           self.attribute_logs["checker"].peak - self.kept_bytes,
                           predicates=predicates, stashes=stashes)
@@ -421,6 +431,17 @@ class Watch:
         first = self.clocks.launch
         return {key: (launch.number, launch.time, not launch.tape and not launch.adjoint_runs)
                 for key, launch in self.checker.latest.items() if launch.number > first}
+
+
+def _looks(finite: dict) -> list:
+    """[(position, field, rows)]: the looks for NaN at each place, the rows of a field they
+    looked at flat ((lo, hi) of its leading index, a hull; (): all of it)."""
+    looks = []
+    for (position, fld), rows in finite.items():
+        hull = () if any(r is None for r in rows) else \
+            (int(min(lo for lo, _ in rows)), int(max(hi for _, hi in rows)))
+        looks.append((position, fld, hull))
+    return looks
 
 
 def _read_form(watched, key, value_read: bool):

@@ -82,14 +82,17 @@ class CheckFinite:
     the capture's run looked, the replay looks; one found stops it, to run the call plainly."""
     kind = "finite"
     field: Any
-    scalars = ()
+    scalars: tuple = ()      # (lo, hi) of the rows looked at (a large gradient's); (): all
 
     @property
     def key(self):
-        return ("finite", id(self.field))
+        return ("finite", id(self.field), len(self.scalars))
+
+    def moved(self, scalars):
+        return CheckFinite(self.field, scalars)
 
     def text(self) -> str:
-        return f"check {self.field.name} is finite"
+        return f"check {self.field.name}{_box_text(self.scalars)} is finite"
 
 
 @dataclass(frozen=True)
