@@ -2,8 +2,8 @@
 on values compiled into it, and the rule checker is left as the plain call would leave it.
 
 ti.capture (tinyad/capture.py) runs a call plainly, fully checked, while tinyad/checkwatch.py
-watches the checker. If the checks reported nothing and decided nothing from field values, a
-replay runs the same launches with the same scalars, so every check the checker made from
+watches the checker. If the checks reported nothing and decided from field values only by
+tests a replay can make again, a replay runs the same launches with the same scalars, so every check the checker made from
 indices and scalars comes out as it did. What remains is compiled into the program:
 
   * where the call's checks looked for NaN and infinity in a gradient, the program looks
@@ -12,7 +12,10 @@ indices and scalars comes out as it did. What remains is compiled into the progr
     so are the random numbers, and the call runs plainly instead: its report is the plain one;
   * where the checker copied a field that its state still holds after the call (the point at
     which a gradient was taken, compared at a later manual sweep), the program copies it (Copy
-    events); so is a bad index, reported by the plain run's words.
+    events); so is a bad index, reported by the plain run's words;
+  * where a manual sweep's checks tested values (a seed, a gradient's point, a replayed read:
+    tinyad/checkpredicates.py), the program tests them again against copies of its own, and
+    stops where one comes out otherwise: the call runs plainly, as for a NaN.
 
 Then the checker is set as the call left it (`_apply`), its times moved to the replay's:
 every entry of its state the call wrote. That is right only if the call would have read the

@@ -8,8 +8,9 @@ plain call would. While the call runs, `Watch` looks on:
   * every value the checker reads from a field goes through the storage, which it spies on: a
     read that only copies values (for a later compare, a gradient's point), that looks for NaN
     and infinity in a gradient, or that is the Tape's own arithmetic is noted, with where in
-    the call's events it came; any other read decided something from values (a compare, a look
-    at whether a gradient is zero, a recorded launch), and the call is not replayed;
+    the call's events it came; so is a manual sweep's test a replay makes again, with its
+    outcome (tinyad/checkpredicates.py); any other read decided something from values (an
+    overwrite's compare inside a Tape, a recorded launch), and the call is not replayed;
   * anything written to stderr (a report, a warning, a note) and any violation the checker
     counts means the call is not replayed: a replay would say nothing;
   * the checker's state (tinyad/checkstate.py declares each attribute) is watched entry by
