@@ -105,7 +105,7 @@ class Predicates:
         """(Not a predicate: which rows a look for NaN looked at, so that a replay's looks
         there, and not at all of a large gradient each step.)"""
         def first_in(data, rows):
-            self.watch.looked_in(rows)
+            self.watch.looked_in(data, rows)
             return original(data, rows)
         return first_in
 

@@ -114,7 +114,7 @@ class Watch:
         self.why_not: str | None = None
         self.installed = False
         self.finite: dict = {}          # (position, field) in order -> [rows of each look]
-        self.last_finite = None         # the key of the look noted last
+        self.last_finite = self.last_array = None   # the look noted last, the array it read
         self.point_reads: dict = {}     # field -> (position) of the last point copy of it
         self.point_copies: dict = {}    # id(array) -> (position, field)
         self.partial: dict = {}         # id(a PartialPoint) -> [(what, position, box)] of the call
@@ -213,7 +213,10 @@ class Watch:
         """The storage's to_host, spied on: what read this value, and what for."""
         if self.why_not is None:
             self._classify(sys._getframe(1), fld)
-        return self.to_host(fld)
+        values = self.to_host(fld)
+        if self.last_finite is not None and self.last_finite[1] is fld:
+            self.last_array = values       # (what `looked_in` may be told the rows of)
+        return values
 
     def _classify(self, frame, fld) -> None:
         sites = _sites()
@@ -233,12 +236,13 @@ class Watch:
             self.why_not = (f"its checks looked at the values of {fld.name} "
                             f"({code.co_name}): a replay would not")
 
-    def looked_in(self, rows) -> None:
+    def looked_in(self, data, rows) -> None:
         """The rows (lo, hi) of the field the look noted last looked at (a large gradient's
-        after an adjoint: those it added to), from tinyad/check/nonfinite.py `_first_in`."""
-        if self.last_finite is not None:
+        after an adjoint: those it added to), from tinyad/check/nonfinite.py `_first_in`
+        looking in `data`: only where that is the array the look read (else all of it stays)."""
+        if self.last_finite is not None and data is self.last_array:
             self.finite[self.last_finite][-1] = rows
-            self.last_finite = None
+        self.last_finite = self.last_array = None
 
     def _launch_at(self, frame, otherwise: int) -> int:
         """The position among the events of the launch running now (its event, where the
