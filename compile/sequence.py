@@ -29,7 +29,9 @@ own compiled launchers run in a Python loop: no binding, no Tape, no per-launch 
 
 A checked replay's program (tinyad/checkedreplay.py) also copies fields into `buffers` (Copy
 events) and looks for NaN and infinity (CheckFinite events): where a look finds one, the run
-stops there and raises ProgramStopped (tinyad/backend.py).
+stops there and raises ProgramStopped (tinyad/backend.py). So it does where one of the checks'
+predicates (Stash, Compare, Nonzero: compile/replaypredicates.py) comes out otherwise than in
+the watched call.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import numba
 import numpy as np
 
 from tinyad.backend import ProgramStopped
-from tinyad.compile import ahead, cache
+from tinyad.compile import ahead, cache, replaypredicates
 from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
 
@@ -83,7 +85,9 @@ class _LaunchersInPython:
         elif kind == "copy":
             part = tuple(slice(lo, hi) for lo, hi in event.box)
             self.buffers[event.slot][part] = self.storage.to_host(event.field)[part]
-        elif not np.isfinite(self.storage.to_host(event.field)).all():
+        elif kind in replaypredicates.KINDS:
+            replaypredicates.run(event, self.storage, self.buffers)
+        elif not _finite(self.storage.to_host(event.field), event.scalars):
             raise ProgramStopped(f"{event.field.name} holds a NaN or an infinity")
 
     def run(self) -> bool:
@@ -98,6 +102,13 @@ class _LaunchersInPython:
 
     def wait(self) -> None:
         """(Nothing to wait for: the launchers are compiled already.)"""
+
+
+def _finite(array, rows) -> bool:
+    """Are the rows (lo, hi) of `array` (none: all) finite? A sum first (no temporary array)."""
+    part = array[rows[0]:rows[1]] if rows else array
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(part.sum())) or bool(np.isfinite(part).all())
 
 
 def _element(event):
@@ -167,10 +178,17 @@ class _CompiledSequence:
         pad = "    " * depth
         if event.kind == "copy":
             return self._copy(event, delta, pad)
+        if event.kind in replaypredicates.KINDS:
+            return replaypredicates.source(self, event, delta, pad)
         if event.kind == "finite":
             # (a sum is NaN or infinite where an element is, or where finite ones overflow:
             # then the call runs plainly, which looks again)
-            return (f"{pad}if not np.isfinite({self._array(event.field)}.sum()):  # "
+            array = self._array(event.field)
+            if event.scalars:
+                lo, hi = (self._bound(s, d) for s, d in
+                          zip(event.scalars, delta or (0,) * len(event.scalars)))
+                array = f"{array}[{lo}:{hi}]"
+            return (f"{pad}if not np.isfinite({array}.sum()):  # "
                     f"{event.field.name}\n{pad}    return {NONFINITE}")
         if event.kind != "launch":
             return pad + self._store(event)
@@ -260,6 +278,8 @@ class _CompiledSequence:
         code = self.fn(*self._arguments(seeds))
         if code == NONFINITE:
             raise ProgramStopped("a look for NaN and infinity found one")
+        if code == replaypredicates.STOPPED:
+            raise ProgramStopped("a check came out otherwise than in the watched call")
         if code >= 0:
             kernel = self.failures[code]
             bad = self.kernels[id(kernel)][2]
@@ -282,17 +302,20 @@ def _module_source(kernels, body: str, signature: str) -> str:
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import numpy as np\nfrom numba import njit, types\n\n"
             "from tinyad.compile.cache import load_published\n\n"
-            f"{imports}\nfill = load_published({helpers!r}).fill\n"
-            f"store = load_published({helpers!r}).store\n\n\n"
+            f"{imports}\nhelpers = load_published({helpers!r})\n"
+            "fill, store, same, close = helpers.fill, helpers.store, helpers.same, helpers.close"
+            "\n\n\n"
             f"@njit({signature}, error_model=\"numpy\", cache=True)\n{body}\n")
 
 
 NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
 
-# The programs' fills and element writes, one module in the cache that every program imports:
+# The programs' fills, element writes and compares, one module in the cache that every program imports:
 # numba compiles each array type's body once, not once more in every new program (0.5-1 s of
 # a program's compile when they were written into it)
-HELPERS = '''"""The fills and element writes of captured programs (compile/sequence.py)."""
+HELPERS = '''"""The fills, element writes and replay compares of captured programs (compile/sequence.py,
+compile/replaypredicates.py)."""
+import numpy as np
 from numba import njit
 
 
@@ -311,6 +334,7 @@ def store(array, flat_index, value):
 
 def _published_helpers() -> str:
     """The helper module's stem, written to the cache where it is not yet."""
-    stem = f"captured_helpers_{cache.key('sequence helpers', HELPERS)}"
-    cache.publish(stem, HELPERS)
+    source = HELPERS + replaypredicates.HELPERS
+    stem = f"captured_helpers_{cache.key('sequence helpers', source)}"
+    cache.publish(stem, source)
     return stem

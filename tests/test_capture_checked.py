@@ -268,6 +268,178 @@ def test_the_third_call_reports_the_nan_after_replays_of_the_clean_ones(mode, pr
         assert replays >= 1
 
 
+# ---- a manual sweep's checks that read values (tinyad/checkpredicates.py) ----------------------
+# Each program's checks decide from values in every call: a clean call replays with the same
+# test compiled in; where the values change (bad=True, from the third call on) the test comes
+# out otherwise, the replay stops, and the call runs plainly for its report.
+
+def _unseeded_output(bad: bool):
+    """A manual sweep whose loss gradient is seeded before the call, but not before the
+    third (unseeded outputs: a warning; the gradients come out zero)."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    y = ti.field(ti.f64, shape=4, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def double():
+        for i in x:
+            y[i] = 2 * x[i] + ti.sin(x[i])
+
+    @ti.kernel
+    def total():
+        for i in y:
+            loss[None] += y[i] ** 2
+
+    def step():
+        double()
+        total()
+        total.grad()
+        double.grad()
+
+    def before(n):
+        x.from_numpy(np.array([0.3, -0.5, 1.1, 0.7]) * (n + 1))
+        loss[None] = 0
+        x.grad.fill(0)
+        y.grad.fill(0)
+        loss.grad[None] = 0.0 if bad and n >= CHANGED else 1.0
+    return SimpleNamespace(step=step, before=before, after=lambda n: x.grad.to_numpy(),
+                           fields=[x, y, loss, x.grad, y.grad])
+
+
+def _point_changed(bad: bool):
+    """A recomputing sweep, mpm's shape: adv.grad(1) takes p.grad at p's values; adv(0) is
+    recomputed before adv.grad(0) adds to p.grad, and writes p[1] again: the same values,
+    but from the third call on a kernel between changed what it adds (a gradient taken at two
+    points: an error)."""
+    n = 4
+    p = ti.field(ti.f64, shape=(3, n), needs_grad=True)
+    c = ti.field(ti.f64, shape=())
+    s = ti.field(ti.f64, shape=())
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def adv(t: ti.i32):
+        for i in range(n):
+            p[t + 1, i] = 0.9 * ti.sin(p[t, i]) + c[None]
+
+    @ti.kernel
+    def measure():
+        for i in range(n):
+            loss[None] += p[2, i] ** 2
+
+    @ti.kernel
+    def bump():
+        c[None] += s[None]
+
+    def step():
+        adv(0)
+        adv(1)
+        measure()
+        bump()
+        loss.grad[None] = 1
+        measure.grad()
+        adv.grad(1)
+        adv(0)           # (the grid is not stored: recomputed, as mpm's)
+        adv.grad(0)
+
+    def before(m):
+        start = np.zeros((3, n))
+        start[0] = np.linspace(0.1, 1.0, n)
+        p.from_numpy(start)
+        c[None] = 0.0
+        s[None] = 0.5 if bad and m >= CHANGED else 0.0
+        loss[None] = 0
+        p.grad.fill(0)
+
+    def after(m):
+        # (not after the error: the sweep is left half done, and reading p.grad then says an
+        # adjoint was skipped, a memo holding a launch record tests/checkerstate.py cannot
+        # compare across two runs)
+        if m < CHANGED:
+            p.grad.to_numpy()
+    return SimpleNamespace(step=step, before=before, after=after, fields=[p, loss, p.grad])
+
+
+def _recomputed_read_changed(bad: bool):
+    """mpm's recomputed grid: g reads w, which `refresh` computes again from b between the
+    forward launch and its kernel.grad(); the same values, but from the third call on a kernel
+    between changed b (a replay divergence: an error)."""
+    x = ti.field(ti.f64, shape=4, needs_grad=True)
+    w = ti.field(ti.f64, shape=4)
+    b = ti.field(ti.f64, shape=4)
+    s = ti.field(ti.f64, shape=())
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def g():
+        for i in range(4):
+            loss[None] += w[i] * x[i] ** 2
+
+    @ti.kernel
+    def refresh():
+        for i in range(4):
+            w[i] = 0.5 * b[i] + 1.0
+
+    @ti.kernel
+    def drift():
+        for i in range(4):
+            b[i] += s[None]
+
+    def step():
+        refresh()
+        g()
+        drift()
+        refresh()
+        loss.grad[None] = 1
+        g.grad()
+
+    def before(n):
+        x.from_numpy(np.arange(1.0, 5.0))
+        b.from_numpy(np.linspace(0.0, 1.0, 4))
+        s[None] = 0.25 if bad and n >= CHANGED else 0.0
+        loss[None] = 0
+        x.grad.fill(0)
+    return SimpleNamespace(step=step, before=before, after=lambda n: x.grad.to_numpy(),
+                           fields=[x, w, loss, x.grad])
+
+
+# (program, compile/pointcopies.py SMALL_FIELD: 4 copies p's point box by box, as mpm's F)
+VALUE_CHECKS = [pytest.param(_unseeded_output, None, id="unseeded"),
+                pytest.param(_point_changed, None, id="point"),
+                pytest.param(_point_changed, 4, id="point-by-box"),
+                pytest.param(_recomputed_read_changed, None, id="recomputed-read")]
+
+
+@pytest.mark.parametrize(("program", "small_field"), VALUE_CHECKS)
+@pytest.mark.parametrize("check", ["error", "warn"])
+@pytest.mark.parametrize("runner", ["compiled", "python"])
+def test_a_value_check_that_fails_in_a_later_call_is_reported_as_uncaptured(
+        mode, check, program, small_field, runner, monkeypatch):
+    """The clean calls before it replay, with the check compiled in: its outcome differs in
+    the third call, which then runs plainly and reports as the uncaptured one. runner=python:
+    the program's launches run from Python (as those of kernels with threads), and so do its
+    tests."""
+    if runner == "python":
+        if mode == "interp":
+            pytest.skip("interp mode runs no captured program")
+        monkeypatch.setattr("tinyad.compile.sequence._callable_from_numba", lambda k: False)
+    if small_field:
+        monkeypatch.setattr("tinyad.compile.pointcopies.SMALL_FIELD", small_field)
+    replays = _compare(mode, check, functools.partial(program, True))
+    if mode == "fast":
+        assert replays >= 1
+
+
+@pytest.mark.parametrize(("program", "small_field"), VALUE_CHECKS)
+def test_a_clean_sweep_whose_checks_read_values_replays(mode, program, small_field,
+                                                        monkeypatch):
+    if small_field:
+        monkeypatch.setattr("tinyad.compile.pointcopies.SMALL_FIELD", small_field)
+    replays = _compare(mode, "error", functools.partial(program, False))
+    if mode == "fast":
+        assert replays >= 2
+
+
 # ---- what the checker remembers across calls --------------------------------------------------
 
 def _model():

@@ -30,8 +30,8 @@ so what it computes is taken as it was when captured, and tinyad says where that
 
 With the rule checks on (the default), fast mode on the CPU replays checked: a call runs plainly,
 fully checked, while tinyad/checkwatch.py watches the checker; if its checks reported nothing and
-decided nothing from field values, later calls replay it with the checks that remain (looks for
-NaN, copies the checker keeps) compiled in, and the checker is left as the plain call would
+decided from field values only by tests a replay can make again, later calls replay it with the
+checks that remain (looks for NaN, copies the checker keeps, those tests) compiled in, and the checker is left as the plain call would
 leave it (tinyad/checkedreplay.py). Otherwise, and in interp mode, with debug=True, on CUDA with
 checks on, or when called inside a Tape, FwdMode or another capture, the function runs as plain
 Python, checked launch by launch.

@@ -2,8 +2,8 @@
 on values compiled into it, and the rule checker is left as the plain call would leave it.
 
 ti.capture (tinyad/capture.py) runs a call plainly, fully checked, while tinyad/checkwatch.py
-watches the checker. If the checks reported nothing and decided nothing from field values, a
-replay runs the same launches with the same scalars, so every check the checker made from
+watches the checker. If the checks reported nothing and decided from field values only by
+tests a replay can make again, a replay runs the same launches with the same scalars, so every check the checker made from
 indices and scalars comes out as it did. What remains is compiled into the program:
 
   * where the call's checks looked for NaN and infinity in a gradient, the program looks
@@ -12,7 +12,10 @@ indices and scalars comes out as it did. What remains is compiled into the progr
     so are the random numbers, and the call runs plainly instead: its report is the plain one;
   * where the checker copied a field that its state still holds after the call (the point at
     which a gradient was taken, compared at a later manual sweep), the program copies it (Copy
-    events); so is a bad index, reported by the plain run's words.
+    events); so is a bad index, reported by the plain run's words;
+  * where a manual sweep's checks tested values (a seed, a gradient's point, a replayed read:
+    tinyad/checkpredicates.py), the program tests them again against copies of its own, and
+    stops where one comes out otherwise: the call runs plainly, as for a NaN.
 
 Then the checker is set as the call left it (`_apply`), its times moved to the replay's:
 every entry of its state the call wrote. That is right only if the call would have read the
@@ -53,12 +56,15 @@ class CheckedReplay:
             shapes = {slot: fld for _, fld, slot, _ in watched.copies}
             self.buffers = [_touched(self.storage.to_host(shapes[slot]))
                             for slot in range(len(shapes))]
+            # (then the stashes the checks' predicates compare with, tinyad/checkpredicates.py)
+            self.buffers += [np.zeros(shape, self.storage.to_host(fld).dtype)
+                             for _, fld, shape in watched.stashes]
             self.runner = backend.sequence(self.program, self.buffers)
-        # each slot's arrays (see `_fresh_buffers`), two to take turns
-        self.spare = [[b, _touched(b)] for b in self.buffers]
+        # each copy slot's arrays (see `_fresh_buffers`), two to take turns
+        self.spare = [[b, _touched(b)] for b in self.buffers[:len(watched.copy_slots)]]
         # (where the program cannot stop part way, nothing need be put back)
-        self.stops = bool(watched.finite) or any(_may_fail(e, backend) for e in events
-                                                 if e.kind == "launch")
+        self.stops = bool(watched.finite) or bool(watched.predicates) or \
+            any(_may_fail(e, backend) for e in events if e.kind == "launch")
         self.saved = [(fld, _touched(self.storage.to_host(fld)))
                       for fld in (_fields_to_save(events) if self.stops else ())]
         self.kernels = {e.traced for e in events if e.kind == "launch"}
@@ -318,13 +324,15 @@ def _may_fail(launch, backend) -> bool:
 
 
 def _with_checks(events: list, watched) -> list:
-    """The recorded events with the watched call's looks for NaN and infinity and its copies
-    where they came."""
+    """The recorded events with the watched call's looks for NaN and infinity, its copies and
+    its checks' predicates where they came."""
     at: dict = {}
-    for position, fld in watched.finite:
-        at.setdefault(position, []).append(CheckFinite(fld))
+    for position, fld, rows in watched.finite:
+        at.setdefault(position, []).append(CheckFinite(fld, rows))
     for position, fld, slot, box in watched.copies:
         at.setdefault(position, []).append(Copy(fld, slot, box))
+    for position, event in watched.predicates:
+        at.setdefault(position, []).append(event)
     out = []
     for position, event in enumerate(events):
         out += at.get(position, ())

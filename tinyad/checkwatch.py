@@ -8,8 +8,9 @@ plain call would. While the call runs, `Watch` looks on:
   * every value the checker reads from a field goes through the storage, which it spies on: a
     read that only copies values (for a later compare, a gradient's point), that looks for NaN
     and infinity in a gradient, or that is the Tape's own arithmetic is noted, with where in
-    the call's events it came; any other read decided something from values (a compare, a look
-    at whether a gradient is zero, a recorded launch), and the call is not replayed;
+    the call's events it came; so is a manual sweep's test a replay makes again, with its
+    outcome (tinyad/checkpredicates.py); any other read decided something from values (an
+    overwrite's compare inside a Tape, a recorded launch), and the call is not replayed;
   * anything written to stderr (a report, a warning, a note) and any violation the checker
     counts means the call is not replayed: a replay would say nothing;
   * the checker's state (tinyad/checkstate.py declares each attribute) is watched entry by
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinyad import checkstate as cs
+from tinyad.checkpredicates import Predicates
 from tinyad.runtime import runtime
 
 LOOK_UP = 24     # frames looked through for a kernel launch (is a copy made before one?)
@@ -45,13 +47,15 @@ class Watched:
     guards: list            # (role, name, key, kind, normal form then): read before written
     writes: list            # (role, name, key, kind, value at the end): set by a replay
     appended: dict          # field -> the Python writes the call logged (python_writes)
-    finite: list            # (position, field): the checks looked for NaN there
+    finite: list            # (position, field, rows): the checks looked for NaN there
     copies: list            # (position, field, slot): the checker's copies a replay makes
     copy_slots: dict        # id(an array the checker holds) -> slot
     launched: dict          # (traced, scalars) -> (number, time, pending?) of the call's latest
     pending: list           # the call's latest launches awaiting an adjoint (their records)
     kept_bytes: int         # the bytes of the checker's copies the call added, at most
     why_not: str | None = None
+    predicates: list = field(default_factory=list)  # (position, event): tinyad/checkpredicates.py
+    stashes: list = field(default_factory=list)     # (slot, field, shape) of their stashes
 
 
 @dataclass
@@ -109,10 +113,12 @@ class Watch:
         self.storage = runtime.backend.storage
         self.why_not: str | None = None
         self.installed = False
-        self.finite: dict = {}          # (position, field) in order
+        self.finite: dict = {}          # (position, field) in order -> [rows of each look]
+        self.last_finite = self.last_array = None   # the look noted last, the array it read
         self.point_reads: dict = {}     # field -> (position) of the last point copy of it
         self.point_copies: dict = {}    # id(array) -> (position, field)
         self.partial: dict = {}         # id(a PartialPoint) -> [(what, position, box)] of the call
+        self.predicates = Predicates(self)   # the checks' reads that decide, as predicates
         self.reports = 0
 
     # ---- before the call ------------------------------------------------------------------
@@ -152,6 +158,7 @@ class Watch:
         self.report, c.report = c.report, self._report
         self.warn_once, c.lost.warn_once = c.lost.warn_once, self._warn_once
         self._watch_partial_points()
+        self.predicates.install()
         self.stderr = cs.install_stderr()
         self.installed = True
 
@@ -206,7 +213,10 @@ class Watch:
         """The storage's to_host, spied on: what read this value, and what for."""
         if self.why_not is None:
             self._classify(sys._getframe(1), fld)
-        return self.to_host(fld)
+        values = self.to_host(fld)
+        if self.last_finite is not None and self.last_finite[1] is fld:
+            self.last_array = values       # (what `looked_in` may be told the rows of)
+        return values
 
     def _classify(self, frame, fld) -> None:
         sites = _sites()
@@ -215,13 +225,24 @@ class Watch:
         code, position = frame.f_code, len(self.recording.events)
         if code in sites.finite:
             # after the launch that wrote the gradient (or the Tape's backward, at its end)
-            self.finite[(self._launch_at(frame, position - 1) + 1, fld)] = None
+            key = (self._launch_at(frame, position - 1) + 1, fld)
+            self.finite.setdefault(key, []).append(None)   # (all of it, or `looked_in`'s rows)
+            self.last_finite = key
         elif code in sites.point:
             # before a launch's writes, or before a Python-scope write (recorded as it happens)
             self.point_reads[fld] = self._launch_at(frame, position)
-        elif code not in sites.witness and code not in sites.arithmetic:
+        elif code not in sites.witness and code not in sites.arithmetic and \
+                not self.predicates.accepts(code):
             self.why_not = (f"its checks looked at the values of {fld.name} "
                             f"({code.co_name}): a replay would not")
+
+    def looked_in(self, data, rows) -> None:
+        """The rows (lo, hi) of the field the look noted last looked at (a large gradient's
+        after an adjoint: those it added to), from tinyad/check/nonfinite.py `_first_in`
+        looking in `data`: only where that is the array the look read (else all of it stays)."""
+        if self.last_finite is not None and data is self.last_array:
+            self.finite[self.last_finite][-1] = rows
+        self.last_finite = self.last_array = None
 
     def _launch_at(self, frame, otherwise: int) -> int:
         """The position among the events of the launch running now (its event, where the
@@ -268,6 +289,7 @@ class Watch:
         c.host = self.host
         for name, method in self.partial_methods.items():
             setattr(self.partial_class, name, method)
+        self.predicates.uninstall()
         for role, obj in self.objects.items():
             obj.__class__ = type(obj).__mro__[1]
             del obj.__dict__["_watch_log"]
@@ -289,10 +311,12 @@ class Watch:
         self.clocks.moved(c.tick(), c.next_version(), c.launches, c.tapes)
         guards, writes = self._reads_and_writes()
         copies, slots = self._copies(writes)
+        predicates, stashes = self.predicates.events(len(slots))
         watched = Watched(self.clocks, self.consts, self._empty(), guards, writes,
-                          self._appended(), list(self.finite), copies, slots,
+                          self._appended(), _looks(self.finite), copies, slots,
                           self._launched(), self._pending(),
-                          self.attribute_logs["checker"].peak - self.kept_bytes)
+                          self.attribute_logs["checker"].peak - self.kept_bytes,
+                          predicates=predicates, stashes=stashes)
         self.why_not = _unmovable(watched)
         return watched if self.why_not is None else None
 
@@ -412,6 +436,17 @@ class Watch:
         first = self.clocks.launch
         return {key: (launch.number, launch.time, not launch.tape and not launch.adjoint_runs)
                 for key, launch in self.checker.latest.items() if launch.number > first}
+
+
+def _looks(finite: dict) -> list:
+    """[(position, field, rows)]: the looks for NaN at each place, the rows of a field they
+    looked at flat ((lo, hi) of its leading index, a hull; (): all of it)."""
+    looks = []
+    for (position, fld), rows in finite.items():
+        hull = () if any(r is None for r in rows) else \
+            (int(min(lo for lo, _ in rows)), int(max(hi for _, hi in rows)))
+        looks.append((position, fld, hull))
+    return looks
 
 
 def _read_form(watched, key, value_read: bool):

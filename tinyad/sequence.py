@@ -82,14 +82,17 @@ class CheckFinite:
     the capture's run looked, the replay looks; one found stops it, to run the call plainly."""
     kind = "finite"
     field: Any
-    scalars = ()
+    scalars: tuple = ()      # (lo, hi) of the rows looked at (a large gradient's); (): all
 
     @property
     def key(self):
-        return ("finite", id(self.field))
+        return ("finite", id(self.field), len(self.scalars))
+
+    def moved(self, scalars):
+        return CheckFinite(self.field, scalars)
 
     def text(self) -> str:
-        return f"check {self.field.name} is finite"
+        return f"check {self.field.name}{_box_text(self.scalars)} is finite"
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,77 @@ class Copy:
     def text(self) -> str:
         where = "".join(f"[{lo}:{hi}]" for lo, hi in self.box)
         return f"copy {self.field.name}{where} (for the checks)"
+
+
+def _box_text(scalars) -> str:
+    return "".join(f"[{lo}:{hi}]" for lo, hi in zip(scalars[::2], scalars[1::2]))
+
+
+@dataclass(frozen=True)
+class Stash:
+    """A checked replay's copy of a box of `field` (all of it: no box) into entry scalars[0]
+    of its stash number `slot`: values a check of the capture's run copied there to compare
+    later (tinyad/checkpredicates.py). Scalars: the entry, then (lo, hi) of each index, so
+    that a time loop's stashes of row t roll like its launches."""
+    kind = "stash"
+    field: Any
+    slot: int
+    scalars: tuple
+
+    @property
+    def key(self):
+        return ("stash", id(self.field), self.slot, len(self.scalars))
+
+    def moved(self, scalars):
+        return Stash(self.field, self.slot, scalars)
+
+    def text(self) -> str:
+        return f"stash {self.field.name}{_box_text(self.scalars[1:])} (for the checks)"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A checked replay's compare of a box of `field` with a Stash's entry (scalars as its):
+    `how` is "same" (equal, NaN to NaN) or "close" (within the rounding a recomputed step may
+    differ by, compile/readwitness.py `differences`). Where the capture's run found them
+    alike and the replay does not, the program stops."""
+    kind = "compare"
+    field: Any
+    slot: int
+    how: str
+    scalars: tuple
+
+    @property
+    def key(self):
+        return ("compare", id(self.field), self.slot, self.how, len(self.scalars))
+
+    def moved(self, scalars):
+        return Compare(self.field, self.slot, self.how, scalars)
+
+    def text(self) -> str:
+        return f"check {self.field.name}{_box_text(self.scalars[1:])} is as stashed"
+
+
+@dataclass(frozen=True)
+class Nonzero:
+    """A checked replay's look for a nonzero in `field`, in any of the boxes of its scalars
+    ((lo, hi) of each index, box after box; none: anywhere): where the answer is not
+    `expect`, the capture's run's, the program stops."""
+    kind = "nonzero"
+    field: Any
+    expect: bool
+    scalars: tuple = ()
+
+    @property
+    def key(self):
+        return ("nonzero", id(self.field), self.expect, len(self.scalars))
+
+    def moved(self, scalars):
+        return Nonzero(self.field, self.expect, scalars)
+
+    def text(self) -> str:
+        where = _box_text(self.scalars) if len(self.field.shape) else ""
+        return f"check {self.field.name}{where} {'holds' if self.expect else 'lacks'} a nonzero"
 
 
 @dataclass(frozen=True)

@@ -73,12 +73,20 @@ def _seeded(grad, launch) -> bool:
     (an adjoint reads a store's gradient at the store's index), so only those are looked at, not
     a time-indexed field's every step. Otherwise (interp mode, no launch) the whole field."""
     data = grad.data
-    # (each box once: a scatter's stencil of atomics, 9 sites, may write the whole grid 9 times)
-    boxes = {w.box for w in launch.writes if w.site is not None and w.site.field is grad.primal} \
-        if launch is not None else None
-    if boxes and None not in boxes:
+    boxes = seeded_boxes(grad, launch)
+    if boxes is not None:
         return any(_any(data[tuple(slice(lo, hi) for lo, hi in box)]) for box in boxes)
     return _any(data)
+
+
+def seeded_boxes(grad, launch) -> set | None:
+    """The boxes of `grad` that `_seeded` looks at, or None: all of it. (A checked replay
+    looks at the same ones, tinyad/checkpredicates.py.)"""
+    if launch is None:
+        return None
+    # (each box once: a scatter's stencil of atomics, 9 sites, may write the whole grid 9 times)
+    boxes = {w.box for w in launch.writes if w.site is not None and w.site.field is grad.primal}
+    return boxes if boxes and None not in boxes else None
 
 
 def _any(values) -> bool:
