@@ -549,7 +549,8 @@ def _gravity():
     def after(n):
         x.grad.to_numpy()
         U[None]
-    return SimpleNamespace(step=step, before=before, after=after, fields=[x, v, U, x.grad])
+    return SimpleNamespace(step=step, before=before, after=after, fields=[x, v, U, x.grad],
+                           x=x, U=U, compute_U=compute_U)
 
 
 def _time_loop_in_one_tape():
@@ -633,6 +634,44 @@ def test_a_clean_program_replays_and_leaves_the_checker_as_the_plain_calls(mode,
     replays = _compare(mode, "error", program)
     if mode == "fast":
         assert replays >= 2
+
+
+def _forward_and_gradient_calls(captured: bool):
+    """The benchmarks' harness's order: a forward function and a Tape'd one, the positions
+    reset before each call, and in between a Tape outside both whose gradient is read at
+    another line. -> (the gradients after each round, the replays made)."""
+    ti.init(mode="fast", check="error", default_fp=ti.f64)
+    prog = _gravity()
+
+    def forward():
+        prog.U.fill(0)
+        prog.compute_U()
+    forward_fn, step_fn = (ti.capture(forward), ti.capture(prog.step)) if captured else \
+        (forward, prog.step)
+    grads = []
+    for n in range(CALLS + 2):
+        if n == 2:                   # (as the harness's result(), after its settling calls)
+            prog.before(n)
+            with ti.ad.Tape(loss=prog.U):
+                prog.compute_U()
+            prog.x.grad.to_numpy()
+        prog.before(n)
+        forward_fn()
+        prog.before(n)
+        step_fn()
+        grads.append(prog.x.grad.to_numpy())
+    return grads, getattr(step_fn, "replays", 0)
+
+
+def test_a_tape_between_calls_that_leaves_a_gradient_point_keeps_the_replays():
+    """The point a gradient was taken at is read by the next call's Tape only as whether there
+    is one (check/launches.py gradients_cleared: `if not points`), not what it holds: the
+    replays go on across the Tape between calls, with the plain calls' gradients."""
+    plain, _ = _forward_and_gradient_calls(captured=False)
+    captured, replays = _forward_and_gradient_calls(captured=True)
+    for a, b in zip(plain, captured):
+        np.testing.assert_array_equal(a, b)
+    assert replays == CALLS + 2 - 2      # the first two calls are watched, every later one replays
 
 
 # ---- a kernel.grad() of a launch a replay made -------------------------------------------------

@@ -177,6 +177,8 @@ class CheckedReplay:
             return cs.norm(kind, value)
         if kind == "presence":
             return cs.presence(cs.entry(value, key))
+        if type(key) is tuple and key[0] is cs.EMPTINESS:     # (any entry not written yet)
+            return bool(set(value) - key[1])
         if key is cs.WHOLE:
             if isinstance(value, set):
                 return cs.whole_form(dict.fromkeys(value, True))

@@ -30,6 +30,14 @@ class _Whole:
 WHOLE = _Whole()         # the key of a guard on a whole container (the call looked at all)
 
 
+class _Emptiness:
+    def __repr__(self):
+        return "<whether it is empty>"
+
+
+EMPTINESS = _Emptiness()  # in the key of a guard on a container's emptiness (`if points:`)
+
+
 # ---- how each attribute of the checker's objects is watched -----------------------------------
 # "const": the same at the start and end of the call, and when replayed; "keep": not changed by a
 # call that reports nothing (notes and warnings said once); "memo": a cache, right whatever it
@@ -276,6 +284,10 @@ class WatchedDict(dict):
         self.read_keys: dict = {}       # key -> True: its value read; False: only whether there
         self.written: set = set()
         self.whole = False
+        self.emptiness: dict = {}       # keys written before a look at its emptiness -> answer
+
+    def __bool__(self):
+        return _emptiness_read(self, dict.__len__(self))
 
     def _read(self, key, value=True):
         if key not in self.written and not self.read_keys.get(key):
@@ -353,9 +365,10 @@ class WatchedDict(dict):
         return dict(dict.items(self))
 
     def update(self, *args, **kwargs):
-        self._all()
-        self.written.update(dict(*args, **kwargs))
-        dict.update(self, *args, **kwargs)
+        """Writes of the keys given (nothing read: as many __setitem__)."""
+        entries = dict(*args, **kwargs)
+        self.written.update(entries)
+        dict.update(self, entries)
 
     def clear(self):
         self._all()
@@ -379,6 +392,10 @@ class WatchedSet(set):
         self.read_keys: dict = {}       # (as WatchedDict's: only whether each is there)
         self.written: set = set()
         self.whole = False
+        self.emptiness: dict = {}
+
+    def __bool__(self):
+        return _emptiness_read(self, set.__len__(self))
 
     def _read(self, key):
         if key not in self.written and key not in self.read_keys:
@@ -415,6 +432,21 @@ class WatchedSet(set):
     def __eq__(self, other):
         self.whole = True
         return set.__eq__(self, other)
+
+
+def _emptiness_read(container, length: int) -> bool:
+    """`bool(container)`: a look at whether it is empty. Where an entry the call wrote is there,
+    the call's own write decides; otherwise the answer is whether an entry from before the call
+    that it has not written yet is there, which a replay requires to come out alike (a guard
+    keyed (EMPTINESS, the keys written so far): tinyad/checkedreplay.py `_form`)."""
+    if not any(_holds(container, key) for key in container.written):
+        written = frozenset(container.written)
+        container.emptiness.setdefault(written, bool(set(container.start) - written))
+    return length > 0
+
+
+def _holds(container, key) -> bool:
+    return (dict.__contains__ if isinstance(container, dict) else set.__contains__)(container, key)
 
 
 PRESENT = "<present>"    # the normal form of an entry whose value the call did not read

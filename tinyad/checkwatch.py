@@ -353,6 +353,8 @@ class Watch:
                         guards += [(role, name, key, kind if value else "presence",
                                     _read_form(watched, key, value))
                                    for key, value in watched.read_keys.items()]
+                        guards += [(role, name, (cs.EMPTINESS, written), kind, answer)
+                                   for written, answer in watched.emptiness.items()]
                 if name in log.written:           # a value set, or the container replaced
                     value = obj.__dict__[name]
                     if container == "dict":
