@@ -225,13 +225,10 @@ class CheckedLaunch:
       traced, scalars     the traced kernel and the launch's scalar arguments
       program             the backend's program of the variant
       record              the checker's record of the launch (an adjoint: its primal's, or None)
-      manual              an adjoint: the user called kernel.grad(), not the Tape
-      hand                the pending check of a gradient kernel written by hand, or None
       facts               the checker's facts about the kernel (tinyad/check/facts.py), set
                           before a forward or tangent launch's first step"""
 
-    __slots__ = ("backend", "checker", "facts", "hand", "manual", "program", "record",
-                 "scalars", "traced")
+    __slots__ = ("backend", "checker", "facts", "program", "record", "scalars", "traced")
 
     def run(self):
         """Run the program once, plainly; -> the kernel's return value."""
