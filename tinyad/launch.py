@@ -77,7 +77,8 @@ def _forward(backend, traced, program, scalars, record, manual):
         hand = handgrads.before_launch(checker, traced, record.number, backend.storage,
                                        launch.adjoint_unchecked)
         result = launch.run_forward()
-        handgrads.after_launch(checker, hand, backend.storage)
+        if hand is not None:
+            handgrads.after_launch(checker, hand, backend.storage)
     else:
         result = launch.run_forward()
     launch.after_forward()
