@@ -495,12 +495,15 @@ class LaunchChecker:
                 return False
         return True
 
-    def gradients_cleared(self, grads, time: int) -> None:
+    def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         """Python scope (or a kernel zeroing them) set the gradients `grads` at `time`: what
         they held is gone, and with it the point each was taken at (its primal's values need no
-        copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)"""
-        points = self.grad_point
-        self.grad_cleared_at.update(dict.fromkeys(grads, time))
+        copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)
+        `fields_set`: where a Tape set them, every field it set, their duals too (a part that
+        keeps something per dual forgets it here: no override of gradients_set for it)."""
+        points, cleared_at = self.grad_point, self.grad_cleared_at
+        for grad in grads:
+            cleared_at[grad] = time
         if not points:
             return
         for grad in grads:
@@ -551,7 +554,7 @@ class LaunchChecker:
         primal fields only."""
         time = self.tick()
         grads = [fld for fld in fields if fld.role == "grad"]
-        self.gradients_cleared(grads, time)
+        self.gradients_cleared(grads, time, fields)
         lost = self.lost
         if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)
             for grad in grads:
