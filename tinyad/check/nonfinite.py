@@ -179,6 +179,8 @@ class NonFiniteChecks:
     def gradients_loaded(self, facts, kernel_name: str) -> None:
         """A forward launch loads gradients: a gradient kernel written by hand (it writes
         gradients too) carries what they owe on into those; any other kernel uses them."""
+        if not self.nonfinite_owed:       # (empty, mostly)
+            return
         owed = [self.nonfinite_owed[g] for g in facts.grads_loaded if g in self.nonfinite_owed]
         if not owed:
             return
