@@ -498,21 +498,19 @@ class LaunchChecker:
     def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         """Python scope (or a kernel zeroing them) set the gradients `grads` at `time`: what
         they held is gone, and with it the point each was taken at (its primal's values need no
-        copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)
-        `fields_set`: where a Tape set them, every field it set, their duals too (a part that
-        keeps something per dual forgets it here: no override of gradients_set for it)."""
+        copy any more). A Tape clears them all at once (each mixin's part runs once for all),
+        giving `fields_set`: every field it set, duals too (for a part keeping any)."""
         points, cleared_at = self.grad_point, self.grad_cleared_at
-        for grad in grads:
+        for grad in grads:      # (dict.update(dict.fromkeys(...)) costs more for a few)
             cleared_at[grad] = time
-        if not points:
-            return
-        for grad in grads:
-            if points.pop(grad, None) is not None:
-                waiting = self.uncopied_points.get(grad.primal)
-                if waiting and grad in waiting:
-                    waiting.remove(grad)
-                    if not waiting:    # (an empty list would still ask each launch to look)
-                        del self.uncopied_points[grad.primal]
+        if points:
+            for grad in grads:
+                if points.pop(grad, None) is not None:
+                    waiting = self.uncopied_points.get(grad.primal)
+                    if waiting and grad in waiting:
+                        waiting.remove(grad)
+                        if not waiting:   # (an empty list would still ask each launch to look)
+                            del self.uncopied_points[grad.primal]
 
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
