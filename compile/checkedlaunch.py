@@ -32,21 +32,19 @@ class FastLaunch(CheckedLaunch):
         plan = self.plan = regions.plan(self.scalars)
         if plan.out_of_bounds is not None and not self.backend.config.debug:
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
-        self.own, self.recorder, self.saved_grads, self.hits = (), None, None, None
         return regions.names, plan.rows
 
     def before_forward_run(self) -> None:
         """Also: how the launch's in-launch hazards are checked is decided now, and a custom
         gradient's kernel keeps the gradients it may overwrite."""
         checker, plan = self.checker, self.plan
-        if plan.hazards:
-            self.own, self.recorder = self._decide_hazards(plan.hazards)
-        if checker.in_custom_grad:
-            self.saved_grads = checker.before_custom_grad(self.traced, self.scalars)
+        self.own, self.recorder = self._decide_hazards(plan.hazards) if plan.hazards else \
+            ((), None)
+        self.saved_grads = checker.before_custom_grad(self.traced, self.scalars) \
+            if checker.in_custom_grad else None
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
-        if plan.writes:
-            self.hits = checker.before_launch(plan)
+        self.hits = checker.before_launch(plan) if plan.writes else None
 
     def run_forward(self):
         if self.recorder is None:

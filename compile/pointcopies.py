@@ -101,8 +101,8 @@ class PointCopies:
             if point is not None:
                 point.save(written.box, self.host(fld))
 
-    def gradients_cleared(self, grads, time: int) -> None:
-        super().gradients_cleared(grads, time)
+    def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
+        super().gradients_cleared(grads, time, fields_set)
         if self.partial_points:       # (none, mostly: a Tape clears every gradient)
             for grad in grads:
                 if grad not in self.grad_point:

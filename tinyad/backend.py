@@ -160,24 +160,13 @@ class CheckerHooks(CheckHooks):
 
     def __init__(self, checker):
         self.checker = checker
-
-    def begin_tape(self, loc=None):
-        self.checker.begin_tape(loc)
-
-    def end_tape(self, loc=None):
-        self.checker.end_tape(loc)
-
-    def tape_differentiated(self):
-        self.checker.tape_differentiated()
-
-    def custom_gradient(self, name: str = ""):
-        return self.checker.custom_gradient(name)
-
-    def custom_primal(self):
-        return self.checker.custom_primal()
-
-    def python_read(self, field, index, value):
-        self.checker.python_read(field, index, value)
+        # The events the checker takes as they come are its own methods, bound here: no frame
+        # in between (a Tape sends five, and a Tape of a small kernel costs mostly such calls)
+        self.begin_tape, self.end_tape = checker.begin_tape, checker.end_tape
+        self.tape_differentiated = checker.tape_differentiated
+        self.gradients_set, self.python_copy = checker.gradients_set, checker.python_copy
+        self.custom_gradient, self.custom_primal = checker.custom_gradient, checker.custom_primal
+        self.python_read = checker.python_read
 
     def python_will_write(self, field, loc=None):
         self.checker.before_write(field)
@@ -187,12 +176,6 @@ class CheckerHooks(CheckHooks):
     def python_write(self, field, index, loc=None):
         self.checker.python_write(field, index, loc)
         self.checker.lost.sweeps.written(field)
-
-    def gradients_set(self, fields, loc=None):
-        self.checker.gradients_set(fields, loc)
-
-    def python_copy(self, dst, src):
-        self.checker.python_copy(dst, src)
 
     def gradient_read(self, grad, tape_loc=None, index=None):
         self.checker.lost.gradient_read(grad, tape_loc, index=index)
@@ -225,13 +208,10 @@ class CheckedLaunch:
       traced, scalars     the traced kernel and the launch's scalar arguments
       program             the backend's program of the variant
       record              the checker's record of the launch (an adjoint: its primal's, or None)
-      manual              an adjoint: the user called kernel.grad(), not the Tape
-      hand                the pending check of a gradient kernel written by hand, or None
       facts               the checker's facts about the kernel (tinyad/check/facts.py), set
                           before a forward or tangent launch's first step"""
 
-    __slots__ = ("backend", "checker", "facts", "hand", "manual", "program", "record",
-                 "scalars", "traced")
+    __slots__ = ("backend", "checker", "facts", "program", "record", "scalars", "traced")
 
     def run(self):
         """Run the program once, plainly; -> the kernel's return value."""

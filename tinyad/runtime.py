@@ -48,14 +48,14 @@ class Runtime:
     fields: list = field(default_factory=list)   # every field created since the last init
     generation: int = 0                           # bumped by init: traced kernels are stale
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
-    _backend: object = None                       # made by init, or on first use without one
 
-    @property
-    def backend(self) -> backends.Backend:
-        """What runs kernels and stores fields in this mode (tinyad/backend.py)."""
-        if self._backend is None:
-            self._backend = backends.create(self.config.mode, self.config, self.rng)
-        return self._backend
+    # `backend`: what runs kernels and stores fields in this mode (tinyad/backend.py), set by
+    # init. A plain attribute, not a property: every launch asks for it several times.
+    def __getattr__(self, name: str):
+        if name != "backend":
+            raise AttributeError(name)
+        backend = self.backend = backends.create(self.config.mode, self.config, self.rng)
+        return backend     # (made on first use, without ti.init)
 
 
 runtime = Runtime()
@@ -157,7 +157,7 @@ def init(arch=None, default_fp=None, default_ip=None, random_seed: int = 0, debu
     runtime.generation += 1
     runtime.rng = np.random.default_rng(random_seed)
     lang.set_python_scope_rng(runtime.rng)
-    runtime._backend = backends.create(mode, runtime.config, runtime.rng)
+    runtime.backend = backends.create(mode, runtime.config, runtime.rng)
     for notice in runtime.backend.notices:
         note(notice)
 

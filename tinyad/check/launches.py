@@ -495,21 +495,22 @@ class LaunchChecker:
                 return False
         return True
 
-    def gradients_cleared(self, grads, time: int) -> None:
+    def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         """Python scope (or a kernel zeroing them) set the gradients `grads` at `time`: what
         they held is gone, and with it the point each was taken at (its primal's values need no
-        copy any more). (A Tape clears them all at once: each mixin's part runs once for all.)"""
-        points = self.grad_point
-        self.grad_cleared_at.update(dict.fromkeys(grads, time))
-        if not points:
-            return
-        for grad in grads:
-            if points.pop(grad, None) is not None:
-                waiting = self.uncopied_points.get(grad.primal)
-                if waiting and grad in waiting:
-                    waiting.remove(grad)
-                    if not waiting:    # (an empty list would still ask each launch to look)
-                        del self.uncopied_points[grad.primal]
+        copy any more). A Tape clears them all at once (each mixin's part runs once for all),
+        giving `fields_set`: every field it set, duals too (for a part keeping any)."""
+        points, cleared_at = self.grad_point, self.grad_cleared_at
+        for grad in grads:      # (dict.update(dict.fromkeys(...)) costs more for a few)
+            cleared_at[grad] = time
+        if points:
+            for grad in grads:
+                if points.pop(grad, None) is not None:
+                    waiting = self.uncopied_points.get(grad.primal)
+                    if waiting and grad in waiting:
+                        waiting.remove(grad)
+                        if not waiting:   # (an empty list would still ask each launch to look)
+                            del self.uncopied_points[grad.primal]
 
     def before_write(self, fld) -> None:
         """`fld` is about to be written (by a kernel or Python scope): copy its values now for
@@ -551,7 +552,7 @@ class LaunchChecker:
         primal fields only."""
         time = self.tick()
         grads = [fld for fld in fields if fld.role == "grad"]
-        self.gradients_cleared(grads, time)
+        self.gradients_cleared(grads, time, fields)
         lost = self.lost
         if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)
             for grad in grads:

@@ -136,12 +136,14 @@ class NonFiniteChecks:
         self.nonfinite_batching = False   # while a Tape's backward that can run again runs
         self.lost.used, self.lost.loaded = self.gradient_used, self.gradients_loaded
 
-    def gradients_cleared(self, grads, time: int) -> None:
-        super().gradients_cleared(grads, time)
+    def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
+        super().gradients_cleared(grads, time, fields_set)
         if self.nonfinite_seen or self.nonfinite_owed:     # (empty, mostly)
             for grad in grads:
                 self.nonfinite_seen.pop(grad, None)
                 self.nonfinite_owed.pop(grad, None)
+            for fld in fields_set:       # (a dual set by a Tape, as python_write)
+                self.nonfinite_seen.pop(fld, None)
 
     def nonfinite_found(self, error, grads, host) -> None:
         """The backward pass left the non-finite gradient `error` reports, in `grads`: a
@@ -177,6 +179,8 @@ class NonFiniteChecks:
     def gradients_loaded(self, facts, kernel_name: str) -> None:
         """A forward launch loads gradients: a gradient kernel written by hand (it writes
         gradients too) carries what they owe on into those; any other kernel uses them."""
+        if not self.nonfinite_owed:       # (empty, mostly)
+            return
         owed = [self.nonfinite_owed[g] for g in facts.grads_loaded if g in self.nonfinite_owed]
         if not owed:
             return
@@ -191,12 +195,6 @@ class NonFiniteChecks:
         if self.nonfinite_seen and fld.role != "primal":
             self.nonfinite_seen.pop(fld, None)
         return super().python_write(fld, index, loc)
-
-    def gradients_set(self, fields, loc) -> int:
-        if self.nonfinite_seen:
-            for fld in fields:       # (as python_write: a dual's too)
-                self.nonfinite_seen.pop(fld, None)
-        return super().gradients_set(fields, loc)
 
     def tape_differentiated(self) -> None:
         super().tape_differentiated()
