@@ -20,17 +20,10 @@ def per_call(fn, calls):
     return statistics.median(batches)
 
 
-def measure(ti, label, calls):
-    x = ti.field(ti.f32, shape=4, needs_grad=True)
+def taped_launch(ti, x=None):
+    """A Tape around one small kernel (over x, made here unless given): `(tape, kernel)`."""
+    x = ti.field(ti.f32, shape=4, needs_grad=True) if x is None else x
     loss = ti.field(ti.f32, shape=(), needs_grad=True)
-
-    @ti.kernel
-    def empty():
-        pass
-
-    @ti.kernel
-    def one_arg(s: ti.f32):
-        x[0] = s
 
     @ti.kernel
     def small():
@@ -40,7 +33,21 @@ def measure(ti, label, calls):
     def tape():
         with ti.ad.Tape(loss=loss):
             small()
+    return tape, small
 
+
+def measure(ti, label, calls):
+    x = ti.field(ti.f32, shape=4, needs_grad=True)
+
+    @ti.kernel
+    def empty():
+        pass
+
+    @ti.kernel
+    def one_arg(s: ti.f32):
+        x[0] = s
+
+    tape, small = taped_launch(ti, x)
     empty()
     one_arg(1.0)
     tape()

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def per_call_cpu_us(fn, calls: int, batches: int = 5) -> float:
@@ -33,62 +33,21 @@ def per_call_cpu_us(fn, calls: int, batches: int = 5) -> float:
     return statistics.median(times)
 
 
-def taped_launch(ti):
-    x = ti.field(ti.f32, shape=4, needs_grad=True)
-    loss = ti.field(ti.f32, shape=(), needs_grad=True)
-
-    @ti.kernel
-    def small():
-        for i in range(4):
-            loss[None] += x[i] * x[i]
-
-    def tape():
-        with ti.ad.Tape(loss=loss):
-            small()
-    return tape
-
-
-def gravity(ti, n: int, steps: int, dt: float = 1e-5):
-    """benchmarks/gravity.py's fwd_bwd, written here so that both checkouts run one program."""
-    x = ti.Vector.field(2, dtype=ti.f32, shape=n, needs_grad=True)
-    v = ti.Vector.field(2, dtype=ti.f32, shape=n)
-    U = ti.field(dtype=ti.f32, shape=(), needs_grad=True)
-
-    @ti.kernel
-    def compute_U():
-        for i, j in ti.ndrange(n, n):
-            r = x[i] - x[j]
-            U[None] += -1 / r.norm(1e-3)
-
-    @ti.kernel
-    def advance():
-        for i in x:
-            v[i] -= dt * x.grad[i]
-            x[i] += dt * v[i]
-
-    def reset():
-        x.from_numpy(np.random.default_rng(0).random((n, 2)).astype(np.float32))
-        v.fill(0)
-
-    def fwd_bwd():
-        for _ in range(steps):
-            with ti.ad.Tape(loss=U):
-                compute_U()
-            advance()
-    return reset, fwd_bwd
-
-
 def child(calls: int) -> dict:
-    """One checkout's figures (run in that checkout's interpreter)."""
+    """One checkout's figures (run in that checkout's interpreter: its tinyad, today's
+    programs, from this tree's benchmarks package put last on the path)."""
     import tinyad as ti
+    sys.path.append(ROOT)
+    from benchmarks import gravity, overhead
     result = {}
     for check in ("off", "error"):
         ti.init(mode="fast", check=check, default_fp=ti.f32)
-        tape = taped_launch(ti)
+        tape, _ = overhead.taped_launch(ti)
         tape()
         result[f"tape_{check}_us"] = per_call_cpu_us(tape, calls)
     ti.init(mode="fast", check="error", default_fp=ti.f32)
-    reset, fwd_bwd = gravity(ti, 8, 100)
+    work = gravity.build(ti, 8, 100)
+    reset, fwd_bwd = work.reset, work.fwd_bwd
     reset()
     fwd_bwd()
     times = []
