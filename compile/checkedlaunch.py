@@ -12,6 +12,7 @@ replayed reads are checked against the replay witness (compile/replaycheck.py) b
 from __future__ import annotations
 
 from tinyad.backend import CheckedLaunch
+from tinyad.check import handgrads
 from tinyad.check.reached import CertainBounds
 from tinyad.check.rules import ParallelConflictRuleError
 from tinyad.compile.accessrecord import AccessRecorder
@@ -24,7 +25,7 @@ from tinyad.notices import note
 class FastLaunch(CheckedLaunch):
     """A checked launch of a compiled kernel."""
 
-    __slots__ = ("hits", "own", "plan", "recorder", "regions", "saved_grads")
+    __slots__ = ("plan", "regions")
 
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
@@ -34,33 +35,39 @@ class FastLaunch(CheckedLaunch):
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
         return regions.names, plan.rows
 
-    def before_forward_run(self) -> None:
-        """Also: how the launch's in-launch hazards are checked is decided now, and a custom
-        gradient's kernel keeps the gradients it may overwrite."""
+    def run_forward(self):
+        """Also, around the run (one step: a frame each costs a small launch more than its
+        checks): how the launch's in-launch hazards are checked is decided before it, a custom
+        gradient's kernel keeps the gradients it may overwrite, and what the launch overwrote
+        of its own reads is compared after it."""
         checker, plan = self.checker, self.plan
-        self.own, self.recorder = self._decide_hazards(plan.hazards) if plan.hazards else \
-            ((), None)
-        self.saved_grads = checker.before_custom_grad(self.traced, self.scalars) \
+        own, recorder = self._decide_hazards(plan.hazards) if plan.hazards else ((), None)
+        saved_grads = checker.before_custom_grad(self.traced, self.scalars) \
             if checker.in_custom_grad else None
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
-        self.hits = checker.before_launch(plan) if plan.writes else None
-
-    def run_forward(self):
-        if self.recorder is None:
-            return self.program.run(self.scalars, self.backend.rng)
-        return self._recorded_run()
-
-    def after_forward(self) -> None:
-        checker, record = self.checker, self.record
-        for fld, before in self.own:
+        hits = checker.before_launch(plan) if plan.writes else None
+        if self.facts.hand_gradient:       # (most kernels are not: no call for them)
+            result = handgrads.checked_run(self, self._run, recorder)
+        elif recorder is None:
+            result = self.program.run(self.scalars, self.backend.rng)
+        else:
+            result = self._recorded_run(recorder)
+        record = self.record
+        for fld, before in own:
             error = checker.own_overwrite(self.regions, fld, before, record)
             if error is not None:
                 self._launch_problem(error)
                 break
-        if self.saved_grads:
-            checker.after_custom_grad(self.saved_grads, record)
-        checker.after_forward(record, self.plan, self.hits)
+        if saved_grads:
+            checker.after_custom_grad(saved_grads, record)
+        checker.after_forward(record, plan, hits)
+        return result
+
+    def _run(self, recorder):
+        if recorder is None:
+            return self.program.run(self.scalars, self.backend.rng)
+        return self._recorded_run(recorder)
 
     def _decide_hazards(self, hazards) -> tuple:
         """The fields this launch may read and write in a way its IR does not settle: a
@@ -95,9 +102,9 @@ class FastLaunch(CheckedLaunch):
                                 "records than a launch may keep")
         return recorder
 
-    def _recorded_run(self):
+    def _recorded_run(self, recorder):
         """Run the launch as its recording variant, then judge what it recorded."""
-        backend, recorder, record = self.backend, self.recorder, self.record
+        backend, record = self.backend, self.record
         result = recorder.run(backend.storage, self.scalars, backend.rng, backend.prepare)
         if not recorder.complete:
             self._say_unchecked(record.kernel, recorder.fields[0], "this launch's accesses "
@@ -132,23 +139,24 @@ class FastLaunch(CheckedLaunch):
             record.add_problem(error)
 
     # ---- an adjoint launch --------------------------------------------------------------------
-    def unmatched_adjoint(self) -> None:
+    @staticmethod
+    def unmatched_adjoint(backend, traced, scalars) -> None:
         """A .grad() that no forward launch alike precedes (its own was checked, with these
         arguments: an adjoint touches the indices its forward launch did) may reach past a
         field, as a manual sweep one step too long does (Taichi issue 8119). With
         ti.init(debug=True) every element is checked instead."""
-        if self.backend.config.debug:
+        if backend.config.debug:
             return
-        traced, scalars = self.traced, self.scalars
         bounds = traced.memos[_adjoint_bounds]
         found = bounds.outside(scalars)
         if found is not None:
             _raise_out_of_bounds(found, [a.name for a in traced.ir.args], scalars,
                                  adjoint_of=traced.ir.name)
 
-    def run_adjoint(self):
-        self.checker.check_replay(self.record, self.traced.ir.name)   # the replay witness
-        return self.program.run(self.scalars, self.backend.rng)
+    @staticmethod
+    def run_adjoint(backend, traced, program, scalars, record):
+        backend.checker.check_replay(record, traced.ir.name)   # the replay witness
+        return program.run(scalars, backend.rng)
 
     # ---- a tangent launch ---------------------------------------------------------------------
     def before_tangent_writes(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from tinyad.backend import NO_CHECKS, Backend, CheckedLaunch, CheckerHooks
+from tinyad.check import handgrads
 from tinyad.check.rows import launch_rows
 from tinyad.check.zeroing import gradient_resets
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
@@ -30,13 +31,18 @@ class InterpLaunch(CheckedLaunch):
         return ([a.name for a in traced.ir.args],
                 functools.partial(launch_rows, traced, scalars))
 
-    def before_forward_run(self) -> None:
+    def run_forward(self):
+        for fld in self.facts.written:
+            self.checker.before_write(fld)
+        if self.facts.hand_gradient:
+            return handgrads.checked_run(self, self._logged_run)
+        return self._logged_run()
+
+    def before_tangent_writes(self) -> None:
         for fld in self.facts.written:
             self.checker.before_write(fld)
 
-    before_tangent_writes = before_forward_run
-
-    def run_forward(self):
+    def _logged_run(self):
         checker, traced = self.checker, self.traced
         replayed = self.facts.replayed
         resets = gradient_resets(traced.ir) if checker.in_custom_grad else frozenset()
@@ -45,9 +51,10 @@ class InterpLaunch(CheckedLaunch):
         memory.finish()
         return result
 
-    def run_adjoint(self):
-        memory = ReplayMemory(self.checker, self.record, self.traced.ir.name)
-        return self.program.run(self.scalars, self.backend.rng, memory=memory)
+    @staticmethod
+    def run_adjoint(backend, traced, program, scalars, record):
+        memory = ReplayMemory(backend.checker, record, traced.ir.name)
+        return program.run(scalars, backend.rng, memory=memory)
 
 
 class InterpBackend(Backend):

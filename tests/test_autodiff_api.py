@@ -44,6 +44,25 @@ def test_tape_clears_gradients_unless_told_not_to(square_sum):
     assert loss[None] == 14.0   # the Tape zeroes the loss on entry
 
 
+def test_tape_clears_gradients_given_after_an_earlier_tape(square_sum):
+    """A Tape clears every placed gradient on entry, those given since the last Tape too (a
+    new field's, lazy_grad's): what it clears is kept between Tapes only while the layout
+    stays as it was (tinyad/twins.py)."""
+    x, loss, k = square_sum
+    y = ti.field(ti.f64, shape=2)
+    with ti.ad.Tape(loss=loss):
+        k()
+    z = ti.field(ti.f64, shape=2, needs_grad=True)
+    ti.root.lazy_grad()          # y gets its gradient now
+    y.grad.fill(5.0)
+    z.grad.fill(5.0)
+    with ti.ad.Tape(loss=loss):
+        k()
+    assert y.grad.to_numpy().tolist() == [0.0, 0.0]
+    assert z.grad.to_numpy().tolist() == [0.0, 0.0]
+    assert x.grad.to_numpy().tolist() == [2.0, 4.0, 6.0]
+
+
 def test_no_grad_kernel_is_skipped_by_the_tape(square_sum):
     x, loss, k = square_sum
 

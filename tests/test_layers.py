@@ -70,7 +70,7 @@ API_FLOORS = [
     ("helpers", {"tinyad.absent", "tinyad.algorithms", "tinyad.allocation", "tinyad.arrayparams",
                  "tinyad.colors", "tinyad.excepthook", "tinyad.gradreport", "tinyad.sequence",
                  "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
-    ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals"}),
+    ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals", "tinyad.twins"}),
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
     ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.tapekernels"}),  # launch: its checks
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)

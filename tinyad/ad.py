@@ -21,7 +21,7 @@ from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
-from tinyad.field import Field, placed_twins, settle_layout
+from tinyad.field import Field, settle_layout
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import (
     Recorder,
@@ -31,6 +31,7 @@ from tinyad.runtime import (
     runtime,
 )
 from tinyad.taichi_internals import AutodiffMode
+from tinyad.twins import placed_twins
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
 # it (programs and tests written for Taichi look for it) and says what holds here instead.

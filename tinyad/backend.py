@@ -202,12 +202,12 @@ class CheckedLaunch:
     subclasses this and overrides the step. The sequence calls each step only in the variants
     its section names.
 
-    tinyad/launch.py makes one per checked launch and sets these (no __init__: its frame
-    would cost a checked launch more than all its other bookkeeping):
+    tinyad/launch.py makes one per checked forward or tangent launch and sets these (no
+    __init__: its frame would cost a checked launch more than all its other bookkeeping):
       backend, checker    the backend and its checker
       traced, scalars     the traced kernel and the launch's scalar arguments
       program             the backend's program of the variant
-      record              the checker's record of the launch (an adjoint: its primal's, or None)
+      record              the checker's record of the launch
       facts               the checker's facts about the kernel (tinyad/check/facts.py), set
                           before a forward or tangent launch's first step"""
 
@@ -229,30 +229,31 @@ class CheckedLaunch:
         them out when a check needs them, or None for every row)."""
         return [a.name for a in self.traced.ir.args], None
 
-    def before_forward_run(self) -> None:
-        """The forward launch (its record made, `self.record`) is about to run and write its
-        primal fields: where a gradient was taken at their values, those values are kept first
-        (tinyad/check/launches.py before_write)."""
-
     def run_forward(self):
-        """Run the program as the forward launch the checker watches; -> its return value."""
+        """Run the program as the forward launch the checker watches (its record made,
+        `self.record`), with the backend's checks around the run: before it writes its primal
+        fields, where a gradient was taken at their values, those values are kept
+        (tinyad/check/launches.py before_write). An override runs a gradient kernel written
+        by hand (`self.facts.hand_gradient`) inside tinyad/check/handgrads.py's checked_run,
+        which judges it (this layer imports no check). -> the kernel's return value."""
         return self.run()
 
-    def after_forward(self) -> None:
-        """The forward launch has run (and a hand-written gradient kernel has been checked)."""
+    # ---- an adjoint launch: its steps need no launch object (static: none is made) ---------
+    @staticmethod
+    def unmatched_adjoint(backend, traced, scalars) -> None:
+        """No forward launch alike precedes this adjoint of `traced` with these arguments."""
 
-    # ---- an adjoint launch --------------------------------------------------------------------
-    def unmatched_adjoint(self) -> None:
-        """No forward launch alike precedes this adjoint (`self.record` is None)."""
-
-    def run_adjoint(self):
-        """Run the program as the adjoint the checker watches (its replayed reads must read
-        what the forward launch read); -> its return value."""
-        return self.run()
+    @staticmethod
+    def run_adjoint(backend, traced, program, scalars, record):
+        """Run `program`, `traced`'s adjoint, as the adjoint the checker watches of the forward
+        launch `record` (its replayed reads must read what that launch read); -> its return
+        value."""
+        return program.run(scalars, backend.rng)
 
     # ---- a tangent (forward-mode) launch ------------------------------------------------------
     def before_tangent_writes(self) -> None:
-        """The tangent launch is about to write its primal fields (as before_forward_run)."""
+        """The tangent launch is about to write its primal fields (as run_forward keeps
+        what a gradient needs of them)."""
 
     def after_tangent(self) -> None:
         """The tangent launch has run."""

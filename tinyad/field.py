@@ -23,6 +23,7 @@ from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.notices import note as runtime_note
 from tinyad.runtime import captured_access, python_storage, runtime
 from tinyad.taichi_internals import SNodeHandle
+from tinyad.twins import layout_changed
 from tinyad.varnames import caller_variable_name
 
 
@@ -78,6 +79,7 @@ class Field:
                 if self._grad is None or self._grad.requested:
                     _unrequested_grads.append(self)
             self._give_grad_a_dual()
+        layout_changed()          # (a field made, its twins given)
         if shape is not None:
             self._place(normalize_shape(shape))
 
@@ -125,6 +127,7 @@ class Field:
             raise TinyadTypeError(f"field {self.name} has {len(shape)} dimension(s) {shape} but "
                                   f"offset {self.offset} has {len(self.offset)}")
         self._shape = shape
+        layout_changed()
         self.requested = True
         if self.role == "dual" and self.primal is not None:   # a placeholder dual, now placed
             self.primal._give_grad_a_dual()
@@ -147,6 +150,7 @@ class Field:
     @grad.setter
     def grad(self, twin: Field | None) -> None:
         self._grad = twin
+        layout_changed()
 
     @property
     def dual(self):
@@ -158,6 +162,7 @@ class Field:
     @dual.setter
     def dual(self, twin: Field | None) -> None:
         self._dual = twin
+        layout_changed()
 
     def _twin_may_be_absent(self) -> bool:
         """As Taichi: a float field's x.grad is an (empty) field object even without one; an
@@ -336,19 +341,6 @@ class Field:
 
 
 _storage = python_storage    # where this ti.init's backend keeps field values (backend.py)
-
-
-def placed_twins(role: str) -> list:
-    """Every field's placed .grad (role "grad") or .dual, and each placed .grad's own .dual:
-    what clear_all_gradients zeroes, and a Tape at each entry."""
-    found = []
-    for f in runtime.fields:
-        twin, grad = (f._grad if role == "grad" else f._dual), f._grad
-        if twin is not None and twin._shape is not None:
-            found.append(twin)
-        if grad is not None and grad._dual is not None and grad._dual._shape is not None:
-            found.append(grad._dual)
-    return found
 
 
 class _ElementView(Matrix):
@@ -547,6 +539,7 @@ class SNode:
                 f._grad._place(f.shape)
                 f._grad.snode = _place_node(f._grad, f.snode.parent())   # beside x, as Taichi
             f._give_grad_a_dual()
+        layout_changed()
 
     def lazy_dual(self) -> None:
         for f in runtime.fields:
@@ -558,6 +551,7 @@ class SNode:
                     f._dual._place(f.shape)
                     f._dual.snode = _place_node(f._dual, f.snode.parent())
             f._give_grad_a_dual()
+        layout_changed()
 
     @property
     def shape(self):
@@ -592,3 +586,4 @@ def settle_layout() -> None:
             f._grad = None
         if f._dual is not None and not f._dual.requested and not f._dual.is_placed:
             f._dual = None
+        layout_changed()

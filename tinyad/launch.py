@@ -24,7 +24,7 @@ import time
 
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
-from tinyad.check import handgrads, nonfinite
+from tinyad.check import nonfinite
 from tinyad.check.facts import kernel_facts
 
 _new = object.__new__
@@ -72,16 +72,8 @@ def _forward(backend, traced, program, scalars, record, manual):
     record = launch.record = checker.new_launch(name, traced, scalars, facts)
     if facts.grads_stored:     # (before their primals' copies)
         forwardchecks.clear_zeroed_gradients(checker, traced)
-    launch.before_forward_run()
-    if facts.hand_gradient:       # (most kernels are not: no call for them)
-        hand = handgrads.before_launch(checker, traced, record.number, backend.storage,
-                                       launch.adjoint_unchecked)
-        result = launch.run_forward()
-        if hand is not None:
-            handgrads.after_launch(checker, hand, backend.storage)
-    else:
-        result = launch.run_forward()
-    launch.after_forward()
+    result = launch.run_forward()     # (its checks around the run; a hand-written
+    # gradient kernel's, tinyad/check/handgrads.py, inside)
     if facts.grads_stored:
         forwardchecks.note_zeroed_gradients(checker, traced, backend.storage.to_host)
     return result, record
@@ -90,17 +82,13 @@ def _forward(backend, traced, program, scalars, record, manual):
 def _adjoint(backend, traced, program, scalars, record, manual):
     """An adjoint launch, of the forward launch `record` (None: found by its arguments);
     `manual`: the user called kernel.grad(), not the Tape."""
-    launch = _new(backend.CheckedLaunch)
-    checker = launch.checker = backend.checker
-    launch.backend, launch.traced, launch.scalars, launch.program = (
-        backend, traced, scalars, program)
+    checker, steps = backend.checker, backend.CheckedLaunch    # (its static steps: no object)
     if record is None:
         record = checker.find_launch(traced, scalars)
-    launch.record = record
-    if record is None:
-        launch.unmatched_adjoint()
+        if record is None:
+            steps.unmatched_adjoint(backend, traced, scalars)
     adjointchecks.before_adjoint(checker, traced, traced.ir.name, record, manual)
-    result = launch.run_adjoint()
+    result = steps.run_adjoint(backend, traced, program, scalars, record)
     adjointchecks.after_adjoint(checker, traced, record, manual)
     if checker.checks_nonfinite:
         nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)

@@ -67,6 +67,19 @@ class Pending:
     expected: dict = field(default_factory=dict)  # G_in grad -> its values after tinyad's adjoint
 
 
+def checked_run(launch, run, *args):
+    """A forward launch of a gradient kernel written by hand (`launch`: its CheckedLaunch,
+    tinyad/backend.py): `run(*args)` runs it between before_launch and after_launch; -> what
+    run returns."""
+    checker, storage = launch.checker, launch.backend.storage
+    pending = before_launch(checker, launch.traced, launch.record.number, storage,
+                            launch.adjoint_unchecked)
+    result = run(*args)
+    if pending is not None:
+        after_launch(checker, pending, storage)
+    return result
+
+
 def before_launch(checker, traced, number: int, storage, run_adjoint) -> Pending | None:
     """Before a launch of `traced` (number `number`): if it is a gradient kernel written by hand
     that undoes a forward launch, -> a Pending for after_launch; if it is to be judged now,
