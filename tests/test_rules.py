@@ -825,6 +825,35 @@ def test_custom_gradient_that_accumulates_is_clean(scalars, capsys):
     assert np.allclose(x.grad.to_numpy(), 2 * x.to_numpy() + 2)
 
 
+def test_a_warning_about_rounds_does_not_hide_a_gradient_at_two_points(cube, capsys):
+    """Found by the planted-bug fuzzer (seed 1691): a kernel reading x through no derivative
+    (floor there, stop_grad here; its adjoint adds nothing to x.grad) is swept first in the
+    second round. It used to warn "accumulates across rounds" about x.grad and mark it warned
+    by a fake clear, so the sweep of the kernel that does add to x.grad skipped the error."""
+    x, loss, k = cube
+
+    @ti.kernel
+    def stepped():
+        for i in x:
+            loss[None] += ti.stop_grad(x[i]) ** 2
+
+    def sweep():
+        k()
+        stepped()
+        loss.grad[None] = 1
+        stepped.grad()
+        k.grad()
+
+    sweep()
+    first = x.to_numpy().copy()
+    assert x.grad.to_numpy() == pytest.approx(3 * first ** 2)     # stop_grad: no 2x term
+    x.from_numpy(first - 0.05 * x.grad.to_numpy())                # x.grad not cleared
+    with pytest.raises(ti.StaleGradientRuleError) as info:
+        sweep()
+    assert info.value.report.kernel == "k"
+    assert "accumulates across rounds" not in capsys.readouterr().err
+
+
 def test_accumulating_rounds_warns_and_clearing_is_clean(cube, capsys):
     x, loss, k = cube
     for _ in range(2):

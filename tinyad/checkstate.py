@@ -57,6 +57,7 @@ CHECKER_STATE = {
         "in_custom_primal": "const", "custom_forwards": "launch", "custom_recording": "const",
         "custom_running": "const", "problems": "keep",
         "grad_accumulated_at": ("dict", "T"), "grad_cleared_at": ("dict", "T"),
+        "grad_warned_at": ("dict", "T"),
         "hand_gradient_at": ("dict", "T"), "grad_read_at": ("dict", "T"),
         "last_adjoint_at": ("scalar", "T"), "primal_changed": ("dict", "A"),
         "grad_point": ("dict", "PT", "pop"), "copies_before_writes": "const",

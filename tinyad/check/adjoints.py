@@ -136,25 +136,32 @@ def _check_second_adjoint(checker, launch, facts, kernel_name):
             f.has_grad and _seeded(f.grad, launch) for f in facts.written):
         return
     for grad in facts.adjoint_targets:
-        if checker.grad_cleared_at.get(grad, 0) < launch.adjoint_at and grad.data.any():
+        if _said_or_cleared(checker, grad) < launch.adjoint_at and grad.data.any():
             print_report(rules.adjoint_run_twice(kernel=kernel_name, launch=launch.number,
                                                  gradient=grad.name, call_loc=user_loc()))
-            checker.grad_cleared_at[grad] = checker.tick()     # say it once
+            checker.grad_warned_at[grad] = checker.tick()     # say it once
             return
 
 
 def _check_rounds(checker, launch, facts, kernel_name):
-    for fld in facts.loaded:
-        grad = fld.grad
-        if grad is None:
-            continue
+    """A gradient this adjoint adds to still holds what an adjoint added before this round's
+    forward launch (a warning: the sum may be intended). Only the gradients it adds to: one
+    that the kernel reads through no derivative (floor) is not its to warn about."""
+    for grad in facts.adjoint_targets:
         accumulated = checker.grad_accumulated_at.get(grad)
-        cleared = checker.grad_cleared_at.get(grad, 0)
-        if (accumulated is not None and cleared < accumulated < launch.origin.time
+        if (accumulated is not None
+                and _said_or_cleared(checker, grad) < accumulated < launch.origin.time
                 and grad.data.any()):
             print_report(rules.gradient_accumulates_across_rounds(
                 kernel=kernel_name, gradient=grad.name, call_loc=user_loc()))
-            checker.grad_cleared_at[grad] = checker.tick()   # say it once per round
+            checker.grad_warned_at[grad] = checker.tick()   # say it once per round
+
+
+def _said_or_cleared(checker, grad) -> int:
+    """When `grad` was last cleared, or last warned about as holding an earlier sum: a warning
+    is said once, but it clears nothing, so it must not hide a gradient taken at two points
+    (_check_gradient_point reads only the clears)."""
+    return max(checker.grad_cleared_at.get(grad, 0), checker.grad_warned_at.get(grad, 0))
 
 
 def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:

@@ -151,8 +151,7 @@ class LaunchChecker:
         self.forgotten: dict = {}
         self.forgotten_noted: set = set()
         # (kernel, scalars) of launches a checked replay of a captured function made or forgot
-        # (tinyad/checkedreplay.py) -> how that came (it keeps no record of each launch); the
-        # records it set aside, freed at the next plain call
+        # (tinyad/checkedreplay.py) -> how; the records it set aside, freed at the next call
         self.replay_forgotten: dict = {}
         self.replay_retired: list = []
         self.tape = None               # while a Tape records: the backend's scope of it
@@ -170,6 +169,7 @@ class LaunchChecker:
         self.problems: dict = {}       # warn mode: report signature -> Problem
         self.grad_accumulated_at: dict = {}   # grad field -> time an adjoint last added to it
         self.grad_cleared_at: dict = {}       # grad field -> time Python scope last wrote it
+        self.grad_warned_at: dict = {}        # grad field -> time a sum over rounds was noted
         self.hand_gradient_at: dict = {}      # grad field -> time a kernel last wrote it by hand
         self.grad_read_at: dict = {}          # grad field -> time a kernel (or adjoint) read it
         self.last_adjoint_at = 0              # time the latest adjoint launch ran
