@@ -3,19 +3,19 @@
     runner = sequence_runner(program, backend)     # then runner() per call
 
 On the CPU, when every kernel the program launches runs without threads (its loops are too short
-to be worth them, as a small time step's are), the program becomes one numba function: it calls
-the kernels' compiled entries in order, its fills and element writes are array stores, and each
-rolled loop is a loop, so one call from Python runs the whole time loop, forward and backward:
+to be worth them, as a small time step's are), the program becomes one compiled function: it
+calls the kernels' compiled entries in order, by address, its fills and element writes are
+stores, and each rolled loop is a loop, so one call from Python runs the whole time loop, forward
+and backward (compile/nativecall.py says what it is made of, and why):
 
-    def captured(a0, a1, a2, a3, a4, seeds, ints, floats):
-        s = 0
+    def captured(block, ints, floats):
+        a0 = array_at(block, 0, 2, np.float32)          # x.grad
+        ...
         for r in range(ints[0]):
-            a0.reshape(a0.size)[:] = np.float32(floats[0])  # fill x.grad
+            fill_array(a0, floats[0])  # fill x.grad
+            call_native(block[5], a3, a2)  # compute_U (primal)
             ...
-            k0(a3, a2)  # compute_U (primal)
-            a1.reshape(a1.size)[:] = np.float32(floats[3])  # fill U.grad
-            k1(a3, a1, a0)  # compute_U (adjoint)
-            k2(a4, a0, a3, np.float32(floats[4]))  # advance (primal)
+            call_native(block[10], a4, a0, a3, np.float32(floats[4]))  # advance (primal)
         return -1
 
 Its numbers (loop counts, scalars, the values stored) are arguments, so a program alike but for
