@@ -47,7 +47,7 @@ def source(seq, event, delta, pad: str) -> str:
             f"np.any({array})"
         return f"{pad}if ({tests}) != {event.expect}:  # {name} seeded?{stop}"
     entry, box = bounds[0], _pairs(bounds[1:])
-    stash = f"c{event.slot}"
+    stash = seq._buffer(event.slot)
     if box:
         field_part = f"{array}[{_part(box)}]"
         stash_part = f"{stash}[{entry}, " + ", ".join(f"0:({hi}) - ({lo})" for lo, hi in box) + "]"

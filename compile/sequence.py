@@ -3,19 +3,19 @@
     runner = sequence_runner(program, backend)     # then runner() per call
 
 On the CPU, when every kernel the program launches runs without threads (its loops are too short
-to be worth them, as a small time step's are), the program becomes one numba function: it calls
-the kernels' compiled entries in order, its fills and element writes are array stores, and each
-rolled loop is a loop, so one call from Python runs the whole time loop, forward and backward:
+to be worth them, as a small time step's are), the program becomes one compiled function: it
+calls the kernels' compiled entries in order, by address, its fills and element writes are
+stores, and each rolled loop is a loop, so one call from Python runs the whole time loop, forward
+and backward (compile/nativecall.py says what it is made of, and why):
 
-    def captured(a0, a1, a2, a3, a4, seeds, ints, floats):
-        s = 0
+    def captured(block, ints, floats):
+        a0 = array_at(block, 0, 2, np.float32)          # x.grad
+        ...
         for r in range(ints[0]):
-            a0.reshape(a0.size)[:] = np.float32(floats[0])  # fill x.grad
+            fill_array(a0, floats[0])  # fill x.grad
+            call_native(block[5], a3, a2)  # compute_U (primal)
             ...
-            k0(a3, a2)  # compute_U (primal)
-            a1.reshape(a1.size)[:] = np.float32(floats[3])  # fill U.grad
-            k1(a3, a1, a0)  # compute_U (adjoint)
-            k2(a4, a0, a3, np.float32(floats[4]))  # advance (primal)
+            call_native(block[10], a4, a0, a3, np.float32(floats[4]))  # advance (primal)
         return -1
 
 Its numbers (loop counts, scalars, the values stored) are arguments, so a program alike but for
@@ -35,13 +35,17 @@ the watched call.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numba
 import numpy as np
+from numba.core import types
 
 from tinyad.backend import ProgramStopped
 from tinyad.compile import ahead, cache, replaypredicates
 from tinyad.compile.badindex import bad_index_error
 from tinyad.compile.cpu import CpuKernel
+from tinyad.compile.nativecall import entry_address, entry_argument_types
 
 
 def sequence_runner(program: list, backend, buffers=()):
@@ -63,8 +67,20 @@ def _is_loop(item) -> bool:
 
 
 def _callable_from_numba(kernel) -> bool:
-    gen = getattr(kernel, "generated", None)
-    return isinstance(kernel, CpuKernel) and not gen.parallel
+    """Is the kernel one numba function the program can call by address, with the argument
+    types the program passes (compile/nativecall.py: a mismatch would not be caught there)?"""
+    if not isinstance(kernel, CpuKernel) or kernel.generated.parallel:
+        return False
+    gen = kernel.generated
+    passed = [types.Array(numba.from_dtype(f.host_array.dtype), f.host_array.ndim, "C")
+              for f in gen.fields]
+    passed += [numba.from_dtype(np.dtype(d.np)) for d in gen.scalars]
+    passed += [types.int64] if gen.uses_random else []
+    passed += [types.Array(types.int64, 1, "C")] if gen.bad_slots else []
+    try:
+        return entry_argument_types(kernel.fn) == tuple(passed)
+    except (AttributeError, ValueError):     # (not one numba function of one signature)
+        return False
 
 
 class _LaunchersInPython:
@@ -127,14 +143,22 @@ class _CompiledSequence:
         self.backend, self.rng = backend, backend.rng
         self.buffers = buffers       # the arrays Copy events copy into, by slot
         self.row_copies = 0          # (names of the loops that copy whole rows)
-        self.fields: dict = {}       # id(field) -> (field, its argument name)
-        self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its name, its bad flag or None)
+        # What the block of words (compile/nativecall.py) holds, in order: arrays (their data
+        # address and shape: a field's, a kernel's bad flag, a buffer, the seeds) and kernels'
+        # entries (their address)
+        self.words: list = []        # (what gets an array, its first word)
+        self.addresses: list = []    # (a kernel's entry, its word)
+        self.size = 0                # words so far
+        self.fields: dict = {}       # id(field) -> its array's name
+        self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its address's word, bad flag, name)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
         self.random_launches = 0
+        self.uses_helpers = False    # (the replay compares, compile/replaypredicates.py)
         # The program's numbers (loop counts, scalars, stored values) are arguments, so that
         # programs alike but for them (another step count, another dt) share one function
         self.numbers = {"ints": [], "floats": []}
-        lines = ["def captured({params}):", "    s = 0"]
+        self.arrays: list = []       # lines making the arrays from the block
+        lines = []
         for item in program:
             if _is_loop(item):
                 lines.append(f"    for r in range({self._number(item.count, True)}):")
@@ -142,17 +166,19 @@ class _CompiledSequence:
                 self.random_launches += (item.count - 1) * self._random_in(item.body)
             else:
                 lines.append(self._event(item, (), 1))
-        lines.append("    return -1")
-        params = [name for _, name in self.fields.values()] + \
-                 [name + "_bad" for _, name, bad in self.kernels.values() if bad is not None] + \
-                 [f"c{slot}" for slot in range(len(self.buffers))]
-        lines[0] = lines[0].format(params=", ".join(params + ["seeds", "ints", "floats"]))
+        if self.random_launches:
+            self.seeds = np.zeros(self.random_launches, np.int64)
+            self.arrays.append(self._array_line("seeds", self.seeds, lambda: self.seeds))
+        lines = ["def captured(block, ints, floats):", *self.arrays, "    s = 0", *lines,
+                 "    return -1"]
         self.ints = np.array(self.numbers["ints"] or [0], np.int64)
         self.floats = np.array(self.numbers["floats"] or [0.0], np.float64)
-        signature = _signature(self._arguments())
-        self.source = _module_source(self.kernels.values(), "\n".join(lines), signature)
+        self.numbers_at = (self.ints.ctypes.data, self.floats.ctypes.data)
+        self.source = _module_source("\n".join(lines), self.uses_helpers)
         self.stem = f"captured_{cache.key('sequence', self.source)}"
-        self.fn = None
+        self.fn = self.call = None
+        self.held: list = []         # what the block points into, as it was last built
+        self.block = None
         if ahead.enabled():
             ahead.submit([(self.stem, self.source)], background=True)
         else:
@@ -164,21 +190,57 @@ class _CompiledSequence:
         if self.fn is None:
             ahead.need(self.stem)
             self.fn = cache.load(self.stem, self.source).captured
+            self.call = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                          ctypes.c_void_p)(self.fn.address)
 
     def _random_in(self, events) -> int:
         return sum(1 for e in events if e.kind == "launch" and
                    e.traced.program(e.variant, self.backend).generated.uses_random)
 
+    def _array_line(self, name: str, array, get) -> str:
+        """The line making an array from the block, and its words there; `get()` gives the
+        array at each run (a field's may be another after a swap)."""
+        self.words.append((get, self.size))
+        line = (f"    {name} = array_at(block, {self.size}, {array.ndim}, "
+                f"np.{array.dtype.type.__name__})")
+        self.size += 1 + array.ndim
+        return line
+
     def _array(self, fld) -> str:
         if id(fld) not in self.fields:
-            self.fields[id(fld)] = (fld, f"a{len(self.fields)}")
-        return self.fields[id(fld)][1]
+            name = f"a{len(self.fields)}"
+            self.fields[id(fld)] = name
+            self.arrays.append(self._array_line(name, fld.host_array,
+                                                lambda: fld.host_array))
+        return self.fields[id(fld)]
+
+    def _buffer(self, slot: int) -> str:
+        name = f"c{slot}"
+        if not any(line.startswith(f"    {name} = ") for line in self.arrays):
+            self.arrays.append(self._array_line(name, self.buffers[slot],
+                                                lambda: self.buffers[slot]))
+        return name
+
+    def _kernel(self, kernel) -> tuple:
+        """(its address's word, its bad flag's array name or None)"""
+        if id(kernel) not in self.kernels:
+            gen = kernel.generated
+            name = f"k{len(self.kernels)}"
+            bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
+            if bad is not None:
+                self.arrays.append(self._array_line(name + "_bad", bad, lambda: bad))
+            self.addresses.append((entry_address(kernel.fn), self.size))
+            self.kernels[id(kernel)] = (kernel, self.size, bad, name)
+            self.size += 1
+        _, word, bad, name = self.kernels[id(kernel)]
+        return word, (name + "_bad" if bad is not None else None)
 
     def _event(self, event, delta, depth) -> str:
         pad = "    " * depth
         if event.kind == "copy":
             return self._copy(event, delta, pad)
         if event.kind in replaypredicates.KINDS:
+            self.uses_helpers = self.uses_helpers or event.kind == "compare"
             return replaypredicates.source(self, event, delta, pad)
         if event.kind == "finite":
             # (a sum is NaN or infinite where an element is, or where finite ones overflow:
@@ -194,27 +256,24 @@ class _CompiledSequence:
             return pad + self._store(event)
         kernel = event.traced.program(event.variant, self.backend)
         gen = kernel.generated
-        if id(kernel) not in self.kernels:
-            bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
-            self.kernels[id(kernel)] = (kernel, f"k{len(self.kernels)}", bad)
-        _, name, bad = self.kernels[id(kernel)]
-        args = [self._array(f) for f in gen.fields]
+        word, bad = self._kernel(kernel)
+        args = [f"block[{word}]"] + [self._array(f) for f in gen.fields]
         args += [self._scalar(d, s, ds) for d, s, ds in
                  zip(gen.scalars, event.scalars, delta or (0,) * len(event.scalars))]
         args += ["seeds[s]"] if gen.uses_random else []
-        args += [name + "_bad"] if bad is not None else []
-        text = f"{pad}{name}({', '.join(args)})  # {event.traced.ir.name} ({event.variant})"
+        args += [bad] if bad is not None else []
+        text = f"{pad}call_native({', '.join(args)})  # {event.traced.ir.name} ({event.variant})"
         if gen.uses_random:
             text += f"\n{pad}s += 1"
             self.random_launches += 1
         if bad is not None:
             self.failures.append(kernel)
-            text += f"\n{pad}if {name}_bad[0] != 0:\n{pad}    return {len(self.failures) - 1}"
+            text += f"\n{pad}if {bad}[0] != 0:\n{pad}    return {len(self.failures) - 1}"
         return text
 
     def _copy(self, event, delta, pad) -> str:
         """A Copy: all of a field, a box of it, or whole rows (a flat loop: a memcpy's speed)."""
-        array, buffer = self._array(event.field), f"c{event.slot}"
+        array, buffer = self._array(event.field), self._buffer(event.slot)
         if not event.scalars:
             return (f"{pad}{buffer}.reshape({buffer}.size)[:] = "
                     f"{array}.reshape({array}.size)  # copy {event.field.name}")
@@ -249,33 +308,43 @@ class _CompiledSequence:
         return f"np.{dtype.np.__name__}({text})"
 
     def _store(self, event) -> str:
-        """A fill or an element write: a call of one of the module's two small helpers (one
-        compiled body per array type, not a store written out at each place)."""
+        """A fill or an element write (compile/nativecall.py: a loop or a store, no numba
+        function typed for them)."""
         array, dtype = self._array(event.field), event.field.dtype
         if event.kind == "fill":
             value = self._number(event.value, dtype.is_int)
-            return f"fill({array}, {value})  # fill {event.field.name}"
+            return f"fill_array({array}, {value})  # fill {event.field.name}"
         shape = event.field.host_array.shape
         first = int(np.ravel_multi_index(event.index + (0,) * len(event.field.element_shape),
                                          shape))
-        stores = [f"store({array}, {self._number(first + k, True)}, "
+        stores = [f"store_flat({array}, {self._number(first + k, True)}, "
                   f"{self._number(v, dtype.is_int)})" for k, v in enumerate(event.value)]
         return "; ".join(stores) + f"  # set an element of {event.field.name}"
 
-    def _arguments(self, seeds=None) -> list:
-        arrays = [fld.host_array for fld, _ in self.fields.values()]
-        flags = [bad for _, _, bad in self.kernels.values() if bad is not None]
-        seeds = np.zeros(1, np.int64) if seeds is None else seeds
-        return [*arrays, *flags, *self.buffers, seeds, self.ints, self.floats]
+    def _block(self) -> int:
+        """The address of the block of words for this run: rebuilt where an array is not the
+        one it was (a field's after a swap, a buffer the caller replaced)."""
+        now = [get() for get, _ in self.words]
+        if self.block is None or any(a is not b for a, b in zip(now, self.held)):
+            block = np.zeros(max(self.size, 1), np.int64)
+            for array, (_, first) in zip(now, self.words):
+                if not array.flags.c_contiguous:
+                    raise ValueError("a captured program's array is not C-contiguous")
+                block[first:first + 1 + array.ndim] = (array.ctypes.data, *array.shape)
+            for address, word in self.addresses:
+                block[word] = address
+            self.block, self.held = (block, block.ctypes.data), now
+        return self.block[1]
 
     def run(self) -> bool:
         if self.fn is None:
             if not cache.is_ready(self.stem):
                 return False
             self.wait()
-        seeds = (self.rng.integers(0, 2**63 - 1, size=self.random_launches, dtype=np.int64)
-                 if self.random_launches else None)
-        code = self.fn(*self._arguments(seeds))
+        if self.random_launches:
+            self.seeds[:] = self.rng.integers(0, 2**63 - 1, size=self.random_launches,
+                                              dtype=np.int64)
+        code = self.call(self._block(), *self.numbers_at)
         if code == NONFINITE:
             raise ProgramStopped("a look for NaN and infinity found one")
         if code == replaypredicates.STOPPED:
@@ -287,48 +356,31 @@ class _CompiledSequence:
         return True
 
 
-def _signature(arguments) -> str:
-    """The function's numba signature, as source: compiled when its module is imported (in
-    the helper process too), not at its first call."""
-    def array(a):
-        return f'types.Array(types.{numba.from_dtype(a.dtype)}, {a.ndim}, "C")'
-    return "types.int64(" + ", ".join(array(a) for a in arguments) + ")"
+SIGNATURE = "types.int64(types.CPointer(types.int64), types.CPointer(types.int64), " \
+            "types.CPointer(types.float64))"
 
 
-def _module_source(kernels, body: str, signature: str) -> str:
-    imports = "\n".join(f"{name} = load_published({kernel.generated.module_name!r})."
-                        f"{kernel.generated.entry}" for kernel, name, _ in kernels)
-    helpers = _published_helpers()
+def _module_source(body: str, uses_helpers: bool) -> str:
+    """The program's module: a C callback of (block, ints, floats), compiled when imported (in
+    the helper process too), cached on disk like the kernels."""
+    helpers = (f"helpers = load_published({_published_helpers()!r})\n"
+               "same, close = helpers.same, helpers.close\n") if uses_helpers else ""
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
-            "import numpy as np\nfrom numba import njit, types\n\n"
-            "from tinyad.compile.cache import load_published\n\n"
-            f"{imports}\nhelpers = load_published({helpers!r})\n"
-            "fill, store, same, close = helpers.fill, helpers.store, helpers.same, helpers.close"
-            "\n\n\n"
-            f"@njit({signature}, error_model=\"numpy\", cache=True)\n{body}\n")
+            "import numpy as np\nfrom numba import cfunc, types\n\n"
+            "from tinyad.compile.cache import load_published\n"
+            "from tinyad.compile.nativecall import array_at, call_native, fill_array, "
+            "store_flat\n\n"
+            f"{helpers}\n\n"
+            f"@cfunc({SIGNATURE}, error_model=\"numpy\", cache=True)\n{body}\n")
 
 
 NONFINITE = -2      # what the compiled program returns where a look found a NaN or infinity
 
-# The programs' fills, element writes and compares, one module in the cache that every program imports:
-# numba compiles each array type's body once, not once more in every new program (0.5-1 s of
-# a program's compile when they were written into it)
-HELPERS = '''"""The fills, element writes and replay compares of captured programs (compile/sequence.py,
-compile/replaypredicates.py)."""
+# The replay compares, one module in the cache that every checked program imports: numba
+# compiles each array type's body once, not once more in every new program
+HELPERS = '''"""The replay compares of captured programs (compile/replaypredicates.py)."""
 import numpy as np
 from numba import njit
-
-
-@njit(error_model="numpy", cache=True)
-def fill(array, value):
-    flat = array.reshape(array.size)
-    for i in range(flat.size):
-        flat[i] = value
-
-
-@njit(error_model="numpy", cache=True)
-def store(array, flat_index, value):
-    array.reshape(array.size)[flat_index] = value
 '''
 
 

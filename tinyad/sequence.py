@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 MAX_PERIOD = 256     # the most events one step of a rolled loop may hold
 
 
@@ -214,10 +216,12 @@ def _kind(value) -> str:
 def roll(events: list) -> list:
     """The events as a program: runs of a repeated step become Loops (greedily, left to right,
     the period that covers most events at each place)."""
-    keys = [e.key for e in events]
+    numbering: dict = {}
+    codes = np.fromiter((numbering.setdefault(e.key, len(numbering)) for e in events),
+                        np.int64, len(events))
     program, i = [], 0
     while i < len(events):
-        best = _best_repeat(events, keys, i)
+        best = _best_repeat(events, codes, i)
         if best is None:
             program.append(events[i])
             i += 1
@@ -228,18 +232,19 @@ def roll(events: list) -> list:
     return program
 
 
-def _best_repeat(events, keys, i):
-    """-> (period, count, deltas) of the longest run of repeats starting at i, or None."""
-    best, n = None, len(keys)
+def _best_repeat(events, codes, i):
+    """-> (period, count, deltas) of the longest run of repeats starting at i, or None.
+    `codes`: the events' keys as numbers (whole runs compare at once: a first call's 7000
+    events rolled in 0.08 s compared slice by slice)."""
+    best, n = None, len(codes)
     limit = min(MAX_PERIOD, (n - i) // 2)
-    for period in range(1, limit + 1):
-        if keys[i + period] != keys[i] or keys[i:i + period] != keys[i + period:i + 2 * period]:
-            continue
-        count = 2
-        while (i + (count + 1) * period <= n and
-               keys[i + count * period:i + (count + 1) * period] == keys[i:i + period]):
-            count += 1
-        if best is not None and period * count <= best[0] * best[1]:
+    # (a period is a place where the event at i comes again)
+    for period in (np.flatnonzero(codes[i + 1:i + limit + 1] == codes[i]) + 1).tolist():
+        # steps 1, 2, ... equal step 0 while each event equals the one a period later
+        differ = np.flatnonzero(codes[i:n - period] != codes[i + period:])
+        alike = int(differ[0]) if differ.size else n - period - i
+        count = min(alike // period + 1, (n - i) // period)
+        if count < 2 or (best is not None and period * count <= best[0] * best[1]):
             continue           # (cannot cover more than the best so far: skip the scalars)
         deltas, count = _affine(events, i, period, count)
         if count >= 2 and (best is None or period * count > best[0] * best[1]):
@@ -252,10 +257,12 @@ def _affine(events, i, period, count):
     first, second = events[i:i + period], events[i + period:i + 2 * period]
     deltas = tuple(tuple(b - a for a, b in zip(e.scalars, f.scalars))
                    for e, f in zip(first, second))
+    steady = [not any(delta) for delta in deltas]     # (then s + r * 0 is s: compare at once)
     for r in range(2, count):
         step = events[i + r * period:i + (r + 1) * period]
-        for e, delta, now in zip(first, deltas, step):
-            if any(s + r * d != v for s, d, v in zip(e.scalars, delta, now.scalars)):
+        for e, delta, now, same in zip(first, deltas, step, steady):
+            if (e.scalars != now.scalars if same else
+                    any(s + r * d != v for s, d, v in zip(e.scalars, delta, now.scalars))):
                 return deltas, r
     return deltas, count
 
