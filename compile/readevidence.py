@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from tinyad.check import trail
+from tinyad.check.changes import differences, value_at
 from tinyad.check.report import Access
 from tinyad.check.trail import Trail
 from tinyad.compile.iterations import first_iterations, launch_iteration
-from tinyad.compile.readwitness import differences, value_at
 from tinyad.analysis.sites import access_sites
 from tinyad.core import ir
 

@@ -27,7 +27,8 @@ from collections import deque
 
 import numpy as np
 
-from tinyad.check import launches, rules, trail
+from tinyad.check import changes, launches, trail
+from tinyad.check.changes import differences, value_at
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
 from tinyad.compile.customstores import CustomGradientStores
@@ -39,14 +40,7 @@ from tinyad.compile.readevidence import (
     in_trail_order,
     in_writer_order,
 )
-from tinyad.compile.readwitness import (
-    CopyBuffers,
-    ReadIndex,
-    ReplayedRead,
-    differences,
-    in_field,
-    value_at,
-)
+from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead, in_field
 from tinyad.compile.regions import (
     KernelRegions,
     LaunchPlan,
@@ -385,10 +379,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         for first, more in self._by_read(changed):
             read_access = self._first_access(first)
             element, now = first.element, value_at(self.host(fld), first.element)
-            if writer is None:       # a Python-scope write inside the Tape
-                access.value = now
-                self.report(_counting(more, rules.python_overwrite(
-                    field=fld.name, element=element, read=read_access, write=access)))
+            if writer is None:       # a Python-scope write inside the Tape (the judge's)
+                error = changes.python_overwrite(fld.name, element, read_access, access, now)
+                if error is not None:
+                    self.report(_counting(more, error))
                 continue
             self.report(_counting(more, self._overwrite_error(fld, element, read_access,
                                                               writer, now)))
@@ -548,11 +542,12 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         found.sort(key=lambda f: in_trail_order(f[1]))
         for (fld, first), more in self._by_read(found, launch=True):
             element = first.element
-            self.report(_counting(more, rules.replay_divergence(
-                kernel=kernel_name, field=fld.name, element=element,
-                read=self._first_access(first, launch),
-                now=value_at(self.host(fld), element),
-                last_writer=self._last_writer(fld, element, launch.time))))
+            error = changes.replay_divergence(
+                kernel_name, fld.name, element, self._first_access(first, launch),
+                value_at(self.host(fld), element),
+                self._last_writer(fld, element, launch.time))
+            if error is not None:
+                self.report(_counting(more, error))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:
         """The latest launch after `since` whose facts say it may write `element`, or the latest

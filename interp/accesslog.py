@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check import rules, trail
+from tinyad.check import changes, trail
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
 from tinyad.core.srcloc import user_loc
-from tinyad.interp.elementlog import ElementLog, Witness, same_values
+from tinyad.interp.elementlog import ElementLog, Witness
 from tinyad.interp.memory import Memory
 
 
@@ -116,12 +116,13 @@ class Checker(NonFiniteChecks, LaunchChecker):
         return Scope(deferred=False)
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
-        """Inside a grad_for function: a plain store must not discard an earlier gradient."""
-        if kind == "store" and old != 0 and not same_value(old, new) and \
-                not self.gradient_consumed(fld):
-            write = Access(kind, site.loc, None, None, None, new, self.tick())
-            self.report(rules.custom_gradient_assigns(field=fld.name, element=index,
-                                                      write=write, discarded=old))
+        """Inside a grad_for function: a plain store must not discard an earlier gradient
+        (the judge decides, check/changes.py)."""
+        if kind == "store" and not self.gradient_consumed(fld):
+            error = changes.gradient_assigned(fld.name, old, new, Access(
+                kind, site.loc, None, None, None, None, self.tick()), index)
+            if error is not None:
+                self.report(error)
 
     def last_writer(self, fld, index) -> Access | None:
         element, bulk = self.last_write.get(fld, index), self.bulk_write.get(fld)
@@ -185,14 +186,15 @@ class Checker(NonFiniteChecks, LaunchChecker):
         cols = self.tape.reads.columns(fld, create=False)
         if cols is None:
             return access
-        changed = (cols.event != 0) & ~same_values(fld.host_array, cols.value)
+        changed = (cols.event != 0) & changes.changed(cols.value, fld.host_array)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.first_read(fld, element, self.tape.reads.get(fld, element))
-            access.value = fld.host_array[element]
-            self.reported_changes[(fld, element)] = access.time
-            self.report(rules.python_overwrite(field=fld.name, element=element,
-                                               read=read, write=access))
+            error = changes.python_overwrite(fld.name, element, read, access,
+                                             fld.host_array[element])
+            if error is not None:
+                self.reported_changes[(fld, element)] = access.time
+                self.report(error)
         return access
 
 
@@ -392,7 +394,9 @@ class ReplayMemory(Memory):
                     self.changed[key]), reverse=True)
             fld, index = self.in_order.pop()
             read = self.changed.pop((fld, index))
-            self.checker.report(rules.replay_divergence(
-                kernel=self.kernel, field=fld.name, element=index, read=read,
-                now=fld.host_array[index][()], last_writer=self.checker.last_writer(fld, index)))
+            error = changes.replay_divergence(self.kernel, fld.name, index, read,
+                                              fld.host_array[index][()],
+                                              self.checker.last_writer(fld, index))
+            if error is not None:
+                self.checker.report(error)
         return value

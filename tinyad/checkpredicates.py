@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import sys
 
+from tinyad.check.changes import differences
 from tinyad.sequence import Compare, Nonzero, Stash
 
 
@@ -162,7 +163,6 @@ class Predicates:
         return changed_and_read
 
     def _replayed_reads(self, fld, reads, now) -> None:
-        from tinyad.compile.readwitness import differences
         position = self._position()
         for read in reads:
             copied = self.copied.get(id(read))
