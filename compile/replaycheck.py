@@ -32,7 +32,7 @@ from tinyad.check.changes import differences, value_at
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
 from tinyad.compile.customstores import CustomGradientStores
-from tinyad.compile.iterations import launch_iteration
+from tinyad.compile.iterations import launch_iteration, written_access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readevidence import (
     FirstReadReports,
@@ -41,14 +41,7 @@ from tinyad.compile.readevidence import (
     in_writer_order,
 )
 from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead, in_field
-from tinyad.compile.regions import (
-    KernelRegions,
-    LaunchPlan,
-    Written,
-    box_slices,
-    leading_span,
-    regions_of,
-)
+from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, leading_span
 from tinyad.core import ir
 from tinyad.notices import note
 
@@ -61,14 +54,12 @@ class TapeLog:
     def __init__(self, launches: list):
         self.launches = launches
 
-    def writes_of(self, fld) -> list:
-        """[(Launch, Written)] of the writes of `fld` in this Tape, in order (for a report)."""
-        return [(launch, w) for launch in self.launches for w in launch.writes
-                if w.site.field is fld]
-
-    def writes_of_named(self, name: str) -> list:
-        return [(launch, w) for launch in self.launches for w in launch.writes
-                if w.site.field.name == name]
+    def writes_before(self, fld, element: tuple, time: int) -> list:
+        """[(Launch, Written)] of the writes that may cover fld[element] (`fld` a field, or
+        its name) by this Tape's launches before `time`, in order (for a report)."""
+        same = (lambda f: f.name == fld) if isinstance(fld, str) else (lambda f: f is fld)
+        return [(launch, w) for launch in self.launches if launch.time < time
+                for w in launch.writes if same(w.site.field) and w.covers(element)]
 
 
 def _size(box: tuple) -> int:
@@ -409,18 +400,14 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                       value_at(read.values, relative), launch.time)
 
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
-        """Which rule a later launch's write of a replayed element breaks (as interp says)."""
+        """Which rule a later launch's write of a replayed element breaks (as interp says),
+        given the Tape's writes of it up to the read's own launch."""
         mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
-        write_of = mine[0] if mine else Written(None, None, "store")
-        write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
-                       writer.kernel, writer.number,
-                       launch_iteration(write_of.site, element, writer) if write_of.site else None,
-                       now, writer.time)
-        earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
-                   if launch.time <= read.time and w.covers(element)]
+        write = written_access(writer, mine[0] if mine else None, element, now)
+        earlier = self.tape.writes_before(fld, element, read.time + 1)
         return trail.changed_after_read(fld.name, element, read, write,
                                         [w.kind for _, w in earlier],
-                                        lambda k: _access(*earlier[k], element))
+                                        lambda k: written_access(*earlier[k], element))
 
     # ---- Python scope ----------------------------------------------------------------------------
     def python_write(self, fld, index, loc=None) -> Access | None:
@@ -562,7 +549,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 break
             mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
             if mine:
-                return _access(later, mine[0], element)
+                return written_access(later, mine[0], element)
         return best
 
     def boxes_written_since(self, fld, time: int):
@@ -582,7 +569,3 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                     boxes.add(w.box)
         return sorted(boxes)
 
-
-def _access(launch: Launch, written: Written, element: tuple) -> Access:
-    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number,
-                  launch_iteration(written.site, element, launch), None, launch.time)
