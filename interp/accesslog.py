@@ -30,6 +30,7 @@ from tinyad.check import changes, trail
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
+from tinyad.check.trail import same_value
 from tinyad.core.srcloc import user_loc
 from tinyad.interp.elementlog import ElementLog, Witness
 from tinyad.interp.memory import Memory
@@ -42,10 +43,6 @@ def as_access(event):
         return event
     kind, site, launch, iteration, value, time = event
     return Access(kind, site.loc, launch.kernel, launch.number, iteration, value, time)
-
-
-def same_value(a, b) -> bool:
-    return bool(a == b) or (a != a and b != b)   # NaN equals NaN here: nothing changed
 
 
 class Scope:

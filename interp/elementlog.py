@@ -30,6 +30,7 @@ import numpy.ma  # noqa: F401  (np.unique imports it at its first call: load it 
 
 from tinyad.check import changes
 from tinyad.check.report import SLOTS, Access
+from tinyad.check.trail import same_values
 
 KINDS = (*SLOTS, "python write")      # every access kind, coded in one byte
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
@@ -571,11 +572,3 @@ def _joined_column(pieces, lengths) -> np.ndarray:
 def _unchanged(now: np.ndarray, then: np.ndarray) -> bool:
     """Every element the same (NaN equal to NaN): the common answer in one comparison."""
     return bool((now == then).all()) or bool(same_values(now, then).all())
-
-
-def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise: equal, or both NaN (nothing changed)."""
-    same = a == b
-    if a.dtype.kind == "f":
-        same |= np.isnan(a) & np.isnan(b)
-    return same

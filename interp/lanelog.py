@@ -32,10 +32,11 @@ import numpy as np
 from tinyad.check.facts import kernel_facts
 from tinyad.check.hazards import unproven_fields
 from tinyad.check.report import ACCUMULATE, SLOTS
+from tinyad.check.trail import same_values
 from tinyad.core import ir
 from tinyad.interp import lanes
 from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import LOCS, WHOLE_FIELD, same_values
+from tinyad.interp.elementlog import LOCS, WHOLE_FIELD
 
 # Arrays of more elements than this are shared with the previous launch's where equal, and
 # kept as int32; smaller ones weigh less than the test.
