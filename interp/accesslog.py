@@ -10,8 +10,9 @@ value. From that it checks, element by element:
   adjoint IR;
 * that no two iterations of a parallel loop touch one element in conflicting ways (an error
   where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
-* when an adjoint kernel runs, that each load it replays reads the value the forward read
-  (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
+* before an adjoint kernel runs, that each element it replays holds the value the forward
+  read (`Checker.check_replay`): the witness that covers every cause, Python-scope writes
+  included.
 The log finds the access that breaks a rule; which rule it breaks and what the report names
 are decided by the judge of fast mode's trails (tinyad/check/trail.py `conflict`,
 `changed_after_read`), asked at that access, so a loop that breaks a rule in a Tape stops there.
@@ -161,6 +162,25 @@ class Checker(NonFiniteChecks, LaunchChecker):
                 return (fld, element, read, fld.host_array[element].tolist(),
                         self.last_writer(fld, element))
         return None
+
+    def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
+        """Before an adjoint runs: each element its forward's replayed loads read (the
+        launch's witness) must still hold what they read; one reported already at the write
+        that changed it is not reported again. The first in a serial run's order (as fast mode
+        names it), and in warn mode each other one; the judge decides (check/changes.py)."""
+        witness = launch.reads if launch is not None else None
+        if not isinstance(witness, Witness):
+            return
+        found = [(fld, element, read) for fld in witness.changed_fields()
+                 for element, read in witness.changed(fld, fld.host_array).items()
+                 if read.time >= self.reported_changes.get((fld, element), -1)]
+        found.sort(key=lambda f: witness.order(f[2]))
+        for fld, element, read in found:
+            error = changes.replay_divergence(kernel_name, fld.name, element, read,
+                                              fld.host_array[element][()],
+                                              self.last_writer(fld, element))
+            if error is not None:
+                self.report(error)
 
     # ---- Python scope -----------------------------------------------------------------------
     def gradients_set(self, fields, loc) -> int:
@@ -362,38 +382,3 @@ REPORTED = object()   # ... which conflict on it, reported
 N_SLOTS = max(SLOTS.values()) + 1
 CONFLICTS = {slot: tuple(other for other in range(N_SLOTS)
                          if other != slot or slot == SLOTS["store"]) for slot in range(N_SLOTS)}
-
-
-class ReplayMemory(Memory):
-    """Memory of an adjoint launch: each replayed load must read what the forward read."""
-
-    def __init__(self, checker: Checker, launch: Launch | None, kernel: str):
-        self.checker, self.launch, self.kernel = checker, launch, kernel
-        # The elements whose value changed since the forward read them, found up front over
-        # the launch's witness arrays: (field, element) -> the forward's read
-        self.changed: dict = {}
-        self.in_order = None      # its keys, the first read first (once the adjoint meets one)
-        witness = launch.reads if launch is not None else None
-        if isinstance(witness, Witness):
-            for fld in witness.changed_fields():
-                for element, read in witness.changed(fld, fld.host_array).items():
-                    if read.time >= checker.reported_changes.get((fld, element), -1):
-                        self.changed[(fld, element)] = read
-
-    def load(self, fld, index, site):
-        value = Memory.load(self, fld, index, site)
-        if self.changed and (fld, index) in self.changed:
-            # the changed element the forward read first (in a serial run's order, which
-            # fast mode's report names too), whichever the adjoint meets first
-            if self.in_order is None:
-                witness = self.launch.reads
-                self.in_order = sorted(self.changed, key=lambda key: witness.order(
-                    self.changed[key]), reverse=True)
-            fld, index = self.in_order.pop()
-            read = self.changed.pop((fld, index))
-            error = changes.replay_divergence(self.kernel, fld.name, index, read,
-                                              fld.host_array[index][()],
-                                              self.checker.last_writer(fld, index))
-            if error is not None:
-                self.checker.report(error)
-        return value
