@@ -378,21 +378,6 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             self.report(_counting(more, self._overwrite_error(fld, element, read_access,
                                                               writer, now)))
 
-    def _changed_element(self, read: ReplayedRead):
-        """The first element of `read`'s box that no longer holds the copied value, or None:
-        (its position in the box, its index in the field, its value now, and in warn mode,
-        which counts a bug's elements, the read's other changed elements, else []). A changed
-        read is reported once."""
-        fld = read.field
-        where = differences(read.values, self.host(fld)[read.slices])
-        if where is None:
-            return None
-        read.reported = True
-        relative = tuple(int(i) for i in where[0])
-        element = in_field(read.box, relative)
-        more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
-        return relative, element, value_at(self.host(fld), element), more
-
     def _read_access(self, read: ReplayedRead, relative: tuple, launch=None) -> Access:
         launch = launch or read.launch    # (launches that read equal values share a read)
         return Access("read", read.site.node.loc, launch.kernel, launch.number,
@@ -490,21 +475,40 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         more = [tuple(int(i) for i in row) for row in where[1:]] if self.mode == "warn" else []
         return _counting(more, error)
 
-    def changed_read(self, launch: Launch, fields):
-        wanted = {id(f) for f in fields}
+    def _changed_reads(self, launch: Launch, fields=None) -> list:
+        """The elements `launch`'s adjoint replays (of `fields`; None: all) that a write may
+        have changed outside the Tape's compares and that hold another value now, each with
+        the launch's first read of it, in its trail's order (a serial run's, as interp mode
+        names them): [(field, FirstRead)]. A changed read is reported once."""
+        by_field: dict = {}
+        wanted = None if fields is None else {id(f) for f in fields}
         for read in launch.snapshots:
-            if read.reported or not read.dirty or id(read.field) not in wanted:
-                continue
-            changed = self._changed_element(read)
-            if changed is not None:
-                relative, element, now, _ = changed
-                return (read.field, element, self._read_access(read, relative, launch), now,
-                        self._last_writer(read.field, element, launch.time))
-        return None
+            if not read.reported and read.dirty and (wanted is None or id(read.field) in wanted):
+                by_field.setdefault(read.field, []).append(read)
+        found = []
+        for fld, reads in by_field.items():
+            changed, touched = changed_and_read(fld, reads, self.host(fld),
+                                                lambda _, fld: self.evidence(launch, fld))
+            for read in touched:
+                read.reported = True
+            found += [(fld, first) for first in changed]
+        found.sort(key=lambda f: in_trail_order(f[1]))
+        return found
+
+    def changed_read(self, launch: Launch, fields):
+        found = self._changed_reads(launch, fields)
+        if not found:
+            return None
+        fld, first = found[0]
+        return (fld, first.element, self._first_access(first, launch),
+                value_at(self.host(fld), first.element),
+                self._last_writer(fld, first.element, launch.time))
 
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
         """Every box the adjoint replays must still hold what the forward launch left there:
-        only a read that a write may have changed outside the Tape's compares needs a look."""
+        only a read that a write may have changed outside the Tape's compares needs a look.
+        The first changed, and in warn mode each of its loads' other changed elements with
+        it; the judge decides (check/changes.py)."""
         if launch is None:
             return
         if launch.released is not None:     # its Tape's backward has run: no reads kept
@@ -512,22 +516,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             return
         if launch.waiting is not None:      # no write came near what it read: unchanged
             return
-        by_field: dict = {}
-        for read in launch.snapshots:
-            if not read.reported and read.dirty:
-                by_field.setdefault(read.field, []).append(read)
-        found = []
-        for fld, reads in by_field.items():
-            changed, touched = changed_and_read(fld, reads, self.host(fld),
-                                                lambda _, fld: self.evidence(launch, fld))
-            for read in touched:      # a changed read is reported once
-                read.reported = True
-            found += [(fld, first) for first in changed]
-        # the element of the launch's first read among those changed (its trail's order:
-        # a serial run's, as interp mode's adjoint meets it), and in warn mode each of its
-        # loads' other changed elements with it
-        found.sort(key=lambda f: in_trail_order(f[1]))
-        for (fld, first), more in self._by_read(found, launch=True):
+        for (fld, first), more in self._by_read(self._changed_reads(launch), launch=True):
             element = first.element
             error = changes.replay_divergence(
                 kernel_name, fld.name, element, self._first_access(first, launch),

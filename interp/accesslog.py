@@ -150,32 +150,36 @@ class Checker(NonFiniteChecks, LaunchChecker):
                     break
         return None
 
-    def changed_read(self, launch, fields):
-        witness = launch.reads
+    def _changed_reads(self, launch, fields=None) -> list:
+        """The elements `launch`'s replayed loads read (of `fields`; None: all) that hold
+        another value now, each with its first read, in a serial run's order (as fast mode
+        names them): [(field, element, read)]."""
+        witness = launch.reads if launch is not None else None
         if not isinstance(witness, Witness):
+            return []
+        wanted = None if fields is None else {id(f) for f in fields}
+        found = [(fld, element, read) for fld in witness.changed_fields()
+                 if wanted is None or id(fld) in wanted
+                 for element, read in witness.changed(fld, fld.host_array).items()]
+        found.sort(key=lambda f: witness.order(f[2]))
+        return found
+
+    def changed_read(self, launch, fields):
+        found = self._changed_reads(launch, fields)
+        if not found:
             return None
-        wanted = {id(f) for f in fields}
-        for fld in witness.changed_fields():
-            if id(fld) not in wanted:
-                continue
-            for element, read in witness.changed(fld, fld.host_array).items():
-                return (fld, element, read, fld.host_array[element].tolist(),
-                        self.last_writer(fld, element))
-        return None
+        fld, element, read = found[0]
+        return (fld, element, read, fld.host_array[element].tolist(),
+                self.last_writer(fld, element))
 
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
         """Before an adjoint runs: each element its forward's replayed loads read (the
         launch's witness) must still hold what they read; one reported already at the write
-        that changed it is not reported again. The first in a serial run's order (as fast mode
-        names it), and in warn mode each other one; the judge decides (check/changes.py)."""
-        witness = launch.reads if launch is not None else None
-        if not isinstance(witness, Witness):
-            return
-        found = [(fld, element, read) for fld in witness.changed_fields()
-                 for element, read in witness.changed(fld, fld.host_array).items()
-                 if read.time >= self.reported_changes.get((fld, element), -1)]
-        found.sort(key=lambda f: witness.order(f[2]))
-        for fld, element, read in found:
+        that changed it is not reported again. The first in a serial run's order, and in
+        warn mode each other one; the judge decides (check/changes.py)."""
+        for fld, element, read in self._changed_reads(launch):
+            if read.time < self.reported_changes.get((fld, element), -1):
+                continue
             error = changes.replay_divergence(kernel_name, fld.name, element, read,
                                               fld.host_array[element][()],
                                               self.last_writer(fld, element))

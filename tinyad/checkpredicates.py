@@ -37,7 +37,8 @@ def _sites() -> dict:
     return {adjoints._seeded.__code__: "seed",
             pointcopies.PointCopies.unchanged_since.__code__: "point",
             LaunchChecker.unchanged_since.__code__: "point",
-            replaycheck.FastChecker.check_replay.__code__: "replay"}
+            replaycheck.FastChecker.check_replay.__code__: "replay",
+            replaycheck.FastChecker._changed_reads.__code__: "replay"}
 
 
 class Predicates:
