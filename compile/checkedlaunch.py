@@ -153,11 +153,6 @@ class FastLaunch(CheckedLaunch):
             _raise_out_of_bounds(found, [a.name for a in traced.ir.args], scalars,
                                  adjoint_of=traced.ir.name)
 
-    @staticmethod
-    def run_adjoint(backend, traced, program, scalars, record):
-        backend.checker.check_replay(record, traced.ir.name)   # the replay witness
-        return program.run(scalars, backend.rng)
-
     # ---- a tangent launch ---------------------------------------------------------------------
     def before_tangent_writes(self) -> None:
         self.regions, _ = _plan(self.traced, self.scalars, self.backend.config.debug)

@@ -1,14 +1,11 @@
 """Fast mode's check of a custom gradient (a `grad_for` function) that assigns a gradient
 instead of adding to it: a store that replaces a nonzero gradient discards what earlier
 adjoints added (`custom_gradient_assigns`). The boxes such a kernel may store into are copied
-before it runs and compared after."""
+before it runs; after it, the judge compares them (tinyad/check/changes.py)."""
 from __future__ import annotations
 
-import numpy as np
-
-from tinyad.check import rules
+from tinyad.check import changes
 from tinyad.check.report import Access
-from tinyad.compile.readwitness import value_at
 from tinyad.compile.regions import box_slices, regions_of
 
 
@@ -31,18 +28,13 @@ class CustomGradientStores:
         return saved
 
     def after_custom_grad(self, saved, launch) -> None:
-        """A store that replaced a nonzero gradient discards what earlier adjoints added."""
+        """A store that replaced a nonzero gradient discards what earlier adjoints added (the
+        judge decides, check/changes.py)."""
         for site, box, before in saved or ():
-            now = self.host(site.field)[box_slices(box)]
-            differs = (before != 0) & (before != now)
-            if not np.any(differs):
-                continue
-            relative = tuple(int(i) for i in np.argwhere(differs)[0])
-            element = tuple(lo + i for i, (lo, _) in zip(relative, box)) + \
-                relative[len(box):]
-            write = Access("store", site.node.loc, launch.kernel, launch.number, None,
-                           value_at(now, relative), launch.time)
-            self.report(rules.custom_gradient_assigns(
-                field=site.field.name, element=element, write=write,
-                discarded=value_at(before, relative)))
-            return
+            error = changes.gradient_assigned(
+                site.field.name, before, self.host(site.field)[box_slices(box)],
+                Access("store", site.node.loc, launch.kernel, launch.number, None, None,
+                       launch.time), tuple(lo for lo, _ in box))
+            if error is not None:
+                self.report(error)
+                return

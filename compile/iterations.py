@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.check.report import Access
 from tinyad.core import ir
 from tinyad.core.ops import TABLE
 
@@ -97,3 +98,12 @@ def launch_iteration(site, element: tuple, launch) -> int | None:
     if site is None:
         return None
     return first_iteration(site, element, launch.compiled.ir, launch.scalars)
+
+
+def written_access(launch, written, element: tuple, value=None) -> Access:
+    """A launch's write of `element` (a compile/regions.py Written; None: unknown, a store at
+    no line) as a report names it, with the iteration its indices give."""
+    site = None if written is None else written.site
+    return Access("store" if written is None else written.kind,
+                  None if site is None else site.node.loc, launch.kernel, launch.number,
+                  launch_iteration(site, element, launch), value, launch.time)

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyad.analysis.sites import access_sites
 from tinyad.check import trail
+from tinyad.check.changes import differences, value_at
 from tinyad.check.report import Access
 from tinyad.check.trail import Trail
-from tinyad.compile.iterations import first_iterations, launch_iteration
-from tinyad.compile.readwitness import differences, value_at
-from tinyad.analysis.sites import access_sites
+from tinyad.compile.iterations import first_iterations, written_access
 from tinyad.core import ir
 
 
@@ -186,8 +186,7 @@ class FirstReadReports:
         if self.tape is None or r.rule not in OVERWRITES or r.read is None or \
                 r.write is None:
             return error
-        earlier = [(other, w) for other, w in self.tape.writes_of_named(r.field)
-                   if other.time < launch.time and w.covers(r.element)]
+        earlier = self.tape.writes_before(r.field, r.element, launch.time)
         if not earlier:
             return error
         # then the launch's own write the report names (Rule 2: its first write; a read during
@@ -196,14 +195,9 @@ class FirstReadReports:
         told = trail.changed_after_read(
             r.field, r.element, r.read, r.write,
             [w.kind for _, w in earlier] + [w.kind for w in mine],
-            lambda k: _write_access(*earlier[k], r.element) if k < len(earlier) else mine[0])
+            lambda k: written_access(*earlier[k], r.element) if k < len(earlier) else mine[0])
         told.more_elements = getattr(error, "more_elements", [])
         return told
-
-
-def _write_access(launch, written, element: tuple) -> Access:
-    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number,
-                  launch_iteration(written.site, element, launch), None, launch.time)
 
 
 # The reports of an element changed after a read the adjoint replays (rules.overwrite_after_read)

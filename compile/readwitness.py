@@ -201,33 +201,8 @@ class CopyBuffers:
                 self.free_bytes += array.nbytes
 
 
-def differences(before: np.ndarray, now: np.ndarray):
-    """The elements (relative to the box, in order: an array of index rows) where `now`
-    differs from `before`, or None. NaN equals NaN here, and float values within rounding of
-    each other (128 ulps of the box's largest value) are equal: a step recomputed in the
-    backward pass (DiffTaichi's checkpointing) sums its parallel atomics in another order, and
-    that is not a change."""
-    if before.shape == now.shape and (before.tobytes() == now.tobytes() or np.array_equal(
-            before, now, equal_nan=before.dtype.kind == "f")):
-        return None
-    if before.dtype.kind == "f":
-        tolerance = 128 * np.finfo(before.dtype).eps
-        scale = float(np.nanmax(np.abs(before), initial=0.0))
-        differs = ~np.isclose(now, before, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
-    else:
-        differs = before != now
-    where = np.argwhere(differs)
-    return None if where.shape[0] == 0 else where
-
-
 def in_field(box: tuple, relative) -> tuple:
     """A position in `box` as the field's index, then a vector's or matrix's component (as
     interp names an element)."""
     return tuple(lo + int(i) for i, (lo, _) in zip(relative, box)) + \
         tuple(int(i) for i in relative[len(box):])
-
-
-def value_at(array, index):
-    """One element's value (a list for a vector or matrix element)."""
-    value = array[tuple(index)]
-    return value.item() if np.ndim(value) == 0 else value.tolist()

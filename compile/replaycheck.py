@@ -27,11 +27,12 @@ from collections import deque
 
 import numpy as np
 
-from tinyad.check import launches, rules, trail
+from tinyad.check import changes, launches, trail
+from tinyad.check.changes import differences, value_at
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
 from tinyad.compile.customstores import CustomGradientStores
-from tinyad.compile.iterations import launch_iteration
+from tinyad.compile.iterations import launch_iteration, written_access
 from tinyad.compile.pointcopies import PointCopies
 from tinyad.compile.readevidence import (
     FirstReadReports,
@@ -39,22 +40,8 @@ from tinyad.compile.readevidence import (
     in_trail_order,
     in_writer_order,
 )
-from tinyad.compile.readwitness import (
-    CopyBuffers,
-    ReadIndex,
-    ReplayedRead,
-    differences,
-    in_field,
-    value_at,
-)
-from tinyad.compile.regions import (
-    KernelRegions,
-    LaunchPlan,
-    Written,
-    box_slices,
-    leading_span,
-    regions_of,
-)
+from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead, in_field
+from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, leading_span
 from tinyad.core import ir
 from tinyad.notices import note
 
@@ -67,14 +54,12 @@ class TapeLog:
     def __init__(self, launches: list):
         self.launches = launches
 
-    def writes_of(self, fld) -> list:
-        """[(Launch, Written)] of the writes of `fld` in this Tape, in order (for a report)."""
-        return [(launch, w) for launch in self.launches for w in launch.writes
-                if w.site.field is fld]
-
-    def writes_of_named(self, name: str) -> list:
-        return [(launch, w) for launch in self.launches for w in launch.writes
-                if w.site.field.name == name]
+    def writes_before(self, fld, element: tuple, time: int) -> list:
+        """[(Launch, Written)] of the writes that may cover fld[element] (`fld` a field, or
+        its name) by this Tape's launches before `time`, in order (for a report)."""
+        same = (lambda f: f.name == fld) if isinstance(fld, str) else (lambda f: f is fld)
+        return [(launch, w) for launch in self.launches if launch.time < time
+                for w in launch.writes if same(w.site.field) and w.covers(element)]
 
 
 def _size(box: tuple) -> int:
@@ -385,28 +370,13 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         for first, more in self._by_read(changed):
             read_access = self._first_access(first)
             element, now = first.element, value_at(self.host(fld), first.element)
-            if writer is None:       # a Python-scope write inside the Tape
-                access.value = now
-                self.report(_counting(more, rules.python_overwrite(
-                    field=fld.name, element=element, read=read_access, write=access)))
+            if writer is None:       # a Python-scope write inside the Tape (the judge's)
+                error = changes.python_overwrite(fld.name, element, read_access, access, now)
+                if error is not None:
+                    self.report(_counting(more, error))
                 continue
             self.report(_counting(more, self._overwrite_error(fld, element, read_access,
                                                               writer, now)))
-
-    def _changed_element(self, read: ReplayedRead):
-        """The first element of `read`'s box that no longer holds the copied value, or None:
-        (its position in the box, its index in the field, its value now, and in warn mode,
-        which counts a bug's elements, the read's other changed elements, else []). A changed
-        read is reported once."""
-        fld = read.field
-        where = differences(read.values, self.host(fld)[read.slices])
-        if where is None:
-            return None
-        read.reported = True
-        relative = tuple(int(i) for i in where[0])
-        element = in_field(read.box, relative)
-        more = [in_field(read.box, row) for row in where[1:]] if self.mode == "warn" else []
-        return relative, element, value_at(self.host(fld), element), more
 
     def _read_access(self, read: ReplayedRead, relative: tuple, launch=None) -> Access:
         launch = launch or read.launch    # (launches that read equal values share a read)
@@ -415,18 +385,14 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                       value_at(read.values, relative), launch.time)
 
     def _overwrite_error(self, fld, element, read: Access, writer: Launch, now):
-        """Which rule a later launch's write of a replayed element breaks (as interp says)."""
+        """Which rule a later launch's write of a replayed element breaks (as interp says),
+        given the Tape's writes of it up to the read's own launch."""
         mine = [w for w in writer.writes if w.site.field is fld and w.covers(element)]
-        write_of = mine[0] if mine else Written(None, None, "store")
-        write = Access(write_of.kind, write_of.site.node.loc if write_of.site else None,
-                       writer.kernel, writer.number,
-                       launch_iteration(write_of.site, element, writer) if write_of.site else None,
-                       now, writer.time)
-        earlier = [(launch, w) for launch, w in self.tape.writes_of(fld)
-                   if launch.time <= read.time and w.covers(element)]
+        write = written_access(writer, mine[0] if mine else None, element, now)
+        earlier = self.tape.writes_before(fld, element, read.time + 1)
         return trail.changed_after_read(fld.name, element, read, write,
                                         [w.kind for _, w in earlier],
-                                        lambda k: _access(*earlier[k], element))
+                                        lambda k: written_access(*earlier[k], element))
 
     # ---- Python scope ----------------------------------------------------------------------------
     def python_write(self, fld, index, loc=None) -> Access | None:
@@ -509,21 +475,40 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         more = [tuple(int(i) for i in row) for row in where[1:]] if self.mode == "warn" else []
         return _counting(more, error)
 
-    def changed_read(self, launch: Launch, fields):
-        wanted = {id(f) for f in fields}
+    def _changed_reads(self, launch: Launch, fields=None) -> list:
+        """The elements `launch`'s adjoint replays (of `fields`; None: all) that a write may
+        have changed outside the Tape's compares and that hold another value now, each with
+        the launch's first read of it, in its trail's order (a serial run's, as interp mode
+        names them): [(field, FirstRead)]. A changed read is reported once."""
+        by_field: dict = {}
+        wanted = None if fields is None else {id(f) for f in fields}
         for read in launch.snapshots:
-            if read.reported or not read.dirty or id(read.field) not in wanted:
-                continue
-            changed = self._changed_element(read)
-            if changed is not None:
-                relative, element, now, _ = changed
-                return (read.field, element, self._read_access(read, relative, launch), now,
-                        self._last_writer(read.field, element, launch.time))
-        return None
+            if not read.reported and read.dirty and (wanted is None or id(read.field) in wanted):
+                by_field.setdefault(read.field, []).append(read)
+        found = []
+        for fld, reads in by_field.items():
+            changed, touched = changed_and_read(fld, reads, self.host(fld),
+                                                lambda _, fld: self.evidence(launch, fld))
+            for read in touched:
+                read.reported = True
+            found += [(fld, first) for first in changed]
+        found.sort(key=lambda f: in_trail_order(f[1]))
+        return found
+
+    def changed_read(self, launch: Launch, fields):
+        found = self._changed_reads(launch, fields)
+        if not found:
+            return None
+        fld, first = found[0]
+        return (fld, first.element, self._first_access(first, launch),
+                value_at(self.host(fld), first.element),
+                self._last_writer(fld, first.element, launch.time))
 
     def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
         """Every box the adjoint replays must still hold what the forward launch left there:
-        only a read that a write may have changed outside the Tape's compares needs a look."""
+        only a read that a write may have changed outside the Tape's compares needs a look.
+        The first changed, and in warn mode each of its loads' other changed elements with
+        it; the judge decides (check/changes.py)."""
         if launch is None:
             return
         if launch.released is not None:     # its Tape's backward has run: no reads kept
@@ -531,28 +516,14 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             return
         if launch.waiting is not None:      # no write came near what it read: unchanged
             return
-        by_field: dict = {}
-        for read in launch.snapshots:
-            if not read.reported and read.dirty:
-                by_field.setdefault(read.field, []).append(read)
-        found = []
-        for fld, reads in by_field.items():
-            changed, touched = changed_and_read(fld, reads, self.host(fld),
-                                                lambda _, fld: self.evidence(launch, fld))
-            for read in touched:      # a changed read is reported once
-                read.reported = True
-            found += [(fld, first) for first in changed]
-        # the element of the launch's first read among those changed (its trail's order:
-        # a serial run's, as interp mode's adjoint meets it), and in warn mode each of its
-        # loads' other changed elements with it
-        found.sort(key=lambda f: in_trail_order(f[1]))
-        for (fld, first), more in self._by_read(found, launch=True):
+        for (fld, first), more in self._by_read(self._changed_reads(launch), launch=True):
             element = first.element
-            self.report(_counting(more, rules.replay_divergence(
-                kernel=kernel_name, field=fld.name, element=element,
-                read=self._first_access(first, launch),
-                now=value_at(self.host(fld), element),
-                last_writer=self._last_writer(fld, element, launch.time))))
+            error = changes.replay_divergence(
+                kernel_name, fld.name, element, self._first_access(first, launch),
+                value_at(self.host(fld), element),
+                self._last_writer(fld, element, launch.time))
+            if error is not None:
+                self.report(_counting(more, error))
 
     def _last_writer(self, fld, element, since: int) -> Access | None:
         """The latest launch after `since` whose facts say it may write `element`, or the latest
@@ -567,7 +538,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 break
             mine = [w for w in later.writes if w.site.field is fld and w.covers(element)]
             if mine:
-                return _access(later, mine[0], element)
+                return written_access(later, mine[0], element)
         return best
 
     def boxes_written_since(self, fld, time: int):
@@ -587,7 +558,3 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                     boxes.add(w.box)
         return sorted(boxes)
 
-
-def _access(launch: Launch, written: Written, element: tuple) -> Access:
-    return Access(written.kind, written.site.node.loc, launch.kernel, launch.number,
-                  launch_iteration(written.site, element, launch), None, launch.time)

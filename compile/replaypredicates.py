@@ -8,7 +8,7 @@ clean call may run plainly, never a bad one replay):
   * Nonzero: `.any()` of the boxes, as tinyad/check/adjoints.py `_seeded` looks;
   * Compare "same": equal, NaN equal to NaN (np.array_equal(equal_nan=True), as a gradient's
     point is compared);
-  * Compare "close": compile/readwitness.py `differences` finds none; compiled, with half its
+  * Compare "close": tinyad/check/changes.py `differences` finds none; compiled, with half its
     tolerance, figured in f64, so no rounding of f32's makes it pass where that fails.
 
 `source(...)` writes one as lines of compile/sequence.py's generated function; `run(...)` runs
@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from tinyad.backend import ProgramStopped
-from tinyad.compile.readwitness import differences
+from tinyad.check.changes import ROUNDING_ULPS, differences
 
 STOPPED = -3     # what the compiled program returns where a predicate came out otherwise
 KINDS = ("stash", "compare", "nonzero")
-TOLERANCE = 128  # ulps of a box's largest value: compile/readwitness.py differences'
+TOLERANCE = ROUNDING_ULPS  # of a box's largest value, as the judge's compare (check/changes.py)
 
 
 def _pairs(bounds: list) -> list:

@@ -10,8 +10,9 @@ value. From that it checks, element by element:
   adjoint IR;
 * that no two iterations of a parallel loop touch one element in conflicting ways (an error
   where a gradient can depend on it, else a warning: tinyad/check/races.py decides);
-* when an adjoint kernel runs, that each load it replays reads the value the forward read
-  (`ReplayMemory`): the witness that covers every cause, Python-scope writes included.
+* before an adjoint kernel runs, that each element it replays holds the value the forward
+  read (`Checker.check_replay`): the witness that covers every cause, Python-scope writes
+  included.
 The log finds the access that breaks a rule; which rule it breaks and what the report names
 are decided by the judge of fast mode's trails (tinyad/check/trail.py `conflict`,
 `changed_after_read`), asked at that access, so a loop that breaks a rule in a Tape stops there.
@@ -26,12 +27,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyad.check import rules, trail
+from tinyad.check import changes, trail
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.nonfinite import NonFiniteChecks
 from tinyad.check.report import ACCUMULATE, SLOTS, Access
+from tinyad.check.trail import same_value
 from tinyad.core.srcloc import user_loc
-from tinyad.interp.elementlog import ElementLog, Witness, same_values
+from tinyad.interp.elementlog import ElementLog, Witness
 from tinyad.interp.memory import Memory
 
 
@@ -42,10 +44,6 @@ def as_access(event):
         return event
     kind, site, launch, iteration, value, time = event
     return Access(kind, site.loc, launch.kernel, launch.number, iteration, value, time)
-
-
-def same_value(a, b) -> bool:
-    return bool(a == b) or (a != a and b != b)   # NaN equals NaN here: nothing changed
 
 
 class Scope:
@@ -116,12 +114,13 @@ class Checker(NonFiniteChecks, LaunchChecker):
         return Scope(deferred=False)
 
     def custom_grad_write(self, fld, index, kind, site, old, new):
-        """Inside a grad_for function: a plain store must not discard an earlier gradient."""
-        if kind == "store" and old != 0 and not same_value(old, new) and \
-                not self.gradient_consumed(fld):
-            write = Access(kind, site.loc, None, None, None, new, self.tick())
-            self.report(rules.custom_gradient_assigns(field=fld.name, element=index,
-                                                      write=write, discarded=old))
+        """Inside a grad_for function: a plain store must not discard an earlier gradient
+        (the judge decides, check/changes.py)."""
+        if kind == "store" and not self.gradient_consumed(fld):
+            error = changes.gradient_assigned(fld.name, old, new, Access(
+                kind, site.loc, None, None, None, None, self.tick()), index)
+            if error is not None:
+                self.report(error)
 
     def last_writer(self, fld, index) -> Access | None:
         element, bulk = self.last_write.get(fld, index), self.bulk_write.get(fld)
@@ -151,18 +150,41 @@ class Checker(NonFiniteChecks, LaunchChecker):
                     break
         return None
 
-    def changed_read(self, launch, fields):
-        witness = launch.reads
+    def _changed_reads(self, launch, fields=None) -> list:
+        """The elements `launch`'s replayed loads read (of `fields`; None: all) that hold
+        another value now, each with its first read, in a serial run's order (as fast mode
+        names them): [(field, element, read)]."""
+        witness = launch.reads if launch is not None else None
         if not isinstance(witness, Witness):
+            return []
+        wanted = None if fields is None else {id(f) for f in fields}
+        found = [(fld, element, read) for fld in witness.changed_fields()
+                 if wanted is None or id(fld) in wanted
+                 for element, read in witness.changed(fld, fld.host_array).items()]
+        found.sort(key=lambda f: witness.order(f[2]))
+        return found
+
+    def changed_read(self, launch, fields):
+        found = self._changed_reads(launch, fields)
+        if not found:
             return None
-        wanted = {id(f) for f in fields}
-        for fld in witness.changed_fields():
-            if id(fld) not in wanted:
+        fld, element, read = found[0]
+        return (fld, element, read, fld.host_array[element].tolist(),
+                self.last_writer(fld, element))
+
+    def check_replay(self, launch: Launch | None, kernel_name: str) -> None:
+        """Before an adjoint runs: each element its forward's replayed loads read (the
+        launch's witness) must still hold what they read; one reported already at the write
+        that changed it is not reported again. The first in a serial run's order, and in
+        warn mode each other one; the judge decides (check/changes.py)."""
+        for fld, element, read in self._changed_reads(launch):
+            if read.time < self.reported_changes.get((fld, element), -1):
                 continue
-            for element, read in witness.changed(fld, fld.host_array).items():
-                return (fld, element, read, fld.host_array[element].tolist(),
-                        self.last_writer(fld, element))
-        return None
+            error = changes.replay_divergence(kernel_name, fld.name, element, read,
+                                              fld.host_array[element][()],
+                                              self.last_writer(fld, element))
+            if error is not None:
+                self.report(error)
 
     # ---- Python scope -----------------------------------------------------------------------
     def gradients_set(self, fields, loc) -> int:
@@ -185,14 +207,15 @@ class Checker(NonFiniteChecks, LaunchChecker):
         cols = self.tape.reads.columns(fld, create=False)
         if cols is None:
             return access
-        changed = (cols.event != 0) & ~same_values(fld.host_array, cols.value)
+        changed = (cols.event != 0) & changes.changed(cols.value, fld.host_array)
         elements = [tuple(int(i) for i in where) for where in zip(*np.nonzero(changed))]
         for element in elements if index is None else [e for e in elements if e == index]:
             read = self.first_read(fld, element, self.tape.reads.get(fld, element))
-            access.value = fld.host_array[element]
-            self.reported_changes[(fld, element)] = access.time
-            self.report(rules.python_overwrite(field=fld.name, element=element,
-                                               read=read, write=access))
+            error = changes.python_overwrite(fld.name, element, read, access,
+                                             fld.host_array[element])
+            if error is not None:
+                self.reported_changes[(fld, element)] = access.time
+                self.report(error)
         return access
 
 
@@ -363,36 +386,3 @@ REPORTED = object()   # ... which conflict on it, reported
 N_SLOTS = max(SLOTS.values()) + 1
 CONFLICTS = {slot: tuple(other for other in range(N_SLOTS)
                          if other != slot or slot == SLOTS["store"]) for slot in range(N_SLOTS)}
-
-
-class ReplayMemory(Memory):
-    """Memory of an adjoint launch: each replayed load must read what the forward read."""
-
-    def __init__(self, checker: Checker, launch: Launch | None, kernel: str):
-        self.checker, self.launch, self.kernel = checker, launch, kernel
-        # The elements whose value changed since the forward read them, found up front over
-        # the launch's witness arrays: (field, element) -> the forward's read
-        self.changed: dict = {}
-        self.in_order = None      # its keys, the first read first (once the adjoint meets one)
-        witness = launch.reads if launch is not None else None
-        if isinstance(witness, Witness):
-            for fld in witness.changed_fields():
-                for element, read in witness.changed(fld, fld.host_array).items():
-                    if read.time >= checker.reported_changes.get((fld, element), -1):
-                        self.changed[(fld, element)] = read
-
-    def load(self, fld, index, site):
-        value = Memory.load(self, fld, index, site)
-        if self.changed and (fld, index) in self.changed:
-            # the changed element the forward read first (in a serial run's order, which
-            # fast mode's report names too), whichever the adjoint meets first
-            if self.in_order is None:
-                witness = self.launch.reads
-                self.in_order = sorted(self.changed, key=lambda key: witness.order(
-                    self.changed[key]), reverse=True)
-            fld, index = self.in_order.pop()
-            read = self.changed.pop((fld, index))
-            self.checker.report(rules.replay_divergence(
-                kernel=self.kernel, field=fld.name, element=index, read=read,
-                now=fld.host_array[index][()], last_writer=self.checker.last_writer(fld, index)))
-        return value

@@ -14,7 +14,7 @@ from tinyad.check import handgrads
 from tinyad.check.rows import launch_rows
 from tinyad.check.zeroing import gradient_resets
 from tinyad.interp import lanelog  # noqa: F401  (gives the checked memories their lane form)
-from tinyad.interp.accesslog import Checker, LoggedMemory, ReplayMemory
+from tinyad.interp.accesslog import Checker, LoggedMemory
 from tinyad.interp.evaluator import Program
 from tinyad.interp.nanwatch import locate
 from tinyad.interp.progress import Progress
@@ -50,11 +50,6 @@ class InterpLaunch(CheckedLaunch):
         result = self.program.run(self.scalars, self.backend.rng, memory=memory)
         memory.finish()
         return result
-
-    @staticmethod
-    def run_adjoint(backend, traced, program, scalars, record):
-        memory = ReplayMemory(backend.checker, record, traced.ir.name)
-        return program.run(scalars, backend.rng, memory=memory)
 
 
 class InterpBackend(Backend):

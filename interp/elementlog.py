@@ -28,7 +28,9 @@ from array import array
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it at its first call: load it with the checker)
 
+from tinyad.check import changes
 from tinyad.check.report import SLOTS, Access
+from tinyad.check.trail import same_values
 
 KINDS = (*SLOTS, "python write")      # every access kind, coded in one byte
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
@@ -495,7 +497,7 @@ class Witness:
             return {}
         flat, cols = entry
         now = data.reshape(-1)[flat]
-        differ = np.flatnonzero(~within_rounding(now, cols.value))
+        differ = np.flatnonzero(changes.changed(cols.value, now))
         return {tuple(int(i) for i in np.unravel_index(flat[k], data.shape)): _access(cols, k)
                 for k in differ}
 
@@ -570,25 +572,3 @@ def _joined_column(pieces, lengths) -> np.ndarray:
 def _unchanged(now: np.ndarray, then: np.ndarray) -> bool:
     """Every element the same (NaN equal to NaN): the common answer in one comparison."""
     return bool((now == then).all()) or bool(same_values(now, then).all())
-
-
-def within_rounding(now: np.ndarray, read: np.ndarray) -> np.ndarray:
-    """Element-wise: the same value, or floats within rounding of each other (128 ulps of the
-    largest value read), as fast mode's check has it (compile/replaycheck.py): a step
-    recomputed in the backward pass (DiffTaichi's checkpointing) may sum its atomics in
-    another order (numpy lanes in the forward, the scalar path inside grad_for), and that
-    is not a change."""
-    same = same_values(now, read)
-    if read.dtype.kind != "f" or same.all():
-        return same
-    tolerance = 128 * np.finfo(read.dtype).eps
-    scale = float(np.nanmax(np.abs(read), initial=0.0))
-    return same | np.isclose(now, read, rtol=tolerance, atol=tolerance * scale)
-
-
-def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise: equal, or both NaN (nothing changed)."""
-    same = a == b
-    if a.dtype.kind == "f":
-        same |= np.isnan(a) & np.isnan(b)
-    return same

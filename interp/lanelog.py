@@ -32,10 +32,11 @@ import numpy as np
 from tinyad.check.facts import kernel_facts
 from tinyad.check.hazards import unproven_fields
 from tinyad.check.report import ACCUMULATE, SLOTS
+from tinyad.check.trail import same_values
 from tinyad.core import ir
 from tinyad.interp import lanes
-from tinyad.interp.accesslog import LoggedMemory, ReplayMemory
-from tinyad.interp.elementlog import LOCS, WHOLE_FIELD, same_values
+from tinyad.interp.accesslog import LoggedMemory
+from tinyad.interp.elementlog import LOCS, WHOLE_FIELD
 
 # Arrays of more elements than this are shared with the previous launch's where equal, and
 # kept as int32; smaller ones weigh less than the test.
@@ -468,10 +469,4 @@ def _logged(memory: LoggedMemory):
     return LoggedLanes(memory)
 
 
-def _replay(memory: ReplayMemory):
-    # The replay's witness found nothing changed: its loads need no checks one by one.
-    return None if memory.changed else lanes.PlainLanes(memory)
-
-
 lanes.LANE_MEMORIES[LoggedMemory] = _logged
-lanes.LANE_MEMORIES[ReplayMemory] = _replay

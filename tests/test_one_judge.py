@@ -1,10 +1,13 @@
 """One decider per element-level rule (issue 34, "one judge"): which library modules build each
 report of a rule broken on an element, read from the source. The rule catalogue
-(tinyad/check/rules.py) words every report; the judge (tinyad/check/trail.py) is the only module
-that asks it for a parallel conflict or an overwrite of a replayed read, whichever backend met
-the access, so the two modes cannot drift apart on which rule or which lines a report names.
-The rules still decided once per backend are listed, and the list may only shrink. Then the
-judge's verdict on an overwrite seen by either backend: the same report in both modes."""
+(tinyad/check/rules.py) words every report; the judge (tinyad/check/trail.py, for what happens
+within a launch, and tinyad/check/changes.py, for values changed between launches) is the only
+module that asks it for a parallel conflict, an overwrite of a replayed read (within a launch or
+from Python scope), a replay divergence or a gradient a grad_for function assigns, whichever
+backend met the access, so the two modes cannot drift apart on which rule or which lines a
+report names. No rule is decided once per backend (`PER_BACKEND` is empty, and stays so), and
+every rule of the catalogue has one caller. Then the judge's verdict on an overwrite seen by
+either backend: the same report in both modes."""
 import ast
 import pathlib
 
@@ -18,17 +21,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = ("tinyad", "interp", "compile")
 CATALOGUE = "tinyad/check/rules.py"
 JUDGE = "tinyad/check/trail.py"
+JUDGE_ACROSS_LAUNCHES = "tinyad/check/changes.py"
 
-# the element-level rules the judge alone decides
-JUDGED = ("parallel_conflict", "overwrite_after_read", "read_then_overwrite", "second_write",
-          "read_during_accumulation")
-# the rules still decided by each backend (the cross-launch state is per backend: interp's
-# element summaries, fast mode's copies); an entry may only go
-PER_BACKEND = {
-    "python_overwrite": {"interp/accesslog.py", "compile/replaycheck.py"},
-    "replay_divergence": {"interp/accesslog.py", "compile/replaycheck.py"},
-    "custom_gradient_assigns": {"interp/accesslog.py", "compile/customstores.py"},
-}
+# the element-level rules the judge alone decides: within one launch's trail, and across launches
+JUDGED = {"parallel_conflict": JUDGE, "overwrite_after_read": JUDGE, "read_then_overwrite": JUDGE,
+          "second_write": JUDGE, "read_during_accumulation": JUDGE,
+          "python_overwrite": JUDGE_ACROSS_LAUNCHES, "replay_divergence": JUDGE_ACROSS_LAUNCHES,
+          "custom_gradient_assigns": JUDGE_ACROSS_LAUNCHES}
+# the rules still decided by each backend: none (an entry here is a second decider of a rule)
+PER_BACKEND: dict = {}
 
 
 def rule_callers(files: dict) -> dict:
@@ -52,6 +53,16 @@ def rule_callers(files: dict) -> dict:
     return found
 
 
+def _catalogue_constructors() -> tuple:
+    """The rule constructors of the catalogue: its public functions."""
+    tree = ast.parse((ROOT / CATALOGUE).read_text())
+    return tuple(node.name for node in tree.body
+                 if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"))
+
+
+RULES = _catalogue_constructors()
+
+
 def library_files() -> dict:
     files = {str(p.relative_to(ROOT)): p.read_text() for package in LIBRARY
              for p in sorted((ROOT / package).rglob("*.py"))}
@@ -61,15 +72,30 @@ def library_files() -> dict:
 
 def test_the_judge_alone_decides_conflicts_and_overwrites():
     callers = rule_callers(library_files())
-    for rule in JUDGED:
-        assert callers.get(rule, set()) <= {JUDGE}, f"{rule} is decided outside the judge"
+    for rule, judge in JUDGED.items():
+        assert callers.get(rule, set()) <= {judge}, f"{rule} is decided outside the judge"
     assert callers["parallel_conflict"] == callers["overwrite_after_read"] == {JUDGE}
+    for rule in ("python_overwrite", "replay_divergence", "custom_gradient_assigns"):
+        assert callers[rule] == {JUDGE_ACROSS_LAUNCHES}, f"{rule} has no judge"
 
 
-def test_the_rules_still_decided_per_backend_only_shrink():
+def test_no_rule_is_decided_per_backend():
+    assert PER_BACKEND == {}
     callers = rule_callers(library_files())
-    for rule, where in PER_BACKEND.items():
-        assert callers.get(rule, set()) <= where, f"{rule} has a new decider"
+    for rule in JUDGED:
+        assert len(callers.get(rule, ())) <= 1, f"{rule} is decided in {sorted(callers[rule])}"
+
+
+def test_every_rule_has_one_caller():
+    """Each constructor of the catalogue is called from exactly one library module, or only
+    by the catalogue itself (the reports `overwrite_after_read` chooses among)."""
+    callers = rule_callers(library_files())
+    inside = {node.func.id for node in ast.walk(ast.parse((ROOT / CATALOGUE).read_text()))
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    unused = [rule for rule in RULES if rule not in callers and rule not in inside]
+    assert not unused, f"rules no module raises: {unused}"
+    assert all(len(callers.get(rule, ())) <= 1 for rule in RULES), \
+        {rule: sorted(callers[rule]) for rule in RULES if len(callers.get(rule, ())) > 1}
 
 
 def test_a_decider_outside_the_judge_is_caught():
@@ -86,6 +112,13 @@ def test_a_decider_outside_the_judge_is_caught():
     assert callers["parallel_conflict"] == {JUDGE}
     assert callers["overwrite_after_read"] == {"interp/accesslog.py"}
     assert callers["read_then_overwrite"] == {"compile/replaycheck.py"}
+    # a backend that builds one of the judge's reports (a replay divergence, say) is a second
+    # decider: the checks above fail on it
+    files["interp/accesslog.py"] += "rules.replay_divergence(kernel='k')\n"
+    files[JUDGE_ACROSS_LAUNCHES] = "from tinyad.check import rules\nrules.replay_divergence()\n"
+    callers = rule_callers(files)
+    assert callers["replay_divergence"] == {"interp/accesslog.py", JUDGE_ACROSS_LAUNCHES}
+    assert not callers["replay_divergence"] <= {JUDGED["replay_divergence"]}
 
 
 BOTH = pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
@@ -147,3 +180,29 @@ def test_a_launchs_overwrite_counts_the_tapes_earlier_writes_alike(earlier, own,
     assert interp.to_dict() == fast.to_dict()
     assert interp.rule == rule
     assert [a.kernel for a in interp.earlier] == ([named] if named else [])
+
+
+def test_the_judges_compare_across_launches():
+    """One compare for both backends' memories (interp's element summaries, fast mode's
+    copies): NaN is NaN, a recomputed sum within rounding is no change, a new value is; a
+    store replacing a nonzero gradient is caught, one over a zero gradient or keeping the
+    value is not, and the element named is the box's first changed one."""
+    from tinyad.check import changes
+    from tinyad.check.report import Access
+    then = np.array([1.0, np.nan, 3.0, 4.0])
+    now = np.array([1.0, np.nan, 3.0 * (1 + 1e-14), 5.0])
+    assert changes.changed(then, now).tolist() == [False, False, False, True]
+    assert changes.differences(then, now).tolist() == [[3]]
+    assert changes.differences(then, then.copy()) is None
+    read = Access("read", None, "k", 1, 0, 4.0)
+    assert changes.replay_divergence("k", "x", (3,), read, 4.0, None) is None
+    assert changes.replay_divergence("k", "x", (3,), read, 5.0, None).report.rule == \
+        "Replay divergence"
+    store = Access("store", None, "g", 2)
+    assert changes.gradient_assigned("x.grad", np.zeros((2, 2)), np.ones((2, 2)), store,
+                                     (4,)) is None
+    before, after = np.array([[0.0, 2.0], [3.0, 3.0]]), np.array([[1.0, 2.0], [3.0, 7.0]])
+    error = changes.gradient_assigned("x.grad", before, after, store, (4,))
+    assert error.report.element == (5, 1) and error.report.write.value == 7.0
+    one = changes.gradient_assigned("x.grad", np.float64(2.0), np.float64(1.0), store, (3, 1))
+    assert one.report.element == (3, 1)

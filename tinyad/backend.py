@@ -246,8 +246,9 @@ class CheckedLaunch:
     @staticmethod
     def run_adjoint(backend, traced, program, scalars, record):
         """Run `program`, `traced`'s adjoint, as the adjoint the checker watches of the forward
-        launch `record` (its replayed reads must read what that launch read); -> its return
-        value."""
+        launch `record` (its replayed reads must read what that launch read: the checker's
+        witness of them is asked first); -> its return value."""
+        backend.checker.check_replay(record, traced.ir.name)
         return program.run(scalars, backend.rng)
 
     # ---- a tangent (forward-mode) launch ------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import sys
 
+from tinyad.check.changes import differences
 from tinyad.sequence import Compare, Nonzero, Stash
 
 
@@ -36,7 +37,8 @@ def _sites() -> dict:
     return {adjoints._seeded.__code__: "seed",
             pointcopies.PointCopies.unchanged_since.__code__: "point",
             LaunchChecker.unchanged_since.__code__: "point",
-            replaycheck.FastChecker.check_replay.__code__: "replay"}
+            replaycheck.FastChecker.check_replay.__code__: "replay",
+            replaycheck.FastChecker._changed_reads.__code__: "replay"}
 
 
 class Predicates:
@@ -162,7 +164,6 @@ class Predicates:
         return changed_and_read
 
     def _replayed_reads(self, fld, reads, now) -> None:
-        from tinyad.compile.readwitness import differences
         position = self._position()
         for read in reads:
             copied = self.copied.get(id(read))

@@ -154,7 +154,7 @@ class Stash:
 class Compare:
     """A checked replay's compare of a box of `field` with a Stash's entry (scalars as its):
     `how` is "same" (equal, NaN to NaN) or "close" (within the rounding a recomputed step may
-    differ by, compile/readwitness.py `differences`). Where the capture's run found them
+    differ by, tinyad/check/changes.py `differences`). Where the capture's run found them
     alike and the replay does not, the program stops."""
     kind = "compare"
     field: Any

@@ -140,8 +140,7 @@ def _changed_reads(trail: Trail, fld, now: np.ndarray, every: bool) -> list:
     first, or the first of each element."""
     at = trail.of_field(fld, lambda s: s.replayed)
     at = at[(trail.flat[at] >= 0) & (trail.flat[at] < now.size)]
-    read, final = trail.value[at], now[trail.flat[at]].astype(np.float64)
-    changed = at[~((read == final) | (np.isnan(read) & np.isnan(final)))]
+    changed = at[~same_values(trail.value[at], now[trail.flat[at]].astype(np.float64))]
     if not every:
         return [int(p) for p in changed[:1]]
     _, first = np.unique(trail.flat[changed], return_index=True)
@@ -239,6 +238,20 @@ def _clashing_loop(iteration, flat, value, slots, store, size, every):
             if not every:
                 break
     return np.array(found, np.int64)
+
+
+def same_value(a, b) -> bool:
+    """Within a launch a value is the same only if equal (NaN equals NaN: nothing changed);
+    across launches the judge allows rounding (check/changes.py `changed`)."""
+    return bool(a == b) or (a != a and b != b)
+
+
+def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`same_value`, element-wise."""
+    same = a == b
+    if a.dtype.kind == "f":
+        same |= np.isnan(a) & np.isnan(b)
+    return same
 
 
 def _size(fld) -> int:
