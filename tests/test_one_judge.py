@@ -9,6 +9,7 @@ report names. No rule is decided once per backend (`PER_BACKEND` is empty, and s
 every rule of the catalogue has one caller. Then the judge's verdict on an overwrite seen by
 either backend: the same report in both modes."""
 import ast
+import functools
 import pathlib
 
 import numpy as np
@@ -70,8 +71,14 @@ def library_files() -> dict:
     return files
 
 
+@functools.cache
+def library_callers() -> dict:
+    """The library's rule callers, parsed once for the tests that read them (a few seconds)."""
+    return rule_callers(library_files())
+
+
 def test_the_judge_alone_decides_conflicts_and_overwrites():
-    callers = rule_callers(library_files())
+    callers = library_callers()
     for rule, judge in JUDGED.items():
         assert callers.get(rule, set()) <= {judge}, f"{rule} is decided outside the judge"
     assert callers["parallel_conflict"] == callers["overwrite_after_read"] == {JUDGE}
@@ -81,7 +88,7 @@ def test_the_judge_alone_decides_conflicts_and_overwrites():
 
 def test_no_rule_is_decided_per_backend():
     assert PER_BACKEND == {}
-    callers = rule_callers(library_files())
+    callers = library_callers()
     for rule in JUDGED:
         assert len(callers.get(rule, ())) <= 1, f"{rule} is decided in {sorted(callers[rule])}"
 
@@ -89,7 +96,7 @@ def test_no_rule_is_decided_per_backend():
 def test_every_rule_has_one_caller():
     """Each constructor of the catalogue is called from exactly one library module, or only
     by the catalogue itself (the reports `overwrite_after_read` chooses among)."""
-    callers = rule_callers(library_files())
+    callers = library_callers()
     inside = {node.func.id for node in ast.walk(ast.parse((ROOT / CATALOGUE).read_text()))
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     unused = [rule for rule in RULES if rule not in callers and rule not in inside]
