@@ -31,7 +31,7 @@ from tinyad.runtime import (
     runtime,
 )
 from tinyad.taichi_internals import AutodiffMode
-from tinyad.twins import placed_twins
+from tinyad.twins import placed_grads, placed_twins
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
 # it (programs and tests written for Taichi look for it) and says what holds here instead.
@@ -58,7 +58,7 @@ def clear_all_gradients(gradient_type=None) -> None:
         other._fill(0, None)
 
 
-def _set_by_tape(fields, value, loc) -> None:
+def _set_by_tape(fields, value, loc, grads=None) -> None:
     """A Tape's own writes of whole gradients (clearing them all on entry, seeding its loss's),
     for the user's line `loc`: each field filled, the undo log and the rule checker told once
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
@@ -69,7 +69,7 @@ def _set_by_tape(fields, value, loc) -> None:
         if log is not None:
             log.save((fld,))
         storage.fill(fld, value)
-    runtime.backend.checks.gradients_set(fields, loc)
+    runtime.backend.checks.gradients_set(fields, loc, grads)
 
 
 class Tape(Recorder):
@@ -137,7 +137,7 @@ class Tape(Recorder):
         # (found once here: a walk up the stack from each costs more than a small launch)
         self._loc = user_loc() if self._checks is not NO_CHECKS else None
         if self.clear_gradients:
-            _set_by_tape(placed_twins("grad"), 0, self._loc)
+            _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
         if loss is not None:
             loss._fill(0, self._loc, by_tape=True)
         if self.grad_check:
@@ -200,7 +200,8 @@ class Tape(Recorder):
                 primal.autodiff_mode = AutodiffMode.NONE
         try:
             self._checks.end_tape(self._loc)
-            if exc_type is None and self.loss is not None and not self._custom and \
+            if exc_type is None and self.loss is not None and \
+                    self.loss not in self._written and not self._custom and \
                     self._checks is not NO_CHECKS and not self.wrote_before(self.loss, ()):
                 self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
@@ -222,7 +223,8 @@ class Tape(Recorder):
 
     def _backward(self):
         if self.loss is not None:
-            _set_by_tape((self.loss.grad,), 1, self._loc)
+            seeded = (self.loss.grad,)
+            _set_by_tape(seeded, 1, self._loc, seeded)
         for adjoint, args, kwargs, launch in reversed(self.entries):
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)
@@ -248,7 +250,8 @@ class Tape(Recorder):
         if self.gradient_evaluated:
             raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
         checker = getattr(runtime.backend.checks, "checker", None)
-        batching = checker is not None and self._can_run_again(checker)
+        batching = checker is not None and len(self.entries) > 1 and \
+            self._can_run_again(checker)
         try:      # (NaN and infinity looked for once, at the end: tinyad/check/nonfinite.py)
             if checker is not None:     # (a batch left by a backward that raised: dropped)
                 checker.nonfinite_batching, checker.nonfinite_batch = batching, None
@@ -259,6 +262,8 @@ class Tape(Recorder):
         self.gradient_evaluated = True
         try:
             runtime.backend.checks.tape_differentiated()
+            if checker is not None and checker.nonfinite_batch is not None:
+                nonfinite.finish_batch(checker)     # (the batch's look, after the others)
         except nonfinite.Relocate as found:
             # Where it first appeared: the backward again from its start, launch by launch
             _set_by_tape(placed_twins("grad"), 0, self._loc)

@@ -545,13 +545,15 @@ class LaunchChecker:
                 self.races.forget(fld)
         return access
 
-    def gradients_set(self, fields, loc) -> int:
+    def gradients_set(self, fields, loc, grads=None) -> int:
         """A Tape set these whole gradient (or dual) fields for the user's line `loc` (cleared
         them on entry, seeded its loss's): what python_write does with each, at one time for
-        all (-> that time; a backend's checker adds its own part). No before_write: it follows
-        primal fields only."""
+        all (-> that time; a backend's checker adds its own part). `grads`: those of them that
+        are gradients (None: picked out here). No before_write: it follows primal fields
+        only."""
         time = self.tick()
-        grads = [fld for fld in fields if fld.role == "grad"]
+        if grads is None:
+            grads = [fld for fld in fields if fld.role == "grad"]
         self.gradients_cleared(grads, time, fields)
         lost = self.lost
         if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)
