@@ -21,13 +21,13 @@ from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
-from tinyad.field import Field, settle_layout
+from tinyad.field import Field, settle_layout, unrequested_grads
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import (
     Recorder,
+    active_capture,
     active_forward_mode,
     active_recorder,
-    python_storage,
     runtime,
 )
 from tinyad.taichi_internals import AutodiffMode
@@ -64,7 +64,10 @@ def _set_by_tape(fields, value, loc, grads=None) -> None:
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
-    storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
+    # python_storage() without its frame (twice a Tape): ti.capture records these fills
+    recording = active_capture.get()
+    storage = runtime.backend.storage if recording is None or recording.storage is None \
+        else recording.storage
     for fld in fields:
         if log is not None:
             log.save((fld,))
@@ -109,7 +112,8 @@ class Tape(Recorder):
                                           "before opening the next")
         self.entered = True
         loss = self.loss
-        settle_layout()   # the layout is final now, as at a kernel launch
+        if unrequested_grads:
+            settle_layout()   # the layout is final now, as at a kernel launch
         if getattr(loss, "is_ndarray", False):   # any one-element ndarray, as in Taichi
             if not loss.has_grad:
                 raise TinyadRuntimeError(
@@ -335,7 +339,8 @@ class FwdMode:
         if active_forward_mode.get() is not None:
             raise TinyadRuntimeError("a FwdMode is already active: tinyad FwdModes do not nest")
         self.entered = True
-        settle_layout()   # the layout is final now, as at a kernel launch
+        if unrequested_grads:
+            settle_layout()   # the layout is final now, as at a kernel launch
         losses = self.loss if isinstance(self.loss, (list, tuple)) else [self.loss]
         for fld in (*losses, self.param):
             if not isinstance(fld, Field):

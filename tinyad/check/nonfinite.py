@@ -191,10 +191,12 @@ class NonFiniteChecks:
         for grad in facts.grads_loaded:
             self.gradient_used(grad, None, facts.first_grad_load.get(grad), kernel_name)
 
-    def python_write(self, fld, index, loc=None):
-        if self.nonfinite_seen and fld.role != "primal":
+    def twin_written(self, fld) -> None:
+        # (a Python-scope write of a gradient clears it: gradients_cleared forgets it there;
+        # a primal's write, which is most, passes through no override here)
+        if self.nonfinite_seen:
             self.nonfinite_seen.pop(fld, None)
-        return super().python_write(fld, index, loc)
+        super().twin_written(fld)
 
 
 def finish_batch(checker) -> None:
