@@ -187,8 +187,8 @@ class Checker(NonFiniteChecks, LaunchChecker):
                 self.report(error)
 
     # ---- Python scope -----------------------------------------------------------------------
-    def gradients_set(self, fields, loc) -> int:
-        time = super().gradients_set(fields, loc)
+    def gradients_set(self, fields, loc, grads=None) -> int:
+        time = super().gradients_set(fields, loc, grads)
         for fld in fields:         # (as python_write: each a whole-field write)
             self.bulk_write[fld] = Access("python write", loc or user_loc(), None, None, None,
                                           None, time)

@@ -21,17 +21,17 @@ from tinyad.check.rules import ReadThenOverwriteRuleError, SecondWriteRuleError
 from tinyad.core import ir
 from tinyad.core.errors import TinyadAssertionError, TinyadRuntimeError, TinyadTypeError
 from tinyad.core.srcloc import user_loc
-from tinyad.field import Field, settle_layout
+from tinyad.field import Field, settle_layout, unrequested_grads
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import (
     Recorder,
+    active_capture,
     active_forward_mode,
     active_recorder,
-    python_storage,
     runtime,
 )
 from tinyad.taichi_internals import AutodiffMode
-from tinyad.twins import placed_twins
+from tinyad.twins import placed_grads, placed_twins
 
 # What Taichi 1.7.4 warns for Tape(validation=True) without ti.init(debug=True); tinyad quotes
 # it (programs and tests written for Taichi look for it) and says what holds here instead.
@@ -58,18 +58,21 @@ def clear_all_gradients(gradient_type=None) -> None:
         other._fill(0, None)
 
 
-def _set_by_tape(fields, value, loc) -> None:
+def _set_by_tape(fields, value, loc, grads=None) -> None:
     """A Tape's own writes of whole gradients (clearing them all on entry, seeding its loss's),
     for the user's line `loc`: each field filled, the undo log and the rule checker told once
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
-    storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
+    # python_storage() without its frame (twice a Tape): ti.capture records these fills
+    recording = active_capture.get()
+    storage = runtime.backend.storage if recording is None or recording.storage is None \
+        else recording.storage
     for fld in fields:
         if log is not None:
             log.save((fld,))
         storage.fill(fld, value)
-    runtime.backend.checks.gradients_set(fields, loc)
+    runtime.backend.checks.gradients_set(fields, loc, grads)
 
 
 class Tape(Recorder):
@@ -109,7 +112,8 @@ class Tape(Recorder):
                                           "before opening the next")
         self.entered = True
         loss = self.loss
-        settle_layout()   # the layout is final now, as at a kernel launch
+        if unrequested_grads:
+            settle_layout()   # the layout is final now, as at a kernel launch
         if getattr(loss, "is_ndarray", False):   # any one-element ndarray, as in Taichi
             if not loss.has_grad:
                 raise TinyadRuntimeError(
@@ -137,7 +141,7 @@ class Tape(Recorder):
         # (found once here: a walk up the stack from each costs more than a small launch)
         self._loc = user_loc() if self._checks is not NO_CHECKS else None
         if self.clear_gradients:
-            _set_by_tape(placed_twins("grad"), 0, self._loc)
+            _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
         if loss is not None:
             loss._fill(0, self._loc, by_tape=True)
         if self.grad_check:
@@ -200,7 +204,8 @@ class Tape(Recorder):
                 primal.autodiff_mode = AutodiffMode.NONE
         try:
             self._checks.end_tape(self._loc)
-            if exc_type is None and self.loss is not None and not self._custom and \
+            if exc_type is None and self.loss is not None and \
+                    self.loss not in self._written and not self._custom and \
                     self._checks is not NO_CHECKS and not self.wrote_before(self.loss, ()):
                 self._checks.tape_loss_unwritten(self.loss, self._loc)
             if exc_type is None:
@@ -222,7 +227,8 @@ class Tape(Recorder):
 
     def _backward(self):
         if self.loss is not None:
-            _set_by_tape((self.loss.grad,), 1, self._loc)
+            seeded = (self.loss.grad,)
+            _set_by_tape(seeded, 1, self._loc, seeded)
         for adjoint, args, kwargs, launch in reversed(self.entries):
             if hasattr(adjoint, "replay"):
                 adjoint.replay(args, kwargs, launch)
@@ -248,7 +254,8 @@ class Tape(Recorder):
         if self.gradient_evaluated:
             raise TinyadRuntimeError("Gradients of the Tape have already been evaluated")
         checker = getattr(runtime.backend.checks, "checker", None)
-        batching = checker is not None and self._can_run_again(checker)
+        batching = checker is not None and len(self.entries) > 1 and \
+            self._can_run_again(checker)
         try:      # (NaN and infinity looked for once, at the end: tinyad/check/nonfinite.py)
             if checker is not None:     # (a batch left by a backward that raised: dropped)
                 checker.nonfinite_batching, checker.nonfinite_batch = batching, None
@@ -259,6 +266,8 @@ class Tape(Recorder):
         self.gradient_evaluated = True
         try:
             runtime.backend.checks.tape_differentiated()
+            if checker is not None and checker.nonfinite_batch is not None:
+                nonfinite.finish_batch(checker)     # (the batch's look, after the others)
         except nonfinite.Relocate as found:
             # Where it first appeared: the backward again from its start, launch by launch
             _set_by_tape(placed_twins("grad"), 0, self._loc)
@@ -330,7 +339,8 @@ class FwdMode:
         if active_forward_mode.get() is not None:
             raise TinyadRuntimeError("a FwdMode is already active: tinyad FwdModes do not nest")
         self.entered = True
-        settle_layout()   # the layout is final now, as at a kernel launch
+        if unrequested_grads:
+            settle_layout()   # the layout is final now, as at a kernel launch
         losses = self.loss if isinstance(self.loss, (list, tuple)) else [self.loss]
         for fld in (*losses, self.param):
             if not isinstance(fld, Field):

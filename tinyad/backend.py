@@ -65,9 +65,10 @@ class FieldStorage:
         """The caller has just written the host array: any other copy of it is stale."""
 
     def fill(self, field, value) -> None:
-        """Set every element to `value`, where the field lives (no copy in between)."""
+        """Set every element to `value`, where the field lives (no copy in between). Host
+        storage keeps no other copy to invalidate (no call: a Tape fills gradients at each
+        entry and exit); a storage that keeps one overrides fill (compile/devicemirror.py)."""
         field.host_array[...] = value
-        self.invalidate(field)
 
     def assign(self, field, array: np.ndarray) -> None:
         """Overwrite every element with `array` (of the field's full shape)."""
@@ -125,10 +126,11 @@ class CheckHooks:
         """Python scope wrote one element (`index`) or the whole field (`index` None), at the
         user's line `loc` (None: the checker finds it)."""
 
-    def gradients_set(self, fields, loc=None) -> None:
+    def gradients_set(self, fields, loc=None, grads=None) -> None:
         """A Tape has set these whole gradient (or dual) fields for the user's line `loc`
         (cleared them on entry, seeded its loss's): what python_will_write and python_write
-        would say of each, in one call."""
+        would say of each, in one call. `grads`: those of them that are gradients (None: not
+        said)."""
 
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) has run (after its python_write)."""

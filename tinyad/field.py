@@ -70,14 +70,14 @@ class Field:
             elif self.dtype.is_float and shape is None:
                 self._grad = self._twin("grad")
                 self._grad.requested = False
-                _unrequested_grads.append(self)
+                unrequested_grads.append(self)
             if needs_dual:
                 self._dual = self._twin("dual")
             elif self.dtype.is_float and shape is None:   # the same for a dual (place(x.dual))
                 self._dual = self._twin("dual")
                 self._dual.requested = False
                 if self._grad is None or self._grad.requested:
-                    _unrequested_grads.append(self)
+                    unrequested_grads.append(self)
             self._give_grad_a_dual()
         layout_changed()          # (a field made, its twins given)
         if shape is not None:
@@ -212,7 +212,8 @@ class Field:
                                           "create them again)")
 
     def _require_placed(self):
-        self.require_current()
+        if self.generation != runtime.generation:    # (asked here first: no frame mostly)
+            self.require_current()
         if self._shape is None:
             raise TinyadRuntimeError(
                 f"field {self.name} has no shape yet: give shape= or place it with "
@@ -574,14 +575,16 @@ def _axis_order(names) -> list[int]:
 
 root = SNode()
 _told_dense_backed: set[int] = set()   # the ti.init generations told that sparse is dense here
-_unrequested_grads: list = []          # fields whose grad field may still be placed
+# fields whose grad field may still be placed (callers ask `if unrequested_grads:` before
+# calling settle_layout: a frame at every launch otherwise; the list is never rebound)
+unrequested_grads: list = []
 
 
 def settle_layout() -> None:
     """At a kernel launch, the layout is final (Taichi materialises it then): a gradient (or
     dual) field that was neither asked for (needs_grad, lazy_grad, ...) nor placed is dropped."""
-    while _unrequested_grads:
-        f = _unrequested_grads.pop()
+    while unrequested_grads:
+        f = unrequested_grads.pop()
         if f._grad is not None and not f._grad.requested and not f._grad.is_placed:
             f._grad = None
         if f._dual is not None and not f._dual.requested and not f._dual.is_placed:

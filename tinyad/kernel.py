@@ -26,7 +26,7 @@ from tinyad.core.printer import format_kernel
 from tinyad.core.srcloc import user_loc
 from tinyad.core.wellformed import check_wellformed
 from tinyad.explain import compact_ir
-from tinyad.field import settle_layout
+from tinyad.field import settle_layout, unrequested_grads
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
 from tinyad.frontend.scope import Source
@@ -229,7 +229,8 @@ class Kernel:
             raise
 
     def _launch(self, args, kwargs):
-        settle_layout()
+        if unrequested_grads:
+            settle_layout()
         templates, scalars = self.bind(args, kwargs)
         traced = self.ir_for(templates)
         if active_forward_mode.get() is not None:   # inside ti.ad.FwdMode: values and tangents

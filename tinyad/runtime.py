@@ -42,6 +42,17 @@ class Config:
     check_nonfinite: bool = True
 
 
+class _MadeOnFirstUse:
+    """Runtime.backend before ti.init: made from the defaults, then kept on the instance."""
+
+    def __get__(self, owner_instance, owner):
+        if owner_instance is None:
+            return self
+        made = owner_instance.backend = backends.create(
+            owner_instance.config.mode, owner_instance.config, owner_instance.rng)
+        return made
+
+
 @dataclass
 class Runtime:
     config: Config = field(default_factory=Config)
@@ -50,12 +61,10 @@ class Runtime:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
 
     # `backend`: what runs kernels and stores fields in this mode (tinyad/backend.py), set by
-    # init. A plain attribute, not a property: every launch asks for it several times.
-    def __getattr__(self, name: str):
-        if name != "backend":
-            raise AttributeError(name)
-        backend = self.backend = backends.create(self.config.mode, self.config, self.rng)
-        return backend     # (made on first use, without ti.init)
+    # init. An instance attribute, not a property: every launch asks for it several times.
+    # Made on first use without ti.init by a non-data descriptor (the attribute it sets hides
+    # it), not by __getattr__, which would slow every attribute read of `runtime`.
+    backend = _MadeOnFirstUse()
 
 
 runtime = Runtime()

@@ -30,3 +30,13 @@ def placed_twins(role: str) -> tuple:
             found.append(grad._dual)
     _found[role] = (runtime.fields, tuple(found))
     return _found[role][1]
+
+
+def placed_grads() -> tuple:
+    """Those of placed_twins("grad") that are gradients (not a gradient's .dual)."""
+    known = _found.get("grads only")
+    if known is not None and known[0] is runtime.fields:
+        return known[1]
+    _found["grads only"] = (runtime.fields, tuple(
+        f for f in placed_twins("grad") if f.role == "grad"))
+    return _found["grads only"][1]

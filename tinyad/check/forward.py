@@ -115,7 +115,7 @@ def _remember_derivations(checker: LaunchChecker, compiled, rows,
             spans = span_union(held[3], spans)
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
-        derived_fields[target] = (*derived, spans)
+        derived_fields[target] = derived + (spans,)
 
 
 def _derivations(compiled) -> tuple:

@@ -20,7 +20,7 @@ from tinyad.check.facts import KernelFacts, kernel_facts
 from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
-from tinyad.check.report import Access, Report, element_name
+from tinyad.check.report import Access, Report, bug_of, element_name
 from tinyad.check.spans import ALL_ROWS, span_minus, span_union, spans_meet
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
@@ -110,20 +110,6 @@ FAST_HISTORY = 4096
 FORGOTTEN_KEPT = 1 << 16
 
 
-def _bug(r: Report) -> tuple:
-    """What makes reports one bug: the rule, the kernel and the line that broke it (the
-    write; the read where no write is named). A write that changes elements read at several
-    lines, or by several kernels, is one bug: one fix."""
-    wrote = r.write is not None and r.write.loc is not None
-    access = r.write if wrote else r.read
-    loc = access.loc if access is not None else None
-    kernel = r.write.kernel if wrote else r.kernel     # (a Python write's: None, whoever read)
-    bug = (r.rule, kernel) + ((loc.file, loc.line) if loc is not None else (None, None))
-    if access is None and r.earlier:     # known by its lines alone (two custom-gradient pairs)
-        bug += tuple(a.loc for a in r.earlier)
-    return bug
-
-
 class LaunchChecker:
     """What the launch checks remember across launches (one per ti.init); a backend's checker
     subclasses it."""
@@ -204,9 +190,9 @@ class LaunchChecker:
         if self.mode != "warn":
             raise error
         r = error.report
-        problem = self.problems.get(_bug(r))
+        problem = self.problems.get(bug_of(r))
         if problem is None:
-            problem = self.problems[_bug(r)] = Problem(r)
+            problem = self.problems[bug_of(r)] = Problem(r)
             print_report(r)
         problem.elements.add(r.element_text)
         problem.elements.update(element_name(r.field, e) for e in error.more_elements)
@@ -543,15 +529,20 @@ class LaunchChecker:
                 self.derived_in_tape[fld] = None
             if not index and self.races.tainted:    # the whole field (or its one element)
                 self.races.forget(fld)
+        else:
+            self.twin_written(fld)
         return access
 
-    def gradients_set(self, fields, loc) -> int:
+    def twin_written(self, fld) -> None:
+        """Python scope wrote `fld`, a dual or an ndarray: a mixin's part (of a gradient too)."""
+
+    def gradients_set(self, fields, loc, grads=None) -> int:
         """A Tape set these whole gradient (or dual) fields for the user's line `loc` (cleared
         them on entry, seeded its loss's): what python_write does with each, at one time for
-        all (-> that time; a backend's checker adds its own part). No before_write: it follows
-        primal fields only."""
+        all (-> that time; a backend's checker adds its own part); `grads`: those that are
+        gradients (None: picked out here). No before_write: it follows primal fields only."""
         time = self.tick()
-        grads = [fld for fld in fields if fld.role == "grad"]
+        grads = [fld for fld in fields if fld.role == "grad"] if grads is None else grads
         self.gradients_cleared(grads, time, fields)
         lost = self.lost
         if lost.held_gradient or lost.cleared:    # (else gradient_written does nothing)

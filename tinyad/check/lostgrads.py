@@ -42,7 +42,8 @@ class LostGradients:
         self.cleared: dict = {}           # grad field -> line that cleared it, unread since
         self.sweeps = ManualSweeps(checker, self.warn_once)
         # Told of every gradient read (grad, index, loc, kernel) and of every forward launch
-        # that loads gradients (facts, kernel name): the non-finite check's (nonfinite.py)
+        # that loads gradients (facts, kernel name) while the checker's nonfinite_owed holds a
+        # report: the non-finite check's (nonfinite.py; only a use of what it holds matters)
         self.used = self.loaded = _ignore
 
     def warn_once(self, report) -> None:
@@ -74,7 +75,8 @@ class LostGradients:
         """Python scope (or, with `loc` given, `kernel`) read a gradient (element `index`;
         None: all of it, or the elements a kernel loads)."""
         checker = self.checker
-        self.used(grad, index, loc, kernel)
+        if checker.nonfinite_owed:
+            self.used(grad, index, loc, kernel)
         if checker.tape is not None and loc is None:
             if not checker.in_custom_primal:
                 self.warn_once(rules.gradient_read_inside_tape(
@@ -118,7 +120,8 @@ class LostGradients:
         Tape it has something to do only where the kernel loads a gradient or a no-grad
         kernel cut a field (check/forward.py calls it only then)."""
         checker = self.checker
-        if facts.grads_loaded:
+        owed = checker.nonfinite_owed       # (the non-finite check's hooks: only while it owes)
+        if facts.grads_loaded and owed:
             self.loaded(facts, kernel_name)
         if checker.tape is not None:
             if self.cut:
@@ -132,8 +135,12 @@ class LostGradients:
             self.checker.report(rules.loss_written_after_tape(
                 loss=loss.name, kernel=kernel_name, write_loc=facts.first_store[loss],
                 tape_loc=tape_loc))
-        for grad in facts.grads_loaded:
-            self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
+        if owed or self.cleared or self.sweeps.adjoint_at:
+            for grad in facts.grads_loaded:
+                self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
+        else:           # (what gradient_read does then: an optimiser step's every launch)
+            for grad in facts.grads_loaded:
+                self.read_at[grad] = checker.tick()
         if self.sweeps.reads:
             for fld in facts.written + facts.grads_stored:
                 self.sweeps.written(fld, python=False)

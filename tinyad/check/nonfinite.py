@@ -191,16 +191,19 @@ class NonFiniteChecks:
         for grad in facts.grads_loaded:
             self.gradient_used(grad, None, facts.first_grad_load.get(grad), kernel_name)
 
-    def python_write(self, fld, index, loc=None):
-        if self.nonfinite_seen and fld.role != "primal":
+    def twin_written(self, fld) -> None:
+        # (a Python-scope write of a gradient clears it: gradients_cleared forgets it there;
+        # a primal's write, which is most, passes through no override here)
+        if self.nonfinite_seen:
             self.nonfinite_seen.pop(fld, None)
-        return super().python_write(fld, index, loc)
+        super().twin_written(fld)
 
-    def tape_differentiated(self) -> None:
-        super().tape_differentiated()
-        batch, self.nonfinite_batch = self.nonfinite_batch, None
-        if batch is not None:
-            batch.finish()
+
+def finish_batch(checker) -> None:
+    """A Tape's backward pass has run and the checker's other checks of it are done (the Tape
+    calls this where a batch is left, tinyad/ad.py): the batch's launches looked at."""
+    batch, checker.nonfinite_batch = checker.nonfinite_batch, None
+    batch.finish()
 
 
 class Relocate(Exception):
@@ -213,11 +216,10 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
     Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
     the launches are only noted, and their gradients looked at once when it ends
-    (NonFiniteChecks.tape_differentiated finishes the batch): a pass per Tape over the
+    (finish_batch, which the Tape calls once its checks of the pass are done): a pass per Tape over the
     gradients of its parameters, not one per launch over every gradient. The `backend` gives
-    a field's host array and the re-run that locates a value (interp/nanwatch.py)."""
-    if not checker.checks_nonfinite:
-        return
+    a field's host array and the re-run that locates a value (interp/nanwatch.py). Called
+    only where `checker.checks_nonfinite` (tinyad/launch.py asks)."""
     if variant == "adjoint" and checker.nonfinite_batching:
         if checker.nonfinite_batch is None:
             checker.nonfinite_batch = Batch(checker, backend.storage.to_host,
@@ -230,7 +232,7 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
     seen, host = checker.nonfinite_seen, backend.storage.to_host
-    for target, how in _watched(traced, variant):
+    for target, how in traced.memos[_WATCHED[variant]]:
         if target in seen:
             continue
         if how is _SUM:      # (a sum that overflows falls through to the exact look)
@@ -372,14 +374,22 @@ _SUM, _WHOLE, _ROWS = "sum", "whole", "rows"
 
 
 def _watched(traced, variant: str) -> tuple:
-    """(target, how it is looked at) per float field `_targets` gives (no other holds a NaN),
-    worked out once per kernel: a tangent's duals and a small gradient whole after each
-    launch, a few floats by a sum."""
-    watched = traced.memos[_nonfinite_watched]
-    if variant not in watched:
-        watched[variant] = tuple((t, _how_watched(t, variant)) for t in _targets(traced, variant)
-                                 if np.dtype(t.dtype.np).kind == "f")
-    return watched[variant]
+    """(target, how it is looked at) per float field `_targets` gives (no other holds a NaN):
+    a tangent's duals and a small gradient whole after each launch, a few floats by a sum.
+    Worked out once per kernel and variant (its memos, by _WATCHED: one lookup per launch)."""
+    return tuple((t, _how_watched(t, variant)) for t in _targets(traced, variant)
+                 if np.dtype(t.dtype.np).kind == "f")
+
+
+def _adjoint_watched(traced) -> tuple:
+    return _watched(traced, "adjoint")
+
+
+def _tangent_watched(traced) -> tuple:
+    return _watched(traced, "tangent")
+
+
+_WATCHED = {"adjoint": _adjoint_watched, "tangent": _tangent_watched}
 
 
 def _how_watched(target, variant: str) -> str:
@@ -393,11 +403,6 @@ def _how_watched(target, variant: str) -> str:
 
 def _duals_written(traced) -> dict:
     """variant -> the dual fields its IR writes."""
-    return {}
-
-
-def _nonfinite_watched(traced) -> dict:
-    """variant -> _watched's (target, whole?) pairs."""
     return {}
 
 

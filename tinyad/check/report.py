@@ -174,3 +174,17 @@ def render_text(report: Report) -> str:
         else:
             out.append(f"  {line.label} {line.text}")
     return "\n".join(out)
+
+
+def bug_of(r: Report) -> tuple:
+    """What makes reports one bug: the rule, the kernel and the line that broke it (the
+    write; the read where no write is named). A write that changes elements read at several
+    lines, or by several kernels, is one bug: one fix."""
+    wrote = r.write is not None and r.write.loc is not None
+    access = r.write if wrote else r.read
+    loc = access.loc if access is not None else None
+    kernel = r.write.kernel if wrote else r.kernel     # (a Python write's: None, whoever read)
+    bug = (r.rule, kernel) + ((loc.file, loc.line) if loc is not None else (None, None))
+    if access is None and r.earlier:     # known by its lines alone (two custom-gradient pairs)
+        bug += tuple(a.loc for a in r.earlier)
+    return bug
