@@ -21,7 +21,7 @@ from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, bug_of, element_name
-from tinyad.check.spans import ALL_ROWS, span_minus, span_union, spans_meet
+from tinyad.check.spans import ALL_ROWS, span_minus, spans_meet
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
@@ -169,13 +169,13 @@ class LaunchChecker:
         self.copies_before_writes = False
         self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
         # Computed before the Tape: fields a kernel outside any Tape derived from a field that
-        # needs a gradient, and (inside the Tape) the fields taped kernels have written.
+        # needs a gradient, and (inside the Tape) the rows of them taped kernels left as derived.
         # field -> (kernel, store loc, source field, leading-index spans derived); spans are
         # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
         self.derived_outside_tape: dict = {}
         # what the current Tape's launches derive (None: not derived), for the Tapes after it
         self.derived_in_tape: dict = {}
-        self.written_in_tape: dict = {}       # field -> spans taped launches may have written
+        self.stale_in_tape: dict = {}     # field -> its derived spans no taped launch wrote yet
         self.warned_in_tape: set = set()
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
@@ -393,7 +393,7 @@ class LaunchChecker:
         self.taped = []
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
-        self.written_in_tape, self.warned_in_tape = {}, set()
+        self.stale_in_tape, self.warned_in_tape = {}, set()
         self.derived_in_tape = {}
         self.lost.tape_begins(loc)
 
@@ -572,20 +572,26 @@ def check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kerne
     """Inside a Tape: a taped kernel reads rows of a field computed from a parameter before the
     Tape and not computed again inside it (a warning: the gradient stops at that field, which
     may be meant)."""
-    for fld in facts.loaded:
-        derived = checker.derived_outside_tape.get(fld)
-        if derived is None or fld in checker.warned_in_tape or not fld.has_grad or \
+    derived_outside, stale_now = checker.derived_outside_tape, checker.stale_in_tape
+    for fld in facts.loads_differentiable:
+        derived = derived_outside.get(fld)
+        if derived is None or fld in checker.warned_in_tape or \
                 fld in facts.loaded_own:     # (it reads only what it wrote itself, in the Tape)
             continue
         kernel, loc, source, spans = derived
-        stale = span_minus(spans, checker.written_in_tape.get(fld, ()))
+        stale = stale_now.get(fld, spans)
         if not spans_meet(stale, ALL_ROWS if rows is None else rows[0].get(fld, ALL_ROWS)):
             continue
         checker.warned_in_tape.add(fld)
         print_report(rules.computed_before_tape(
             field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
             taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
-    written = checker.written_in_tape
+    # (only the fields derived before the Tape: no other can be stale, and their derived rows
+    # shrink as launches write them, where a union of all writes would grow every step)
     for fld in facts.written:
-        spans = ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS)
-        written[fld] = span_union(written.get(fld, ()), spans)
+        derived = derived_outside.get(fld)
+        if derived is not None:
+            stale = stale_now.get(fld, derived[3])
+            if stale:
+                stale_now[fld] = span_minus(
+                    stale, ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS))

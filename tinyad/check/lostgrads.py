@@ -183,6 +183,10 @@ class CopyFacts:
         return (self.src,)
 
     @property
+    def loads_differentiable(self):
+        return (self.src,) if self.src.has_grad else ()
+
+    @property
     def written(self):
         return (self.dst,)
 
