@@ -144,6 +144,14 @@ FULL_PROFILE_ONLY = [
     "tests/test_taichi_ad_branches.py::test_a_local_mutated_inside_a_branch[[]fast]",
     "tests/test_cli.py::test_the_main_example_draws_its_forces_with_plot",
     "tests/test_cli.py::test_options_before_the_path_are_tinyads_and_after_it_the_programs[[]argv2-*]",
+    "tests/test_docs_snippets.py::test_snippet[[]docs/capture.md:8]",
+    "tests/test_lessons_seeds.py::test_forward_first[[]fast]",
+    "tests/test_bad_index.py::test_a_float_derived_base_plus_static_offsets[[]fast-8]",
+    "tests/test_lost_gradients.py::test_state_copied_between_per_frame_tapes_is_reported[[]fast]",
+    "tests/test_lessons.py::test_gradient_bugs[[]fast]",
+    "tests/test_capture_checked.py::test_a_clean_program_replays_and_leaves_*[[]fast-_time_loop_in_one_tape]",
+    "tests/test_rules.py::test_a_loop_breaking_a_rule_every_iteration_keeps_a_few_reports[[]fast]",
+    "tests/test_manual_sweeps.py::test_a_step_kernel_reading_the_truncated_gradient_is_reported[[]fast]",
 ]
 # These two take 40 s and 5 minutes to compile even so: TINYAD_SLOW_TESTS=1 runs them as well.
 FAST_MODE_COMPILE_TOO_SLOW = [

@@ -30,8 +30,8 @@ def assert_clean(program, outcome):
 
 
 @pytest.mark.skipif("interp" not in MODES, reason="TINYAD_TEST_MODES leaves out interp mode")
-# 30 programs in the full profile (CI), 12 in the README's quicker one
-@settings(max_examples=30 if os.environ.get("TINYAD_TEST_PROFILE") == "full" else 12, **PROFILE)
+# 30 programs in the full profile (CI), 8 in the README's quicker one
+@settings(max_examples=30 if os.environ.get("TINYAD_TEST_PROFILE") == "full" else 8, **PROFILE)
 @given(gen.programs())
 def test_fuzz_interp_against_finite_differences(program):
     assert_clean(program, harness.check(program, modes=("interp",)))
@@ -61,7 +61,8 @@ def test_interp_mode_catches_each_planted_bug(rule):
 # Both modes: fast mode compiles each program (5-10 s of CPU). A few in the default profile,
 # 36 (four of each rule) in the full one; the long run is `python -m tests.fuzz --plant
 # --small --count 2000 --results FILE`.
-BOTH_MODES_SHORT = [(3, "overwrite"), (5, "outside"), (7, "python"), (4, "race")]
+BOTH_MODES_SHORT = [(3, "overwrite"), (5, "outside"), (7, "python")] + \
+    ([(4, "race")] if FULL else [])
 
 
 @pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
