@@ -16,6 +16,13 @@ MODES = os.environ.get("TINYAD_TEST_MODES", "interp,fast").split(",")
 if os.environ.get("TINYAD_TEST_ARCH") == "cuda-ptx":
     os.environ["TINYAD_CUDA_PTX"] = "9.0,8.0"
 
+# The README's quicker profile compiles adjoints in the test's own process: with a pytest worker
+# on every core, a helper process per worker compiling adjoints ahead (compile/ahead.py) only
+# competes with them, and compiles some no test differentiates (3 min 34 s against 4 min 13 s).
+# The full profile (CI) keeps it on, as users have it; its own tests run there.
+if os.environ.get("TINYAD_TEST_PROFILE") != "full":
+    os.environ.setdefault("TINYAD_COMPILE_AHEAD", "0")
+
 # Fast mode compiles each kernel with numba, which costs about 1-2 ms per IR operation, and more
 # for long kernels whose locals are reassigned in loops. The 3x3 SVD / polar adjoints take 10-20 s
 # each to compile on 2 cores, and the full-size mpm benchmark 15 s: they run in the full profile
