@@ -25,9 +25,9 @@ from tinyad.field import Field, settle_layout, unrequested_grads
 from tinyad.funcad import grad, jvp, vjp  # noqa: F401  (ti.ad.grad(f) ...: derivatives of funcs)
 from tinyad.runtime import (
     Recorder,
-    active_capture,
     active_forward_mode,
     active_recorder,
+    python_storage,
     runtime,
 )
 from tinyad.taichi_internals import AutodiffMode
@@ -64,10 +64,7 @@ def _set_by_tape(fields, value, loc, grads=None) -> None:
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
-    # python_storage() without its frame (twice a Tape): ti.capture records these fills
-    recording = active_capture.get()
-    storage = runtime.backend.storage if recording is None or recording.storage is None \
-        else recording.storage
+    storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
     for fld in fields:
         if log is not None:
             log.save((fld,))
