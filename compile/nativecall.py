@@ -64,12 +64,20 @@ def _literal(*args) -> None:
         raise RequireLiteralValue("the block's word numbers, ranks and layouts are literal")
 
 
-def _word(context, builder, words, k: int):
-    return builder.load(builder.gep(words, [context.get_constant(types.intp, k)]))
+INTP = ir.IntType(64)       # (numba's intp on the 64-bit hosts fast mode runs on)
 
 
-def _shape(context, builder, words, first: int, ndim: int) -> list:
-    return [_word(context, builder, words, first + 1 + k) for k in range(ndim)]
+def _word(builder, words, k: int):
+    return builder.load(builder.gep(words, [INTP(k)]))
+
+
+def _itemsize(dtype) -> int:
+    """Bytes per element (numpy's answer: numba's asks LLVM, a millisecond a question)."""
+    return np.dtype(str(dtype)).itemsize
+
+
+def _shape(builder, words, first: int, ndim: int) -> list:
+    return [_word(builder, words, first + 1 + k) for k in range(ndim)]
 
 
 def _array_value(context, builder, words, first: int, arrty):
@@ -77,18 +85,17 @@ def _array_value(context, builder, words, first: int, arrty):
     words[first + 1:], as numba's array struct, built member by member (numba's array proxy
     goes through the stack: more to compile), with no reference count: the block's owner
     holds the array."""
-    intp = context.get_value_type(types.intp)
-    shape = _shape(context, builder, words, first, arrty.ndim)
-    itemsize = context.get_abi_sizeof(context.get_data_type(arrty.dtype))
-    strides, stride = [], intp(itemsize)
+    shape = _shape(builder, words, first, arrty.ndim)
+    itemsize = _itemsize(arrty.dtype)
+    strides, stride = [], INTP(itemsize)
     for extent in reversed(shape):
         strides.insert(0, stride)
         stride = builder.mul(stride, extent)
     struct = context.get_value_type(arrty)
     value = ir.Constant(struct, None)
-    data = builder.inttoptr(_word(context, builder, words, first), struct.elements[4])
-    nitems = builder.udiv(stride, intp(itemsize))
-    for k, member in ((2, nitems), (3, intp(itemsize)), (4, data)):
+    data = builder.inttoptr(_word(builder, words, first), struct.elements[4])
+    nitems = builder.udiv(stride, INTP(itemsize))
+    for k, member in ((2, nitems), (3, INTP(itemsize)), (4, data)):
         value = builder.insert_value(value, member, k)
     for k, (extent, step) in enumerate(zip(shape, strides)):
         value = builder.insert_value(value, extent, [5, k])
@@ -122,7 +129,7 @@ def call_at(typingctx, block, entry, layout, *scalars):
     def codegen(context, builder, sig, llargs):
         words = llargs[0]
         fnty = context.call_conv.get_function_type(types.none, argtys)
-        callee = builder.inttoptr(_word(context, builder, words, entry.literal_value),
+        callee = builder.inttoptr(_word(builder, words, entry.literal_value),
                                   fnty.as_pointer())
         passed = iter(zip(cgutils.unpack_tuple(builder, llargs[3]) if given else (), given))
         values = []
@@ -146,19 +153,18 @@ def first_int_at(typingctx, block, slot):
     _literal(slot)
 
     def codegen(context, builder, sig, llargs):
-        address = _word(context, builder, llargs[0], slot.literal_value)
-        intp = context.get_value_type(types.intp)
-        return builder.load(builder.inttoptr(address, intp.as_pointer()))
+        address = _word(builder, llargs[0], slot.literal_value)
+        return builder.load(builder.inttoptr(address, INTP.as_pointer()))
     return types.int64(block, slot), codegen
 
 
 def _data_and_count(context, builder, words, first: int, ndim: int, element):
     """(data pointer, number of elements) of the array at words[first:]."""
-    count = context.get_constant(types.intp, 1)
-    for extent in _shape(context, builder, words, first, ndim):
+    count = INTP(1)
+    for extent in _shape(builder, words, first, ndim):
         count = builder.mul(count, extent)
     data_type = context.get_data_type(element).as_pointer()
-    return builder.inttoptr(_word(context, builder, words, first), data_type), count
+    return builder.inttoptr(_word(builder, words, first), data_type), count
 
 
 @intrinsic
@@ -170,8 +176,7 @@ def zero_at(typingctx, block, slot, ndim, dtype):
     def codegen(context, builder, sig, llargs):
         data, count = _data_and_count(context, builder, llargs[0], slot.literal_value,
                                       ndim.literal_value, element)
-        itemsize = context.get_abi_sizeof(context.get_data_type(element))
-        size = builder.mul(count, context.get_constant(types.intp, itemsize))
+        size = builder.mul(count, INTP(_itemsize(element)))
         cgutils.memset(builder, data, size, 0)
         return context.get_dummy_value()
     return types.none(block, slot, ndim, dtype), codegen
@@ -203,7 +208,7 @@ def store_at(typingctx, block, slot, dtype, index, value):
     element = dtype.instance_type
 
     def codegen(context, builder, sig, llargs):
-        address = _word(context, builder, llargs[0], slot.literal_value)
+        address = _word(builder, llargs[0], slot.literal_value)
         data = builder.inttoptr(address, context.get_data_type(element).as_pointer())
         stored = context.cast(builder, llargs[4], sig.args[4], element)
         stored = context.get_value_as_data(builder, element, stored)
