@@ -171,7 +171,7 @@ class CheckedReplay:
         copies = {held: self.buffers[slot] for held, slot in watched.copy_slots.items()}
         move = cs.Renumber(call, now, earlier_ticks, earlier_versions, copies)
         _forget_launches(c, f"ran in a checked replay of {self.name}", self.first_forget)
-        self.writes.apply(move)
+        self.writes.apply(now.tick, now.version, now.launch, move)
         for fld, entries in watched.appended.items():
             log = c.python_writes.get(fld)
             if log is None:

@@ -3,22 +3,29 @@ call (tinyad/checkedreplay.py replays; tinyad/checkstate.py declares the state a
 forms; tinyad/checkwatch.py watches the call).
 
 A replay runs on every call of a captured function, so its Python is paid per call, and a
-time loop's call can be shorter than a millisecond. What it does with the checker's state is
-the same at each replay of one watched call, so it is made into tables once:
+time loop's call can take less than a millisecond. What it does with the checker's state is
+the same at each replay of one watched call, so it is worked out once, into straight-line
+Python (as dataclasses makes an `__init__`): a line an entry.
 
   * `Consts`: the attributes that must be as they were (one C-level getter per object);
   * `Guards`: the entries the watched call read before writing them, which must be as they
-    were then (up to the order of their times). Each is compared in the cheapest form that
-    decides what its normal form would: of an entry whose presence only was read, and of a
-    look at a container's emptiness, set operations on the container, one per container; of an
-    entry whose form holds no time, its form; only the forms holding times are split apart
-    from their times and compared by their order (checkstate.split_times), as a whole;
+    were then, up to the order of their times. Each is compared in the cheapest form that
+    decides what its normal form would: of an entry whose presence only was read (or found
+    absent), whether it is there; of a look at a container's emptiness, whether an entry the
+    call had not written yet was there; of a form holding no time, the form; of a time, a
+    version or an Access, the number (and the Access's fields); any other form holding times
+    is split apart from them (checkstate.split_times). The times then must fall in the order
+    the call's did: one chained compare;
   * `Writes`: the entries the call wrote, set again. A value holding no time is set as it is
     (a container: a new one of it, as checkstate.Renumber would make); a time or a version
-    the call made is the replay's by one addition; any other value is moved by Renumber.
+    the call made is the replay's by one addition, an Access of the call is made with them;
+    any other value is moved by Renumber.
+
+`source` of each is the function's text.
 """
 from __future__ import annotations
 
+import itertools
 from operator import itemgetter
 
 from tinyad import checkstate as cs
@@ -76,109 +83,135 @@ class Consts:
         return all(_equal(obj.__dict__.get(name), value) for obj, name, value in self.consts)
 
 
+class _Source:
+    """A function's lines, made once: the values they name are its closure's (`k0`, `k1`,
+    ...), and the objects' attributes `a0`, `a1`, ... (by the roles of checkstate)."""
+
+    def __init__(self, objects: dict):
+        self.values: list = []
+        self.names: dict = {}           # id(a value) -> its name
+        self.attrs = {role: self.name(obj.__dict__) for role, obj in objects.items()}
+        self.helpers = {"objects": objects, "form_of": form_of, "equal": _equal,
+                        "norm": cs.norm, "entry": cs.entry, "ABSENT": cs.ABSENT,
+                        "split_times": cs.split_times, "Access": Access}
+        self.lines: list = []
+
+    def name(self, value) -> str:
+        if id(value) not in self.names:
+            self.names[id(value)] = f"k{len(self.values)}"
+            self.values.append(value)
+        return self.names[id(value)]
+
+    def where(self, role: str, name: str, key=None) -> str:
+        """The attribute, or its entry `key`, as an expression."""
+        attribute = f"{self.attrs[role]}[{name!r}]"
+        return attribute if key is None else f"{attribute}[{self.name(key)}]"
+
+    def function(self, signature: str):
+        """-> (the function, its text)."""
+        body = "\n".join(f"        {line}" for line in self.lines) or "        pass"
+        text = (f"def make({', '.join(f'k{i}' for i in range(len(self.values)))}):\n"
+                f"    def {signature}:\n{body}\n    return {signature.split('(')[0]}\n")
+        namespace = dict(self.helpers)
+        exec(compile(text, f"<checked replay: {signature}>", "exec"), namespace)  # noqa: S102
+        return namespace["make"](*self.values), text
+
+
 class Guards:
-    """The watched call's guards, (role, name, key, kind, normal form then), as tables."""
+    """The watched call's guards, (role, name, key, kind, normal form then), made into one
+    function: `alike()` -> ({the call's time: the replay's}, {its version: the replay's}) of
+    the entries' times where they are alike, else None."""
 
     def __init__(self, guards: list, objects: dict):
-        self.objects = objects
-        keys: dict = {}        # (role, name) -> (keys there, keys not there)
-        self.emptiness = []    # (attrs, name, keys written, answer): a look at its emptiness
-        self.forms = []        # (role, name, key, kind, form): forms holding no time
-        self.timed = []        # (role, name, key, kind, form then) of forms holding times
+        self.out = out = _Source(objects)
+        timed, ticks, versions = [], [], []
         for role, name, key, kind, form in guards:
-            _, ticks, versions = cs.split_times([form])
-            if ticks or versions:
-                self.timed.append((role, name, key, kind, form))
+            _, its_ticks, its_versions = cs.split_times([form])
+            if its_ticks or its_versions:
+                timed.append((role, name, key, kind, form))
             elif key is None or key is cs.WHOLE:
-                self.forms.append((role, name, key, kind, form))
+                out.lines.append(f"if not equal(form_of(objects, {role!r}, {name!r}, "
+                                 f"{out.name(key)}, {kind!r}), {out.name(form)}): return None")
             elif type(key) is tuple and key[0] is cs.EMPTINESS:
-                self.emptiness.append((objects[role].__dict__, name, key[1], form))
+                _emptiness(out, out.where(role, name), key[1], form)
             elif kind == "presence" or form is cs.ABSENT:   # (only whether it is there)
-                keys.setdefault((role, name), ([], []))[form is cs.ABSENT].append(key)
+                there = "not in" if form is not cs.ABSENT else "in"
+                out.lines.append(f"if {out.name(key)} {there} {out.where(role, name)}: "
+                                 "return None")
             else:
-                self.forms.append((role, name, key, kind, form))
-        self.keys = [(objects[role].__dict__, name, frozenset(there), frozenset(not_there))
-                     for (role, name), (there, not_there) in keys.items()]
-        self.times = _Times(self.timed, objects)
-
-    def alike(self):
-        """Are the entries as they were, up to the order of their times? -> ({the call's
-        time: the replay's}, {its version: the replay's}) of the entries' times, or None."""
-        for attrs, name, there, not_there in self.keys:
-            value = attrs[name]
-            keys = value.keys() if isinstance(value, dict) else value
-            if not keys >= there or not keys.isdisjoint(not_there):
-                return None
-        for attrs, name, written, answer in self.emptiness:   # (an entry not written there?)
-            if written.issuperset(attrs[name]) == answer:
-                return None
-        objects = self.objects
-        for role, name, key, kind, form in self.forms:
-            if not _equal(form_of(objects, role, name, key, kind), form):
-                return None
-        return self.times.alike()
+                out.lines.append(f"if not equal(norm({kind!r}, entry({out.where(role, name)}, "
+                                 f"{out.name(key)})), {out.name(form)}): return None")
+        for guard in timed:
+            _timed(out, guard, ticks, versions)
+        _in_order(out, ticks)
+        _in_order(out, versions)
+        found = [", ".join(f"{then}: {now}" for then, now in pairs) for pairs in (ticks, versions)]
+        out.lines.append(f"return {{{found[0]}}}, {{{found[1]}}}")
+        self.alike, self.source = out.function("alike()")
 
 
-class _Times:
-    """The guards whose forms hold times: alike when their forms are but for the times, and
-    their times (versions) fall in the same order. An entry whose form is a time (a version)
-    is read as a number; an Access, by its fields and its time; any other entry's form is made
-    and split (checkstate.split_times, one guard at a time: its times come in the same order
-    as in a split of all, and its form apart from them is compared with its own then)."""
+def _emptiness(out: _Source, where: str, written: frozenset, answer: bool) -> None:
+    """A look at whether a container was empty: whether an entry the call had not written
+    yet was there (`bool(set(value) - written)`) must be `answer` again."""
+    there = f"{where}" if not written else f"not {out.name(written)}.issuperset({where})"
+    out.lines.append(f"if {'not ' if answer else ''}{there}: return None")
 
-    def __init__(self, timed: list, objects: dict):
-        self.objects = objects
-        self.readers = []      # (how, attrs, role, name, key, kind, the form's rest then)
-        for role, name, key, kind, form in timed:
-            how = _how_read(key, kind, form)
-            rest = (form[:7] + form[8:]) if how == "access" else \
-                cs.split_times([form])[0] if how == "form" else None
-            self.readers.append((how, objects[role].__dict__, role, name, key, kind, rest))
-        _, ticks, versions = cs.split_times([form for *_, form in timed])
-        self.then = (cs.order_of(ticks), cs.order_of(versions), ticks, versions)
 
-    def alike(self):
-        ticks, versions = [], []
-        for how, attrs, role, name, key, kind, rest in self.readers:
-            if how == "form":
-                shape, its_ticks, its_versions = cs.split_times(
-                    [form_of(self.objects, role, name, key, kind)])
-                if shape != rest:
-                    return None
-                ticks += its_ticks
-                versions += its_versions
-                continue
-            value = attrs.get(name)
-            if key is not None:
-                value = cs.entry(value, key)
-            if how == "access":
-                if value is None or value is cs.ABSENT or type(value.time) is not int:
-                    return None
-                form = cs.norm("A", value)
-                if not _equal(form[:7] + form[8:], rest):
-                    return None
-                ticks.append(value.time)
-            elif type(value) is not int:
-                return None
-            else:
-                (ticks if how == "T" else versions).append(value)
-        tick_order, version_order, then_ticks, then_versions = self.then
-        if cs.order_of(ticks) != tick_order or cs.order_of(versions) != version_order:
-            return None
-        return dict(zip(then_ticks, ticks)), dict(zip(then_versions, versions))
+def _timed(out: _Source, guard: tuple, ticks: list, versions: list) -> None:
+    """The lines reading a guard whose form holds times into variables, each noted with its
+    time then in `ticks` (`versions`) as (then, its variable)."""
+    role, name, key, kind, form = guard
+    now = f"t{len(ticks) + len(versions)}"
+    value = f"{out.attrs[role]}.get({name!r})"
+    if key is not None:
+        value = f"entry({value}, {out.name(key)})"
+    how = _how_read(key, kind, form)
+    if how in ("T", "V"):
+        out.lines += [f"{now} = {value}", f"if type({now}) is not int: return None"]
+        (ticks if how == "T" else versions).append((form[1], now))
+    elif how == "access":
+        rest = form[:7] + form[8:]
+        out.lines += [f"{now} = {value}",
+                      (f"if {now} is None or {now} is ABSENT or type({now}.time) is not int: "
+                       "return None"),
+                      f"f = norm('A', {now})",
+                      f"if not equal(f[:7] + f[8:], {out.name(rest)}): return None",
+                      f"{now} = {now}.time"]
+        ticks.append((form[7][1], now))
+    else:
+        shape, its_ticks, its_versions = cs.split_times([form])
+        out.lines += [(f"s = split_times([form_of(objects, {role!r}, {name!r}, "
+                       f"{out.name(key)}, {kind!r})])"),
+                      f"if s[0] != {out.name(shape)}: return None"]
+        for held, then, at in ((ticks, its_ticks, 1), (versions, its_versions, 2)):
+            names = [f"t{len(ticks) + len(versions) + i}" for i in range(len(then))]
+            if names:
+                out.lines.append(f"{', '.join(names)}, = s[{at}]")
+                held += zip(then, names)
+
+
+def _in_order(out: _Source, times: list) -> None:
+    """The times now must fall in the order of the times then (equal where those are): one
+    chained compare, in the order of those."""
+    if len(times) < 2:
+        return
+    ordered = sorted(times, key=lambda pair: pair[0])
+    chain = ordered[0][1]
+    for (before, _), (then, now) in itertools.pairwise(ordered):
+        chain += f" {'==' if then == before else '<'} {now}"
+    out.lines.append(f"if not ({chain}): return None")
 
 
 def _how_read(key, kind: str, form) -> str:
-    """How `_Times` reads a guard's entry: "T" or "V" (its form is that time or version),
-    "access" (an Access's form, its time the only one), or "form"."""
+    """How a guard's entry whose form holds times is read: "T" or "V" (its form is that time
+    or version), "access" (an Access's form, its time the only one), or "form"."""
     if key is cs.WHOLE or kind == "presence" or (type(key) is tuple and key[0] is cs.EMPTINESS):
         return "form"
     if kind in ("T", "V") and type(form) is tuple and len(form) == 2 and form[0] == kind and \
             type(form[1]) is int:
         return kind
     if kind == "A" and type(form) is tuple and len(form) == 9 and form[0] == "A":
-        rest = form[:7] + form[8:]
-        _, ticks, versions = cs.split_times([rest])
+        _, ticks, versions = cs.split_times([form[:7] + form[8:]])
         time = form[7]
         if not ticks and not versions and type(time) is tuple and len(time) == 2 and \
                 time[0] == "T" and type(time[1]) is int:
@@ -187,108 +220,56 @@ def _how_read(key, kind: str, form) -> str:
 
 
 class Writes:
-    """The watched call's writes, (role, name, key, kind, value at its end), as tables: each
-    entry's container (an object's attributes, or one of them) by its number in `targets`."""
+    """The watched call's writes, (role, name, key, kind, value at its end), made into one
+    function: `apply(tick, version, launch, move)` sets each entry, its times moved to the
+    replay's (its first tick, version and launch; `move` a checkstate.Renumber for the rest)."""
 
     def __init__(self, writes: list, objects: dict, call: cs.Clocks):
-        self.targets: list = []    # (an object's __dict__, the name of its container or None)
-        numbers: dict = {}
-        self.ticks = []            # (target, key, time - the call's first): a time it made
-        self.versions = []         # (target, key, version - the call's first): one it made
-        self.fixed = []            # (target, key, value): a value holding no time
-        self.made = []             # (target, key, make, value): a new container, make(value)
-        self.moved = []            # (target, key, kind, value): checkstate.Renumber's
-        self.moved_dicts = []      # (target, key, kind, value): a dict of those
-        # (target, key, its fields up to its launch, that launch or how far into the call's,
-        # its fields after, its time - the call's first): an Access of the call
-        self.accesses = []
-        self.added, self.removed = [], []    # (target, key): of a set; let go
+        self.out = out = _Source(objects)
         for role, name, key, kind, value in writes:
-            attrs = objects[role].__dict__
             container = cs.CHECKER_STATE[role][name][0]
-            where = (id(attrs), name if key is not None else None)
-            if where not in numbers:
-                numbers[where] = len(self.targets)
-                self.targets.append((attrs, where[1]))
-            target = numbers[where]
-            if key is None:
-                key = name
-                if container == "dict":
-                    self._dict(target, key, kind, value)
-                    continue
-                if container == "set":
-                    self.made.append((target, key, set, value))
-                    continue
-            elif value is cs.ABSENT:
-                self.removed.append((target, key))
-                continue
-            elif container == "set":
-                self.added.append((target, key))
-                continue
-            self._value(target, key, kind, value, call)
-
-    def _dict(self, target, key, kind: str, value: dict) -> None:
-        """A dict replaced whole."""
-        if kind == "P" and not any(isinstance(v, (list, dict, set)) for v in value.values()):
-            self.made.append((target, key, dict, value))   # (its values are set as they are)
-        else:
-            self.moved_dicts.append((target, key, kind, value))
-
-    def _value(self, target, key, kind: str, value, call: cs.Clocks) -> None:
-        if value is None or value is cs.ABSENT:
-            self.fixed.append((target, key, value))
-        elif kind in ("T", "V") and type(value) is int:
-            first = call.tick if kind == "T" else call.version
-            if value <= 0:
-                self.fixed.append((target, key, value))
-            elif value > first:
-                (self.ticks if kind == "T" else self.versions).append(
-                    (target, key, value - first))
-            else:              # (a time the call read: where the replay's compare found it)
-                self.moved.append((target, key, kind, value))
-        elif kind == "A" and isinstance(value, Access) and type(value.time) is int and \
-                value.time > call.tick:
-            launch = value.launch
-            moves = launch is not None and launch > call.launch
-            self.accesses.append((target, key, (value.kind, value.loc, value.kernel),
-                                  launch - call.launch if moves else launch, moves,
-                                  (value.iteration, value.value), value.time - call.tick,
-                                  value.reported))
-        elif kind == "P":
-            make = next((made for made in (list, dict, set) if isinstance(value, made)), None)
-            if make is None:
-                self.fixed.append((target, key, value))
+            where = out.where(role, name, key)
+            if key is None and container == "dict":
+                out.lines.append(f"{where} = {_whole_dict(out, kind, value)}")
+            elif key is None and container == "set":
+                out.lines.append(f"{where} = set({out.name(value)})")
+            elif key is not None and value is cs.ABSENT:      # (let go)
+                whole = out.where(role, name)
+                out.lines.append(f"_ = {whole}.discard({out.name(key)}) if isinstance({whole}, "
+                                 f"set) else {whole}.pop({out.name(key)}, None)")
+            elif key is not None and container == "set":
+                out.lines.append(f"{out.where(role, name)}.add({out.name(key)})")
             else:
-                self.made.append((target, key, make, value))
-        else:
-            self.moved.append((target, key, kind, value))
+                out.lines.append(f"{where} = {_value(out, kind, value, call)}")
+        self.apply, self.source = out.function("apply(tick, version, launch, move)")
 
-    def apply(self, move: cs.Renumber) -> None:
-        """Set each entry, its times moved by `move` (the watched call's to the replay's)."""
-        targets = [attrs if name is None else attrs[name] for attrs, name in self.targets]
-        tick, version = move.replay.tick, move.replay.version
-        for target, key, after in self.ticks:
-            targets[target][key] = tick + after
-        for target, key, after in self.versions:
-            targets[target][key] = version + after
-        for target, key, value in self.fixed:
-            targets[target][key] = value
-        launch = move.replay.launch
-        for target, key, (kind, loc, kernel), number, moves, (iteration, value), after, \
-                reported in self.accesses:     # (as Renumber.access makes it)
-            targets[target][key] = Access(kind, loc, kernel, launch + number if moves else number,
-                                          iteration, value, tick + after, reported)
-        for target, key, make, value in self.made:
-            targets[target][key] = make(value)
-        for target, key, kind, value in self.moved:
-            targets[target][key] = move.value(kind, value)
-        for target, key, kind, value in self.moved_dicts:
-            targets[target][key] = {k: move.value(kind, v) for k, v in value.items()}
-        for target, key in self.added:
-            targets[target].add(key)
-        for target, key in self.removed:
-            container = targets[target]
-            if isinstance(container, set):
-                container.discard(key)
-            else:
-                container.pop(key, None)
+
+def _whole_dict(out: _Source, kind: str, value: dict) -> str:
+    if kind == "P" and not any(isinstance(v, (list, dict, set)) for v in value.values()):
+        return f"dict({out.name(value)})"      # (its values are set as they are)
+    return f"{{k: move.value({kind!r}, v) for k, v in {out.name(value)}.items()}}"
+
+
+def _value(out: _Source, kind: str, value, call: cs.Clocks) -> str:
+    """A written value as the expression making it again (checkstate.Renumber.value's)."""
+    if value is None or value is cs.ABSENT:
+        return out.name(value)
+    if kind in ("T", "V") and type(value) is int:
+        first, now = (call.tick, "tick") if kind == "T" else (call.version, "version")
+        if value <= 0:
+            return repr(value)
+        if value > first:
+            return f"{now} + {value - first}"
+    elif kind == "A" and isinstance(value, Access) and type(value.time) is int and \
+            value.time > call.tick:
+        launch = value.launch
+        number = f"launch + {launch - call.launch}" if launch is not None and \
+            launch > call.launch else out.name(launch)
+        fields = [out.name(value.kind), out.name(value.loc), out.name(value.kernel), number,
+                  out.name(value.iteration), out.name(value.value),
+                  f"tick + {value.time - call.tick}", out.name(value.reported)]
+        return f"Access({', '.join(fields)})"
+    elif kind == "P":
+        make = next((made for made in (list, dict, set) if isinstance(value, made)), None)
+        return out.name(value) if make is None else f"{make.__name__}({out.name(value)})"
+    return f"move.value({kind!r}, {out.name(value)})"
