@@ -1,0 +1,160 @@
+"""The check "computed before the Tape", shared by every backend that checks: a taped kernel
+reads rows of a field computed from a parameter before the Tape (by a kernel outside any Tape,
+or by an earlier Tape's kernels) and not computed again inside it (a warning: the gradient
+stops at that field, which may be meant).
+
+What the checker (tinyad/check/launches.py LaunchChecker) remembers for it, rows as spans of
+leading indices (tinyad/check/spans.py):
+  derived_outside_tape  field -> (kernel, store loc, source field, spans derived): what the
+                        Tapes before this one (and kernels outside any Tape) derived
+  derived_in_tape       the same for the current Tape's launches (None: not derived), which
+                        become derived_outside_tape when it ends; spans None stand for the
+                        rows the Tape wrote of the field (written_in_tape), while only
+                        derived stores wrote it
+  written_in_tape       field -> the spans taped launches wrote of it
+  warned_in_tape        the fields warned about in this Tape (once each)
+A long Tape of small launches runs this at every launch. A time step reads the row the step
+before wrote, so each launch's part is a few comparisons in line for the one-span case, and
+the rows a Tape derives are its written rows, not a second union per launch.
+"""
+from __future__ import annotations
+
+from tinyad.check import rules
+from tinyad.check.facts import kernel_facts
+from tinyad.check.render import print_report
+from tinyad.check.spans import ALL_ROWS, span_minus, span_union, spans_meet
+
+
+def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
+    """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
+    check_reads checks, then the rows it writes and (outside a grad_replaced function, whose
+    kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
+    this one. `rows`: ({field: spans read}, {field: spans written}), None: every row. The
+    one-span case, a time step's row, in line: this runs at every launch of a long Tape."""
+    reads, writes = _steps(compiled, facts, rows)
+    outside, written = checker.derived_outside_tape, checker.written_in_tape
+    if outside:          # (only a python write takes one out inside a Tape)
+        for fld, lo, hi in reads:
+            derived = outside.get(fld)
+            if derived is None or fld in checker.warned_in_tape:
+                continue
+            if lo is not None:
+                done = written.get(fld)
+                if done is not None and done[0][0] <= lo and hi <= done[0][1]:
+                    continue        # (the usual: rows a step of this Tape wrote)
+                spans = derived[3]
+                if len(spans) == 1 and (hi <= spans[0][0] or spans[0][1] <= lo):
+                    continue        # (rows never derived)
+            _check_read(checker, facts, kernel_name, rows, fld, derived)
+    into, custom = checker.derived_in_tape, checker.in_custom_primal
+    for target, entry, lo, hi in writes:
+        done = written.get(target)
+        held = into.get(target)
+        if held is not entry:       # (the usual: the entry this kernel left, spans None)
+            if custom:
+                if held is not None and held[3] is None:   # (its rows fixed before these)
+                    into[target] = (*held[:3], done)
+            elif entry is None:
+                into[target] = None
+            else:
+                into[target] = _derived(held, entry, done, _rows_of(rows, 1, target))
+        if done is None:
+            written[target] = _rows_of(rows, 1, target)
+        elif lo is not None and done[-1][0] <= lo <= done[-1][1]:   # (a step after the last)
+            if hi > done[-1][1]:
+                written[target] = (*done[:-1], (done[-1][0], hi))
+        else:
+            written[target] = span_union(done, _rows_of(rows, 1, target))
+
+
+def check_reads(checker, facts, kernel_name: str, rows) -> None:
+    """Inside a Tape: warn when a launch (`facts`: its KernelFacts, or lostgrads.CopyFacts)
+    reads rows of a field derived before the Tape that no taped launch wrote yet."""
+    for fld in facts.loads_differentiable:
+        derived = checker.derived_outside_tape.get(fld)
+        if derived is not None and fld not in checker.warned_in_tape and \
+                fld not in facts.loaded_own:    # (it reads only what it wrote itself)
+            _check_read(checker, facts, kernel_name, rows, fld, derived)
+
+
+def _check_read(checker, facts, kernel_name: str, rows, fld, derived) -> None:
+    done, read = checker.written_in_tape.get(fld), _rows_of(rows, 0, fld)
+    if not spans_meet(span_minus(derived[3], done) if done else derived[3], read):
+        return
+    checker.warned_in_tape.add(fld)
+    kernel, loc, source, _ = derived
+    print_report(rules.computed_before_tape(
+        field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
+        taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
+
+
+def _rows_of(rows, which: int, fld) -> tuple:
+    return ALL_ROWS if rows is None else rows[which].get(fld, ALL_ROWS)
+
+
+def _steps(compiled, facts, rows) -> tuple:
+    """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
+    itself; (target, its taped_derivations entry, lo, hi) per float field it writes), lo and
+    hi the rows' one span (None: more, or every row), made once per `rows` (fast mode's are
+    its launch plan's, one per time step)."""
+    made = compiled.memos[_steps_made]
+    found = made.get(id(rows))
+    if found is not None and found[0] is rows:
+        return found[1]
+    if len(made) >= STEPS_KEPT:
+        made.clear()
+    steps = (tuple((fld, *_one_span(_rows_of(rows, 0, fld))) for fld in facts.loads_differentiable
+                   if fld not in facts.loaded_own),
+             tuple((target, entry, *_one_span(_rows_of(rows, 1, target)))
+                   for target, entry in compiled.memos[taped_derivations]))
+    made[id(rows)] = (rows, steps)
+    return steps
+
+
+STEPS_KEPT = 1 << 12      # per kernel (as compile/regions.py keeps its plans)
+
+
+def _steps_made(compiled) -> dict:
+    return {}
+
+
+def _one_span(spans) -> tuple:
+    return spans[0] if len(spans) == 1 and spans is not ALL_ROWS else (None, None)
+
+
+def _derived(held, entry: tuple, done, spans) -> tuple:
+    """derived_in_tape's new entry for a field a derived store of `entry` (spans None) writes
+    `spans` of, where `held` was; `done`: the rows the Tape wrote of it before this launch."""
+    if held is not None:
+        if held[3] is None:         # another kernel derived it: its rows go on adding up
+            return entry
+        return (*entry[:3], span_union(held[3], spans))
+    if done is not None:    # (written before, by a store that derived nothing or left no
+        return (*entry[:3], spans)     # entry, or a python write came between)
+    return entry
+
+
+def taped_derivations(compiled) -> tuple:
+    """(target, (kernel name, the store's loc, a field with a gradient it is computed from,
+    None) or None) per float field the kernel writes, once per kernel (its memos): the entry
+    note_writes puts in derived_in_tape, the same object at every launch."""
+    return tuple((target, None if derived is None else (*derived, None))
+                 for target, derived in compiled.memos[derivations])
+
+
+def derivations(compiled) -> tuple:
+    """(target, (kernel name, the store's loc, a field with a gradient it is computed from) or
+    None) per float field the kernel writes, once per kernel (its memos)."""
+    found = {}
+    for target, sources, loc in kernel_facts(compiled).dependencies:
+        differentiable = [s for s in sources if s is not target and s.has_grad]
+        found[target] = (compiled.ir.name, loc, differentiable[0]) if differentiable else None
+    return tuple(found.items())
+
+
+def in_tape(checker, fld):
+    """derived_in_tape's entry for `fld` with its rows (None: not derived in this Tape)."""
+    derived = checker.derived_in_tape.get(fld)
+    if derived is None or derived[3] is not None:
+        return derived
+    return (*derived[:3], checker.written_in_tape[fld])
