@@ -31,7 +31,8 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
     kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
     this one. `rows`: ({field: spans read}, {field: spans written}), None: every row. The
     one-span case, a time step's row, in line: this runs at every launch of a long Tape."""
-    reads, writes = _steps(compiled, facts, rows)
+    steps = _steps(compiled, facts, rows) if rows is None or rows.steps is None else rows.steps
+    reads, writes = steps
     outside, written = checker.derived_outside_tape, checker.written_in_tape
     if outside:          # (only a python write takes one out inside a Tape)
         for fld, lo, hi in reads:
@@ -95,27 +96,24 @@ def _rows_of(rows, which: int, fld) -> tuple:
 def _steps(compiled, facts, rows) -> tuple:
     """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
     itself; (target, its taped_derivations entry, lo, hi) per float field it writes), lo and
-    hi the rows' one span (None: more, or every row), made once per `rows` (fast mode's are
-    its launch plan's, one per time step)."""
-    made = compiled.memos[_steps_made]
-    found = made.get(id(rows))
-    if found is not None and found[0] is rows:
-        return found[1]
-    if len(made) >= STEPS_KEPT:
-        made.clear()
-    steps = (tuple((fld, *_one_span(_rows_of(rows, 0, fld))) for fld in facts.loads_differentiable
-                   if fld not in facts.loaded_own),
-             tuple((target, entry, *_one_span(_rows_of(rows, 1, target)))
-                   for target, entry in compiled.memos[taped_derivations]))
-    made[id(rows)] = (rows, steps)
-    return steps
+    hi the rows' one span (None: more, or every row), made once per `rows` (a LaunchRows, one
+    per time step in fast mode, kept with them) or per kernel where the rows are not known."""
+    if rows is None:
+        return compiled.memos[_steps_every_row]
+    rows.steps = (
+        tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
+              if fld not in facts.loaded_own),
+        tuple((target, entry, *_one_span(rows[1].get(target, ALL_ROWS)))
+              for target, entry in compiled.memos[taped_derivations]))
+    return rows.steps
 
 
-STEPS_KEPT = 1 << 12      # per kernel (as compile/regions.py keeps its plans)
-
-
-def _steps_made(compiled) -> dict:
-    return {}
+def _steps_every_row(compiled) -> tuple:
+    facts = kernel_facts(compiled)
+    return (tuple((fld, None, None) for fld in facts.loads_differentiable
+                  if fld not in facts.loaded_own),
+            tuple((target, entry, None, None)
+                  for target, entry in compiled.memos[taped_derivations]))
 
 
 def _one_span(spans) -> tuple:
