@@ -11,7 +11,8 @@ leading indices (tinyad/check/spans.py):
                         become derived_outside_tape when it ends; spans None stand for the
                         rows the Tape wrote of the field (written_in_tape), while only
                         derived stores wrote it
-  written_in_tape       field -> the spans taped launches wrote of it
+  written_in_tape       field -> the spans taped launches wrote of it, as (lo, hi, the spans
+                        before): the last span apart, the one a time step extends
   warned_in_tape        the fields warned about in this Tape (once each)
 A long Tape of small launches runs this at every launch. A time step reads the row the step
 before wrote, so each launch's part is a few comparisons in line for the one-span case, and
@@ -41,7 +42,7 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
                 continue
             if lo is not None:
                 done = written.get(fld)
-                if done is not None and done[0][0] <= lo and hi <= done[0][1]:
+                if done is not None and done[0] <= lo and hi <= done[1]:
                     continue        # (the usual: rows a step of this Tape wrote)
                 spans = derived[3]
                 if len(spans) == 1 and (hi <= spans[0][0] or spans[0][1] <= lo):
@@ -50,22 +51,40 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
     into, custom = checker.derived_in_tape, checker.in_custom_primal
     for target, entry, lo, hi in writes:
         done = written.get(target)
-        held = into.get(target)
+        held = into.get(target, _UNLISTED)
         if held is not entry:       # (the usual: the entry this kernel left, spans None)
             if custom:
-                if held is not None and held[3] is None:   # (its rows fixed before these)
-                    into[target] = (*held[:3], done)
+                if held and held[3] is None:   # (its rows fixed before these)
+                    into[target] = (*held[:3], _spans(done))
             elif entry is None:
                 into[target] = None
             else:
-                into[target] = _derived(held, entry, done, _rows_of(rows, 1, target))
+                into[target] = _derived(held or None, entry, done, _rows_of(rows, 1, target))
         if done is None:
-            written[target] = _rows_of(rows, 1, target)
-        elif lo is not None and done[-1][0] <= lo <= done[-1][1]:   # (a step after the last)
-            if hi > done[-1][1]:
-                written[target] = (*done[:-1], (done[-1][0], hi))
+            written[target] = _packed(_rows_of(rows, 1, target))
+        elif lo is not None and done[0] <= lo <= done[1]:   # (a step after the last)
+            if hi > done[1]:
+                written[target] = (done[0], hi, done[2])
         else:
-            written[target] = span_union(done, _rows_of(rows, 1, target))
+            written[target] = _packed(span_union(_spans(done), _rows_of(rows, 1, target)))
+
+
+_UNLISTED = ()      # (derived_in_tape has no entry: not None, which a kernel sets)
+
+
+def wrote_every_row(checker, fld) -> None:
+    """Inside a Tape: Python scope wrote all of `fld` (a copy_from)."""
+    checker.written_in_tape[fld] = _packed(ALL_ROWS)
+
+
+def _packed(spans) -> tuple:
+    """written_in_tape's form of `spans`: (lo, hi) of the last, and the spans before it."""
+    return (*spans[-1], spans[:-1])
+
+
+def _spans(done) -> tuple:
+    """The spans written_in_tape's entry `done` stands for."""
+    return (*done[2], done[:2])
 
 
 def check_reads(checker, facts, kernel_name: str, rows) -> None:
@@ -80,7 +99,8 @@ def check_reads(checker, facts, kernel_name: str, rows) -> None:
 
 def _check_read(checker, facts, kernel_name: str, rows, fld, derived) -> None:
     done, read = checker.written_in_tape.get(fld), _rows_of(rows, 0, fld)
-    if not spans_meet(span_minus(derived[3], done) if done else derived[3], read):
+    stale = derived[3] if done is None else span_minus(derived[3], _spans(done))
+    if not spans_meet(stale, read):
         return
     checker.warned_in_tape.add(fld)
     kernel, loc, source, _ = derived
@@ -155,4 +175,4 @@ def in_tape(checker, fld):
     derived = checker.derived_in_tape.get(fld)
     if derived is None or derived[3] is not None:
         return derived
-    return (*derived[:3], checker.written_in_tape[fld])
+    return (*derived[:3], _spans(checker.written_in_tape[fld]))

@@ -21,7 +21,6 @@ from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, bug_of, element_name
-from tinyad.check.spans import ALL_ROWS
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
@@ -573,7 +572,7 @@ class LaunchChecker:
             if src not in self.derived_in_tape:
                 beforetape.check_reads(self, CopyFacts(dst, src, user_loc()),
                                        f"{dst.name}.copy_from({src.name})", None)
-            self.written_in_tape[dst] = ALL_ROWS
+            beforetape.wrote_every_row(self, dst)
         if derived is not None:
             derived = (f"{dst.name}.copy_from({src.name})", user_loc(), *derived[2:])
             (self.derived_in_tape if self.tape is not None else self.derived_outside_tape)[
