@@ -52,11 +52,11 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
     for target, entry, lo, hi in writes:
         done = written.get(target)
         held = into.get(target, _UNLISTED)
-        if held is not entry:       # (the usual: the entry this kernel left, spans None)
-            if custom:
-                if held and held[3] is None:   # (its rows fixed before these)
-                    into[target] = (*held[:3], _spans(done))
-            elif entry is None:
+        if custom:          # (a kernel's own entry too: its rows fixed before these)
+            if held and held[3] is None:
+                into[target] = (*held[:3], _spans(done))
+        elif held is not entry:     # (the usual: the entry this kernel left, spans None)
+            if entry is None:
                 into[target] = None
             else:
                 into[target] = _derived(held or None, entry, done, _rows_of(rows, 1, target))
