@@ -49,7 +49,7 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
                     continue        # (rows never derived)
             _check_read(checker, facts, kernel_name, rows, fld, derived)
     into, custom = checker.derived_in_tape, checker.in_custom_primal
-    for target, entry, lo, hi in writes:
+    for target, entry, lo, hi, first in writes:
         done = written.get(target)
         held = into.get(target, _UNLISTED)
         if custom:          # (a kernel's own entry too: its rows fixed before these)
@@ -59,9 +59,9 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
             if entry is None:
                 into[target] = None
             else:
-                into[target] = _derived(held or None, entry, done, _rows_of(rows, 1, target))
+                into[target] = _derived(held or None, entry, done, rows, target)
         if done is None:
-            written[target] = _packed(_rows_of(rows, 1, target))
+            written[target] = first
         elif lo is not None and done[0] <= lo <= done[1]:   # (a step after the last)
             if hi > done[1]:
                 written[target] = (done[0], hi, done[2])
@@ -115,16 +115,18 @@ def _rows_of(rows, which: int, fld) -> tuple:
 
 def _steps(compiled, facts, rows) -> tuple:
     """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
-    itself; (target, its taped_derivations entry, lo, hi) per float field it writes), lo and
-    hi the rows' one span (None: more, or every row), made once per `rows` (a LaunchRows, one
-    per time step in fast mode, kept with them) or per kernel where the rows are not known."""
+    itself; (target, its taped_derivations entry, lo, hi, its rows as written_in_tape has
+    them) per float field it writes), lo and hi the rows' one span (None: more, or every row),
+    made once per `rows` (a LaunchRows, one per time step in fast mode, kept with them) or
+    per kernel where the rows are not known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
     rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),
-        tuple((target, entry, *_one_span(rows[1].get(target, ALL_ROWS)))
-              for target, entry in compiled.memos[taped_derivations]))
+        tuple((target, entry, *_one_span(spans), _packed(spans))
+              for target, entry in compiled.memos[taped_derivations]
+              for spans in (rows[1].get(target, ALL_ROWS),)))
     return rows.steps
 
 
@@ -132,7 +134,7 @@ def _steps_every_row(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return (tuple((fld, None, None) for fld in facts.loads_differentiable
                   if fld not in facts.loaded_own),
-            tuple((target, entry, None, None)
+            tuple((target, entry, None, None, _packed(ALL_ROWS))
                   for target, entry in compiled.memos[taped_derivations]))
 
 
@@ -140,15 +142,16 @@ def _one_span(spans) -> tuple:
     return spans[0] if len(spans) == 1 and spans is not ALL_ROWS else (None, None)
 
 
-def _derived(held, entry: tuple, done, spans) -> tuple:
-    """derived_in_tape's new entry for a field a derived store of `entry` (spans None) writes
-    `spans` of, where `held` was; `done`: the rows the Tape wrote of it before this launch."""
+def _derived(held, entry: tuple, done, rows, target) -> tuple:
+    """derived_in_tape's new entry for `target`, which a derived store of `entry` (spans None)
+    writes (`rows`: the launch's), where `held` was; `done`: the rows the Tape wrote of it
+    before this launch."""
     if held is not None:
         if held[3] is None:         # another kernel derived it: its rows go on adding up
             return entry
-        return (*entry[:3], span_union(held[3], spans))
+        return (*entry[:3], span_union(held[3], _rows_of(rows, 1, target)))
     if done is not None:    # (written before, by a store that derived nothing or left no
-        return (*entry[:3], spans)     # entry, or a python write came between)
+        return (*entry[:3], _rows_of(rows, 1, target))   # entry, or a python write between)
     return entry
 
 
@@ -168,6 +171,20 @@ def derivations(compiled) -> tuple:
         differentiable = [s for s in sources if s is not target and s.has_grad]
         found[target] = (compiled.ir.name, loc, differentiable[0]) if differentiable else None
     return tuple(found.items())
+
+
+def tape_ends(checker) -> None:
+    """The Tape stops recording: what its launches derived is what the next Tape finds."""
+    outside, written = checker.derived_outside_tape, checker.written_in_tape
+    for fld, derived in checker.derived_in_tape.items():
+        if derived is None:
+            outside.pop(fld, None)
+        elif derived[3] is None:
+            done = written[fld]
+            outside[fld] = (*derived[:3], (*done[2], done[:2]))     # (_spans, in line)
+        else:
+            outside[fld] = derived
+    checker.derived_in_tape = {}
 
 
 def in_tape(checker, fld):

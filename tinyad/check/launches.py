@@ -410,13 +410,7 @@ class LaunchChecker:
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
-        for fld in self.derived_in_tape:   # what the next Tape finds
-            derived = beforetape.in_tape(self, fld)
-            if derived is None:
-                self.derived_outside_tape.pop(fld, None)
-            else:
-                self.derived_outside_tape[fld] = derived
-        self.derived_in_tape = {}
+        beforetape.tape_ends(self)
 
     def tape_differentiated(self):
         """The latest Tape's backward pass has run."""
