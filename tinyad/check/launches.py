@@ -25,11 +25,9 @@ from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
 
+@dataclass(slots=True)
 class Launch:
-    """One forward launch of a kernel, as far as its adjoint needs to know. Made at every
-    checked launch: only its first fields are set then, the others are the class's until a
-    check sets them (a dataclass's __init__ set all nineteen, a third of a small launch's
-    record). Compared and hashed as itself."""
+    """One forward launch of a kernel, as far as its adjoint needs to know."""
     number: int
     kernel: str
     compiled: object
@@ -63,16 +61,6 @@ class Launch:
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
     repeats: Launch | None = None
-
-    def __init__(self, number: int, kernel: str, compiled, scalars: tuple, time: int,
-                 tape: int = 0):
-        self.number, self.kernel, self.compiled, self.scalars, self.time = (
-            number, kernel, compiled, scalars, time)
-        if tape:
-            self.tape = tape
-
-    def __repr__(self):
-        return f"Launch(#{self.number} {self.kernel}{self.scalars})"
 
     def add_problem(self, error) -> None:
         if not self.problems:
