@@ -30,41 +30,10 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
     """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
     check_reads checks, then the rows it writes and (outside a grad_replaced function, whose
     kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
-    this one. `rows`: ({field: spans read}, {field: spans written}), None: every row.
-
-    This runs at every launch of a long Tape. What it does depends only on the values it
-    looks up (the launch's rows are fixed), so a launch whose rows did the same from the same
-    values before (a time step of an earlier Tape) makes the same changes again, without a
-    look at each field; one that warned is not remembered (the warning is once per Tape)."""
+    this one. `rows`: ({field: spans read}, {field: spans written}), None: every row. The
+    one-span case, a time step's row, in line: this runs at every launch of a long Tape."""
     steps = _steps(compiled, facts, rows) if rows is None or rows.steps is None else rows.steps
-    written, into = checker.written_in_tape, checker.derived_in_tape
-    key = (checker.in_custom_primal, *map(checker.derived_outside_tape.get, steps.read_fields),
-           *map(written.get, steps.fields), *map(into.get, steps.targets, steps.unlisted))
-    done = steps.done
-    if done is not None and done[0] == key:
-        if done[1]:
-            written.update(done[1])
-        if done[2]:
-            into.update(done[2])
-        return
-    _launch(checker, steps, facts, kernel_name, rows)
-    if not checker.warned_in_tape:
-        targets = steps.targets
-        before = key[1 + 2 * len(steps.read_fields):]
-        steps.done = (key, _changed(written, targets, steps.unlisted, before),
-                      _changed(into, targets, steps.unlisted, before[len(targets):]))
-
-
-def _changed(held: dict, targets, unlisted, before) -> tuple:
-    """(target, its entry in `held` now) where that is not `before`'s."""
-    return tuple((target, now) for target, now, then in zip(
-        targets, map(held.get, targets, unlisted), before) if now is not then)
-
-
-def _launch(checker, steps, facts, kernel_name: str, rows) -> None:
-    """taped_launch's work, looked at field by field; the one-span case, a time step's row, in
-    line."""
-    reads, writes = steps.reads, steps.writes
+    reads, writes = steps
     outside, written = checker.derived_outside_tape, checker.written_in_tape
     if outside:          # (only a python write takes one out inside a Tape)
         for fld, lo, hi in reads:
@@ -144,30 +113,15 @@ def _rows_of(rows, which: int, fld) -> tuple:
     return ALL_ROWS if rows is None else rows[which].get(fld, ALL_ROWS)
 
 
-class Steps:
-    """What taped_launch made of one launch's rows: `reads`, (field, lo, hi) per field with a
-    gradient the launch reads, not only what it wrote itself; `writes`, (target, its
-    taped_derivations entry, lo, hi, its rows as written_in_tape has them) per float field it
-    writes, lo and hi the rows' one span (None: more, or every row); the fields whose entries
-    decide what it does; and `done`: (those entries, as a key, and the changes they led to)."""
-
-    __slots__ = ("done", "fields", "read_fields", "reads", "targets", "unlisted", "writes")
-
-    def __init__(self, reads: tuple, writes: tuple):
-        self.reads, self.writes = reads, writes
-        self.read_fields = tuple(read[0] for read in reads)
-        self.targets = tuple(write[0] for write in writes)
-        self.fields = self.read_fields + self.targets
-        self.unlisted = (_UNLISTED,) * len(self.targets)     # (derived_in_tape's default)
-        self.done = None
-
-
-def _steps(compiled, facts, rows) -> Steps:
-    """The Steps of a launch with `rows`, made once per rows (a LaunchRows, one per time step
-    in fast mode, kept with them), or per kernel where the rows are not known."""
+def _steps(compiled, facts, rows) -> tuple:
+    """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
+    itself; (target, its taped_derivations entry, lo, hi, its rows as written_in_tape has
+    them) per float field it writes), lo and hi the rows' one span (None: more, or every row),
+    made once per `rows` (a LaunchRows, one per time step in fast mode, kept with them) or
+    per kernel where the rows are not known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
-    rows.steps = Steps(
+    rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),
         tuple((target, entry, *_one_span(spans), _packed(spans))
@@ -176,12 +130,12 @@ def _steps(compiled, facts, rows) -> Steps:
     return rows.steps
 
 
-def _steps_every_row(compiled) -> Steps:
+def _steps_every_row(compiled) -> tuple:
     facts = kernel_facts(compiled)
-    return Steps(tuple((fld, None, None) for fld in facts.loads_differentiable
-                       if fld not in facts.loaded_own),
-                 tuple((target, entry, None, None, _packed(ALL_ROWS))
-                       for target, entry in compiled.memos[taped_derivations]))
+    return (tuple((fld, None, None) for fld in facts.loads_differentiable
+                  if fld not in facts.loaded_own),
+            tuple((target, entry, None, None, _packed(ALL_ROWS))
+                  for target, entry in compiled.memos[taped_derivations]))
 
 
 def _one_span(spans) -> tuple:
