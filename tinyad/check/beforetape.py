@@ -158,7 +158,7 @@ def _derived(held, entry: tuple, done, rows, target) -> tuple:
 def taped_derivations(compiled) -> tuple:
     """(target, (kernel name, the store's loc, a field with a gradient it is computed from,
     None) or None) per float field the kernel writes, once per kernel (its memos): the entry
-    note_writes puts in derived_in_tape, the same object at every launch."""
+    taped_launch puts in derived_in_tape, the same object at every launch."""
     return tuple((target, None if derived is None else (*derived, None))
                  for target, derived in compiled.memos[derivations])
 
