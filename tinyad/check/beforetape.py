@@ -58,6 +58,8 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
         elif held is not entry:     # (the usual: the entry this kernel left, spans None)
             if entry is None:
                 into[target] = None
+            elif done is None and not held:     # (its first write in this Tape)
+                into[target] = entry
             else:
                 into[target] = _derived(held or None, entry, done, rows, target)
         if done is None:
