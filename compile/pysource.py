@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from tinyad.compile import badindex, rt
 from tinyad.compile.cudaloops import CudaLoops
 from tinyad.compile.gather import is_scratch, split_gathers
+from tinyad.compile.laneloops import LaneLoops
 from tinyad.compile.nesting import nest_loops
 from tinyad.compile.plan import LoopPlan, Planner
 from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
@@ -137,7 +138,7 @@ class Ctx:
     state: str              # the random stream's local
 
 
-class Generator(ExprWriter, Planner, CudaLoops):
+class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
     """IR -> one Python module: the statements, loops and module layout (expressions are
     ExprWriter's, loop planning is Planner's, CUDA's parallel loops CudaLoops')."""
 
@@ -172,6 +173,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
         self.helpers: set[str] = set()
         self.constants: dict[str, str] = {}      # float32(...) text -> module constant name
         self.atomics_used: set[str] = set()
+        self.lane_ops: set[str] = set()        # compile/lanes.py's ops the code calls
         self.sites: list[Site] = []
         self.uses_print = False
         self.random_names: dict[int, str] = {}
@@ -387,6 +389,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
     def loop(self, s: ir.For, depth, ctx):
         plan = self.loops.get(id(s))
         if plan is None or ctx.loop is not None:
+            if self.lane_loop(s, depth, ctx):
+                return
             self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
             if s.parallel and ctx.state != "_rsp" and self.uses_random:
                 # run serially here, but each iteration still draws from its own stream, as
@@ -624,6 +628,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
+        if self.lane_ops:
+            out.append(f"from tinyad.compile.lanes import {', '.join(sorted(self.lane_ops))}")
         if self.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += self.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")
