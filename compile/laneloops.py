@@ -21,10 +21,12 @@ compiled one at a time they waited on the divider (gravity N=8: 0.7 of its 1.3 u
 Only where it pays and is sure: the CPU without debug, no ti.random(), outside a parallel loop,
 a forward loop of at least four iterations whose bounds are constants, and a prefix with a
 division or square root on lanes; no access there that the bad-index flag guards.
+TINYAD_CPU_LANES=0 turns it off (to compare).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from tinyad.analysis.queries import assigned, static_trip
 from tinyad.compile.lanes import LANES, OPS
@@ -95,7 +97,7 @@ class LaneLoops:
         whose value can}), or None where the loop is not one for lanes (see the module's
         docstring)."""
         trip = static_trip(s)
-        if (self.target != "cpu" or self.debug or self.uses_random or ctx.loop is not None
+        if (os.environ.get("TINYAD_CPU_LANES") == "0" or self.target != "cpu" or self.debug or self.uses_random or ctx.loop is not None
                 or s.reverse or trip is None or trip < LANES):
             return None
         changed = assigned(s.body) | {s.var}
