@@ -45,6 +45,7 @@ import string
 from dataclasses import dataclass, field
 
 from tinyad.compile import badindex, rt
+from tinyad.compile.accumulators import Accumulators
 from tinyad.compile.cudaloops import CudaLoops
 from tinyad.compile.gather import is_scratch, split_gathers
 from tinyad.compile.laneloops import LaneLoops
@@ -138,7 +139,7 @@ class Ctx:
     state: str              # the random stream's local
 
 
-class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
+class Generator(ExprWriter, Planner, CudaLoops, LaneLoops, Accumulators):
     """IR -> one Python module: the statements, loops and module layout (expressions are
     ExprWriter's, loop planning is Planner's, CUDA's parallel loops CudaLoops')."""
 
@@ -174,6 +175,8 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
         self.constants: dict[str, str] = {}      # float32(...) text -> module constant name
         self.atomics_used: set[str] = set()
         self.lane_ops: set[str] = set()        # compile/lanes.py's ops the code calls
+        self.promoted: dict = {}               # id(add) -> its accumulators (accumulators.py)
+        self.promoted_done: set = set()
         self.sites: list[Site] = []
         self.uses_print = False
         self.random_names: dict[int, str] = {}
@@ -320,6 +323,8 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
         how = "plain"
         if ctx.loop is not None:
             how = ctx.loop.atomics.get(id(s), "atomic")
+        if how == "plain" and self.promoted_atomic(s, depth):     # compile/accumulators.py
+            return
         value = self.store_value(s.value)
         if how not in ("plain", "atomic", "private"):   # a prange reduction into a local
             sign = "-" if s.op == "sub" else ""
@@ -389,8 +394,14 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
     def loop(self, s: ir.For, depth, ctx):
         plan = self.loops.get(id(s))
         if plan is None or ctx.loop is not None:
-            if self.lane_loop(s, depth, ctx):
-                return
+            stores = self.accumulate(s, depth, ctx)
+            self.serial_loop(s, depth, ctx)
+            self.store_accumulators(stores, depth)
+            return
+        self.parallel_loop(s, plan, depth, ctx)
+
+    def serial_loop(self, s: ir.For, depth, ctx):
+        if not self.lane_loop(s, depth, ctx):
             self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
             if s.parallel and ctx.state != "_rsp" and self.uses_random:
                 # run serially here, but each iteration still draws from its own stream, as
@@ -400,8 +411,6 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
                 self.line(depth + 1, f"{ctx.state} = rng_init({self.seed} + "
                                      f"{self.parallel_ordinal(s)}, {self.local[s.var]})")
             self.block(s.body, depth + 1, ctx)
-            return
-        self.parallel_loop(s, plan, depth, ctx)
 
     def parallel_loop(self, s, plan, depth, ctx):
         lo, hi = self.value(s.start), self.value(s.stop)
@@ -601,7 +610,7 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
         top = Ctx(None, "_rs")
         for f in self.fields:
             if ir.array_rank(f) == 0:
-                self.line(1, f"{self.arrays[id(f)]} = {self.field_names[id(f)]}.reshape(1)"
+                self.line(1, f"{self.arrays[id(f)]} = one_element({self.field_names[id(f)]})"
                           "  # a 0-d field as 1 element")
         for f in self.scratch:
             at = [self.names.temp("z") for _ in f.shape]
@@ -630,6 +639,8 @@ class Generator(ExprWriter, Planner, CudaLoops, LaneLoops):
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
         if self.lane_ops:
             out.append(f"from tinyad.compile.lanes import {', '.join(sorted(self.lane_ops))}")
+        if any(ir.array_rank(f) == 0 for f in self.fields):
+            out.append("from tinyad.compile.views import one_element")
         if self.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += self.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")
