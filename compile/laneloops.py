@@ -69,6 +69,9 @@ class LaneLoops:
                 self.local[local], self.types[local] = self.names.temp("lane"), stmt.value.dtype
                 lanes_of_values.append((self.local[local], temp))
                 rest[k] = dataclasses.replace(stmt, value=ir.Var(local, stmt.value.dtype))
+                if id(stmt) in self.promoted:       # (compile/accumulators.py)
+                    self.promoted[id(rest[k])] = self.promoted[id(stmt)]
+                    self.promoted_done.add(id(stmt))
         self.current = saved
         self.line(depth + 1, f"for {lane} in range({LANES}):  # then each in order")
         self.line(depth + 2, f"{self.local[s.var]} = {group} + {lane}")

@@ -1,8 +1,10 @@
-"""Fast mode's lane loops (compile/laneloops.py): a short loop's divisions and square roots run
-four iterations at a time, and every value is the scalar code's to the bit.
+"""Fast mode's lane loops (compile/laneloops.py: a short loop's divisions and square roots run
+four iterations at a time) and accumulators (compile/accumulators.py: a loop's adds into one
+element kept in a local): every value is the scalar code's to the bit.
 
-Each program runs in both modes against an analytic gradient (f64); in fast mode it also runs
-with TINYAD_CPU_LANES=0, and values and gradients must be equal bit for bit.
+Each program runs in both modes against an analytic gradient (f64) or a numpy loop; in fast
+mode it also runs with TINYAD_CPU_LANES=0 and TINYAD_CPU_ACCUMULATORS=0, and values and
+gradients must be equal bit for bit.
 """
 import numpy as np
 import pytest
@@ -38,6 +40,7 @@ def _analytic(x):
 
 def _run(mode, fn, lanes, monkeypatch, dtype=ti.f64):
     monkeypatch.setenv("TINYAD_CPU_LANES", "1" if lanes else "0")
+    monkeypatch.setenv("TINYAD_CPU_ACCUMULATORS", "1" if lanes else "0")
     ti.init(mode=mode, default_fp=dtype)
     return fn()
 
@@ -57,8 +60,10 @@ def test_gravity_on_lanes_is_bitwise_the_scalar_code(mode, n, dtype, monkeypatch
     assert set(sources) >= {"primal", "adjoint"}
     for variant, source in sources.items():
         assert ("vsqrt(" in source) == (n >= 4), (variant, source)
+        assert "_acc" in source, (variant, source)      # U[None], x.grad[i]: accumulated
     scalar, u0, grad0, _ = _run(mode, lambda: _gravity(n, dtype), False, monkeypatch, dtype)
     assert "vsqrt(" not in scalar._traced_for_inspection()._programs["adjoint"].source
+    assert "_acc" not in scalar._traced_for_inspection()._programs["adjoint"].source
     assert np.array_equal(np.array(u), np.array(u0))
     assert np.array_equal(grad.view(np.uint8), grad0.view(np.uint8))
 
@@ -115,3 +120,59 @@ def test_no_lanes_for_a_value_carried_between_iterations(mode, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=1e-12)
     if mode == "fast":
         assert "vsqrt(" not in carried._traced_for_inspection()._programs["primal"].source
+
+
+def test_no_accumulator_for_an_element_the_loop_reads(mode, monkeypatch):
+    """s[i] is read in the loop that adds into it: each add must see the previous ones."""
+    def run():
+        n = 8
+        s, y = ti.field(ti.f64, shape=n), ti.field(ti.f64, shape=n)
+        y.from_numpy(np.arange(1.0, n + 1.0))
+
+        @ti.kernel
+        def running():
+            for i in range(n):
+                for j in range(n):
+                    s[i] += y[j] * 0.5 + s[i] * 0.25
+        running()
+        return running, s.to_numpy()
+
+    running, got = _run(mode, run, True, monkeypatch)
+    want = np.zeros(8)
+    for i in range(8):
+        for j in range(8):
+            want[i] += (j + 1.0) * 0.5 + want[i] * 0.25
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    if mode == "fast":
+        assert "_acc" not in running._traced_for_inspection()._programs["primal"].source
+
+
+def test_accumulated_adds_meet_where_an_index_equals_the_home(mode, monkeypatch):
+    """h[i] += 1/y[j] and h[j] -= 1/y[i]: at j == i both go into h[i], in order; values bit
+    for bit as without accumulators (f32 sums round in order)."""
+    def run():
+        n = 12
+        h, y = ti.field(ti.f32, shape=n), ti.field(ti.f32, shape=n)
+        y.from_numpy(np.linspace(1.0, 3.0, n).astype(np.float32))
+
+        @ti.kernel
+        def scatter():
+            for i in range(n):
+                for j in range(n):
+                    h[i] += 1.0 / y[j]
+                    h[j] -= 1.0 / ti.sqrt(y[i])
+        scatter()
+        return scatter, h.to_numpy()
+
+    kernel, got = _run(mode, run, True, monkeypatch, ti.f32)
+    y = np.linspace(1.0, 3.0, 12).astype(np.float32)
+    want = np.zeros(12, np.float32)
+    for i in range(12):
+        for j in range(12):
+            want[i] += np.float32(1.0) / y[j]
+            want[j] -= np.float32(1.0) / np.sqrt(y[i])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    if mode == "fast":
+        assert "_acc" in kernel._traced_for_inspection()._programs["primal"].source
+        _, scalar = _run(mode, run, False, monkeypatch, ti.f32)
+        assert np.array_equal(got.view(np.uint32), scalar.view(np.uint32))
