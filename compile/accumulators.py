@@ -1,13 +1,13 @@
 """Adds into one element across a serial loop kept in a local, in the same order (CPU).
 
-    for j in range(8):                          _acc = x_grad[i, 1]
+    for j in range(8):                          _home = x_grad[i, 1]
         x_grad[i, 1] += g                       for j in range(8):
-        x_grad[j, 1] += -g               ->         _acc = float32(_acc + g)
+        x_grad[j, 1] += -g               ->         _home = float32(_home + g)
                                                     if j == i:
-                                                        _acc = float32(_acc + -g)
+                                                        _home = float32(_home + -g)
                                                     else:
                                                         x_grad[j, 1] += -g
-                                                x_grad[i, 1] = _acc
+                                                x_grad[i, 1] = _home
 
 An adjoint's scatter (gravity's x.grad[i] += g and x.grad[j] -= g) adds into x.grad[i] at every
 iteration; compiled, each add waited for the previous one's store to reach the next load. Where
@@ -38,7 +38,7 @@ class Accumulators:
         each add goes); -> what `store_accumulators` writes back after it."""
         stores = []
         for fld, indices, adds in self._homes(s, ctx):
-            acc = self.names.temp("acc")
+            acc = self.names.temp("home")
             target = self.access(fld, indices, s.loc)
             self.line(depth, f"{acc} = {target}  # its adds in a local, in order", s.loc)
             stores.append((target, acc, adds))

@@ -29,6 +29,7 @@ import dataclasses
 import os
 
 from tinyad.analysis.queries import assigned, static_trip
+from tinyad.compile.accumulators import Accumulators
 from tinyad.compile.lanes import LANES, OPS
 from tinyad.core import ir
 
@@ -192,3 +193,28 @@ class LaneLoops:
                 self.lane_ops.add(OPS[e.op])
                 return f"{OPS[e.op]}({', '.join(text for text, _ in parts)})", True
         return self.value(e), False
+
+
+class SerialLoops(LaneLoops, Accumulators):
+    """A serial loop: its accumulators around it, on lanes where it can be, else the plain loop
+    (the generator's `plain_loop`)."""
+
+    def start_serial_loops(self) -> None:
+        self.lane_ops: set[str] = set()       # compile/lanes.py's ops the code calls
+        self.promoted: dict = {}              # id(add) -> its accumulators (accumulators.py)
+        self.promoted_done: set = set()
+
+    def serial_loop(self, s: ir.For, depth: int, ctx) -> None:
+        stores = self.accumulate(s, depth, ctx)
+        if not self.lane_loop(s, depth, ctx):
+            self.plain_loop(s, depth, ctx)
+        self.store_accumulators(stores, depth)
+
+    def serial_loop_imports(self) -> list[str]:
+        """The module's imports of what the rewrites' code calls (and the 0-d fields' views)."""
+        out = []
+        if self.lane_ops:
+            out.append(f"from tinyad.compile.lanes import {', '.join(sorted(self.lane_ops))}")
+        if any(ir.array_rank(f) == 0 for f in self.fields):
+            out.append("from tinyad.compile.views import one_element")
+        return out

@@ -165,10 +165,7 @@ class PooledModule:
             out += ["", f"_CHUNKS = {_chunk_count()}  # numba's thread count when this was generated"]
         if gen.atomics_used:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(gen.atomics_used))}")
-        if gen.lane_ops:
-            out.append(f"from tinyad.compile.lanes import {', '.join(sorted(gen.lane_ops))}")
-        if any(ir.array_rank(f) == 0 for f in gen.fields):
-            out.append("from tinyad.compile.views import one_element")
+        out += gen.serial_loop_imports()
         if gen.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += gen.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")

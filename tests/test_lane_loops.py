@@ -60,10 +60,10 @@ def test_gravity_on_lanes_is_bitwise_the_scalar_code(mode, n, dtype, monkeypatch
     assert set(sources) >= {"primal", "adjoint"}
     for variant, source in sources.items():
         assert ("vsqrt(" in source) == (n >= 4), (variant, source)
-        assert "_acc" in source, (variant, source)      # U[None], x.grad[i]: accumulated
+        assert "_home" in source, (variant, source)      # U[None], x.grad[i]: accumulated
     scalar, u0, grad0, _ = _run(mode, lambda: _gravity(n, dtype), False, monkeypatch, dtype)
     assert "vsqrt(" not in scalar._traced_for_inspection()._programs["adjoint"].source
-    assert "_acc" not in scalar._traced_for_inspection()._programs["adjoint"].source
+    assert "_home" not in scalar._traced_for_inspection()._programs["adjoint"].source
     assert np.array_equal(np.array(u), np.array(u0))
     assert np.array_equal(grad.view(np.uint8), grad0.view(np.uint8))
 
@@ -144,7 +144,7 @@ def test_no_accumulator_for_an_element_the_loop_reads(mode, monkeypatch):
             want[i] += (j + 1.0) * 0.5 + want[i] * 0.25
     np.testing.assert_allclose(got, want, rtol=1e-12)
     if mode == "fast":
-        assert "_acc" not in running._traced_for_inspection()._programs["primal"].source
+        assert "_home" not in running._traced_for_inspection()._programs["primal"].source
 
 
 def test_accumulated_adds_meet_where_an_index_equals_the_home(mode, monkeypatch):
@@ -173,6 +173,6 @@ def test_accumulated_adds_meet_where_an_index_equals_the_home(mode, monkeypatch)
             want[j] -= np.float32(1.0) / np.sqrt(y[i])
     np.testing.assert_allclose(got, want, rtol=1e-5)
     if mode == "fast":
-        assert "_acc" in kernel._traced_for_inspection()._programs["primal"].source
+        assert "_home" in kernel._traced_for_inspection()._programs["primal"].source
         _, scalar = _run(mode, run, False, monkeypatch, ti.f32)
         assert np.array_equal(got.view(np.uint32), scalar.view(np.uint32))
