@@ -1,22 +1,23 @@
-"""Short serial loops whose divisions and square roots run four iterations at a time (CPU).
+"""Short serial loops whose divisions and square roots run 4 or 8 iterations at a time (CPU).
 
-    for j in range(8):                      for _jb in range(0, 8, 4):
-      r = x[i, 0] - x[j, 0]                   _v = vsub(x[i, 0], (x[_jb + 0, 0], ..., x[_jb + 3, 0]))
+    for j in range(16):                     for _jb in range(0, 16, 8):
+      r = x[i, 0] - x[j, 0]                   _v = vsub(x[i, 0], (x[_jb + 0, 0], ..., x[_jb + 7, 0]))
       w = -1.0 / sqrt(r * r + 1e-3)    ->     _v1 = vdiv(_f32_m1p0, vsqrt(vadd(vmul(_v, _v), ...)))
-      U[None] += w                            for _k in range(4):
+      U[None] += w                            for _k in range(8):
                                                 j = _jb + _k
                                                 r = _v[_k]
                                                 w = _v1[_k]
                                                 _U[0] += w
 
 A loop body's leading assignments (its "prefix") that compute from the loop index, from fields
-the kernel never writes and from locals the loop does not change are pure: four iterations'
-prefixes can run before the first one's rest, their float ops in compile/lanes.py's vector ops.
-The rest (the adds into U, a gradient's scatter) then runs iteration by iteration, in the
-original order, with the prefix's locals taken from their lane: every value is the scalar
-code's to the bit (each lane rounds as the scalar op does), and every field sees its stores and
-adds in the same order. Why: an N-body step's 64 pairs each divide and take a square root, and
-compiled one at a time they waited on the divider (gravity N=8: 0.7 of its 1.3 us a step).
+the kernel never writes and from locals the loop does not change are pure: a group of
+iterations' prefixes can run before the first one's rest, their float ops in compile/lanes.py's
+vector ops (a store's or an add's value too, where it is such arithmetic). The rest (the adds
+into U, a gradient's scatter) then runs iteration by iteration, in the original order, with the
+prefix's locals taken from their lane: every value is the scalar code's to the bit (each lane
+rounds as the scalar op does), and every field sees its stores and adds in the same order. Why:
+an N-body step's 64 pairs each divide and take a square root, and compiled one at a time they
+waited on the divider (gravity N=8: 0.7 of its 1.3 us a step).
 
 Only where it pays and is sure: the CPU without debug, no ti.random(), outside a parallel loop,
 a forward loop of at least four iterations whose bounds are constants, and a prefix with a
@@ -30,7 +31,11 @@ import os
 
 from tinyad.analysis.queries import assigned, static_trip
 from tinyad.compile.accumulators import Accumulators
-from tinyad.compile.lanes import LANES, OPS
+from tinyad.compile.lanes import OPS
+
+# Lanes per group: 8 (two vector registers' worth on AVX2, whose chains of divisions overlap:
+# gravity's adjoint 0.54 -> 0.37 us a step against 4) where the loop has 8 iterations, else 4
+WIDE, NARROW = 8, 4
 from tinyad.core import ir
 
 
@@ -42,16 +47,17 @@ class LaneLoops:
     """Lane loops, mixed into the generator (compile/pysource.py)."""
 
     def lane_loop(self, s: ir.For, depth: int, ctx) -> bool:
-        """Emit `s` four iterations at a time where that is sound and pays; False: not done."""
+        """Emit `s` 4 or 8 iterations at a time where that is sound and pays; False: not."""
         plan = self._lane_plan(s, ctx)
         if plan is None:
             return False
         prefix, hoisted = plan
         lo, hi = int(s.start.value), int(s.stop.value)
-        full = lo + (hi - lo) // LANES * LANES
+        lanes = self.lane_count = WIDE if hi - lo >= WIDE else NARROW
+        full = lo + (hi - lo) // lanes * lanes
         group, lane = self.names.temp("jb"), self.names.temp("k")
-        self.line(depth, f"for {group} in range({lo}, {full}, {LANES}):  "
-                         f"# {LANES} iterations at a time", s.loc)
+        self.line(depth, f"for {group} in range({lo}, {full}, {lanes}):  "
+                         f"# {lanes} iterations at a time", s.loc)
         saved = dict(self.current)
         values: dict[str, tuple[str, bool]] = {}     # prefix local -> (its temp, on lanes)
         for stmt in prefix:
@@ -74,7 +80,7 @@ class LaneLoops:
                     self.promoted[id(rest[k])] = self.promoted[id(stmt)]
                     self.promoted_done.add(id(stmt))
         self.current = saved
-        self.line(depth + 1, f"for {lane} in range({LANES}):  # then each in order")
+        self.line(depth + 1, f"for {lane} in range({lanes}):  # then each in order")
         self.line(depth + 2, f"{self.local[s.var]} = {group} + {lane}")
         for local, (name, on_lanes) in values.items():
             self.line(depth + 2, f"{self.define(local)} = {name}[{lane}]" if on_lanes
@@ -101,8 +107,9 @@ class LaneLoops:
         whose value can}), or None where the loop is not one for lanes (see the module's
         docstring)."""
         trip = static_trip(s)
-        if (os.environ.get("TINYAD_CPU_LANES") == "0" or self.target != "cpu" or self.debug or self.uses_random or ctx.loop is not None
-                or s.reverse or trip is None or trip < LANES):
+        if (os.environ.get("TINYAD_CPU_LANES") == "0" or self.target != "cpu" or self.debug
+                or self.uses_random or ctx.loop is not None or s.reverse or trip is None
+                or trip < NARROW):
             return None
         changed = assigned(s.body) | {s.var}
         written = {id(f) for f in ir.fields_written(self.kernel.body)}
@@ -179,7 +186,7 @@ class LaneLoops:
                                           for i in e.indices for x in ir.walk_expr(i)):
             before = self.current.get(var)
             loads = []
-            for k in range(LANES):
+            for k in range(self.lane_count):
                 self.current[var] = f"({group} + {k})"
                 loads.append(self.access(e.field, e.indices, e.loc))
             if before is None:

@@ -45,7 +45,7 @@ def _run(mode, fn, lanes, monkeypatch, dtype=ti.f64):
     return fn()
 
 
-@pytest.mark.parametrize("n", [8, 10, 3])          # lanes; lanes and a remainder; too short
+@pytest.mark.parametrize("n", [8, 10, 6, 3])   # 8 lanes; and a remainder; 4 and 2; too short
 @pytest.mark.parametrize("dtype", [ti.f32, ti.f64])
 def test_gravity_on_lanes_is_bitwise_the_scalar_code(mode, n, dtype, monkeypatch):
     energy, u, grad, x = _run(mode, lambda: _gravity(n, dtype), True, monkeypatch, dtype)
