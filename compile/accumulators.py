@@ -87,7 +87,8 @@ class Accumulators:
         """[(field, home indices, the adds into that field)] for the loop's promotable fields."""
         trip = static_trip(s)
         if (os.environ.get("TINYAD_CPU_ACCUMULATORS") == "0" or self.target != "cpu"
-                or self.debug or ctx.loop is not None or not trip or s.reverse):
+                or self.debug or ctx.loop is not None or not trip or s.reverse
+                or leaves_early(s)):
             return []
         changed = assigned(s.body) | {s.var}
         adds: dict = {}
@@ -146,3 +147,9 @@ def _same_index(gen, a, b) -> str:
         if tx != ty:
             tests.append(f"({tx} == {ty})")
     return " and ".join(tests) if tests else "True"
+
+
+def leaves_early(loop: ir.For) -> bool:
+    """Can the loop's body leave it, or the kernel, before its end (a `break`, a `return`)?
+    (A rewritten loop would then skip its write-back, or break out of one group's lanes.)"""
+    return any(isinstance(x, (ir.Break, ir.Return)) for x in ir.walk_stmts(loop.body))

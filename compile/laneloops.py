@@ -30,7 +30,7 @@ import dataclasses
 import os
 
 from tinyad.analysis.queries import assigned, static_trip
-from tinyad.compile.accumulators import Accumulators
+from tinyad.compile.accumulators import Accumulators, leaves_early
 from tinyad.compile.lanes import OPS
 
 # Lanes per group: 8 (two vector registers' worth on AVX2, whose chains of divisions overlap:
@@ -109,7 +109,7 @@ class LaneLoops:
         trip = static_trip(s)
         if (os.environ.get("TINYAD_CPU_LANES") == "0" or self.target != "cpu" or self.debug
                 or self.uses_random or ctx.loop is not None or s.reverse or trip is None
-                or trip < NARROW):
+                or trip < NARROW or leaves_early(s)):
             return None
         changed = assigned(s.body) | {s.var}
         written = {id(f) for f in ir.fields_written(self.kernel.body)}

@@ -176,3 +176,34 @@ def test_accumulated_adds_meet_where_an_index_equals_the_home(mode, monkeypatch)
         assert "_home" in kernel._traced_for_inspection()._programs["primal"].source
         _, scalar = _run(mode, run, False, monkeypatch, ti.f32)
         assert np.array_equal(got.view(np.uint32), scalar.view(np.uint32))
+
+
+def test_no_rewrite_of_a_loop_that_breaks(mode, monkeypatch):
+    """A break must leave the whole loop: neither a group of lanes nor an accumulator's
+    write-back may survive it."""
+    def run():
+        n = 16
+        y, total = ti.field(ti.f64, shape=n), ti.field(ti.f64, shape=())
+        y.from_numpy(np.linspace(1.0, 0.1, n))
+
+        @ti.kernel
+        def until_small():
+            for _ in range(1):
+                for j in range(n):
+                    w = 1.0 / ti.sqrt(y[j])
+                    if w > 2.0:
+                        break
+                    total[None] += w
+        until_small()
+        return until_small, total[None]
+
+    kernel, got = _run(mode, run, True, monkeypatch)
+    want = 0.0
+    for v in np.linspace(1.0, 0.1, 16):
+        if 1 / np.sqrt(v) > 2.0:
+            break
+        want += 1 / np.sqrt(v)
+    assert got == pytest.approx(want, rel=1e-12)
+    if mode == "fast":
+        source = kernel._traced_for_inspection()._programs["primal"].source
+        assert "vsqrt(" not in source and "_home" not in source
