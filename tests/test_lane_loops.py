@@ -182,16 +182,16 @@ def test_no_rewrite_of_a_loop_that_breaks(mode, monkeypatch):
     """A break must leave the whole loop: neither a group of lanes nor an accumulator's
     write-back may survive it."""
     def run():
-        n = 16
+        n = 32                      # the break comes in the second of four groups of 8
         y, total = ti.field(ti.f64, shape=n), ti.field(ti.f64, shape=())
-        y.from_numpy(np.linspace(1.0, 0.1, n))
+        y.from_numpy(_dip())
 
         @ti.kernel
         def until_small():
             for _ in range(1):
                 for j in range(n):
                     w = 1.0 / ti.sqrt(y[j])
-                    if w > 2.0:
+                    if w > 1.2:
                         break
                     total[None] += w
         until_small()
@@ -199,11 +199,18 @@ def test_no_rewrite_of_a_loop_that_breaks(mode, monkeypatch):
 
     kernel, got = _run(mode, run, True, monkeypatch)
     want = 0.0
-    for v in np.linspace(1.0, 0.1, 16):
-        if 1 / np.sqrt(v) > 2.0:
+    for v in _dip():
+        if 1 / np.sqrt(v) > 1.2:
             break
         want += 1 / np.sqrt(v)
     assert got == pytest.approx(want, rel=1e-12)
     if mode == "fast":
         source = kernel._traced_for_inspection()._programs["primal"].source
         assert "vsqrt(" not in source and "_home" not in source
+
+
+def _dip():
+    """Ones but a small value at 11: 1/sqrt exceeds 1.2 there only."""
+    y = np.linspace(1.0, 0.9, 32)
+    y[11] = 0.1
+    return y
