@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from tinyad.analysis.queries import assigned, static_trip
+from tinyad.analysis.queries import assigned, referenced, static_trip, without
 from tinyad.compile.accumulators import Accumulators, leaves_early
 from tinyad.compile.lanes import OPS
 
@@ -82,9 +82,11 @@ class LaneLoops:
         self.current = saved
         self.line(depth + 1, f"for {lane} in range({lanes}):  # then each in order")
         self.line(depth + 2, f"{self.local[s.var]} = {group} + {lane}")
+        read = referenced(s.body[len(prefix):]) | referenced(without(self.kernel.body, s))
         for local, (name, on_lanes) in values.items():
-            self.line(depth + 2, f"{self.define(local)} = {name}[{lane}]" if on_lanes
-                      else f"{self.define(local)} = {name}")
+            if local in read:         # (each line costs numba's compile about a millisecond)
+                self.line(depth + 2, f"{self.define(local)} = {name}[{lane}]" if on_lanes
+                          else f"{self.define(local)} = {name}")
         for name, temp in lanes_of_values:
             self.line(depth + 2, f"{name} = {temp}[{lane}]")
         self.block(rest, depth + 2, ctx)
