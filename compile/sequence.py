@@ -9,13 +9,11 @@ stores, and each rolled loop is a loop, so one call from Python runs the whole t
 and backward (compile/nativecall.py says what it is made of, and why):
 
     def captured(block, ints, floats):
-        a0 = array_at(block, 0, 2, np.float32)          # x.grad
-        ...
         for r in range(ints[0]):
-            fill_array(a0, floats[0])  # fill x.grad
-            call_native(block[5], a3, a2)  # compute_U (primal)
+            zero_at(block, 0, 2, np.float32)  # fill x.grad
+            call_at(block, 5, "3:float32:0 0:float32:2")  # compute_U (primal)
             ...
-            call_native(block[10], a4, a0, a3, np.float32(floats[4]))  # advance (primal)
+            call_at(block, 10, "6:float32:2 0:float32:2 8:float32:0 float32", floats[2])  # advance (primal)
         return -1
 
 Its numbers (loop counts, scalars, the values stored) are arguments, so a program alike but for
@@ -149,8 +147,10 @@ class _CompiledSequence:
         self.words: list = []        # (what gets an array, its first word)
         self.addresses: list = []    # (a kernel's entry, its word)
         self.size = 0                # words so far
-        self.fields: dict = {}       # id(field) -> its array's name
-        self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its address's word, bad flag, name)
+        self.field_words: dict = {}  # id(field) -> its first word
+        self.fields: dict = {}       # id(field) -> its array's name, where the function has one
+        self.kernels: dict = {}      # id(CpuKernel) -> (kernel, its address's word, bad flag,
+        #                                                its first word)
         self.failures: list = []     # return code -> the kernel whose bad flag it was
         self.random_launches = 0
         self.uses_helpers = False    # (the replay compares, compile/replaypredicates.py)
@@ -197,21 +197,34 @@ class _CompiledSequence:
         return sum(1 for e in events if e.kind == "launch" and
                    e.traced.program(e.variant, self.backend).generated.uses_random)
 
-    def _array_line(self, name: str, array, get) -> str:
-        """The line making an array from the block, and its words there; `get()` gives the
-        array at each run (a field's may be another after a swap)."""
-        self.words.append((get, self.size))
-        line = (f"    {name} = array_at(block, {self.size}, {array.ndim}, "
-                f"np.{array.dtype.type.__name__})")
+    def _words_for(self, array, get) -> int:
+        """Words in the block for an array (its data address, then its shape); the first.
+        `get()` gives the array at each run (a field's may be another after a swap)."""
+        first = self.size
+        self.words.append((get, first))
         self.size += 1 + array.ndim
-        return line
+        return first
+
+    def _array_line(self, name: str, array, get) -> str:
+        """The line making an array of the function from its words in the block."""
+        return (f"    {name} = array_at(block, {self._words_for(array, get)}, {array.ndim}, "
+                f"np.{array.dtype.type.__name__})")
+
+    def _field_words(self, fld) -> int:
+        """A field's first word in the block (a launch, fill or store reads its array there,
+        with no array made in the function: numba would type and lower each)."""
+        if id(fld) not in self.field_words:
+            self.field_words[id(fld)] = self._words_for(fld.host_array, lambda: fld.host_array)
+        return self.field_words[id(fld)]
 
     def _array(self, fld) -> str:
+        """A field as an array of the function (for copies, looks and compares)."""
         if id(fld) not in self.fields:
             name = f"a{len(self.fields)}"
             self.fields[id(fld)] = name
-            self.arrays.append(self._array_line(name, fld.host_array,
-                                                lambda: fld.host_array))
+            array = fld.host_array
+            self.arrays.append(f"    {name} = array_at(block, {self._field_words(fld)}, "
+                               f"{array.ndim}, np.{array.dtype.type.__name__})")
         return self.fields[id(fld)]
 
     def _buffer(self, slot: int) -> str:
@@ -222,18 +235,16 @@ class _CompiledSequence:
         return name
 
     def _kernel(self, kernel) -> tuple:
-        """(its address's word, its bad flag's array name or None)"""
+        """(its address's word, its bad flag's first word or None)"""
         if id(kernel) not in self.kernels:
             gen = kernel.generated
-            name = f"k{len(self.kernels)}"
             bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
-            if bad is not None:
-                self.arrays.append(self._array_line(name + "_bad", bad, lambda: bad))
+            bad_words = None if bad is None else self._words_for(bad, lambda: bad)
             self.addresses.append((entry_address(kernel.fn), self.size))
-            self.kernels[id(kernel)] = (kernel, self.size, bad, name)
+            self.kernels[id(kernel)] = (kernel, self.size, bad, bad_words)
             self.size += 1
-        _, word, bad, name = self.kernels[id(kernel)]
-        return word, (name + "_bad" if bad is not None else None)
+        _, word, _, bad_words = self.kernels[id(kernel)]
+        return word, bad_words
 
     def _event(self, event, delta, depth) -> str:
         pad = "    " * depth
@@ -257,18 +268,22 @@ class _CompiledSequence:
         kernel = event.traced.program(event.variant, self.backend)
         gen = kernel.generated
         word, bad = self._kernel(kernel)
-        args = [f"block[{word}]"] + [self._array(f) for f in gen.fields]
-        args += [self._scalar(d, s, ds) for d, s, ds in
-                 zip(gen.scalars, event.scalars, delta or (0,) * len(event.scalars))]
-        args += ["seeds[s]"] if gen.uses_random else []
-        args += [bad] if bad is not None else []
-        text = f"{pad}call_native({', '.join(args)})  # {event.traced.ir.name} ({event.variant})"
+        layout = [_layout_word(self._field_words(f), f.host_array) for f in gen.fields]
+        scalars = [self._scalar(d, s, ds) for d, s, ds in
+                   zip(gen.scalars, event.scalars, delta or (0,) * len(event.scalars))]
+        layout += [d.np.__name__ for d in gen.scalars]
+        scalars += ["seeds[s]"] if gen.uses_random else []
+        layout += ["int64"] if gen.uses_random else []
+        layout += [_layout_word(bad, self.kernels[id(kernel)][2])] if bad is not None else []
+        text = (f'{pad}call_at(block, {word}, "{" ".join(layout)}"'
+                f'{"".join(", " + s for s in scalars)})  # {event.traced.ir.name} ({event.variant})')
         if gen.uses_random:
             text += f"\n{pad}s += 1"
             self.random_launches += 1
         if bad is not None:
             self.failures.append(kernel)
-            text += f"\n{pad}if {bad}[0] != 0:\n{pad}    return {len(self.failures) - 1}"
+            text += (f"\n{pad}if first_int_at(block, {bad}) != 0:"
+                     f"\n{pad}    return {len(self.failures) - 1}")
         return text
 
     def _copy(self, event, delta, pad) -> str:
@@ -302,22 +317,27 @@ class _CompiledSequence:
         return f"{kind}[{len(self.numbers[kind]) - 1}]"
 
     def _scalar(self, dtype, value, delta) -> str:
+        """A scalar argument, as an int64 or a float64 (call_at converts it to its type)."""
         text = self._number(value, dtype.is_int)
         if delta:
             text += f" + r * {self._number(delta, dtype.is_int)}"
-        return f"np.{dtype.np.__name__}({text})"
+        return text
 
     def _store(self, event) -> str:
         """A fill or an element write (compile/nativecall.py: a loop or a store, no numba
         function typed for them)."""
-        array, dtype = self._array(event.field), event.field.dtype
+        words, dtype = self._field_words(event.field), event.field.dtype
+        host = event.field.host_array
+        np_type = f"np.{host.dtype.type.__name__}"
+        if event.kind == "fill" and _all_zero_bits(event.value):
+            return f"zero_at(block, {words}, {host.ndim}, {np_type})  # fill {event.field.name}"
         if event.kind == "fill":
             value = self._number(event.value, dtype.is_int)
-            return f"fill_array({array}, {value})  # fill {event.field.name}"
-        shape = event.field.host_array.shape
+            return (f"fill_at(block, {words}, {host.ndim}, {np_type}, {value})  "
+                    f"# fill {event.field.name}")
         first = int(np.ravel_multi_index(event.index + (0,) * len(event.field.element_shape),
-                                         shape))
-        stores = [f"store_flat({array}, {self._number(first + k, True)}, "
+                                         host.shape))
+        stores = [f"store_at(block, {words}, {np_type}, {self._number(first + k, True)}, "
                   f"{self._number(v, dtype.is_int)})" for k, v in enumerate(event.value)]
         return "; ".join(stores) + f"  # set an element of {event.field.name}"
 
@@ -356,6 +376,16 @@ class _CompiledSequence:
         return True
 
 
+def _all_zero_bits(value) -> bool:
+    """Is a fill's value 0 (not -0.0, whose sign bit a memset would lose)?"""
+    return value == 0 and not np.signbit(value)
+
+
+def _layout_word(first: int, array) -> str:
+    """An array argument of call_at's layout (compile/nativecall.py block_arguments)."""
+    return f"{first}:{array.dtype.name}:{array.ndim}"
+
+
 SIGNATURE = "types.int64(types.CPointer(types.int64), types.CPointer(types.int64), " \
             "types.CPointer(types.float64))"
 
@@ -368,8 +398,8 @@ def _module_source(body: str, uses_helpers: bool) -> str:
     return ('"""A captured program (compile/sequence.py): generated code, do not edit."""\n'
             "import numpy as np\nfrom numba import cfunc, types\n\n"
             "from tinyad.compile.cache import load_published\n"
-            "from tinyad.compile.nativecall import array_at, call_native, fill_array, "
-            "store_flat\n\n"
+            "from tinyad.compile.nativecall import array_at, call_at, fill_at, first_int_at, "
+            "store_at, zero_at\n\n"
             f"{helpers}\n\n"
             f"@cfunc({SIGNATURE}, error_model=\"numpy\", cache=True)\n{body}\n")
 
