@@ -436,7 +436,8 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
     def _release(self, launch: Launch) -> None:
         """Let go of the reads `launch` filed or left waiting: no replay of it is checked from
         now on."""
-        self.evidence_kept.pop(launch.number, None)
+        if self.evidence_kept:      # (empty, mostly: a call per launch let go costs more)
+            self.evidence_kept.pop(launch.number, None)
         if launch.waiting is not None:
             launch.waiting = None
             self.waiting_live -= 1

@@ -324,6 +324,42 @@ def test_a_tape_recomputing_every_step_reads_nothing_from_before_it(mode, capsys
     assert "Computed before the Tape" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("rewritten", [True, False])
+def test_a_row_a_tape_sets_from_a_constant_is_not_derived_in_the_next(mode, capsys, rewritten):
+    """x[1] is computed from p before the Tapes. A Tape that sets it from a constant before
+    reading it leaves it computed from nothing: the next Tape, which only reads it, is clean.
+    The twin Tape that only reads it is told, and so is the next one (x[1] is still p's)."""
+    x = ti.field(ti.f64, shape=3, needs_grad=True)
+    p = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def derive():
+        x[1] = x[0] * p[None]
+
+    @ti.kernel
+    def set_one():
+        x[1] = 1.5
+
+    @ti.kernel
+    def square():
+        loss[None] = x[1] * x[1]
+
+    x[0], p[None] = 1.0, 2.0
+    derive()
+    with ti.ad.Tape(loss=loss):
+        if rewritten:
+            set_one()
+        square()
+    said = "x was computed from p by derive before the Tape"
+    assert (said in capsys.readouterr().err) is not rewritten
+    with ti.ad.Tape(loss=loss):
+        square()
+    assert (said in capsys.readouterr().err) is not rewritten
+    x1 = 1.5 if rewritten else 2.0
+    assert x.grad[1] == pytest.approx(2 * x1) and p.grad[None] == 0.0   # loss = x1^2
+
+
 def test_a_second_grad_of_one_launch_is_said_and_a_cleared_one_is_not(mode, capsys):
     x = ti.field(ti.f64, shape=3, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)

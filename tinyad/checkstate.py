@@ -62,7 +62,7 @@ CHECKER_STATE = {
         "last_adjoint_at": ("scalar", "T"), "primal_changed": ("dict", "A"),
         "grad_point": ("dict", "PT", "pop"), "copies_before_writes": "const",
         "uncopied_points": ("dict", "P"), "derived_outside_tape": ("dict", "P", "pop"),
-        "derived_in_tape": ("dict", "P"), "stale_in_tape": ("dict", "P"),
+        "derived_in_tape": ("dict", "P"), "written_in_tape": ("dict", "P"),
         "warned_in_tape": ("set", "P"), "paths_checked": "memo", "lost": "const",
         "races": "const",
         # fast mode's (compile/replaycheck.py, pointcopies.py; check/nonfinite.py)

@@ -170,9 +170,8 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
         checker.lost.sweeps.manual_adjoint_ran(launch)
     time = checker.tick()
     facts = kernel_facts(compiled)
-    for fld in facts.written:     # (the adjoint reads their gradients)
-        if fld.has_grad:
-            checker.grad_read_at[fld.grad] = time
+    for grad in compiled.memos[_written_grads]:     # (the adjoint reads them)
+        checker.grad_read_at[grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
     for grad in facts.adjoint_targets:
         checker.grad_accumulated_at[grad] = time
@@ -186,6 +185,12 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
             sweep = Access("gradient taken", user_loc() if manual or checker.backward_loc
                            is None else checker.backward_loc)
         _remember_gradient_point(checker, grad, sweep)
+
+
+def _written_grads(compiled) -> tuple:
+    """The gradients of the primal fields `compiled` writes, once per kernel (its memos), as
+    kernel_facts has them: the adjoint reads these."""
+    return tuple(fld.grad for fld in kernel_facts(compiled).written if fld.has_grad)
 
 
 def _remember_gradient_point(checker: LaunchChecker, grad, sweep: Access) -> None:

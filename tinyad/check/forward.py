@@ -11,9 +11,9 @@ on the tangent path. What they remember across launches is the checker's
 """
 from __future__ import annotations
 
-from tinyad.check import rules
+from tinyad.check import beforetape, rules
 from tinyad.check.facts import kernel_facts
-from tinyad.check.launches import LaunchChecker, check_computed_before_tape
+from tinyad.check.launches import LaunchChecker
 from tinyad.check.report import Access
 from tinyad.check.spans import ALL_ROWS, span_union
 
@@ -46,10 +46,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         if not checker.in_custom_grad:
             _remember_derivations(checker, compiled, rows)
         return
-    if checker.derived_outside_tape:     # (it changes only outside a Tape)
-        check_computed_before_tape(checker, facts, kernel_name, _rows_now(rows))
-    if not checker.in_custom_primal:     # (for the Tapes after this one)
-        _remember_derivations(checker, compiled, rows, checker.derived_in_tape)
+    beforetape.taped_launch(checker, compiled, facts, kernel_name, _rows_now(rows))
     if checker.python_reads:
         for name, value in zip(arg_names, scalars):
             source = checker.python_reads.get(_key(value))
@@ -94,18 +91,13 @@ def _write_events(compiled) -> tuple:
                  for fld in facts.written)
 
 
-def _remember_derivations(checker: LaunchChecker, compiled, rows,
-                          into: dict | None = None) -> None:
+def _remember_derivations(checker: LaunchChecker, compiled, rows) -> None:
     """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
-    needs a gradient (which stores do is worked out once per kernel). Inside one, `into` is
-    the Tape's derived_in_tape, where a field not derived is marked None."""
-    derived_fields = checker.derived_outside_tape if into is None else into
-    for target, derived in compiled.memos[_derivations]:
+    needs a gradient (which stores do is worked out once per kernel)."""
+    derived_fields = checker.derived_outside_tape
+    for target, derived in compiled.memos[beforetape.derivations]:
         if derived is None:
-            if into is None:
-                derived_fields.pop(target, None)
-            else:
-                derived_fields[target] = None
+            derived_fields.pop(target, None)
             continue
         if callable(rows):        # (worked out now, once: see before_forward)
             rows = rows()
@@ -116,16 +108,6 @@ def _remember_derivations(checker: LaunchChecker, compiled, rows,
             if spans is held[3] and held[:3] == derived:
                 continue            # (a step again: nothing new to remember)
         derived_fields[target] = derived + (spans,)
-
-
-def _derivations(compiled) -> tuple:
-    """(target, (kernel name, the store's loc, a field with a gradient it is computed from) or
-    None) per field the kernel writes, once per kernel (its memos)."""
-    found = {}
-    for target, sources, loc in kernel_facts(compiled).dependencies:
-        differentiable = [s for s in sources if s is not target and s.has_grad]
-        found[target] = (compiled.ir.name, loc, differentiable[0]) if differentiable else None
-    return tuple(found.items())
 
 
 def _rows_now(rows):

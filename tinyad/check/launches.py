@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinyad.check import rules
-from tinyad.check.facts import KernelFacts, kernel_facts
+from tinyad.check import beforetape, rules
+from tinyad.check.facts import kernel_facts
 from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, bug_of, element_name
-from tinyad.check.spans import ALL_ROWS, span_minus, spans_meet
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
@@ -168,14 +167,12 @@ class LaunchChecker:
         # per Tape would otherwise copy every field it differentiates, time-indexed ones too).
         self.copies_before_writes = False
         self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
-        # Computed before the Tape: fields a kernel outside any Tape derived from a field that
-        # needs a gradient, and (inside the Tape) the rows of them taped kernels left as derived.
-        # field -> (kernel, store loc, source field, leading-index spans derived); spans are
-        # [(lo, hi)], ALL_ROWS where the backend does not say which rows a launch touches
+        # Computed before the Tape (tinyad/check/beforetape.py says what each holds): fields
+        # derived before the Tape (field -> (kernel, store loc, source field, spans derived)),
+        # those the current Tape's launches derive, the rows they wrote, the fields warned of
         self.derived_outside_tape: dict = {}
-        # what the current Tape's launches derive (None: not derived), for the Tapes after it
         self.derived_in_tape: dict = {}
-        self.stale_in_tape: dict = {}     # field -> its derived spans no taped launch wrote yet
+        self.written_in_tape: dict = {}
         self.warned_in_tape: set = set()
         # kernel -> (the taint's fields it was last checked against, the (field, entry) pairs
         # the check added): a Tape's taint starts empty, so most Tapes see the same (before_forward)
@@ -393,7 +390,7 @@ class LaunchChecker:
         self.taped = []
         self.custom_forwards = []
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
-        self.stale_in_tape, self.warned_in_tape = {}, set()
+        self.written_in_tape, self.warned_in_tape = {}, set()
         self.derived_in_tape = {}
         self.lost.tape_begins(loc)
 
@@ -401,12 +398,7 @@ class LaunchChecker:
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
-        for fld, derived in self.derived_in_tape.items():   # what the next Tape finds
-            if derived is None:
-                self.derived_outside_tape.pop(fld, None)
-            else:
-                self.derived_outside_tape[fld] = derived
-        self.derived_in_tape = {}
+        beforetape.tape_ends(self)
 
     def tape_differentiated(self):
         """The latest Tape's backward pass has run."""
@@ -556,42 +548,14 @@ class LaunchChecker:
     def python_copy(self, dst, src) -> None:
         """dst.copy_from(src) (after its python_write): dst is derived as src is. Inside a
         Tape, the copy reads src as a taped kernel would."""
-        derived = self.derived_in_tape.get(src) if src in self.derived_in_tape else \
+        derived = beforetape.in_tape(self, src) if src in self.derived_in_tape else \
             self.derived_outside_tape.get(src)
-        if self.tape is not None and src not in self.derived_in_tape:
-            check_computed_before_tape(self, CopyFacts(dst, src, user_loc()),
-                                        f"{dst.name}.copy_from({src.name})", None)
+        if self.tape is not None:
+            if src not in self.derived_in_tape:
+                beforetape.check_reads(self, CopyFacts(dst, src, user_loc()),
+                                       f"{dst.name}.copy_from({src.name})", None)
+            beforetape.wrote_every_row(self, dst)
         if derived is not None:
             derived = (f"{dst.name}.copy_from({src.name})", user_loc(), *derived[2:])
             (self.derived_in_tape if self.tape is not None else self.derived_outside_tape)[
                 dst] = derived
-
-
-def check_computed_before_tape(checker: LaunchChecker, facts: KernelFacts, kernel_name: str,
-                               rows) -> None:
-    """Inside a Tape: a taped kernel reads rows of a field computed from a parameter before the
-    Tape and not computed again inside it (a warning: the gradient stops at that field, which
-    may be meant)."""
-    derived_outside, stale_now = checker.derived_outside_tape, checker.stale_in_tape
-    for fld in facts.loads_differentiable:
-        derived = derived_outside.get(fld)
-        if derived is None or fld in checker.warned_in_tape or \
-                fld in facts.loaded_own:     # (it reads only what it wrote itself, in the Tape)
-            continue
-        kernel, loc, source, spans = derived
-        stale = stale_now.get(fld, spans)
-        if not spans_meet(stale, ALL_ROWS if rows is None else rows[0].get(fld, ALL_ROWS)):
-            continue
-        checker.warned_in_tape.add(fld)
-        print_report(rules.computed_before_tape(
-            field=fld.name, source=source.name, write_loc=loc, kernel=kernel,
-            taped_kernel=kernel_name, read_loc=facts.first_load[fld]))
-    # (only the fields derived before the Tape: no other can be stale, and their derived rows
-    # shrink as launches write them, where a union of all writes would grow every step)
-    for fld in facts.written:
-        derived = derived_outside.get(fld)
-        if derived is not None:
-            stale = stale_now.get(fld, derived[3])
-            if stale:
-                stale_now[fld] = span_minus(
-                    stale, ALL_ROWS if rows is None else rows[1].get(fld, ALL_ROWS))

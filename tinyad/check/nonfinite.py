@@ -221,13 +221,12 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     a field's host array and the re-run that locates a value (interp/nanwatch.py). Called
     only where `checker.checks_nonfinite` (tinyad/launch.py asks)."""
     if variant == "adjoint" and checker.nonfinite_batching:
-        if checker.nonfinite_batch is None:
-            checker.nonfinite_batch = Batch(checker, backend.storage.to_host,
-                                            backend.locate_nonfinite)
-        # (the launch's own record where there is one: no new object per launch)
-        checker.nonfinite_batch.launches.append(
-            launch if launch is not None and launch.compiled is traced else
-            (traced, variant, scalars, launch))
+        batch = checker.nonfinite_batch
+        if batch is None:
+            batch = checker.nonfinite_batch = Batch(checker, backend.storage.to_host,
+                                                    backend.locate_nonfinite,
+                                                    (traced, variant, scalars, launch))
+        batch.kernels.append(traced)     # (one object per launch, none new: its kernel)
         return
     # One launch: no container made unless something is found (a launch's few allocations
     # would set Python's cyclic collector off over the checker's many objects, again and again)
@@ -235,27 +234,24 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     for target, how in traced.memos[_WATCHED[variant]]:
         if target in seen:
             continue
-        if how is _SUM:      # (a sum that overflows falls through to the exact look)
-            if math.isfinite(sum(host(target).ravel().tolist())):
+        if how is _SUM:      # (a few floats: the backend's look, compiled in fast mode)
+            if backend.all_finite(host(target)):
                 continue
         elif (first_nonfinite(host(target)) if how is _WHOLE else _first_in(
                 host(target), _rows_added_to(launch, target))) is None:
             continue
-        Batch(checker, host, backend.locate_nonfinite,
-              [(traced, variant, scalars, launch)]).finish()
+        Batch(checker, host, backend.locate_nonfinite, (traced, variant, scalars, launch)).finish()
         return
 
 
 class Batch:
     """Derivative launches whose gradients are looked at together."""
 
-    def __init__(self, checker, host, locate, launches=None):
+    def __init__(self, checker, host, locate, first):
         self.checker, self.host, self.locate = checker, host, locate
-        self.launches: list = launches or []
-
-    def _unpacked(self) -> list:
-        return [(launch.compiled, "adjoint", launch.scalars, launch)
-                if not isinstance(launch, tuple) else launch for launch in self.launches]
+        # the first launch (traced, variant, scalars, its record or None), and in a Tape's
+        # backward, the kernel of each adjoint launch (all of them "adjoint")
+        self.first, self.kernels = first, []
 
     def finish(self) -> None:
         """One launch: look at the rows of the gradients it added to, and report a new NaN or
@@ -263,26 +259,26 @@ class Batch:
         fields none of its launches wrote; all, where there are none), and raise Relocate
         if one holds a new NaN or infinity."""
         checker = self.checker
-        self.launches = self._unpacked()
-        if len(self.launches) == 1:
-            traced, variant, _, launch = self.launches[0]
+        single = len(self.kernels) <= 1
+        if single:
+            traced, variant, _, launch = self.first
             targets = {t: _rows_added_to(launch, t) if variant == "adjoint" else None
                        for t in _targets(traced, variant)}
         else:
-            targets = dict.fromkeys(_parameters(self.launches))
+            targets = dict.fromkeys(_parameters(dict.fromkeys(self.kernels)))
         for target, rows in targets.items():
             if target in checker.nonfinite_seen:
                 continue      # seen, and not cleared since: said already
             found = _first_in(self.host(target), rows)
             if found is None:
                 continue
-            if len(self.launches) > 1:
+            if not single:
                 raise Relocate(target, *found, self.host)
-            finding = self._located(self.launches[0], target, found)
+            finding = self._located(self.first, target, found)
             # (None found: the value was there before, or came in through a gradient the
             # launch loaded and then zeroed, such as y.grad in the adjoint of y[i] = f(x[i]))
-            traced, variant = self.launches[0][:2]
-            error = self._report(self.launches[0], finding) if finding is not None else \
+            traced, variant = self.first[:2]
+            error = self._report(self.first, finding) if finding is not None else \
                 _inherited(checker, traced, variant) if variant == "adjoint" else None
             for other in targets:       # (a non-finite value flows on: said once)
                 checker.nonfinite_seen[other] = checker.tick()
@@ -334,14 +330,13 @@ def relocation_failed(checker, relocate: Relocate, kernel: str) -> None:
                                                   "launch wrote no such value")), [target], host)
 
 
-def _parameters(launches) -> list:
-    """The gradients `launches` added to whose primal none of their forward launches wrote
-    (a Tape's parameters); all of them where there is none."""
+def _parameters(kernels) -> list:
+    """The gradients the adjoints of `kernels` added to whose primal none of their forward
+    launches wrote (a Tape's parameters); all of them where there is none."""
     written, targets = set(), {}
-    for traced, variant in dict.fromkeys((traced, variant) for traced, variant, _, _
-                                         in launches):
+    for traced in kernels:
         written.update(kernel_facts(traced).written)
-        targets.update(dict.fromkeys(_targets(traced, variant)))
+        targets.update(dict.fromkeys(_targets(traced, "adjoint")))
     leaves = [t for t in targets if t.primal not in written]
     return leaves or list(targets)
 
@@ -368,8 +363,9 @@ def _targets(traced, variant: str) -> tuple:
     return written[variant]
 
 
-# How after_launch looks at a target: one Python sum of its few floats, one numpy pass over
-# it whole, or over the rows the launch added to
+# How after_launch looks at a target: the backend's look at its few floats (all_finite: one
+# Python sum, a compiled loop in fast mode), one numpy pass over it whole, or over the rows
+# the launch added to
 _SUM, _WHOLE, _ROWS = "sum", "whole", "rows"
 
 

@@ -48,14 +48,23 @@ class KernelRows:
     def _rows(self, values: tuple) -> tuple:
         boxes = [f(*values) for f in self._functions]
         n = len(self.loads)
-        return (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
-                spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None))
+        return LaunchRows(
+            (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
+             spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None)))
 
     def of_boxes(self, box_of) -> tuple:
         """The same, given `box_of(site)` for the sites in `self.sites` (fast mode's plan
         has worked them out already)."""
-        return (spans_of((s.field, b) for s in self.loads if (b := box_of(s)) is not None),
-                spans_of((s.field, b) for s in self.writes if (b := box_of(s)) is not None))
+        return LaunchRows(
+            (spans_of((s.field, b) for s in self.loads if (b := box_of(s)) is not None),
+             spans_of((s.field, b) for s in self.writes if (b := box_of(s)) is not None)))
+
+
+class LaunchRows(tuple):
+    """({field: spans read}, {field: spans written}) of one launch, and what a check made of
+    them once (`steps`: tinyad/check/beforetape.py's), kept with them: a time-stepped
+    kernel's launches share a few such rows, one per argument value (fast mode's plans)."""
+    steps = None
 
 
 def rows_of(compiled) -> KernelRows:
