@@ -34,6 +34,8 @@ the watched call.
 from __future__ import annotations
 
 import ctypes
+from itertools import compress
+from operator import is_not
 
 import numba
 import numpy as np
@@ -352,11 +354,10 @@ class _CompiledSequence:
             for address, word in self.addresses:
                 block[word] = address
             self.block, self.held = (block, block.ctypes.data), now
-        elif any(a is not b for a, b in zip(now, self.held)):
+        elif any(map(is_not, now, self.held)):
             # (only the words of those: a checked replay swaps a buffer at every call)
-            for array, held, (_, first) in zip(now, self.held, self.words):
-                if array is not held:
-                    _put_array(self.block[0], first, array)
+            for array, (_, first) in compress(zip(now, self.words), map(is_not, now, self.held)):
+                _put_array(self.block[0], first, array)
             self.held = now
         return self.block[1]
 

@@ -269,6 +269,11 @@ def _value(out: _Source, kind: str, value, call: cs.Clocks) -> str:
                   out.name(value.iteration), out.name(value.value),
                   f"tick + {value.time - call.tick}", out.name(value.reported)]
         return f"Access({', '.join(fields)})"
+    elif kind == "PT" and type(value) is tuple and len(value) == 3 and \
+            isinstance(value[1], Access):      # (a gradient's point: its copy, sweep, time)
+        values, sweep, time = value
+        held = "None" if values is None else f"move.copies[{id(values)}]"
+        return f"({held}, {_value(out, 'A', sweep, call)}, {_value(out, 'T', time, call)})"
     elif kind == "P":
         make = next((made for made in (list, dict, set) if isinstance(value, made)), None)
         return out.name(value) if make is None else f"{make.__name__}({out.name(value)})"
