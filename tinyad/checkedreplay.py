@@ -90,7 +90,7 @@ class CheckedReplay:
         # The watched call's launches awaiting an adjoint: one a kernel.grad() looked up since
         # (a manual sweep after each call) means a replay would have been wrong to forget them
         self.pending = {id(launch): launch for launch in watched.pending}
-        self.sought = False
+        self.sought, self.unwatched = False, False
         watching = _lookups(self.checker)
         if before is not None:
             before._unwatch()
@@ -128,10 +128,13 @@ class CheckedReplay:
         return True
 
     def _unwatch(self) -> None:
+        if self.unwatched:          # (after the first replay: nothing to do)
+            return
         watching = _lookups(self.checker)
         if self in watching:
             watching.remove(self)
         self.pending, self.first_forget = {}, None
+        self.unwatched = True
 
     def _fresh_buffers(self) -> None:
         """For each copy, an array the checker holds no longer: the copies a replay makes go to
