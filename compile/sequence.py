@@ -34,6 +34,8 @@ the watched call.
 from __future__ import annotations
 
 import ctypes
+from itertools import compress
+from operator import is_not
 
 import numba
 import numpy as np
@@ -345,15 +347,18 @@ class _CompiledSequence:
         """The address of the block of words for this run: rebuilt where an array is not the
         one it was (a field's after a swap, a buffer the caller replaced)."""
         now = [get() for get, _ in self.words]
-        if self.block is None or any(a is not b for a, b in zip(now, self.held)):
+        if self.block is None:
             block = np.zeros(max(self.size, 1), np.int64)
             for array, (_, first) in zip(now, self.words):
-                if not array.flags.c_contiguous:
-                    raise ValueError("a captured program's array is not C-contiguous")
-                block[first:first + 1 + array.ndim] = (array.ctypes.data, *array.shape)
+                _put_array(block, first, array)
             for address, word in self.addresses:
                 block[word] = address
             self.block, self.held = (block, block.ctypes.data), now
+        elif any(map(is_not, now, self.held)):
+            # (only the words of those: a checked replay swaps a buffer at every call)
+            for array, (_, first) in compress(zip(now, self.words), map(is_not, now, self.held)):
+                _put_array(self.block[0], first, array)
+            self.held = now
         return self.block[1]
 
     def run(self) -> bool:
@@ -374,6 +379,13 @@ class _CompiledSequence:
             bad = self.kernels[id(kernel)][2]
             raise bad_index_error(kernel.generated.sites, bad)
         return True
+
+
+def _put_array(block, first: int, array) -> None:
+    """An array's words in the block: its data's address, then its shape."""
+    if not array.flags.c_contiguous:
+        raise ValueError("a captured program's array is not C-contiguous")
+    block[first:first + 1 + array.ndim] = (array.__array_interface__["data"][0], *array.shape)
 
 
 def _all_zero_bits(value) -> bool:

@@ -75,7 +75,7 @@ API_FLOORS = [
     ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.tapekernels"}),  # launch: its checks
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)
     ("capture", {"tinyad.capture", "tinyad.checkedreplay", "tinyad.checkwatch",  # replayed
-                 "tinyad.checkpredicates",
+                 "tinyad.checkpredicates", "tinyad.replaystate",
                  "tinyad.checkstate"}),               # launches and Tapes (checked too)
     ("verification", {"tinyad.gradverify", "tinyad.secondorder", "tinyad.funcad",
                       "tinyad.customcheck"}),

@@ -19,9 +19,9 @@ indices and scalars comes out as it did. What remains is compiled into the progr
 
 Then the checker is set as the call left it (`_apply`), its times moved to the replay's:
 every entry of its state the call wrote. That is right only if the call would have read the
-same entries as before, so a replay first compares them (`_alike`): each entry the watched call
-read before writing must be as it was then, up to the order of their times; otherwise the call
-runs plainly and is watched again. A replay leaves no record of each launch (it would cost as
+same entries as before, so a replay first compares them: each entry the watched call read
+before writing must be as it was then, up to the order of their times; otherwise the call runs
+plainly and is watched again (tinyad/replaystate.py: both as tables made once per call). A replay leaves no record of each launch (it would cost as
 much as the checks): the checker forgets the launches made before it too, as it forgets those
 that leave its history, and a kernel.grad() of one of them later says that it is not checked
 (and the captured function runs plainly from then on). Before the first replay, a call that was
@@ -35,6 +35,7 @@ from collections import deque
 import numpy as np
 
 from tinyad import checkstate as cs
+from tinyad import replaystate
 from tinyad.backend import ProgramStopped
 from tinyad.core import ir
 from tinyad.core.errors import TinyadIndexError
@@ -67,6 +68,8 @@ class CheckedReplay:
             any(_may_fail(e, backend) for e in events if e.kind == "launch")
         self.saved = [(fld, _touched(self.storage.to_host(fld)))
                       for fld in (_fields_to_save(events) if self.stops else ())]
+        # (a compiled program that launches no kernel drawing random numbers leaves them)
+        self.draws = getattr(self.runner, "random_launches", 1) != 0
         self.kernels = {e.traced for e in events if e.kind == "launch"}
         why = f"ran in a checked replay of {name}"
         # (kernel, scalars) of the call's launches -> how a replay forgot them; of those
@@ -79,14 +82,15 @@ class CheckedReplay:
                            for key, (number, time, pending) in watched.launched.items()
                            if pending}
         self.checker = backend.checker
-        self.objects = cs.state_objects(self.checker)
-        self.consts = [(self.objects[role], name, value) for role, name, value in watched.consts]
-        shape, ticks, versions = cs.split_times([form for *_, form in watched.guards])
-        self.then = (shape, cs.order_of(ticks), cs.order_of(versions), ticks, versions)
+        # (what a replay compares and sets in the checker's state, as tables made once)
+        objects = cs.state_objects(self.checker)
+        self.consts = replaystate.Consts(watched.consts, objects)
+        self.guards = replaystate.Guards(watched.guards, objects)
+        self.writes = replaystate.Writes(watched.writes, objects, watched.clocks)
         # The watched call's launches awaiting an adjoint: one a kernel.grad() looked up since
         # (a manual sweep after each call) means a replay would have been wrong to forget them
         self.pending = {id(launch): launch for launch in watched.pending}
-        self.sought = False
+        self.sought, self.unwatched = False, False
         watching = _lookups(self.checker)
         if before is not None:
             before._unwatch()
@@ -101,11 +105,11 @@ class CheckedReplay:
         checker = self.checker
         if runtime.backend.checker is not checker or not self._may(checker):
             return False
-        earlier = self._alike()
+        earlier = self.guards.alike()
         if earlier is None:
             return False
         # (the random numbers are put back too where the program may stop part way)
-        rng_state = self.rng.bit_generator.state if self.stops else None
+        rng_state = self.rng.bit_generator.state if self.stops and self.draws else None
         if self.spare:
             self._fresh_buffers()
         for fld, copy in self.saved:
@@ -116,17 +120,21 @@ class CheckedReplay:
         except (ProgramStopped, TinyadIndexError):
             for fld, copy in self.saved:
                 self.storage.restore(fld, copy)
-            self.rng.bit_generator.state = rng_state
+            if rng_state is not None:
+                self.rng.bit_generator.state = rng_state
             return False
         self._apply(*earlier)
         self._unwatch()
         return True
 
     def _unwatch(self) -> None:
+        if self.unwatched:          # (after the first replay: nothing to do)
+            return
         watching = _lookups(self.checker)
         if self in watching:
             watching.remove(self)
         self.pending, self.first_forget = {}, None
+        self.unwatched = True
 
     def _fresh_buffers(self) -> None:
         """For each copy, an array the checker holds no longer: the copies a replay makes go to
@@ -150,40 +158,13 @@ class CheckedReplay:
             return False
         if self.sought:
             return False
-        for obj, name, value in self.consts:
-            now = obj.__dict__.get(name)
-            if now is not value and now != value:
-                return False
+        if not self.consts.hold():
+            return False
         if checker.lost.sweeps.passed and any(not launch.tape and not launch.adjoint_runs
                                               for launch, *_ in checker.lost.sweeps.passed):
             return False
         # (nor may the checker's copies pass its budget where the call's did not: a note)
         return checker.kept_bytes + self.watched.kept_bytes <= checker.MEMORY_BUDGET
-
-    def _alike(self):
-        """Are the entries the watched call read before writing them as they were then, up to
-        the order of their times? -> ({its time: ours}, {its version: ours}), or None."""
-        shape, tick_order, version_order, ticks, versions = self.then
-        now = cs.split_times([self._form(role, name, key, kind)
-                              for role, name, key, kind, _ in self.watched.guards])
-        if now[0] != shape or cs.order_of(now[1]) != tick_order or \
-                cs.order_of(now[2]) != version_order:
-            return None
-        return dict(zip(ticks, now[1])), dict(zip(versions, now[2]))
-
-    def _form(self, role, name, key, kind):
-        value = self.objects[role].__dict__.get(name)
-        if key is None:
-            return cs.norm(kind, value)
-        if kind == "presence":
-            return cs.presence(cs.entry(value, key))
-        if type(key) is tuple and key[0] is cs.EMPTINESS:     # (any entry not written yet)
-            return bool(set(value) - key[1])
-        if key is cs.WHOLE:
-            if isinstance(value, set):
-                return cs.whole_form(dict.fromkeys(value, True))
-            return cs.whole_form({k: cs.norm(kind, v) for k, v in value.items()})
-        return cs.norm(kind, cs.entry(value, key))
 
     # ---- the checker as the call leaves it -------------------------------------------------
     def _apply(self, earlier_ticks: dict, earlier_versions: dict) -> None:
@@ -193,8 +174,7 @@ class CheckedReplay:
         copies = {held: self.buffers[slot] for held, slot in watched.copy_slots.items()}
         move = cs.Renumber(call, now, earlier_ticks, earlier_versions, copies)
         _forget_launches(c, f"ran in a checked replay of {self.name}", self.first_forget)
-        for role, name, key, kind, value in watched.writes:
-            self._set(role, name, key, kind, value, move)
+        self.writes.apply(now.tick, now.version, now.launch, move)
         for fld, entries in watched.appended.items():
             log = c.python_writes.get(fld)
             if log is None:
@@ -206,28 +186,6 @@ class CheckedReplay:
         c.launches, c.tapes = now.launch + call.launches, now.tape + call.tapes
         c.tick = cs.fresh_counter(now.tick + call.ticks + 1)
         c.next_version = cs.fresh_counter(now.version + call.versions + 1)
-
-    def _set(self, role, name, key, kind, value, move) -> None:
-        obj = self.objects[role]
-        if key is None:
-            container = cs.CHECKER_STATE[role][name][0]
-            if container == "dict":
-                obj.__dict__[name] = {k: move.value(kind, v) for k, v in value.items()}
-            elif container == "set":
-                obj.__dict__[name] = set(value)
-            else:
-                obj.__dict__[name] = move.value(kind, value)
-            return
-        target = obj.__dict__[name]
-        if isinstance(target, set):
-            if value is cs.ABSENT:
-                target.discard(key)
-            else:
-                target.add(key)
-        elif value is cs.ABSENT:
-            target.pop(key, None)
-        else:
-            target[key] = move.value(kind, value)
 
 
 def _touched(like: np.ndarray) -> np.ndarray:
