@@ -29,6 +29,7 @@ from tinyad.compile import (
 from tinyad.check.facts import kernel_facts
 from tinyad.compile.accessrecord import AccessRecorder
 from tinyad.compile.checkedlaunch import FastLaunch
+from tinyad.compile.finite import all_finite
 from tinyad.compile.readevidence import draws_random, recorded_again
 from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.sequence import sequence_runner
@@ -43,6 +44,7 @@ class FastBackend(Backend):
     name = "fast"
     arrays_as_parameters = True   # compiled code takes every array as a parameter
     CheckedLaunch = FastLaunch
+    all_finite = staticmethod(all_finite)    # compiled (compile/finite.py)
 
     def __init__(self, config, rng):
         super().__init__(config, rng)

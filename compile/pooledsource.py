@@ -95,7 +95,7 @@ class PooledModule:
         gen = self.gen
         for f in gen.fields:
             if ir.array_rank(f) == 0 and id(f) in self.segment_fields:
-                gen.line(1, f"{gen.arrays[id(f)]} = {gen.field_names[id(f)]}.reshape(1)"
+                gen.line(1, f"{gen.arrays[id(f)]} = one_element({gen.field_names[id(f)]})"
                          "  # a 0-d field as 1 element")
         ctx = Ctx(None, "_rs")
         gen.scope_prologue(None, 1, ctx, index=index, only=refs - set(carry))
@@ -165,6 +165,7 @@ class PooledModule:
             out += ["", f"_CHUNKS = {_chunk_count()}  # numba's thread count when this was generated"]
         if gen.atomics_used:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(gen.atomics_used))}")
+        out += gen.serial_loop_imports()
         if gen.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += gen.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")

@@ -41,14 +41,15 @@ modules (one `cuda.jit` kernel per top-level segment) assembled by compile/cudas
 from __future__ import annotations
 
 import os
-import string
 from dataclasses import dataclass, field
 
 from tinyad.compile import badindex, rt
 from tinyad.compile.cudaloops import CudaLoops
 from tinyad.compile.gather import is_scratch, split_gathers
+from tinyad.compile.laneloops import SerialLoops
 from tinyad.compile.nesting import nest_loops
 from tinyad.compile.plan import LoopPlan, Planner
+from tinyad.compile.printstmt import PrintStatements
 from tinyad.compile.pyexpr import NP_TYPE, NUMBA_TYPE, UNARY, CodegenError, ExprWriter, Names, Site
 from tinyad.core import ir
 from tinyad.core import types as T
@@ -137,7 +138,7 @@ class Ctx:
     state: str              # the random stream's local
 
 
-class Generator(ExprWriter, Planner, CudaLoops):
+class Generator(ExprWriter, Planner, CudaLoops, SerialLoops, PrintStatements):
     """IR -> one Python module: the statements, loops and module layout (expressions are
     ExprWriter's, loop planning is Planner's, CUDA's parallel loops CudaLoops')."""
 
@@ -172,6 +173,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
         self.helpers: set[str] = set()
         self.constants: dict[str, str] = {}      # float32(...) text -> module constant name
         self.atomics_used: set[str] = set()
+        self.start_serial_loops()
         self.sites: list[Site] = []
         self.uses_print = False
         self.random_names: dict[int, str] = {}
@@ -254,38 +256,6 @@ class Generator(ExprWriter, Planner, CudaLoops):
         else:  # pragma: no cover  (the IR is a closed set)
             raise CodegenError(f"unknown statement {s!r}")
 
-    def print_stmt(self, s: ir.Print, depth):
-        """print(): the values in temporaries, then formatted by the interpreter's own function
-        in an object-mode block (numba's print would show an f32 as its f64 widening). Prints
-        from a prange loop's iterations come in any order, as in Taichi."""
-        names = []
-        for v in s.values:
-            names.append(self.names.temp("p"))
-            self.line(depth, f"{names[-1]} = {self.typed(v)}", s.loc)
-        if self.target == "cuda":   # no object mode on the device: CUDA's printf, default formats
-            pieces, values = [], iter(names)
-            for literal, slot, _, _ in string.Formatter().parse(s.template):
-                pieces += [repr(literal)] if literal else []
-                pieces += [next(values)] if slot is not None else []
-            self.line(depth, f"print({', '.join(pieces)})", s.loc)   # CUDA's ends the line
-            return
-        self.uses_print = True
-        values = "".join(f"{n}, " for n in names)
-        self.line(depth, "with objmode():", s.loc)
-        self.line(depth + 1, f"print(print_text({s.template!r}, ({values})), end='')", s.loc)
-
-    def assert_stmt(self, s: ir.Assert, depth):
-        """Checked in debug mode on the CPU (compile/rt.py's check_assert); elsewhere an assert
-        costs nothing, as in Taichi."""
-        if not (self.debug and self.target == "cpu"):
-            self.line(depth, "pass", s.loc)      # (a block may hold nothing else)
-            return
-        site = len(self.sites)
-        self.sites.append(Site(None, s.loc, s.template))
-        self.helpers.add("check_assert")
-        values = "".join(f"{self.typed(v)}, " for v in s.values)
-        self.line(depth, f"check_assert({site}, {self.typed(s.cond)}, ({values}))", s.loc)
-
     def store_value(self, e: ir.Expr) -> str:
         """Stores convert to the element type, so an int right modulo 2**bits is enough."""
         text, _, _ = self.expr(e)
@@ -318,6 +288,8 @@ class Generator(ExprWriter, Planner, CudaLoops):
         how = "plain"
         if ctx.loop is not None:
             how = ctx.loop.atomics.get(id(s), "atomic")
+        if how == "plain" and self.promoted_atomic(s, depth):     # compile/accumulators.py
+            return
         value = self.store_value(s.value)
         if how not in ("plain", "atomic", "private"):   # a prange reduction into a local
             sign = "-" if s.op == "sub" else ""
@@ -387,17 +359,20 @@ class Generator(ExprWriter, Planner, CudaLoops):
     def loop(self, s: ir.For, depth, ctx):
         plan = self.loops.get(id(s))
         if plan is None or ctx.loop is not None:
-            self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
-            if s.parallel and ctx.state != "_rsp" and self.uses_random:
-                # run serially here, but each iteration still draws from its own stream, as
-                # when it runs in parallel (and as in interp mode)
-                ctx = Ctx(None, "_rsp")
-                self.helpers.add("rng_init")
-                self.line(depth + 1, f"{ctx.state} = rng_init({self.seed} + "
-                                     f"{self.parallel_ordinal(s)}, {self.local[s.var]})")
-            self.block(s.body, depth + 1, ctx)
+            self.serial_loop(s, depth, ctx)     # compile/laneloops.py
             return
         self.parallel_loop(s, plan, depth, ctx)
+
+    def plain_loop(self, s: ir.For, depth, ctx):
+        self.line(depth, f"for {self.local[s.var]} in {self.bounds(s)}:", s.loc)
+        if s.parallel and ctx.state != "_rsp" and self.uses_random:
+            # run serially here, but each iteration still draws from its own stream, as
+            # when it runs in parallel (and as in interp mode)
+            ctx = Ctx(None, "_rsp")
+            self.helpers.add("rng_init")
+            self.line(depth + 1, f"{ctx.state} = rng_init({self.seed} + "
+                                 f"{self.parallel_ordinal(s)}, {self.local[s.var]})")
+        self.block(s.body, depth + 1, ctx)
 
     def parallel_loop(self, s, plan, depth, ctx):
         lo, hi = self.value(s.start), self.value(s.stop)
@@ -597,7 +572,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
         top = Ctx(None, "_rs")
         for f in self.fields:
             if ir.array_rank(f) == 0:
-                self.line(1, f"{self.arrays[id(f)]} = {self.field_names[id(f)]}.reshape(1)"
+                self.line(1, f"{self.arrays[id(f)]} = one_element({self.field_names[id(f)]})"
                           "  # a 0-d field as 1 element")
         for f in self.scratch:
             at = [self.names.temp("z") for _ in f.shape]
@@ -624,6 +599,7 @@ class Generator(ExprWriter, Planner, CudaLoops):
             out += ["", f"_CHUNKS = {chunks()}  # numba's thread count when this was generated"]
         if self.atomics_used:
             out.append(f"from tinyad.compile.atomics import {', '.join(sorted(self.atomics_used))}")
+        out += self.serial_loop_imports()
         if self.uses_print:
             out += ["from numba import objmode", "from tinyad.core.ir import print_text"]
         out += self.shared_globals(f"@njit(error_model=\"numpy\", {NO_CFUNC})")

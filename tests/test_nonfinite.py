@@ -117,11 +117,11 @@ def test_select_exp_guarded_twin(mode):
 
 # ---- sqrt'(0): the length of a zero vector ---------------------------------------------------
 
-def _distance_program(eps: float):
+def _distance_program(eps: float, dtype=ti.f64):
     n = 3
-    p = ti.Vector.field(2, ti.f64, shape=n, needs_grad=True)
-    q = ti.Vector.field(2, ti.f64, shape=n, needs_grad=True)
-    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    p = ti.Vector.field(2, dtype, shape=n, needs_grad=True)
+    q = ti.Vector.field(2, dtype, shape=n, needs_grad=True)
+    loss = ti.field(dtype, shape=(), needs_grad=True)
     p.from_numpy(np.array([[0.0, 0.0], [1.0, 2.0], [3.0, -1.0]]))
     q.from_numpy(np.array([[1.0, 1.0], [1.0, 2.0], [0.0, 0.0]]))   # p[1] == q[1]
 
@@ -149,6 +149,35 @@ def test_distance_of_a_zero_vector_names_sqrt_at_zero(mode):
     assert "sqrt'(0) = inf, the derivative of sqrt at 0" in str(error)
     assert "ti.select" not in report.summary
     assert "ti.sqrt(ti.max(" in report.fix and "guard the argument of sqrt" in report.fix
+
+
+def test_distance_of_a_zero_vector_in_f32(mode):
+    """An f32 gradient of a few floats (gravity's x.grad): fast mode's compiled look
+    (compile/finite.py) finds it as the Python sum does in interp mode."""
+    p, loss, total_distance, _ = _distance_program(0.0, ti.f32)
+    report = _caught(p, loss, total_distance).report
+    assert report.field == "p.grad" and report.element[0] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_look_at_a_few_floats_misses_no_nan_or_infinity(dtype):
+    """The look after a launch at a small gradient (tinyad/backend.py all_finite, one Python
+    sum; fast mode's compiled loop, compile/finite.py): a NaN or an infinity anywhere, in any
+    shape, is never called finite; the compiled look calls finite exactly what is, even where
+    a sum of the values would overflow."""
+    pytest.importorskip("numba")
+    from tinyad.backend import Backend
+    from tinyad.compile.finite import all_finite
+    for shape in [(), (5,), (8, 2), (2, 3, 2)]:
+        clean = np.linspace(-3, 3, math.prod(shape)).astype(dtype).reshape(shape)
+        assert all_finite(clean) and Backend.all_finite(clean)
+        for bad in (np.nan, np.inf, -np.inf):
+            for k in range(clean.size):
+                dirty = clean.copy()
+                dirty.flat[k] = bad
+                assert not all_finite(dirty) and not Backend.all_finite(dirty)
+    assert all_finite(np.full(4, np.finfo(dtype).max, dtype))
+    assert not all_finite(np.full((3, 4), np.nan, dtype)[:, 1])     # a strided view too
 
 
 def test_distance_with_epsilon_twin(mode):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
@@ -302,6 +303,13 @@ class Backend(ABC):
     def launching(self, traced, variant: str) -> None:
         """A launch of `traced`'s `variant` begins, before its program is asked for (and so,
         at its first launch, prepared)."""
+
+    @staticmethod
+    def all_finite(values: np.ndarray) -> bool:
+        """Is every value of a small float array (a gradient of a few floats) finite? Here one
+        Python sum: a NaN or an infinity makes it non-finite, and so may an overflow of the
+        sum, which the exact look that follows settles (tinyad/check/nonfinite.py)."""
+        return math.isfinite(sum(values.ravel().tolist()))
 
     # True: `sequence` can run a captured program (tinyad/capture.py, tinyad/sequence.py)
     runs_sequences: bool = False

@@ -234,8 +234,8 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     for target, how in traced.memos[_WATCHED[variant]]:
         if target in seen:
             continue
-        if how is _SUM:      # (a sum that overflows falls through to the exact look)
-            if math.isfinite(sum(host(target).ravel().tolist())):
+        if how is _SUM:      # (a few floats: the backend's look, compiled in fast mode)
+            if backend.all_finite(host(target)):
                 continue
         elif (first_nonfinite(host(target)) if how is _WHOLE else _first_in(
                 host(target), _rows_added_to(launch, target))) is None:
@@ -363,8 +363,9 @@ def _targets(traced, variant: str) -> tuple:
     return written[variant]
 
 
-# How after_launch looks at a target: one Python sum of its few floats, one numpy pass over
-# it whole, or over the rows the launch added to
+# How after_launch looks at a target: the backend's look at its few floats (all_finite: one
+# Python sum, a compiled loop in fast mode), one numpy pass over it whole, or over the rows
+# the launch added to
 _SUM, _WHOLE, _ROWS = "sum", "whole", "rows"
 
 
