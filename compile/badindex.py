@@ -21,7 +21,7 @@ answer: numba's exception paths made mpm's cold compile 2.4 times slower (commit
   `record<k>(bad, site, v0, ...)` records the locals' values when it fails, and the host
   finds the access they put outside its field;
 * after the launch the host reads `bad[0]` and raises the TinyadIndexError interp mode raises
-  (`flagged`), naming the field, the index, the shape and the user's line.
+  (compile/cpu.py's launcher), naming the field, the index, the shape and the user's line.
 
 The launch has run to its end by then, its bad accesses sent to element 0. Without
 `ti.init(debug=True)` fast mode keeps no copies to undo a launch (tinyad/undo.py: a copy of
@@ -229,16 +229,6 @@ def bad_index_error(sites, bad: np.ndarray):
     return out_of_bounds(site.field, index, site.loc)
 
 
-def flagged(launch, bad: np.ndarray, sites):
-    """A CPU launch that reports the bad index its kernel recorded in `bad`."""
-    def run(scalars, rng):
-        result = launch(scalars, rng)
-        if bad[0]:
-            raise bad_index_error(sites, bad)
-        return result
-    return run
-
-
 class LaunchBounds:
     """The accesses IndexProof leaves to a check before each launch (reached in every
     iteration, their index ends exact in the integer arguments): for each new set of argument
@@ -249,12 +239,15 @@ class LaunchBounds:
         self.bounds = None              # (made at the first launch: it compiles each site's ends)
         self.names = [a.name for a in kernel.args]
         self.passed: set = set()
+        self.seen: set = set()         # the launches' scalar tuples checked, where their integer
+        # arguments are all of them, in order (a launcher asks this first: one lookup)
 
     def check(self, scalars) -> None:
         if self.bounds is None:
             self.bounds = CertainBounds(self.kernel, self.sites)
         key = tuple(int(scalars[i]) for i in self.bounds.positions)
         if key in self.passed:
+            self._remember(scalars)
             return
         found = self.bounds.outside_at(key)
         if found is not None:
@@ -264,13 +257,12 @@ class LaunchBounds:
             raise reached_out_of_bounds(site.field, dim, index, launch, site.node.loc)
         if len(self.passed) >= PASSED_KEEP:
             self.passed.clear()
+            self.seen.clear()
         self.passed.add(key)
+        self._remember(scalars)
 
-    def before(self, launch):
-        """`launch`, checked first."""
-        check = self.check
-
-        def run(scalars, rng):
-            check(scalars)
-            return launch(scalars, rng)
-        return run
+    def _remember(self, scalars) -> None:
+        """`scalars` as checked, where they are the integer arguments in order (then they
+        equal their key: the launcher's lookup in `seen` stands for the check)."""
+        if self.bounds.positions == tuple(range(len(scalars))):
+            self.seen.add(scalars)

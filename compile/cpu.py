@@ -52,15 +52,42 @@ def debug_check_error(gen: Generated, exc: Exception):
     return None
 
 
-def _governed(launch):
-    """A parallel kernel's launch, with as many threads as the cores other programs leave free
-    (compile/threads.py)."""
-    before = threads.governor().before_launch
-
-    def governed(scalars, rng):
-        before()
-        return launch(scalars, rng)
-    return governed
+def _launcher(fn, gen: Generated, bad):
+    """`launch(scalars, rng)`: one frame that passes each field's array, each scalar converted
+    to its numpy dtype, the seed and the bad-index flag to the compiled `fn`, written out for
+    this kernel's arity (a launch of a small kernel costs mostly this Python: a wrapper per
+    step cost mass_spring's 4096 launches 9 ms). Around the call, as the kernel needs them:
+    the bounds check of a new set of integer arguments (badindex.LaunchBounds: a set lookup
+    for those seen), the thread count of a parallel kernel (compile/threads.py), the flag's
+    report after it (compile/badindex.py)."""
+    namespace = {"fn": fn, "bad": bad, "sites": gen.sites, "seed": _seed,
+                 "bad_index_error": badindex.bad_index_error}
+    arguments = []
+    for k, fld in enumerate(gen.fields):
+        namespace[f"f{k}"] = fld
+        arguments.append(f"f{k}.host_array")
+    for k, dtype in enumerate(gen.scalars):
+        namespace[f"c{k}"] = dtype.np
+        arguments.append(f"c{k}(scalars[{k}])")
+    if gen.uses_random:
+        arguments.append("seed(rng)")
+    if bad is not None:
+        arguments.append("bad")
+    lines = ["def launch(scalars, rng):"]
+    if gen.launch_bounds is not None:
+        namespace["seen"], namespace["check"] = gen.launch_bounds.seen, gen.launch_bounds.check
+        lines += ["    if scalars not in seen:", "        check(scalars)"]
+    if gen.parallel:
+        namespace["before"] = threads.governor().before_launch
+        lines.append("    before()")
+    if bad is None:
+        lines.append(f"    return fn({', '.join(arguments)})")
+    else:
+        lines += [f"    result = fn({', '.join(arguments)})",
+                  "    if bad[0]:", "        raise bad_index_error(sites, bad)",
+                  "    return result"]
+    exec("\n".join(lines), namespace)  # noqa: S102  (names from this function only)
+    return namespace["launch"]
 
 
 class CpuKernel:
@@ -78,28 +105,8 @@ class CpuKernel:
 
     def _make_launcher(self):
         gen = self.generated
-        fn, fields = self.fn, tuple(gen.fields)
-        converts = tuple(d.np for d in gen.scalars)
-        random = gen.uses_random
         bad = np.zeros(gen.bad_slots, np.int64) if gen.bad_slots else None
-        tail = () if bad is None else (bad,)    # the bad-index flag (compile/badindex.py)
-        if not converts and not random:
-            def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields], *tail)
-        elif not random:
-            def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields],
-                          *[c(v) for c, v in zip(converts, scalars)], *tail)
-        else:
-            def launch(scalars, rng):
-                return fn(*[f.host_array for f in fields],
-                          *[c(v) for c, v in zip(converts, scalars)], _seed(rng), *tail)
-        if gen.parallel:
-            launch = _governed(launch)
-        if bad is not None:
-            launch = badindex.flagged(launch, bad, gen.sites)
-        if gen.launch_bounds is not None:
-            launch = gen.launch_bounds.before(launch)
+        launch = _launcher(self.fn, gen, bad)
         if not gen.sites or bad is not None:
             return launch
 

@@ -239,3 +239,33 @@ def test_a_grad_of_a_launch_that_never_ran_is_refused_too(mode):
     for t in reversed(range(max_t - 1)):
         compute.grad(t)
     assert theta.grad[None] == pytest.approx(2 * (max_t - 1))
+
+
+@pytest.mark.parametrize("check", ["off", "error"])
+def test_argument_values_seen_before_pass_and_new_ones_are_still_checked(mode, check):
+    # Unchecked, fast mode's launcher remembers the argument tuples whose certain indices it
+    # checked (compile/badindex.py LaunchBounds.seen): one that passed runs again unchecked;
+    # a new one is checked, the same values in another order too
+    ti.init(mode=mode, check=check)
+    steps, n = 4, 3
+    x = ti.field(ti.f32, shape=(steps, n))
+    y = ti.field(ti.f32, shape=(steps, n))
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(n):
+            y[t, i] = x[t + 1, i] + 1
+
+    @ti.kernel
+    def swapped(t: ti.i32, j: ti.i32):
+        for i in range(1):
+            y[j, t] = 1.0
+
+    for _ in range(2):
+        for t in range(steps - 1):
+            step(t)
+    with pytest.raises(ti.TinyadIndexError, match="x"):
+        step(steps - 1)
+    swapped(2, 3)                       # y[3, 2]: inside
+    with pytest.raises(ti.TinyadIndexError, match="y"):
+        swapped(3, 2)                   # y[2, 3]: past y's last column

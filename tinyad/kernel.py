@@ -138,11 +138,16 @@ class Kernel:
 
     def bind(self, args, kwargs):
         """-> (template values, flat scalar values for the IR's arguments)."""
-        kinds = self.kinds()
+        if self._kinds is None:
+            self.kinds()
         plain = self._scalar_params
         if plain is not None and not kwargs and len(args) == len(plain):
-            return {}, tuple(_check_scalar(self, name, value, kind)
-                             for (name, kind), value in zip(plain, args))
+            # (a loop, not a generator: this runs at every launch and every replayed adjoint)
+            for (_, kind), value in zip(plain, args):
+                if type(value) is not int and (type(value) is not float or not kind.is_float):
+                    return {}, tuple(_check_scalar(self, name, value, kind)
+                                     for (name, kind), value in zip(plain, args))
+            return {}, args if type(args) is tuple else tuple(args)   # (as _check_scalar)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -150,7 +155,7 @@ class Kernel:
                                   hint=f"its parameters: {self.fn.__name__}{self.signature}"
                                   ) from None
         bound.apply_defaults()
-        templates, scalars = {}, []
+        kinds, templates, scalars = self._kinds, {}, []
         for name, value in bound.arguments.items():
             kind = kinds[name]
             if kind == "template":
