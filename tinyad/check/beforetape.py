@@ -26,6 +26,25 @@ from tinyad.check.render import print_report
 from tinyad.check.spans import ALL_ROWS, span_minus, span_union, spans_meet
 
 
+def untaped_launch(checker, compiled, rows) -> None:
+    """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
+    needs a gradient (which stores do is worked out once per kernel)."""
+    derived_fields = checker.derived_outside_tape
+    for target, derived in compiled.memos[derivations]:
+        if derived is None:
+            derived_fields.pop(target, None)
+            continue
+        if callable(rows):        # (worked out now, once: see check/forward.py)
+            rows = rows()
+        spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
+        held = derived_fields.get(target)
+        if held is not None:
+            spans = span_union(held[3], spans)
+            if spans is held[3] and held[:3] == derived:
+                continue            # (a step again: nothing new to remember)
+        derived_fields[target] = derived + (spans,)
+
+
 def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
     """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
     check_reads checks, then the rows it writes and (outside a grad_replaced function, whose

@@ -15,7 +15,6 @@ from tinyad.check import beforetape, rules
 from tinyad.check.facts import kernel_facts
 from tinyad.check.launches import LaunchChecker
 from tinyad.check.report import Access
-from tinyad.check.spans import ALL_ROWS, span_union
 
 # ---- before a forward launch ----------------------------------------------------------------
 
@@ -44,7 +43,7 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
         # a grad_for function's recompute (the Tape's backward phase) is no computation
         # "before the Tape" of the next one
         if not checker.in_custom_grad:
-            _remember_derivations(checker, compiled, rows)
+            beforetape.untaped_launch(checker, compiled, rows)
         return
     beforetape.taped_launch(checker, compiled, facts, kernel_name, _rows_now(rows))
     if checker.python_reads:
@@ -89,25 +88,6 @@ def _write_events(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return tuple((fld, Access("store", facts.first_store[fld], compiled.ir.name))
                  for fld in facts.written)
-
-
-def _remember_derivations(checker: LaunchChecker, compiled, rows) -> None:
-    """Outside a Tape: which fields (which rows of them) this kernel computes from a field that
-    needs a gradient (which stores do is worked out once per kernel)."""
-    derived_fields = checker.derived_outside_tape
-    for target, derived in compiled.memos[beforetape.derivations]:
-        if derived is None:
-            derived_fields.pop(target, None)
-            continue
-        if callable(rows):        # (worked out now, once: see before_forward)
-            rows = rows()
-        spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
-        held = derived_fields.get(target)
-        if held is not None:
-            spans = span_union(held[3], spans)
-            if spans is held[3] and held[:3] == derived:
-                continue            # (a step again: nothing new to remember)
-        derived_fields[target] = derived + (spans,)
 
 
 def _rows_now(rows):
