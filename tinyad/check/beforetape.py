@@ -45,13 +45,18 @@ def untaped_launch(checker, compiled, rows) -> None:
         derived_fields[target] = derived + (spans,)
 
 
-def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
+def taped_launch(checker, compiled, facts, rows) -> None:
     """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
     check_reads checks, then the rows it writes and (outside a grad_replaced function, whose
     kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
-    this one. `rows`: ({field: spans read}, {field: spans written}), None: every row. The
-    one-span case, a time step's row, in line: this runs at every launch of a long Tape."""
-    steps = _steps(compiled, facts, rows) if rows is None or rows.steps is None else rows.steps
+    this one. `rows`: ({field: spans read}, {field: spans written}) (a LaunchRows), None:
+    every row, or a function that works them out. The one-span case, a time step's row, in
+    line: this runs at every launch of a long Tape."""
+    steps = getattr(rows, "steps", None)      # (a LaunchRows' own, once made)
+    if steps is None:
+        if callable(rows):        # (worked out now: see check/forward.py)
+            rows = rows()
+        steps = _steps(compiled, facts, rows)
     reads, writes = steps
     outside, written = checker.derived_outside_tape, checker.written_in_tape
     if outside:          # (only a python write takes one out inside a Tape)
@@ -66,7 +71,7 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
                 spans = derived[3]
                 if len(spans) == 1 and (hi <= spans[0][0] or spans[0][1] <= lo):
                     continue        # (rows never derived)
-            _check_read(checker, facts, kernel_name, rows, fld, derived)
+            _check_read(checker, facts, compiled.ir.name, rows, fld, derived)
     into, custom = checker.derived_in_tape, checker.in_custom_primal
     for target, entry, lo, hi, first in writes:
         done = written.get(target)
@@ -142,6 +147,8 @@ def _steps(compiled, facts, rows) -> tuple:
     per kernel where the rows are not known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
+    if rows.steps is not None:       # (rows worked out just now, alike an earlier launch's)
+        return rows.steps
     rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),

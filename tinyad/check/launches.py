@@ -24,10 +24,16 @@ from tinyad.check.report import Access, Report, bug_of, element_name
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
+_new = object.__new__
 
-@dataclass(slots=True)
+
+@dataclass
 class Launch:
-    """One forward launch of a kernel, as far as its adjoint needs to know."""
+    """One forward launch of a kernel, as far as its adjoint needs to know. new_launch makes
+    one per checked launch without the generated __init__ (a frame setting twenty fields, a
+    sixth of a small launch's checks): it sets the first five and `tape`, and the defaults
+    are the class's (a dataclass without slots keeps them there; Python 3.11 keeps an
+    instance's own attributes inline, no dict each)."""
     number: int
     kernel: str
     compiled: object
@@ -194,17 +200,22 @@ class LaunchChecker:
         problem.elements.add(r.element_text)
         problem.elements.update(element_name(r.field, e) for e in error.more_elements)
 
-    def new_launch(self, kernel, compiled, scalars, facts=None) -> Launch:
+    def new_launch(self, compiled, scalars, facts=None) -> Launch:
         """The record of a forward launch of `compiled` (its facts: `facts`, None: looked up)."""
-        self.launches += 1
-        launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
-                        tape=self.tapes if self.tape is not None else 0)
+        self.launches = number = self.launches + 1
+        launch = _new(Launch)          # (see Launch: its other fields are the class's defaults)
+        launch.number, launch.kernel, launch.compiled, launch.scalars, launch.time = (
+            number, compiled.ir.name, compiled, scalars, self.tick())
+        key = (compiled, scalars)
+        taped = self.tape is not None
+        if taped:
+            launch.tape = self.tapes
         if self.races.tainted:      # (before the launch is filed: this may raise)
             self.races.follow(self, launch)
-        if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
-            alike = self.undifferentiated.get((compiled, scalars))
+        if not taped:     # (a Tape's launch repeats none: the Tape differentiates it)
+            alike = self.undifferentiated.get(key)
             if alike is None:
-                alike = self.undifferentiated[(compiled, scalars)] = deque()
+                alike = self.undifferentiated[key] = deque()
             # the latest alike if not yet differentiated (a grad_for's recompute repeats its
             # Tape's launch, which no adjoint differentiates), else the latest outside a Tape
             # not yet differentiated
@@ -212,26 +223,28 @@ class LaunchChecker:
             if earlier is None or earlier.adjoint_runs:
                 earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
-                earlier = self._forgotten_alike(kernel, compiled, scalars)
+                earlier = self._forgotten_alike(launch.kernel, compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
                 launch.repeats = earlier           # launched again, mid-backward
-                self.forgotten.pop((compiled, scalars), None)
+                self.forgotten.pop(key, None)
             alike.append(launch)
-        if len(self.history) == self.history.maxlen:
-            self._forget(self.history[0])
+        history = self.history
+        if len(history) == history.maxlen:
+            self._forget(history[0])
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
-        self.history.append(launch)
-        if launch.tape:
+        history.append(launch)
+        if taped:
             self.taped.append(launch)
         else:
             for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
                 awaiting = self.awaiting_adjoint.get(fld)
                 if awaiting is None:
                     awaiting = self.awaiting_adjoint[fld] = {}
-                awaiting[launch.number] = launch
-        superseded = self.latest.get((compiled, scalars))
-        self.latest[(compiled, scalars)] = launch
+                awaiting[number] = launch
+        latest = self.latest
+        superseded = latest.get(key)
+        latest[key] = launch
         if superseded is not None and superseded.adjoint_runs and not superseded.tape:
             self.superseded(superseded)
         return launch
