@@ -61,10 +61,12 @@ def _timed(backend, traced, variant, program, scalars, record, manual):
 
 def _forward(backend, traced, program, scalars, record, manual):
     """A forward (primal) launch (`record`, `manual`: an adjoint's, unused here)."""
-    launch = _new(backend.CheckedLaunch)    # (its fields set here: no __init__ frame)
-    checker = launch.checker = backend.checker
-    launch.backend, launch.traced, launch.scalars, launch.program = (
-        backend, traced, scalars, program)
+    launch = _new(backend.CheckedLaunch)    # (its fields set here: no __init__ frame, and
+    checker = launch.checker = backend.checker      # one statement each: no tuple built)
+    launch.backend = backend
+    launch.traced = traced
+    launch.scalars = scalars
+    launch.program = program
     facts = launch.facts = traced.memos[analyse]    # (kernel_facts(traced), one call less)
     names, rows = launch.plan_forward()
     forwardchecks.before_forward(checker, traced, names, scalars, rows, facts)

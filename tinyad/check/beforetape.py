@@ -73,7 +73,7 @@ def taped_launch(checker, compiled, facts, rows) -> None:
                     continue        # (rows never derived)
             _check_read(checker, facts, compiled.ir.name, rows, fld, derived)
     into, custom = checker.derived_in_tape, checker.in_custom_primal
-    for target, entry, lo, hi, first in writes:
+    for target, entry, lo, hi, first, step in writes:
         done = written.get(target)
         held = into.get(target, _UNLISTED)
         if custom:          # (a kernel's own entry too: its rows fixed before these)
@@ -88,14 +88,26 @@ def taped_launch(checker, compiled, facts, rows) -> None:
                 into[target] = _derived(held or None, entry, done, rows, target)
         if done is None:
             written[target] = first
-        elif lo is not None and done[0] <= lo <= done[1]:   # (a step after the last)
-            if hi > done[1]:
-                written[target] = (done[0], hi, done[2])
+        elif done is step[0]:       # (the usual: as this launch's rows found them before)
+            written[target] = step[1]
         else:
-            written[target] = _packed(span_union(_spans(done), _rows_of(rows, 1, target)))
+            step[0] = done
+            written[target] = step[1] = _written_after(done, lo, hi, rows, target)
 
 
 _UNLISTED = ()      # (derived_in_tape has no entry: not None, which a kernel sets)
+
+
+def _written_after(done: tuple, lo, hi, rows, target) -> tuple:
+    """written_in_tape's entry for `target` once a launch with these `rows` wrote it (`lo`,
+    `hi`: their one span, None: more), where it was `done`. A function of `done` alone for
+    given rows: each write of taped_launch's steps keeps its latest as [done, the entry
+    after], so a time step launched again in the next Tape, which finds the same `done` the
+    same step before it left, costs one comparison (the rows a Tape writes are the same from
+    one Tape to the next)."""
+    if lo is not None and done[0] <= lo <= done[1]:     # (a step after the last)
+        return (done[0], hi, done[2]) if hi > done[1] else done
+    return _packed(span_union(_spans(done), _rows_of(rows, 1, target)))
 
 
 def wrote_every_row(checker, fld) -> None:
@@ -142,9 +154,10 @@ def _rows_of(rows, which: int, fld) -> tuple:
 def _steps(compiled, facts, rows) -> tuple:
     """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
     itself; (target, its taped_derivations entry, lo, hi, its rows as written_in_tape has
-    them) per float field it writes), lo and hi the rows' one span (None: more, or every row),
-    made once per `rows` (a LaunchRows, one per time step in fast mode, kept with them) or
-    per kernel where the rows are not known."""
+    them, [written_in_tape's entry before, after] of its latest launch) per float field it
+    writes), lo and hi the rows' one span (None: more, or every row), made once per `rows` (a
+    LaunchRows, one per time step in fast mode, kept with them) or per kernel where the rows
+    are not known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
     if rows.steps is not None:       # (rows worked out just now, alike an earlier launch's)
@@ -152,7 +165,7 @@ def _steps(compiled, facts, rows) -> tuple:
     rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),
-        tuple((target, entry, *_one_span(spans), _packed(spans))
+        tuple((target, entry, *_one_span(spans), _packed(spans), [None, None])
               for target, entry in compiled.memos[taped_derivations]
               for spans in (rows[1].get(target, ALL_ROWS),)))
     return rows.steps
@@ -162,7 +175,7 @@ def _steps_every_row(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return (tuple((fld, None, None) for fld in facts.loads_differentiable
                   if fld not in facts.loaded_own),
-            tuple((target, entry, None, None, _packed(ALL_ROWS))
+            tuple((target, entry, None, None, _packed(ALL_ROWS), [None, None])
                   for target, entry in compiled.memos[taped_derivations]))
 
 

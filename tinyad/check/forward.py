@@ -27,7 +27,7 @@ def before_forward(checker: LaunchChecker, compiled, arg_names, scalars, rows, f
     looked up only for a check that uses it."""
     tape = checker.tape
     if tape is None or facts.grads_loaded or checker.lost.cut:   # (else it has nothing to do)
-        checker.lost.forward_launch(facts, compiled.ir.name)
+        checker.lost.forward_launch(facts, compiled)
     if checker.custom_running is not None and checker.custom_running[1]:
         checker.check_custom_reads(facts.loaded, compiled.ir.name)
     time = checker.tick()

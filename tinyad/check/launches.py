@@ -204,9 +204,12 @@ class LaunchChecker:
         """The record of a forward launch of `compiled` (its facts: `facts`, None: looked up)."""
         self.launches = number = self.launches + 1
         launch = _new(Launch)          # (see Launch: its other fields are the class's defaults)
-        launch.number, launch.kernel, launch.compiled, launch.scalars, launch.time = (
-            number, compiled.ir.name, compiled, scalars, self.tick())
-        key = (compiled, scalars)
+        launch.number = number
+        launch.kernel = compiled.ir.name
+        launch.compiled = compiled
+        launch.scalars = scalars
+        launch.time = self.tick()
+        key = (compiled, scalars)      # (hashable: the dicts below take it as a key)
         taped = self.tape is not None
         if taped:
             launch.tape = self.tapes
@@ -219,7 +222,7 @@ class LaunchChecker:
             # the latest alike if not yet differentiated (a grad_for's recompute repeats its
             # Tape's launch, which no adjoint differentiates), else the latest outside a Tape
             # not yet differentiated
-            earlier = self._latest_alike(compiled, scalars)
+            earlier = self.latest.get(key)       # (_latest_alike, for a hashable key)
             if earlier is None or earlier.adjoint_runs:
                 earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
