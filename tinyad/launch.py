@@ -71,12 +71,12 @@ def _forward(backend, traced, program, scalars, record, manual):
     names, rows = launch.plan_forward()
     forwardchecks.before_forward(checker, traced, names, scalars, rows, facts)
     record = launch.record = checker.new_launch(traced, scalars, facts)
-    if facts.grads_stored:     # (before their primals' copies)
-        forwardchecks.clear_zeroed_gradients(checker, traced)
-    result = launch.run_forward()     # (its checks around the run; a hand-written
-    # gradient kernel's, tinyad/check/handgrads.py, inside)
-    if facts.grads_stored:
-        forwardchecks.note_zeroed_gradients(checker, traced, backend.storage.to_host)
+    if not facts.grads_stored:      # (the usual: a kernel storing into no gradient)
+        return launch.run_forward(), record     # (its checks around the run; a
+        # hand-written gradient kernel's, tinyad/check/handgrads.py, inside)
+    forwardchecks.clear_zeroed_gradients(checker, traced)    # (before their primals' copies)
+    result = launch.run_forward()
+    forwardchecks.note_zeroed_gradients(checker, traced, backend.storage.to_host)
     return result, record
 
 

@@ -229,7 +229,8 @@ class LaunchChecker:
                 earlier = self._forgotten_alike(launch.kernel, compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
                 launch.repeats = earlier           # launched again, mid-backward
-                self.forgotten.pop(key, None)
+                if self.forgotten:      # (mostly empty)
+                    self.forgotten.pop(key, None)
             alike.append(launch)
         history = self.history
         if len(history) == history.maxlen:
