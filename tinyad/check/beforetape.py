@@ -57,10 +57,10 @@ def taped_launch(checker, compiled, facts, rows) -> None:
         if callable(rows):        # (worked out now: see check/forward.py)
             rows = rows()
         steps = _steps(compiled, facts, rows)
-    reads, writes = steps
-    outside, written = checker.derived_outside_tape, checker.written_in_tape
+    written = checker.written_in_tape
+    outside = checker.derived_outside_tape
     if outside:          # (only a python write takes one out inside a Tape)
-        for fld, lo, hi in reads:
+        for fld, lo, hi in steps[0]:
             derived = outside.get(fld)
             if derived is None or fld in checker.warned_in_tape:
                 continue
@@ -72,8 +72,9 @@ def taped_launch(checker, compiled, facts, rows) -> None:
                 if len(spans) == 1 and (hi <= spans[0][0] or spans[0][1] <= lo):
                     continue        # (rows never derived)
             _check_read(checker, facts, compiled.ir.name, rows, fld, derived)
-    into, custom = checker.derived_in_tape, checker.in_custom_primal
-    for target, entry, lo, hi, first, step in writes:
+    into = checker.derived_in_tape
+    custom = checker.in_custom_primal
+    for target, entry, first, step in steps[1]:
         done = written.get(target)
         held = into.get(target, _UNLISTED)
         if custom:          # (a kernel's own entry too: its rows fixed before these)
@@ -92,7 +93,7 @@ def taped_launch(checker, compiled, facts, rows) -> None:
             written[target] = step[1]
         else:
             step[0] = done
-            written[target] = step[1] = _written_after(done, lo, hi, rows, target)
+            written[target] = step[1] = _written_after(done, step[2], step[3], rows, target)
 
 
 _UNLISTED = ()      # (derived_in_tape has no entry: not None, which a kernel sets)
@@ -153,8 +154,8 @@ def _rows_of(rows, which: int, fld) -> tuple:
 
 def _steps(compiled, facts, rows) -> tuple:
     """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
-    itself; (target, its taped_derivations entry, lo, hi, its rows as written_in_tape has
-    them, [written_in_tape's entry before, after] of its latest launch) per float field it
+    itself; (target, its taped_derivations entry, its rows as written_in_tape has them,
+    [written_in_tape's entry before, after its latest launch, lo, hi]) per float field it
     writes), lo and hi the rows' one span (None: more, or every row), made once per `rows` (a
     LaunchRows, one per time step in fast mode, kept with them) or per kernel where the rows
     are not known."""
@@ -165,7 +166,7 @@ def _steps(compiled, facts, rows) -> tuple:
     rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),
-        tuple((target, entry, *_one_span(spans), _packed(spans), [None, None])
+        tuple((target, entry, _packed(spans), [None, None, *_one_span(spans)])
               for target, entry in compiled.memos[taped_derivations]
               for spans in (rows[1].get(target, ALL_ROWS),)))
     return rows.steps
@@ -175,7 +176,7 @@ def _steps_every_row(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return (tuple((fld, None, None) for fld in facts.loads_differentiable
                   if fld not in facts.loaded_own),
-            tuple((target, entry, None, None, _packed(ALL_ROWS), [None, None])
+            tuple((target, entry, _packed(ALL_ROWS), [None, None, None, None])
                   for target, entry in compiled.memos[taped_derivations]))
 
 

@@ -52,10 +52,10 @@ def before_forward(checker: LaunchChecker, compiled, arg_names, scalars, rows, f
     # fields only (which kernel tainted a field is only named in a report): a kernel checked
     # against the same fields before, in this Tape or an earlier one, passes again and
     # taints what it tainted then.
+    if not checker.taint and checker.paths_checked.get(compiled) is _UNTAINTED:
+        return          # (the usual: no taint then and now, and the check added none)
     taint = checker.taint
     checked = checker.paths_checked.get(compiled)
-    if checked is _UNTAINTED and not taint:
-        return          # (the usual: no taint then and now, and the check added none)
     if checked is not None and checked[0] == tuple(taint):
         for target, entry in checked[1]:
             taint.setdefault(target, entry)

@@ -31,11 +31,11 @@ _new = object.__new__
 class Launch:
     """One forward launch of a kernel, as far as its adjoint needs to know. new_launch makes
     one per checked launch without the generated __init__ (a frame setting twenty fields, a
-    sixth of a small launch's checks): it sets the first five and `tape`, and the defaults
+    sixth of a small launch's checks): it sets the first four and `tape`, and the defaults
     are the class's (a dataclass without slots keeps them there; Python 3.11 keeps an
-    instance's own attributes inline, no dict each)."""
+    instance's own attributes inline, no dict each). Its kernel's name (`kernel`) is read
+    only for reports: looked up then."""
     number: int
-    kernel: str
     compiled: object
     scalars: tuple
     time: int
@@ -67,6 +67,10 @@ class Launch:
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
     repeats: Launch | None = None
+
+    @property
+    def kernel(self) -> str:
+        return self.compiled.ir.name
 
     def add_problem(self, error) -> None:
         if not self.problems:
@@ -202,10 +206,8 @@ class LaunchChecker:
 
     def new_launch(self, compiled, scalars, facts=None) -> Launch:
         """The record of a forward launch of `compiled` (its facts: `facts`, None: looked up)."""
-        self.launches = number = self.launches + 1
         launch = _new(Launch)          # (see Launch: its other fields are the class's defaults)
-        launch.number = number
-        launch.kernel = compiled.ir.name
+        launch.number = self.launches = self.launches + 1
         launch.compiled = compiled
         launch.scalars = scalars
         launch.time = self.tick()
@@ -226,7 +228,7 @@ class LaunchChecker:
             if earlier is None or earlier.adjoint_runs:
                 earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
-                earlier = self._forgotten_alike(launch.kernel, compiled, scalars)
+                earlier = self._forgotten_alike(compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
                 launch.repeats = earlier           # launched again, mid-backward
                 if self.forgotten:      # (mostly empty)
@@ -245,7 +247,7 @@ class LaunchChecker:
                 awaiting = self.awaiting_adjoint.get(fld)
                 if awaiting is None:
                     awaiting = self.awaiting_adjoint[fld] = {}
-                awaiting[number] = launch
+                awaiting[launch.number] = launch
         latest = self.latest
         superseded = latest.get(key)
         latest[key] = launch
@@ -279,12 +281,12 @@ class LaunchChecker:
                 del self.forgotten[next(iter(self.forgotten))]
             self.forgotten[key] = (oldest.number, oldest.time)
 
-    def _forgotten_alike(self, kernel, compiled, scalars) -> Launch | None:
+    def _forgotten_alike(self, compiled, scalars) -> Launch | None:
         """A stand-in for the launch alike this one that left the history not yet
         differentiated: a recompute in a long manual sweep repeats it (its round is the
         forward's, not this launch's), though its values are no longer known."""
         found = self._forgotten(compiled, scalars)
-        return None if found is None else Launch(found[0], kernel, compiled, scalars, found[1])
+        return None if found is None else Launch(found[0], compiled, scalars, found[1])
 
     def _forgotten(self, compiled, scalars) -> tuple | None:
         """(number, time) of the launch alike that left the history undifferentiated, or None."""
