@@ -52,7 +52,10 @@ def taped_launch(checker, compiled, facts, rows) -> None:
     this one. `rows`: ({field: spans read}, {field: spans written}) (a LaunchRows), None:
     every row, or a function that works them out. The one-span case, a time step's row, in
     line: this runs at every launch of a long Tape."""
-    steps = getattr(rows, "steps", None)      # (a LaunchRows' own, once made)
+    try:
+        steps = rows.steps      # (a LaunchRows' own, once made)
+    except AttributeError:      # (None: every row; interp mode's function of them)
+        steps = None
     if steps is None:
         if callable(rows):        # (worked out now: see check/forward.py)
             rows = rows()

@@ -28,7 +28,7 @@ def before_forward(checker: LaunchChecker, compiled, arg_names, scalars, rows, f
     tape = checker.tape
     if tape is None or facts.grads_loaded or checker.lost.cut:   # (else it has nothing to do)
         checker.lost.forward_launch(facts, compiled)
-    if checker.custom_running is not None and checker.custom_running[1]:
+    if checker.custom_running and checker.custom_running[1]:   # (None, or (name, forwards))
         checker.check_custom_reads(facts.loaded, compiled.ir.name)
     time = checker.tick()
     for fld, write in compiled.memos[_write_events]:
