@@ -85,6 +85,13 @@ class Launch:
         return launch
 
 
+# One record made through __init__ as the module loads, every field set in order: Python 3.11
+# keeps an instance's attributes inline only under names its class's shared keys took while
+# few instances existed. A name first set after (adjoint_runs, once a backward pass ran) would
+# give every later record a dict of its own, one more object for the cyclic collector per launch.
+Launch(0, None, (), 0)
+
+
 class RowSpans:
     """The leading indices a launch may have read or written of one field, as spans (fast mode
     knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
