@@ -30,11 +30,11 @@ _new = object.__new__
 @dataclass
 class Launch:
     """One forward launch of a kernel, as far as its adjoint needs to know. new_launch makes
-    one per checked launch without the generated __init__ (a frame setting twenty fields, a
+    one per checked launch without the generated __init__ (a frame setting every field, a
     sixth of a small launch's checks): it sets the first four and `tape`, and the defaults
     are the class's (a dataclass without slots keeps them there; Python 3.11 keeps an
-    instance's own attributes inline, no dict each). Its kernel's name (`kernel`) is read
-    only for reports: looked up then."""
+    instance's own attributes inline, no dict each: see below). Its kernel's name (`kernel`)
+    is read only for reports: looked up then."""
     number: int
     compiled: object
     scalars: tuple
@@ -247,7 +247,7 @@ class LaunchChecker:
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
         history.append(launch)
-        if taped:
+        if launch.tape:
             self.taped.append(launch)
         else:
             for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
