@@ -127,7 +127,7 @@ class KernelRegions:
         # The replayed reads of the fields whose read boxes no argument moves (a time-stepped
         # kernel's weights), planned once; the replayed read sites of the other fields.
         self.fixed_reads: list = []
-        self.fixed_spans: tuple = ()      # their (field, leading-index hull)
+        self.fixed_spans: tuple = ()      # their (field, leading-index hull lo, hi)
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
         self._bounds: CertainBounds | None = None   # its accesses' certain index ends
@@ -258,12 +258,13 @@ def leading_span(box: tuple) -> tuple:
 
 
 def _hulls(pairs) -> tuple:
-    """((field, (lo, hi)), ...): per field, the hull of its spans, in first-seen order."""
+    """((field, lo, hi), ...): per field, the hull (lo, hi) of its spans, in first-seen order
+    (flat: a launch's checks unpack one level, not two)."""
     hulls: dict = {}
     for fld, (lo, hi) in pairs:
         held = hulls.get(fld)
         hulls[fld] = (lo, hi) if held is None else (min(lo, held[0]), max(hi, held[1]))
-    return tuple(hulls.items())
+    return tuple((fld, lo, hi) for fld, (lo, hi) in hulls.items())
 
 
 def _distinct(sites, by_kind=False):

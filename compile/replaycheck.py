@@ -171,9 +171,21 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
+            let_go = 0
             for launch in log.launches:
-                if launch.released is None:
+                if launch.released is not None:
+                    continue
+                held = launch.waiting
+                if held is None or self.evidence_kept:
                     self._replayed(launch, stamp)
+                else:       # (_replayed, inline for the usual launch: its reads wait still)
+                    launch.waiting = None
+                    launch.released = (stamp, held[0].read_fields)
+                    let_go += 1
+            if let_go:
+                self.waiting_live -= let_go
+                if not self.waiting_live:
+                    self._no_waiting()
         super().tape_differentiated()
 
     def superseded(self, launch: Launch) -> None:
@@ -210,9 +222,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         [ReplayedRead])] for `after_forward`, or None."""
         spans = self.waiting_spans
         if spans:     # (_comes_near, inline: it runs at every launch)
-            for fld, (lo, hi) in plan.write_spans:
+            for fld, lo, hi in plan.write_spans:
                 held = spans.get(fld)
-                if held is not None and held[0] < hi and lo < held[1]:
+                # (a time step writes the rows after those read: the first test fails)
+                if held is not None and lo < held[1] and held[0] < hi:
                     self._file_waiting()
                     break
         hits, fields = None, self.reads.fields
@@ -239,29 +252,46 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
     def after_forward(self, launch: Launch, plan: LaunchPlan, hits=None) -> None:
         """File the boxes this launch's adjoint will replay; compare the reads its writes may
         have changed (`hits`, from before_launch): inside a Tape, naming this launch."""
-        versions, next_version = self.versions, self.next_version
-        for fld in plan.written_fields:
-            versions[fld] = next_version()
+        versions, version = self.versions, self.next_version()
+        for fld in plan.written_fields:      # (one version a launch: only their order counts)
+            versions[fld] = version
         launch.writes = plan.writes      # shared by the launches with these arguments
         launch.row_source = plan.row_source
-        tape = self.tape
         if hits:
+            tape = self.tape
             for written, found in hits:
                 self._after_write(written.site.field, found, launch, tape)
         if plan.reads:
-            self._wait(launch, plan, tape)
+            self._wait(launch, plan)
 
-    def _wait(self, launch: Launch, plan: LaunchPlan, tape) -> None:
+    def _wait(self, launch: Launch, plan: LaunchPlan) -> None:
         """The boxes `launch`'s adjoint will replay wait, unfiled, until a write may come near
         their rows (`_comes_near`); most never do, and cost only their rows' spans."""
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
-        custom = bool(self.in_custom_primal)
-        launch.waiting = (plan, 0 if custom or tape is None else self.tapes, custom)
+        if self.in_custom_primal:
+            launch.waiting = (plan, 0, True)
+        else:
+            launch.waiting = (plan, 0 if self.tape is None else self.tapes, False)
         waiting = self.waiting
         waiting.append(launch)
         self.waiting_live += 1
-        self._widen(plan)
+        # (_widen, inline: this runs at every launch that replays a read)
+        if plan.kernel not in self.waiting_fixed:
+            self.waiting_fixed.add(plan.kernel)
+            self._add_spans(plan.kernel.fixed_spans)
+        if plan.read_spans:
+            spans = self.waiting_spans
+            for fld, lo, hi in plan.read_spans:      # (_add_spans, inline)
+                held = spans.get(fld)
+                if held is None:
+                    spans[fld] = (lo, hi)
+                    continue
+                held_lo, held_hi = held
+                if hi > held_hi:           # (a time step reads the row after the last one's)
+                    spans[fld] = (lo if lo < held_lo else held_lo, hi)
+                elif lo < held_lo:
+                    spans[fld] = (lo, held_hi)
         if len(waiting) > self.waiting_limit:
             if self.waiting_live == len(waiting) and waiting[0].number >= \
                     self.history[0].number:      # none to drop (a Tape's, say): room for more
@@ -281,16 +311,16 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             self._add_spans(plan.kernel.fixed_spans)
         self._add_spans(plan.read_spans)
 
-    def _add_spans(self, pairs) -> None:
-        """Widen the waiting rows' hulls by ((field, (lo, hi)), ...). A hull, not the rows
+    def _add_spans(self, spans_read) -> None:
+        """Widen the waiting rows' hulls by ((field, lo, hi), ...). A hull, not the rows
         exactly: a write inside it between read rows files the reads early, never late."""
         spans = self.waiting_spans
-        for fld, span in pairs:
+        for fld, lo, hi in spans_read:
             held = spans.get(fld)
             if held is None:
-                spans[fld] = span
-            elif span[0] < held[0] or span[1] > held[1]:
-                spans[fld] = (min(span[0], held[0]), max(span[1], held[1]))
+                spans[fld] = (lo, hi)
+            elif lo < held[0] or hi > held[1]:
+                spans[fld] = (min(lo, held[0]), max(hi, held[1]))
 
     def _comes_near(self, fld, box) -> bool:
         """May a write of `box` (None: any part) of `fld` meet a waiting read's rows?"""
