@@ -30,16 +30,39 @@ class FastLaunch(CheckedLaunch):
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
         regions = self.regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled)
-        plan = self.plan = regions.plan(self.scalars)
+        scalars = self.scalars
+        try:     # (KernelRegions.plan's first look, inline: a launch alike found its plan)
+            plan = regions.by_scalars.get(scalars)
+        except TypeError:      # an unhashable argument
+            plan = None
+        if plan is None:
+            plan = regions.plan(scalars)
+        self.plan = plan
         if plan.out_of_bounds is not None and not self.backend.config.debug:
-            _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
+            _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
         return regions.names, plan.rows
 
     def run_forward(self):
-        """Also, around the run (one step: a frame each costs a small launch more than its
-        checks): how the launch's in-launch hazards are checked is decided before it, a custom
-        gradient's kernel keeps the gradients it may overwrite, and what the launch overwrote
-        of its own reads is compared after it."""
+        """The checks around the run: the replayed reads its writes may change are copied
+        before it and compared after it, and what it reads is left waiting for its adjoint
+        (compile/replaycheck.py); the gradient points of fields it writes are copied first."""
+        checker, plan = self.checker, self.plan
+        if plan.hazards or checker.in_custom_grad or self.facts.hand_gradient:
+            return self._run_forward_with_more()
+        # (the usual launch: as _run_forward_with_more without its three rare steps, one
+        # frame less for a small launch, whose cost is mostly these checks)
+        if checker.uncopied_points or checker.partial_points:
+            checker.before_kernel_write(plan)
+        hits = checker.before_launch(plan) if plan.writes else None
+        result = self.program.run(self.scalars, self.backend.rng)
+        checker.after_forward(self.record, plan, hits)
+        return result
+
+    def _run_forward_with_more(self):
+        """run_forward's checks, and around the run (one step: a frame each costs a small
+        launch more than its checks): how the launch's in-launch hazards are checked is
+        decided before it, a custom gradient's kernel keeps the gradients it may overwrite,
+        and what the launch overwrote of its own reads is compared after it."""
         checker, plan = self.checker, self.plan
         own, recorder = self._decide_hazards(plan.hazards) if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(self.traced, self.scalars) \
@@ -142,8 +165,10 @@ class FastLaunch(CheckedLaunch):
     @staticmethod
     def run_adjoint(backend, traced, program, scalars, record):
         """As CheckedLaunch's. A launch whose replayed reads still wait (no write came near
-        them since it ran: most of a Tape's) has nothing to compare: no call for it."""
-        if record is not None and record.waiting is None:
+        them since it ran: most of a Tape's), or that replays none, has nothing to compare:
+        no call for it (check_replay returns at once), unless its reads were let go."""
+        if record is not None and record.waiting is None and (
+                record.snapshots or record.released is not None):
             backend.checker.check_replay(record, traced.ir.name)
         return program.run(scalars, backend.rng)
 

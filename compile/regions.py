@@ -120,7 +120,8 @@ class KernelRegions:
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}          # integer argument values -> LaunchPlan
-        self._by_scalars: dict = {}     # a launch's scalar arguments -> LaunchPlan
+        # a launch's scalar arguments -> LaunchPlan (FastLaunch.plan_forward looks here first)
+        self.by_scalars: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
         self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
         self._moving: list | None = None    # [(id(site), box function)] of the others
@@ -157,7 +158,7 @@ class KernelRegions:
         arguments. Looked up by the arguments as they came first (a time step's `t`), then by
         the integer ones the boxes depend on (a float argument may differ at each launch)."""
         try:
-            found = self._by_scalars.get(scalars)
+            found = self.by_scalars.get(scalars)
         except TypeError:      # an unhashable argument
             found = None
         if found is not None:
@@ -168,10 +169,10 @@ class KernelRegions:
             if len(self._cache) >= self.PLANS_KEPT:
                 self._cache.clear()
             found = self._cache[values] = self._make_plan(values)
-        if len(self._by_scalars) >= self.PLANS_KEPT:
-            self._by_scalars.clear()
+        if len(self.by_scalars) >= self.PLANS_KEPT:
+            self.by_scalars.clear()
         try:
-            self._by_scalars[scalars] = found
+            self.by_scalars[scalars] = found
         except TypeError:
             pass
         return found

@@ -171,18 +171,22 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
-            let_go = 0
+            # (_replayed, inline for the usual launches: their reads wait still, or they
+            # replay none; a call each costs a Tape of small launches more than the rest)
+            let_go, usual = 0, not self.evidence_kept
             for launch in log.launches:
                 if launch.released is not None:
                     continue
                 held = launch.waiting
-                if held is None or self.evidence_kept:
-                    self._replayed(launch, stamp)
-                else:       # (_replayed, inline for the usual launch: its reads wait still)
+                if held is not None and usual:
                     launch.waiting = None
                     launch.released = (stamp, held[0].read_fields)
                     let_go += 1
-            if let_go:
+                elif usual and not launch.snapshots:
+                    launch.released = (stamp, ())
+                else:
+                    self._replayed(launch, stamp)
+            if let_go:      # (as _release: none waiting, none to remember)
                 self.waiting_live -= let_go
                 if not self.waiting_live:
                     self._no_waiting()
@@ -245,7 +249,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             if hits is None:
                 hits = []
             hits.append((written, found))
-        if self.kept_bytes > self.MEMORY_BUDGET:
+        if hits is not None and self.kept_bytes > self.MEMORY_BUDGET:    # (none copied: none)
             self._keep_within_budget()
         return hits
 
@@ -289,7 +293,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                     continue
                 held_lo, held_hi = held
                 if hi > held_hi:           # (a time step reads the row after the last one's)
-                    spans[fld] = (lo if lo < held_lo else held_lo, hi)
+                    spans[fld] = (min(lo, held_lo), hi)
                 elif lo < held_lo:
                     spans[fld] = (lo, held_hi)
         if len(waiting) > self.waiting_limit:
