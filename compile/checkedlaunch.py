@@ -29,7 +29,7 @@ class FastLaunch(CheckedLaunch):
 
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
-        regions = self.regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled)
+        regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled; the plan's `kernel`)
         scalars = self.scalars
         try:     # (KernelRegions.plan's first look, inline: a launch alike found its plan)
             plan = regions.by_scalars.get(scalars)
@@ -78,7 +78,7 @@ class FastLaunch(CheckedLaunch):
             result = self._recorded_run(recorder)
         record = self.record
         for fld, before in own:
-            error = checker.own_overwrite(self.regions, fld, before, record)
+            error = checker.own_overwrite(plan.kernel, fld, before, record)
             if error is not None:
                 self._launch_problem(error)
                 break
@@ -99,7 +99,7 @@ class FastLaunch(CheckedLaunch):
         before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
         only their records build a report."""
         traced, scalars = self.traced, self.scalars
-        regions, host = self.regions, self.checker.host
+        regions, host = self.plan.kernel, self.checker.host
         own, rest = [], []
         for fld in hazards:
             scatter = regions.scatter_check(traced.ir, fld)

@@ -76,30 +76,40 @@ class PointCopies:
     def before_kernel_write(self, plan) -> None:
         """A launch will write the boxes `plan.writes`: the gradient points of their fields
         keep those boxes first."""
-        points = self.partial_points
+        uncopied, points = self.uncopied_points, self.partial_points
         for written in plan.writes:
             fld = written.site.field
-            grads = self.uncopied_points.pop(fld, None)
-            if grads:
-                current = self.host(fld)
-                if current.size <= SMALL_FIELD:      # a small field: all of it, at once
-                    values = current.copy()
-                    points.pop(fld, None)
-                else:
-                    # (a primal's one gradient held the last point: it moves on to this one)
-                    point = points.get(fld)
-                    if point is None:
-                        point = points[fld] = PartialPoint(current)
-                    else:
-                        point.restart()
-                    values = point.values
-                for grad in grads:
-                    held = self.grad_point.get(grad)
-                    if held is not None and held[0] is None:
-                        self.grad_point[grad] = (values, held[1], held[2])
+            # (the first write of a field after its gradient was taken copies the point; most
+            # launches write none such, and no field holds a partial point: no look then)
+            if uncopied:
+                grads = uncopied.pop(fld, None)
+                if grads:
+                    self._take_point(fld, grads)
+            if points:
+                point = points.get(fld)
+                if point is not None:
+                    point.save(written.box, self.host(fld))
+
+    def _take_point(self, fld, grads: list) -> None:
+        """`fld` is about to be written for the first time since `grads` were taken at its
+        values: they hold the point's copy (a small field's whole, else a PartialPoint that
+        keeps each box as it is written)."""
+        points, current = self.partial_points, self.host(fld)
+        if current.size <= SMALL_FIELD:      # a small field: all of it, at once
+            values = current.copy()
+            points.pop(fld, None)
+        else:
+            # (a primal's one gradient held the last point: it moves on to this one)
             point = points.get(fld)
-            if point is not None:
-                point.save(written.box, self.host(fld))
+            if point is None:
+                point = points[fld] = PartialPoint(current)
+            else:
+                point.restart()
+            values = point.values
+        for grad in grads:
+            held = self.grad_point.get(grad)
+            if held is not None and held[0] is None:
+                self.grad_point[grad] = (values, held[1], held[2])
 
     def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         super().gradients_cleared(grads, time, fields_set)

@@ -61,7 +61,7 @@ class LaunchPlan:
     that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
-                 "kernel", "read_spans", "write_spans", "read_fields", "load_sites", "made_rows",
+                 "kernel", "read_spans", "spans_with_fixed", "write_spans", "read_fields", "load_sites", "made_rows",
                  "out_of_bounds")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
@@ -78,7 +78,12 @@ class LaunchPlan:
         # replayed reads span where the arguments move them (those no argument moves are the
         # kernel's `fixed_spans`), and those its writes span; each field's as one hull.
         self.kernel = kernel
-        self.read_spans = _hulls((r.field, r.span) for r in reads if r not in kernel.fixed_reads)
+        moving = [(r.field, r.span) for r in reads if r not in kernel.fixed_reads]
+        self.read_spans = _hulls(moving)
+        # (and with its kernel's fixed ones: what the first launch of the kernel adds while
+        # none of its launches' reads wait)
+        self.spans_with_fixed = _hulls([(fld, (lo, hi)) for fld, lo, hi in kernel.fixed_spans]
+                                       + moving)
         self.write_spans = _hulls((w.site.field, leading_span(w.box)) for w in writes)
         self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
         # (site, dimension, index) of an access this launch certainly makes outside its field

@@ -116,6 +116,8 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         super().before_write(fld)    # (the gradient points: PointCopies)
         if fld in self.waiting_spans:
             self._file_waiting()
+        if not self.reads.fields:      # (none filed, mostly)
+            return
         waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
         if not waiting:
             return
@@ -281,12 +283,14 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         waiting.append(launch)
         self.waiting_live += 1
         # (_widen, inline: this runs at every launch that replays a read)
-        if plan.kernel not in self.waiting_fixed:
+        if plan.kernel in self.waiting_fixed:
+            spans_read = plan.read_spans
+        else:
             self.waiting_fixed.add(plan.kernel)
-            self._add_spans(plan.kernel.fixed_spans)
-        if plan.read_spans:
+            spans_read = plan.spans_with_fixed
+        if spans_read:
             spans = self.waiting_spans
-            for fld, lo, hi in plan.read_spans:      # (_add_spans, inline)
+            for fld, lo, hi in spans_read:      # (_add_spans, inline)
                 held = spans.get(fld)
                 if held is None:
                     spans[fld] = (lo, hi)
@@ -436,17 +440,19 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 self.lost.gradient_written(fld, index, loc)
             return None
         access = super().python_write(fld, index, loc)
-        self.wrote((fld,))
+        self.versions[fld] = self.next_version()      # (wrote, inline)
         box = None if index is None else tuple((i, i + 1) for i in index)
-        if self._comes_near(fld, box):     # (before_write filed them: not if it was skipped)
+        # (before_write filed them: not if it was skipped; none wait, mostly: no call then)
+        if self.waiting_spans and self._comes_near(fld, box):
             self._file_waiting()
         log = self.python_writes.get(fld)
         if log is None:
             log = self.python_writes[fld] = deque(maxlen=64)
         log.append(Written(None, box, "python write", access))
-        found = self.reads.overlapping(fld, box)
-        if found:
-            self._after_write(fld, found, None, self.tape, access)
+        if self.reads.fields:          # (none filed, mostly: no call then)
+            found = self.reads.overlapping(fld, box)
+            if found:
+                self._after_write(fld, found, None, self.tape, access)
         return access
 
     # ---- before an adjoint ---------------------------------------------------------------------
