@@ -75,41 +75,34 @@ class PointCopies:
 
     def before_kernel_write(self, plan) -> None:
         """A launch will write the boxes `plan.writes`: the gradient points of their fields
-        keep those boxes first."""
+        keep those boxes first. (One function: tinyad/checkwatch.py knows its reads.)"""
         uncopied, points = self.uncopied_points, self.partial_points
         for written in plan.writes:
             fld = written.site.field
-            # (the first write of a field after its gradient was taken copies the point; most
-            # launches write none such, and no field holds a partial point: no look then)
-            if uncopied:
-                grads = uncopied.pop(fld, None)
-                if grads:
-                    self._take_point(fld, grads)
+            # (most launches write no field whose point waits for its copy, and no field
+            # holds a partial point: no look then)
+            grads = uncopied.pop(fld, None) if uncopied else None
+            if grads:
+                current = self.host(fld)
+                if current.size <= SMALL_FIELD:      # a small field: all of it, at once
+                    values = current.copy()
+                    points.pop(fld, None)
+                else:
+                    # (a primal's one gradient held the last point: it moves on to this one)
+                    point = points.get(fld)
+                    if point is None:
+                        point = points[fld] = PartialPoint(current)
+                    else:
+                        point.restart()
+                    values = point.values
+                for grad in grads:
+                    held = self.grad_point.get(grad)
+                    if held is not None and held[0] is None:
+                        self.grad_point[grad] = (values, held[1], held[2])
             if points:
                 point = points.get(fld)
                 if point is not None:
                     point.save(written.box, self.host(fld))
-
-    def _take_point(self, fld, grads: list) -> None:
-        """`fld` is about to be written for the first time since `grads` were taken at its
-        values: they hold the point's copy (a small field's whole, else a PartialPoint that
-        keeps each box as it is written)."""
-        points, current = self.partial_points, self.host(fld)
-        if current.size <= SMALL_FIELD:      # a small field: all of it, at once
-            values = current.copy()
-            points.pop(fld, None)
-        else:
-            # (a primal's one gradient held the last point: it moves on to this one)
-            point = points.get(fld)
-            if point is None:
-                point = points[fld] = PartialPoint(current)
-            else:
-                point.restart()
-            values = point.values
-        for grad in grads:
-            held = self.grad_point.get(grad)
-            if held is not None and held[0] is None:
-                self.grad_point[grad] = (values, held[1], held[2])
 
     def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         super().gradients_cleared(grads, time, fields_set)

@@ -290,7 +290,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             spans_read = plan.spans_with_fixed
         if spans_read:
             spans = self.waiting_spans
-            for fld, lo, hi in spans_read:      # (_add_spans, inline)
+            for fld, lo, hi in spans_read:
                 held = spans.get(fld)
                 if held is None:
                     spans[fld] = (lo, hi)
@@ -312,23 +312,16 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             self._keep_within_budget()
 
     def _widen(self, plan: LaunchPlan) -> None:
-        """Widen the waiting rows' hulls by the rows a launch with `plan` reads: its kernel's
-        fixed ones once, the ones its arguments move each time."""
-        if plan.kernel not in self.waiting_fixed:
-            self.waiting_fixed.add(plan.kernel)
-            self._add_spans(plan.kernel.fixed_spans)
-        self._add_spans(plan.read_spans)
-
-    def _add_spans(self, spans_read) -> None:
-        """Widen the waiting rows' hulls by ((field, lo, hi), ...). A hull, not the rows
-        exactly: a write inside it between read rows files the reads early, never late."""
+        """Widen the waiting rows' hulls, per field (lo, hi), by the rows a launch with `plan`
+        reads: its kernel's fixed ones once, the ones its arguments move each time. A hull,
+        not the rows exactly: a write inside it between read rows files the reads early, never
+        late. (_wait does the same inline.)"""
+        first = plan.kernel not in self.waiting_fixed
+        self.waiting_fixed.add(plan.kernel)
         spans = self.waiting_spans
-        for fld, lo, hi in spans_read:
-            held = spans.get(fld)
-            if held is None:
-                spans[fld] = (lo, hi)
-            elif lo < held[0] or hi > held[1]:
-                spans[fld] = (min(lo, held[0]), max(hi, held[1]))
+        for fld, lo, hi in plan.spans_with_fixed if first else plan.read_spans:
+            held = spans.get(fld, (lo, hi))
+            spans[fld] = (min(lo, held[0]), max(hi, held[1]))
 
     def _comes_near(self, fld, box) -> bool:
         """May a write of `box` (None: any part) of `fld` meet a waiting read's rows?"""
