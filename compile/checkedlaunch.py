@@ -47,7 +47,7 @@ class FastLaunch(CheckedLaunch):
         before it and compared after it, and what it reads is left waiting for its adjoint
         (compile/replaycheck.py); the gradient points of fields it writes are copied first."""
         checker, plan = self.checker, self.plan
-        if plan.hazards or checker.in_custom_grad or self.facts.hand_gradient:
+        if plan.more or checker.in_custom_grad:
             return self._run_forward_with_more()
         # (the usual launch: as _run_forward_with_more without its three rare steps, one
         # frame less for a small launch, whose cost is mostly these checks)

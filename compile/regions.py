@@ -60,14 +60,17 @@ class LaunchPlan:
     again and again); hazards: the fields on which the launch may break a rule within itself
     that only an element-by-element check can clear."""
 
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
-                 "kernel", "read_spans", "spans_with_fixed", "write_spans", "read_fields", "load_sites", "made_rows",
-                 "out_of_bounds")
+    __slots__ = ("reads", "writes", "loads", "hazards", "more", "written_fields", "rows",
+                 "row_source", "kernel", "read_spans", "spans_with_fixed", "write_spans",
+                 "read_fields", "load_sites", "made_rows", "out_of_bounds")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
                  out_of_bounds=None):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, kernel.written_fields
+        # (a launch with in-launch hazards or of a gradient kernel written by hand takes the
+        # checked launch's longer way: FastLaunch.run_forward)
+        self.more = bool(hazards) or kernel.hand_gradient
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
         # a launch's Launch.row_source: its rows, made once per plan when the order check
@@ -98,7 +101,8 @@ class KernelRegions:
 
     def __init__(self, traced):
         kernel = self.kernel_ir = traced.ir
-        replayed = kernel_facts(traced).replayed
+        facts = kernel_facts(traced)
+        replayed, self.hand_gradient = facts.replayed, facts.hand_gradient
         self.kernel_rows = rows_of(traced)
         sites = self.kernel_rows.sites     # (the same Site objects: a plan's boxes serve both)
         # the integer arguments the boxes depend on, and their positions (as the rows have them)

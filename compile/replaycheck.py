@@ -97,9 +97,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         # (`_check_released_replay`).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
-        # Replayed reads not filed yet, as no write has come near them (`_wait`): per field, the
-        # hull of the leading indices they span (waiting_spans: field -> (lo, hi)), and the
-        # launches holding them, in order (waiting; some let go since: waiting_live still wait)
+        # Replayed reads not filed yet, as no write has come near them (after_forward): per
+        # field, the hull of the leading indices they span (waiting_spans: field -> (lo, hi)),
+        # and the launches holding them, in order (waiting; some let go since: waiting_live
+        # still wait)
         self._no_waiting()
         self.differentiating = None      # the TapeLog whose backward pass runs now
         self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
@@ -256,8 +257,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         return hits
 
     def after_forward(self, launch: Launch, plan: LaunchPlan, hits=None) -> None:
-        """File the boxes this launch's adjoint will replay; compare the reads its writes may
-        have changed (`hits`, from before_launch): inside a Tape, naming this launch."""
+        """Compare the reads this launch's writes may have changed (`hits`, from
+        before_launch): inside a Tape, naming this launch. The boxes its adjoint will replay
+        wait, unfiled, until a write may come near their rows (`_comes_near`); most never do,
+        and cost only their rows' spans. (One frame: this runs at every launch.)"""
         versions, version = self.versions, self.next_version()
         for fld in plan.written_fields:      # (one version a launch: only their order counts)
             versions[fld] = version
@@ -267,12 +270,8 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             tape = self.tape
             for written, found in hits:
                 self._after_write(written.site.field, found, launch, tape)
-        if plan.reads:
-            self._wait(launch, plan)
-
-    def _wait(self, launch: Launch, plan: LaunchPlan) -> None:
-        """The boxes `launch`'s adjoint will replay wait, unfiled, until a write may come near
-        their rows (`_comes_near`); most never do, and cost only their rows' spans."""
+        if not plan.reads:
+            return
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
         if self.in_custom_primal:
@@ -315,7 +314,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         """Widen the waiting rows' hulls, per field (lo, hi), by the rows a launch with `plan`
         reads: its kernel's fixed ones once, the ones its arguments move each time. A hull,
         not the rows exactly: a write inside it between read rows files the reads early, never
-        late. (_wait does the same inline.)"""
+        late. (after_forward does the same inline.)"""
         first = plan.kernel not in self.waiting_fixed
         self.waiting_fixed.add(plan.kernel)
         spans = self.waiting_spans
