@@ -49,8 +49,9 @@ class FastLaunch(CheckedLaunch):
         checker, plan = self.checker, self.plan
         if plan.more or checker.in_custom_grad:
             return self._run_forward_with_more()
-        # (the usual launch: as _run_forward_with_more without its three rare steps, one
-        # frame less for a small launch, whose cost is mostly these checks)
+        # (the usual launch: no in-launch hazard, no custom or hand-written gradient, so
+        # _run_forward_with_more's steps less those three looks, which a small launch, whose
+        # cost is mostly its checks, would pay each time)
         if checker.uncopied_points or checker.partial_points:
             checker.before_kernel_write(plan)
         hits = checker.before_launch(plan) if plan.writes else None

@@ -87,7 +87,8 @@ def _adjoint(backend, traced, program, scalars, record, manual):
         record = checker.find_launch(traced, scalars)
         if record is None:
             steps.unmatched_adjoint(backend, traced, scalars)
-    if manual or record is not None and record.problems:   # (a Tape's: only its problems)
+    # (a Tape's adjoint has only the problems its forward launch left to report: none, mostly)
+    if manual or record is not None and record.problems:
         adjointchecks.before_adjoint(checker, traced, traced.ir.name, record, manual)
     result = steps.run_adjoint(backend, traced, program, scalars, record)
     adjointchecks.after_adjoint(checker, traced, record, manual)
