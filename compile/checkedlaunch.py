@@ -40,7 +40,7 @@ class FastLaunch(CheckedLaunch):
         self.plan = plan
         if plan.out_of_bounds is not None and not self.backend.config.debug:
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
-        return regions.names, plan.rows
+        return plan.names_and_rows
 
     def run_forward(self):
         """The checks around the run: the replayed reads its writes may change are copied

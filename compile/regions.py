@@ -61,7 +61,7 @@ class LaunchPlan:
     that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "more", "written_fields", "rows",
-                 "row_source", "kernel", "read_spans", "spans_with_fixed", "write_spans",
+                 "names_and_rows", "row_source", "kernel", "read_spans", "spans_with_fixed", "write_spans",
                  "read_fields", "load_sites", "made_rows", "out_of_bounds")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
@@ -73,6 +73,7 @@ class LaunchPlan:
         self.more = bool(hazards) or kernel.hand_gradient
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
+        self.names_and_rows = (kernel.names, rows)     # (what FastLaunch.plan_forward returns)
         # a launch's Launch.row_source: its rows, made once per plan when the order check
         # first asks (a recomputing sweep asks at every adjoint, for the same few plans)
         self.load_sites, self.made_rows = load_sites, None
