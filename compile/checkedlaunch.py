@@ -29,17 +29,41 @@ class FastLaunch(CheckedLaunch):
 
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
-        regions = self.regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled)
-        plan = self.plan = regions.plan(self.scalars)
+        regions = self.traced.memos[KernelRegions]    # (regions_of, uncalled; the plan's `kernel`)
+        scalars = self.scalars
+        try:     # (KernelRegions.plan's first look, inline: a launch alike found its plan)
+            plan = regions.by_scalars.get(scalars)
+        except TypeError:      # an unhashable argument
+            plan = None
+        if plan is None:
+            plan = regions.plan(scalars)
+        self.plan = plan
         if plan.out_of_bounds is not None and not self.backend.config.debug:
-            _raise_out_of_bounds(plan.out_of_bounds, regions.names, self.scalars)
-        return regions.names, plan.rows
+            _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
+        return plan.names_and_rows
 
     def run_forward(self):
-        """Also, around the run (one step: a frame each costs a small launch more than its
-        checks): how the launch's in-launch hazards are checked is decided before it, a custom
-        gradient's kernel keeps the gradients it may overwrite, and what the launch overwrote
-        of its own reads is compared after it."""
+        """The checks around the run: the replayed reads its writes may change are copied
+        before it and compared after it, and what it reads is left waiting for its adjoint
+        (compile/replaycheck.py); the gradient points of fields it writes are copied first."""
+        checker, plan = self.checker, self.plan
+        if plan.more or checker.in_custom_grad:
+            return self._run_forward_with_more()
+        # (the usual launch: no in-launch hazard, no custom or hand-written gradient, so
+        # _run_forward_with_more's steps less those three looks, which a small launch, whose
+        # cost is mostly its checks, would pay each time)
+        if checker.uncopied_points or checker.partial_points:
+            checker.before_kernel_write(plan)
+        hits = checker.before_launch(plan) if plan.writes else None
+        result = self.program.run(self.scalars, self.backend.rng)
+        checker.after_forward(self.record, plan, hits)
+        return result
+
+    def _run_forward_with_more(self):
+        """run_forward's checks, and around the run (one step: a frame each costs a small
+        launch more than its checks): how the launch's in-launch hazards are checked is
+        decided before it, a custom gradient's kernel keeps the gradients it may overwrite,
+        and what the launch overwrote of its own reads is compared after it."""
         checker, plan = self.checker, self.plan
         own, recorder = self._decide_hazards(plan.hazards) if plan.hazards else ((), None)
         saved_grads = checker.before_custom_grad(self.traced, self.scalars) \
@@ -55,7 +79,7 @@ class FastLaunch(CheckedLaunch):
             result = self._recorded_run(recorder)
         record = self.record
         for fld, before in own:
-            error = checker.own_overwrite(self.regions, fld, before, record)
+            error = checker.own_overwrite(plan.kernel, fld, before, record)
             if error is not None:
                 self._launch_problem(error)
                 break
@@ -76,7 +100,7 @@ class FastLaunch(CheckedLaunch):
         before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
         only their records build a report."""
         traced, scalars = self.traced, self.scalars
-        regions, host = self.regions, self.checker.host
+        regions, host = self.plan.kernel, self.checker.host
         own, rest = [], []
         for fld in hazards:
             scatter = regions.scatter_check(traced.ir, fld)
@@ -139,6 +163,16 @@ class FastLaunch(CheckedLaunch):
             record.add_problem(error)
 
     # ---- an adjoint launch --------------------------------------------------------------------
+    @staticmethod
+    def run_adjoint(backend, traced, program, scalars, record):
+        """As CheckedLaunch's. A launch whose replayed reads still wait (no write came near
+        them since it ran: most of a Tape's), or that replays none, has nothing to compare:
+        no call for it (check_replay returns at once), unless its reads were let go."""
+        if record is not None and record.waiting is None and (
+                record.snapshots or record.released is not None):
+            backend.checker.check_replay(record, traced.ir.name)
+        return program.run(scalars, backend.rng)
+
     @staticmethod
     def unmatched_adjoint(backend, traced, scalars) -> None:
         """A .grad() that no forward launch alike precedes (its own was checked, with these

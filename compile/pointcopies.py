@@ -75,11 +75,13 @@ class PointCopies:
 
     def before_kernel_write(self, plan) -> None:
         """A launch will write the boxes `plan.writes`: the gradient points of their fields
-        keep those boxes first."""
-        points = self.partial_points
+        keep those boxes first. (One function: tinyad/checkwatch.py knows its reads.)"""
+        uncopied, points = self.uncopied_points, self.partial_points
         for written in plan.writes:
             fld = written.site.field
-            grads = self.uncopied_points.pop(fld, None)
+            # (most launches write no field whose point waits for its copy, and no field
+            # holds a partial point: no look then)
+            grads = uncopied.pop(fld, None) if uncopied else None
             if grads:
                 current = self.host(fld)
                 if current.size <= SMALL_FIELD:      # a small field: all of it, at once
@@ -97,9 +99,10 @@ class PointCopies:
                     held = self.grad_point.get(grad)
                     if held is not None and held[0] is None:
                         self.grad_point[grad] = (values, held[1], held[2])
-            point = points.get(fld)
-            if point is not None:
-                point.save(written.box, self.host(fld))
+            if points:
+                point = points.get(fld)
+                if point is not None:
+                    point.save(written.box, self.host(fld))
 
     def gradients_cleared(self, grads, time: int, fields_set=()) -> None:
         super().gradients_cleared(grads, time, fields_set)

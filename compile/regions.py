@@ -60,16 +60,20 @@ class LaunchPlan:
     again and again); hazards: the fields on which the launch may break a rule within itself
     that only an element-by-element check can clear."""
 
-    __slots__ = ("reads", "writes", "loads", "hazards", "written_fields", "rows", "row_source",
-                 "kernel", "read_spans", "write_spans", "read_fields", "load_sites", "made_rows",
-                 "out_of_bounds")
+    __slots__ = ("reads", "writes", "loads", "hazards", "more", "written_fields", "rows",
+                 "names_and_rows", "row_source", "kernel", "read_spans", "spans_with_fixed", "write_spans",
+                 "read_fields", "load_sites", "made_rows", "out_of_bounds")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
                  out_of_bounds=None):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, kernel.written_fields
+        # (a launch with in-launch hazards or of a gradient kernel written by hand takes the
+        # checked launch's longer way: FastLaunch.run_forward)
+        self.more = bool(hazards) or kernel.hand_gradient
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
+        self.names_and_rows = (kernel.names, rows)     # (what FastLaunch.plan_forward returns)
         # a launch's Launch.row_source: its rows, made once per plan when the order check
         # first asks (a recomputing sweep asks at every adjoint, for the same few plans)
         self.load_sites, self.made_rows = load_sites, None
@@ -78,7 +82,12 @@ class LaunchPlan:
         # replayed reads span where the arguments move them (those no argument moves are the
         # kernel's `fixed_spans`), and those its writes span; each field's as one hull.
         self.kernel = kernel
-        self.read_spans = _hulls((r.field, r.span) for r in reads if r not in kernel.fixed_reads)
+        moving = [(r.field, r.span) for r in reads if r not in kernel.fixed_reads]
+        self.read_spans = _hulls(moving)
+        # (and with its kernel's fixed ones: what the first launch of the kernel adds while
+        # none of its launches' reads wait)
+        self.spans_with_fixed = _hulls([(fld, (lo, hi)) for fld, lo, hi in kernel.fixed_spans]
+                                       + moving)
         self.write_spans = _hulls((w.site.field, leading_span(w.box)) for w in writes)
         self.read_fields = tuple({id(r.field): r.field for r in reads}.values())
         # (site, dimension, index) of an access this launch certainly makes outside its field
@@ -93,7 +102,8 @@ class KernelRegions:
 
     def __init__(self, traced):
         kernel = self.kernel_ir = traced.ir
-        replayed = kernel_facts(traced).replayed
+        facts = kernel_facts(traced)
+        replayed, self.hand_gradient = facts.replayed, facts.hand_gradient
         self.kernel_rows = rows_of(traced)
         sites = self.kernel_rows.sites     # (the same Site objects: a plan's boxes serve both)
         # the integer arguments the boxes depend on, and their positions (as the rows have them)
@@ -120,14 +130,15 @@ class KernelRegions:
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}          # integer argument values -> LaunchPlan
-        self._by_scalars: dict = {}     # a launch's scalar arguments -> LaunchPlan
+        # a launch's scalar arguments -> LaunchPlan (FastLaunch.plan_forward looks here first)
+        self.by_scalars: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
         self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
         self._moving: list | None = None    # [(id(site), box function)] of the others
         # The replayed reads of the fields whose read boxes no argument moves (a time-stepped
         # kernel's weights), planned once; the replayed read sites of the other fields.
         self.fixed_reads: list = []
-        self.fixed_spans: tuple = ()      # their (field, leading-index hull)
+        self.fixed_spans: tuple = ()      # their (field, leading-index hull lo, hi)
         self._moving_reads: list = []
         self._planned: dict = {}       # (id(site), box) -> its PlannedRead
         self._bounds: CertainBounds | None = None   # its accesses' certain index ends
@@ -157,7 +168,7 @@ class KernelRegions:
         arguments. Looked up by the arguments as they came first (a time step's `t`), then by
         the integer ones the boxes depend on (a float argument may differ at each launch)."""
         try:
-            found = self._by_scalars.get(scalars)
+            found = self.by_scalars.get(scalars)
         except TypeError:      # an unhashable argument
             found = None
         if found is not None:
@@ -168,10 +179,10 @@ class KernelRegions:
             if len(self._cache) >= self.PLANS_KEPT:
                 self._cache.clear()
             found = self._cache[values] = self._make_plan(values)
-        if len(self._by_scalars) >= self.PLANS_KEPT:
-            self._by_scalars.clear()
+        if len(self.by_scalars) >= self.PLANS_KEPT:
+            self.by_scalars.clear()
         try:
-            self._by_scalars[scalars] = found
+            self.by_scalars[scalars] = found
         except TypeError:
             pass
         return found
@@ -258,12 +269,13 @@ def leading_span(box: tuple) -> tuple:
 
 
 def _hulls(pairs) -> tuple:
-    """((field, (lo, hi)), ...): per field, the hull of its spans, in first-seen order."""
+    """((field, lo, hi), ...): per field, the hull (lo, hi) of its spans, in first-seen order
+    (flat: a launch's checks unpack one level, not two)."""
     hulls: dict = {}
     for fld, (lo, hi) in pairs:
         held = hulls.get(fld)
         hulls[fld] = (lo, hi) if held is None else (min(lo, held[0]), max(hi, held[1]))
-    return tuple(hulls.items())
+    return tuple((fld, lo, hi) for fld, (lo, hi) in hulls.items())
 
 
 def _distinct(sites, by_kind=False):

@@ -97,9 +97,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         # (`_check_released_replay`).
         self.versions: dict = {}         # field -> version
         self.next_version = iter(range(1, 1 << 62)).__next__
-        # Replayed reads not filed yet, as no write has come near them (`_wait`): per field, the
-        # hull of the leading indices they span (waiting_spans: field -> (lo, hi)), and the
-        # launches holding them, in order (waiting; some let go since: waiting_live still wait)
+        # Replayed reads not filed yet, as no write has come near them (after_forward): per
+        # field, the hull of the leading indices they span (waiting_spans: field -> (lo, hi)),
+        # and the launches holding them, in order (waiting; some let go since: waiting_live
+        # still wait)
         self._no_waiting()
         self.differentiating = None      # the TapeLog whose backward pass runs now
         self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
@@ -116,6 +117,8 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         super().before_write(fld)    # (the gradient points: PointCopies)
         if fld in self.waiting_spans:
             self._file_waiting()
+        if not self.reads.fields:      # (none filed, mostly)
+            return
         waiting = [r for r in self.reads.overlapping(fld, None) if r.values is None]
         if not waiting:
             return
@@ -171,9 +174,25 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         log, self.differentiating = self.differentiating, None
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
+            # (_replayed, inline for the usual launches: their reads wait still, or they
+            # replay none; a call each costs a Tape of small launches more than the rest)
+            let_go, usual = 0, not self.evidence_kept
             for launch in log.launches:
-                if launch.released is None:
+                if launch.released is not None:
+                    continue
+                held = launch.waiting
+                if held is not None and usual:
+                    launch.waiting = None
+                    launch.released = (stamp, held[0].read_fields)
+                    let_go += 1
+                elif usual and not launch.snapshots:
+                    launch.released = (stamp, ())
+                else:
                     self._replayed(launch, stamp)
+            if let_go:      # (as _release: none waiting, none to remember)
+                self.waiting_live -= let_go
+                if not self.waiting_live:
+                    self._no_waiting()
         super().tape_differentiated()
 
     def superseded(self, launch: Launch) -> None:
@@ -210,9 +229,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         [ReplayedRead])] for `after_forward`, or None."""
         spans = self.waiting_spans
         if spans:     # (_comes_near, inline: it runs at every launch)
-            for fld, (lo, hi) in plan.write_spans:
+            for fld, lo, hi in plan.write_spans:
                 held = spans.get(fld)
-                if held is not None and held[0] < hi and lo < held[1]:
+                # (a time step writes the rows after those read: the first test fails)
+                if held is not None and lo < held[1] and held[0] < hi:
                     self._file_waiting()
                     break
         hits, fields = None, self.reads.fields
@@ -232,36 +252,53 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             if hits is None:
                 hits = []
             hits.append((written, found))
-        if self.kept_bytes > self.MEMORY_BUDGET:
+        if hits is not None and self.kept_bytes > self.MEMORY_BUDGET:    # (none copied: none)
             self._keep_within_budget()
         return hits
 
     def after_forward(self, launch: Launch, plan: LaunchPlan, hits=None) -> None:
-        """File the boxes this launch's adjoint will replay; compare the reads its writes may
-        have changed (`hits`, from before_launch): inside a Tape, naming this launch."""
-        versions, next_version = self.versions, self.next_version
-        for fld in plan.written_fields:
-            versions[fld] = next_version()
+        """Compare the reads this launch's writes may have changed (`hits`, from
+        before_launch): inside a Tape, naming this launch. The boxes its adjoint will replay
+        wait, unfiled, until a write may come near their rows (`_comes_near`); most never do,
+        and cost only their rows' spans. (One frame: this runs at every launch.)"""
+        versions, version = self.versions, self.next_version()
+        for fld in plan.written_fields:      # (one version a launch: only their order counts)
+            versions[fld] = version
         launch.writes = plan.writes      # shared by the launches with these arguments
         launch.row_source = plan.row_source
-        tape = self.tape
         if hits:
+            tape = self.tape
             for written, found in hits:
                 self._after_write(written.site.field, found, launch, tape)
-        if plan.reads:
-            self._wait(launch, plan, tape)
-
-    def _wait(self, launch: Launch, plan: LaunchPlan, tape) -> None:
-        """The boxes `launch`'s adjoint will replay wait, unfiled, until a write may come near
-        their rows (`_comes_near`); most never do, and cost only their rows' spans."""
+        if not plan.reads:
+            return
         # Inside a grad_replaced function the Tape never replays these reads (its grad_for
         # recomputes what it needs): they are the launch's own, not the Tape's.
-        custom = bool(self.in_custom_primal)
-        launch.waiting = (plan, 0 if custom or tape is None else self.tapes, custom)
+        if self.in_custom_primal:
+            launch.waiting = (plan, 0, True)
+        else:
+            launch.waiting = (plan, 0 if self.tape is None else self.tapes, False)
         waiting = self.waiting
         waiting.append(launch)
         self.waiting_live += 1
-        self._widen(plan)
+        # (_widen, inline: this runs at every launch that replays a read)
+        if plan.kernel in self.waiting_fixed:
+            spans_read = plan.read_spans
+        else:
+            self.waiting_fixed.add(plan.kernel)
+            spans_read = plan.spans_with_fixed
+        if spans_read:
+            spans = self.waiting_spans
+            for fld, lo, hi in spans_read:
+                held = spans.get(fld)
+                if held is None:
+                    spans[fld] = (lo, hi)
+                    continue
+                held_lo, held_hi = held
+                if hi > held_hi:           # (a time step reads the row after the last one's)
+                    spans[fld] = (min(lo, held_lo), hi)
+                elif lo < held_lo:
+                    spans[fld] = (lo, held_hi)
         if len(waiting) > self.waiting_limit:
             if self.waiting_live == len(waiting) and waiting[0].number >= \
                     self.history[0].number:      # none to drop (a Tape's, say): room for more
@@ -274,23 +311,16 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             self._keep_within_budget()
 
     def _widen(self, plan: LaunchPlan) -> None:
-        """Widen the waiting rows' hulls by the rows a launch with `plan` reads: its kernel's
-        fixed ones once, the ones its arguments move each time."""
-        if plan.kernel not in self.waiting_fixed:
-            self.waiting_fixed.add(plan.kernel)
-            self._add_spans(plan.kernel.fixed_spans)
-        self._add_spans(plan.read_spans)
-
-    def _add_spans(self, pairs) -> None:
-        """Widen the waiting rows' hulls by ((field, (lo, hi)), ...). A hull, not the rows
-        exactly: a write inside it between read rows files the reads early, never late."""
+        """Widen the waiting rows' hulls, per field (lo, hi), by the rows a launch with `plan`
+        reads: its kernel's fixed ones once, the ones its arguments move each time. A hull,
+        not the rows exactly: a write inside it between read rows files the reads early, never
+        late. (after_forward does the same inline.)"""
+        first = plan.kernel not in self.waiting_fixed
+        self.waiting_fixed.add(plan.kernel)
         spans = self.waiting_spans
-        for fld, span in pairs:
-            held = spans.get(fld)
-            if held is None:
-                spans[fld] = span
-            elif span[0] < held[0] or span[1] > held[1]:
-                spans[fld] = (min(span[0], held[0]), max(span[1], held[1]))
+        for fld, lo, hi in plan.spans_with_fixed if first else plan.read_spans:
+            held = spans.get(fld, (lo, hi))
+            spans[fld] = (min(lo, held[0]), max(hi, held[1]))
 
     def _comes_near(self, fld, box) -> bool:
         """May a write of `box` (None: any part) of `fld` meet a waiting read's rows?"""
@@ -402,17 +432,19 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 self.lost.gradient_written(fld, index, loc)
             return None
         access = super().python_write(fld, index, loc)
-        self.wrote((fld,))
+        self.versions[fld] = self.next_version()      # (wrote, inline)
         box = None if index is None else tuple((i, i + 1) for i in index)
-        if self._comes_near(fld, box):     # (before_write filed them: not if it was skipped)
+        # (before_write filed them: not if it was skipped; none wait, mostly: no call then)
+        if self.waiting_spans and self._comes_near(fld, box):
             self._file_waiting()
         log = self.python_writes.get(fld)
         if log is None:
             log = self.python_writes[fld] = deque(maxlen=64)
         log.append(Written(None, box, "python write", access))
-        found = self.reads.overlapping(fld, box)
-        if found:
-            self._after_write(fld, found, None, self.tape, access)
+        if self.reads.fields:          # (none filed, mostly: no call then)
+            found = self.reads.overlapping(fld, box)
+            if found:
+                self._after_write(fld, found, None, self.tape, access)
         return access
 
     # ---- before an adjoint ---------------------------------------------------------------------

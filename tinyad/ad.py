@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import operator
 import warnings
+import weakref
 from itertools import repeat
 
 import numpy as np
@@ -168,7 +169,9 @@ class Tape(Recorder):
         """A Python-scope write of `dst` (tinyad/tapeops.py): `primal(*args)` does it again (for
         grad_check), `adjoint` is its gradient."""
         self._called(primal, args, {})
-        later = functools.partial(_launches_after, self.entries, len(self.entries))
+        # (the Tape by a weak reference: its entries holding this would make each Tape's
+        # entries, and the launches' arguments in them, a cycle only a full collection frees)
+        later = functools.partial(_launches_after, weakref.ref(self), len(self.entries))
         where = {"loc": self._loc and user_loc(), "later": later}
         self.entries.append((adjoint, args, where, None))
         if dst is not None:      # (an element write: noted by wrote_before already)
@@ -282,9 +285,10 @@ class Tape(Recorder):
 _adjoint_of = operator.itemgetter(0)      # a Tape entry's adjoint callable
 
 
-def _launches_after(entries: list, index: int) -> list:
-    """The checker's records of the launches recorded after entry `index` (None: unchecked)."""
-    return [launch for *_, launch in entries[index + 1:]]
+def _launches_after(tape, index: int) -> list:
+    """The checker's records of the launches `tape()` recorded after entry `index` (None:
+    unchecked)."""
+    return [launch for *_, launch in tape().entries[index + 1:]]
 
 
 _VALIDATION_CLASSES: dict = {}

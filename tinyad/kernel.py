@@ -305,8 +305,14 @@ class AdjointKernel:
             raise
 
     def replay(self, args, kwargs, launch):
-        """The Tape's call: the adjoint of one recorded launch."""
+        """The Tape's call: the adjoint of one recorded launch. Its checker's record (`launch`,
+        None when unchecked) holds the trace and the arguments the launch ran with: they are
+        not bound and looked up again (a tenth of a checked launch pair's Python)."""
         try:           # (as Kernel.__call__)
+            if launch is not None:
+                if not self.primal.is_no_grad:
+                    launch.compiled.run_adjoint(launch.scalars, launch, False)
+                return None
             return self._launch(args, kwargs, launch, manual=False)
         except BaseException as exc:
             _surface(exc)

@@ -88,11 +88,19 @@ def _adjoint(backend, traced, program, scalars, record, manual):
         record = checker.find_launch(traced, scalars)
         if record is None:
             steps.unmatched_adjoint(backend, traced, scalars)
-    adjointchecks.before_adjoint(checker, traced, traced.ir.name, record, manual)
+    # (a Tape's adjoint has only the problems its forward launch left to report: none, mostly)
+    if manual or record is not None and record.problems:
+        adjointchecks.before_adjoint(checker, traced, traced.ir.name, record, manual)
     result = steps.run_adjoint(backend, traced, program, scalars, record)
     adjointchecks.after_adjoint(checker, traced, record, manual)
     if checker.checks_nonfinite:
-        nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)
+        # (in a Tape's backward the launch is only noted, as nonfinite.after_launch would:
+        # its gradients are looked at once the pass ends)
+        batch = checker.nonfinite_batch
+        if batch is not None and checker.nonfinite_batching:
+            batch.kernels.append(traced)
+        else:
+            nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)
     return result, None
 
 

@@ -169,14 +169,14 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
     if manual:
         checker.lost.sweeps.manual_adjoint_ran(launch)
     time = checker.tick()
-    facts = kernel_facts(compiled)
-    for grad in compiled.memos[_written_grads]:     # (the adjoint reads them)
+    written, targets = compiled.memos[_adjoint_gradients]   # (no frame: this runs per adjoint)
+    for grad in written:          # (the adjoint reads them)
         checker.grad_read_at[grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
-    for grad in facts.adjoint_targets:
+    for grad, primal in targets:
         checker.grad_accumulated_at[grad] = time
         held = checker.grad_point.get(grad)
-        changed = checker.primal_changed.get(grad.primal)
+        changed = checker.primal_changed.get(primal)
         if held is not None and (changed is None or changed.time < held[2]):
             continue      # taken at these values already: once per sweep
         if sweep is None:
@@ -187,10 +187,13 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> Non
         _remember_gradient_point(checker, grad, sweep)
 
 
-def _written_grads(compiled) -> tuple:
-    """The gradients of the primal fields `compiled` writes, once per kernel (its memos), as
-    kernel_facts has them: the adjoint reads these."""
-    return tuple(fld.grad for fld in kernel_facts(compiled).written if fld.has_grad)
+def _adjoint_gradients(compiled) -> tuple:
+    """(the gradients of the primal fields `compiled` writes, which its adjoint reads;
+    ((gradient, its primal), ...) of those the adjoint adds to), once per kernel (its memos),
+    as kernel_facts has them."""
+    facts = kernel_facts(compiled)
+    return (tuple(fld.grad for fld in facts.written if fld.has_grad),
+            tuple((grad, grad.primal) for grad in facts.adjoint_targets))
 
 
 def _remember_gradient_point(checker: LaunchChecker, grad, sweep: Access) -> None:

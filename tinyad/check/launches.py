@@ -336,16 +336,19 @@ class LaunchChecker:
     def adjoint_ran(self, launch: Launch | None):
         """`launch`'s adjoint has run, for it and the launches it stands for (a recompute's
         forward, which is not the latest alike: no .grad() finds it again)."""
-        self.last_adjoint_at = self.tick()
+        at = self.last_adjoint_at = self.tick()
         while launch is not None:
-            if not launch.adjoint_runs and not launch.tape:
-                self._no_longer_awaiting(launch)
-                self._differentiated(launch)
-            launch.adjoint_runs += 1
-            launch.adjoint_at = self.last_adjoint_at
-            if not launch.tape and self._latest_alike(launch.compiled, launch.scalars) \
-                    is not launch:
-                self.superseded(launch)
+            if launch.tape:         # (a Tape's launch: its Tape lets it go, tape_differentiated)
+                launch.adjoint_runs += 1
+                launch.adjoint_at = at
+            else:
+                if not launch.adjoint_runs:
+                    self._no_longer_awaiting(launch)
+                    self._differentiated(launch)
+                launch.adjoint_runs += 1
+                launch.adjoint_at = at
+                if self._latest_alike(launch.compiled, launch.scalars) is not launch:
+                    self.superseded(launch)
             launch = launch.repeats
 
     def _differentiated(self, launch: Launch) -> None:
