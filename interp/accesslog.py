@@ -95,8 +95,8 @@ class Checker(NonFiniteChecks, LaunchChecker):
         # launch's witness shares where it reads the same (interp/lanelog.py _witness)
         self.read_parts: dict = {}
 
-    def new_launch(self, kernel, compiled, scalars, facts=None) -> Launch:
-        launch = super().new_launch(kernel, compiled, scalars, facts)
+    def new_launch(self, compiled, scalars, facts=None) -> Launch:
+        launch = super().new_launch(compiled, scalars, facts)
         launch.read_rows, launch.wrote_rows = {}, {}    # (the log adds the rows it sees)
         return launch
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tinyad as ti
+from tests.gradcheck import finite_difference
 
 
 @pytest.fixture
@@ -322,6 +323,50 @@ def test_a_tape_recomputing_every_step_reads_nothing_from_before_it(mode, capsys
         run()
     assert p.grad[None] == pytest.approx(3 * 2.0 ** 2)      # d(p^3 x0)/dp
     assert "Computed before the Tape" not in capsys.readouterr().err
+
+
+def test_tapes_replaying_the_steps_of_earlier_ones_are_checked_as_the_first(mode, capsys):
+    """Each time step's launch keeps the rows the Tape had written when it last ran and what
+    it left (tinyad/check/beforetape.py), so that the next Tape's same step costs one
+    comparison. A Tape that skips step 0 finds other rows written at each later step: its
+    total() reads x[1], which the Tape before computed from p, and is told; the full Tapes
+    around it are silent, with the gradient of finite differences."""
+    n = 3
+    x = ti.field(ti.f64, shape=(5, n), needs_grad=True)     # x[t]: one row per step
+    p = ti.field(ti.f64, shape=(), needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def step(t: ti.i32):
+        for i in range(n):
+            x[t + 1, i] = p[None] * (t + 1) + i
+
+    @ti.kernel
+    def total():
+        for i in range(n):
+            loss[None] += x[4, i] ** 2 + x[1, i]
+
+    def run(first):
+        for t in range(first, 4):
+            step(t)
+        total()
+
+    def horizon():
+        loss[None] = 0.0
+        run(0)
+        return loss[None]
+
+    p[None] = 0.7
+    truth = finite_difference(horizon, p)[()]                # (outside the Tapes, first)
+    capsys.readouterr()
+    told = []
+    for first in (0, 0, 1, 0, 0, 1):
+        with ti.ad.Tape(loss=loss):
+            run(first)
+        told.append("x was computed from p by step before the Tape" in capsys.readouterr().err)
+        if first == 0:
+            assert p.grad[None] == pytest.approx(truth, rel=1e-6)
+    assert told == [False, False, True, False, False, True]
 
 
 @pytest.mark.parametrize("rewritten", [True, False])

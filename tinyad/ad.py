@@ -10,8 +10,10 @@ values and tangents in one pass, the tangents in the fields' `.dual`.
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 import weakref
+from itertools import repeat
 
 import numpy as np
 
@@ -241,10 +243,11 @@ class Tape(Recorder):
         copy: the gradients cleared on entry, nothing but the adjoints writing them since, no
         custom gradient (a Python function) among the entries?"""
         began = self._began
+        # (each a loop in C: a long Tape of small kernels has an entry per launch)
         return (self.clear_gradients and len(self.entries) > 1 and began is not None
-                and all(hasattr(adjoint, "replay") for adjoint, *_ in self.entries)
-                and not any(t > began for t in checker.grad_cleared_at.values())
-                and not any(t > began for t in checker.hand_gradient_at.values()))
+                and all(map(hasattr, map(_adjoint_of, self.entries), repeat("replay")))
+                and max(checker.grad_cleared_at.values(), default=0) <= began
+                and max(checker.hand_gradient_at.values(), default=0) <= began)
 
     def _restore(self):
         if self._undo is not None:
@@ -277,6 +280,9 @@ class Tape(Recorder):
         if self._grad_checker is not None:
             self._grad_checker.check([(primal, args, kwargs) for (primal, args), kwargs
                                       in zip(self.calls, self._call_kwargs)])
+
+
+_adjoint_of = operator.itemgetter(0)      # a Tape entry's adjoint callable
 
 
 def _launches_after(tape, index: int) -> list:

@@ -25,7 +25,7 @@ import time
 from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
 from tinyad.check import nonfinite
-from tinyad.check.facts import kernel_facts
+from tinyad.check.facts import analyse, kernel_facts
 
 _new = object.__new__
 
@@ -61,21 +61,22 @@ def _timed(backend, traced, variant, program, scalars, record, manual):
 
 def _forward(backend, traced, program, scalars, record, manual):
     """A forward (primal) launch (`record`, `manual`: an adjoint's, unused here)."""
-    launch = _new(backend.CheckedLaunch)    # (its fields set here: no __init__ frame)
-    checker = launch.checker = backend.checker
-    launch.backend, launch.traced, launch.scalars, launch.program = (
-        backend, traced, scalars, program)
-    facts = launch.facts = kernel_facts(traced)
+    launch = _new(backend.CheckedLaunch)    # (its fields set here: no __init__ frame, and
+    checker = launch.checker = backend.checker      # one statement each: no tuple built)
+    launch.backend = backend
+    launch.traced = traced
+    launch.scalars = scalars
+    launch.program = program
+    facts = launch.facts = traced.memos[analyse]    # (kernel_facts(traced), one call less)
     names, rows = launch.plan_forward()
-    name = traced.ir.name
-    forwardchecks.before_forward(checker, traced, name, names, scalars, rows, facts)
-    record = launch.record = checker.new_launch(name, traced, scalars, facts)
-    if facts.grads_stored:     # (before their primals' copies)
-        forwardchecks.clear_zeroed_gradients(checker, traced)
-    result = launch.run_forward()     # (its checks around the run; a hand-written
-    # gradient kernel's, tinyad/check/handgrads.py, inside)
-    if facts.grads_stored:
-        forwardchecks.note_zeroed_gradients(checker, traced, backend.storage.to_host)
+    forwardchecks.before_forward(checker, traced, names, scalars, rows, facts)
+    record = launch.record = checker.new_launch(traced, scalars, facts)
+    if not facts.grads_stored:      # (the usual: a kernel storing into no gradient)
+        return launch.run_forward(), record     # (its checks around the run; a
+        # hand-written gradient kernel's, tinyad/check/handgrads.py, inside)
+    forwardchecks.clear_zeroed_gradients(checker, traced)    # (before their primals' copies)
+    result = launch.run_forward()
+    forwardchecks.note_zeroed_gradients(checker, traced, backend.storage.to_host)
     return result, record
 
 

@@ -45,17 +45,25 @@ def untaped_launch(checker, compiled, rows) -> None:
         derived_fields[target] = derived + (spans,)
 
 
-def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
+def taped_launch(checker, compiled, facts, rows) -> None:
     """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
     check_reads checks, then the rows it writes and (outside a grad_replaced function, whose
     kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
-    this one. `rows`: ({field: spans read}, {field: spans written}), None: every row. The
-    one-span case, a time step's row, in line: this runs at every launch of a long Tape."""
-    steps = _steps(compiled, facts, rows) if rows is None or rows.steps is None else rows.steps
-    reads, writes = steps
-    outside, written = checker.derived_outside_tape, checker.written_in_tape
+    this one. `rows`: ({field: spans read}, {field: spans written}) (a LaunchRows), None:
+    every row, or a function that works them out. The one-span case, a time step's row, in
+    line: this runs at every launch of a long Tape."""
+    try:
+        steps = rows.steps      # (a LaunchRows' own, once made)
+    except AttributeError:      # (None: every row; interp mode's function of them)
+        steps = None
+    if steps is None:
+        if callable(rows):        # (worked out now: see check/forward.py)
+            rows = rows()
+        steps = _steps(compiled, facts, rows)
+    written = checker.written_in_tape
+    outside = checker.derived_outside_tape
     if outside:          # (only a python write takes one out inside a Tape)
-        for fld, lo, hi in reads:
+        for fld, lo, hi in steps[0]:
             derived = outside.get(fld)
             if derived is None or fld in checker.warned_in_tape:
                 continue
@@ -66,9 +74,10 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
                 spans = derived[3]
                 if len(spans) == 1 and (hi <= spans[0][0] or spans[0][1] <= lo):
                     continue        # (rows never derived)
-            _check_read(checker, facts, kernel_name, rows, fld, derived)
-    into, custom = checker.derived_in_tape, checker.in_custom_primal
-    for target, entry, lo, hi, first in writes:
+            _check_read(checker, facts, compiled.ir.name, rows, fld, derived)
+    into = checker.derived_in_tape
+    custom = checker.in_custom_primal
+    for target, entry, first, step in steps[1]:
         done = written.get(target)
         held = into.get(target, _UNLISTED)
         if custom:          # (a kernel's own entry too: its rows fixed before these)
@@ -83,14 +92,26 @@ def taped_launch(checker, compiled, facts, kernel_name: str, rows) -> None:
                 into[target] = _derived(held or None, entry, done, rows, target)
         if done is None:
             written[target] = first
-        elif lo is not None and done[0] <= lo <= done[1]:   # (a step after the last)
-            if hi > done[1]:
-                written[target] = (done[0], hi, done[2])
+        elif done is step[0]:       # (the usual: as this launch's rows found them before)
+            written[target] = step[1]
         else:
-            written[target] = _packed(span_union(_spans(done), _rows_of(rows, 1, target)))
+            step[0] = done
+            written[target] = step[1] = _written_after(done, step[2], step[3], rows, target)
 
 
 _UNLISTED = ()      # (derived_in_tape has no entry: not None, which a kernel sets)
+
+
+def _written_after(done: tuple, lo, hi, rows, target) -> tuple:
+    """written_in_tape's entry for `target` once a launch with these `rows` wrote it (`lo`,
+    `hi`: their one span, None: more), where it was `done`. A function of `done` alone for
+    given rows: each write of taped_launch's steps keeps its latest as [done, the entry
+    after], so a time step launched again in the next Tape, which finds the same `done` the
+    same step before it left, costs one comparison (the rows a Tape writes are the same from
+    one Tape to the next)."""
+    if lo is not None and done[0] <= lo <= done[1]:     # (a step after the last)
+        return (done[0], hi, done[2]) if hi > done[1] else done
+    return _packed(span_union(_spans(done), _rows_of(rows, 1, target)))
 
 
 def wrote_every_row(checker, fld) -> None:
@@ -136,16 +157,19 @@ def _rows_of(rows, which: int, fld) -> tuple:
 
 def _steps(compiled, facts, rows) -> tuple:
     """((field, lo, hi) per field with a gradient the launch reads, not only what it wrote
-    itself; (target, its taped_derivations entry, lo, hi, its rows as written_in_tape has
-    them) per float field it writes), lo and hi the rows' one span (None: more, or every row),
-    made once per `rows` (a LaunchRows, one per time step in fast mode, kept with them) or
-    per kernel where the rows are not known."""
+    itself; (target, its taped_derivations entry, its rows as written_in_tape has them,
+    [written_in_tape's entry before, after its latest launch, lo, hi]) per float field it
+    writes), lo and hi the rows' one span (None: more, or every row), made once per `rows` (a
+    LaunchRows, one per time step in fast mode, kept with them) or per kernel where the rows
+    are not known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
+    if rows.steps is not None:       # (rows worked out just now, alike an earlier launch's)
+        return rows.steps
     rows.steps = (
         tuple((fld, *_one_span(rows[0].get(fld, ALL_ROWS))) for fld in facts.loads_differentiable
               if fld not in facts.loaded_own),
-        tuple((target, entry, *_one_span(spans), _packed(spans))
+        tuple((target, entry, _packed(spans), [None, None, *_one_span(spans)])
               for target, entry in compiled.memos[taped_derivations]
               for spans in (rows[1].get(target, ALL_ROWS),)))
     return rows.steps
@@ -155,7 +179,7 @@ def _steps_every_row(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return (tuple((fld, None, None) for fld in facts.loads_differentiable
                   if fld not in facts.loaded_own),
-            tuple((target, entry, None, None, _packed(ALL_ROWS))
+            tuple((target, entry, _packed(ALL_ROWS), [None, None, None, None])
                   for target, entry in compiled.memos[taped_derivations]))
 
 

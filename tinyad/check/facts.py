@@ -37,10 +37,12 @@ class KernelFacts:
 
 def kernel_facts(compiled) -> KernelFacts:
     """The facts about `compiled` (a traced kernel), worked out once."""
-    return compiled.memos[_analyse]
+    return compiled.memos[analyse]
 
 
-def _analyse(compiled) -> KernelFacts:
+def analyse(compiled) -> KernelFacts:
+    """The facts worked out, once per kernel: `compiled.memos[analyse]` is kernel_facts(compiled)
+    without its call (a checked launch asks at every launch: tinyad/launch.py)."""
     body = compiled.ir.body
     written, loaded, first_store, first_load, grads_stored = {}, {}, {}, {}, {}
     grads_written, grads_loaded, first_grad_load = {}, {}, {}

@@ -18,52 +18,57 @@ from tinyad.check.report import Access
 
 # ---- before a forward launch ----------------------------------------------------------------
 
-def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, scalars,
-                   rows=None, facts=None) -> None:
+def before_forward(checker: LaunchChecker, compiled, arg_names, scalars, rows, facts) -> None:
     """`rows`, where the backend knows them before the launch: ({field: spans read},
     {field: spans written}) of leading indices (None: every row of every field it touches), or
     a function that works them out, called only if a check needs them (most launches' do not).
-    `facts`: the kernel's (None: looked up)."""
-    facts = kernel_facts(compiled) if facts is None else facts
-    lost = checker.lost
-    if checker.tape is None or facts.grads_loaded or lost.cut:    # (else it has nothing to do)
-        lost.forward_launch(facts, kernel_name)
-    if checker.custom_running is not None and checker.custom_running[1]:
-        checker.check_custom_reads(facts.loaded, kernel_name)
+    `facts`: the kernel's KernelFacts. A long Tape of small kernels runs this at every launch:
+    what is empty for most launches is asked once, not looped over, and the kernel's name is
+    looked up only for a check that uses it."""
+    tape = checker.tape
+    if tape is None or facts.grads_loaded or checker.lost.cut:   # (else it has nothing to do)
+        checker.lost.forward_launch(facts, compiled)
+    if checker.custom_running and checker.custom_running[1]:   # (None, or (name, forwards))
+        checker.check_custom_reads(facts.loaded, compiled.ir.name)
     time = checker.tick()
     for fld, write in compiled.memos[_write_events]:
         write.time = time      # one Access per kernel and field, reused (see _write_events)
         checker.primal_changed[fld] = write
-    for grad in facts.grads_by_hand:       # a gradient kernel written by hand: it uses
-        checker.hand_gradient_at[grad] = time      # the gradients it reads (gradient_consumed)
-    if facts.grads_by_hand:
+    if facts.grads_by_hand:     # a gradient kernel written by hand: it uses the gradients
+        for grad in facts.grads_by_hand:        # it reads (gradient_consumed)
+            checker.hand_gradient_at[grad] = time
         for grad in facts.grads_loaded:
             checker.grad_read_at[grad] = time
-    if checker.tape is None:
+    if tape is None:
         # a grad_for function's recompute (the Tape's backward phase) is no computation
         # "before the Tape" of the next one
         if not checker.in_custom_grad:
             beforetape.untaped_launch(checker, compiled, rows)
         return
-    beforetape.taped_launch(checker, compiled, facts, kernel_name, _rows_now(rows))
+    beforetape.taped_launch(checker, compiled, facts, rows)
     if checker.python_reads:
-        for name, value in zip(arg_names, scalars):
-            source = checker.python_reads.get(_key(value))
-            if source is not None:
-                fld, index, loc = source
-                checker.report(rules.value_passed_around_tape(
-                    kernel=kernel_name, argument=name, field=fld.name, element=index,
-                    read=Access("read", loc, None, None, None, value)))
-    # What this check finds depends on the kernel and the taint's fields only (which kernel
-    # tainted a field is only named in a report): a kernel checked against the same fields
-    # before, in this Tape or an earlier one, passes again and taints what it tainted then.
+        _values_passed(checker, compiled.ir.name, arg_names, scalars)
+    # What the check of the derivative path finds depends on the kernel and the taint's
+    # fields only (which kernel tainted a field is only named in a report): a kernel checked
+    # against the same fields before, in this Tape or an earlier one, passes again and
+    # taints what it tainted then.
+    if not checker.taint and checker.paths_checked.get(compiled) is _UNTAINTED:
+        return          # (the usual: no taint then and now, and the check added none)
     taint = checker.taint
-    before = tuple(taint)
     checked = checker.paths_checked.get(compiled)
-    if checked is not None and checked[0] == before:
+    if checked is not None and checked[0] == tuple(taint):
         for target, entry in checked[1]:
             taint.setdefault(target, entry)
         return
+    _check_path(checker, compiled, facts)
+
+
+def _check_path(checker: LaunchChecker, compiled, facts) -> None:
+    """Inside a Tape: a field without needs_grad on the derivative path (a store computed from
+    a field with a gradient, or from one such a field tainted, into a field without one, which
+    a later store reads into a field with a gradient), and what the kernel taints."""
+    taint, kernel_name = checker.taint, compiled.ir.name
+    before = tuple(taint)
     for target, sources, loc in facts.dependencies:
         differentiable = [s for s in sources if s.has_grad or s in taint]
         if not differentiable:
@@ -77,8 +82,25 @@ def before_forward(checker: LaunchChecker, compiled, kernel_name, arg_names, sca
                     kernel=kernel_name, field=source.name, read_loc=loc,
                     written_at=taint[source][0], writer=taint[source][1]))
                 return
-    checker.paths_checked[compiled] = (before, tuple(
-        (fld, entry) for fld, entry in taint.items() if fld not in before))
+    added = tuple((fld, entry) for fld, entry in taint.items() if fld not in before)
+    checker.paths_checked[compiled] = _UNTAINTED if not before and not added else (
+        before, added)
+
+
+_UNTAINTED = ((), ())      # paths_checked's entry for a kernel checked with no taint that
+                           # added none (one object: a launch asks `is`, not `==`)
+
+
+def _values_passed(checker: LaunchChecker, kernel_name, arg_names, scalars) -> None:
+    """Inside a Tape: a scalar argument that is a field value Python scope read (a float
+    carried around the Tape, so no gradient flows through it)."""
+    for name, value in zip(arg_names, scalars):
+        source = checker.python_reads.get(_key(value))
+        if source is not None:
+            fld, index, loc = source
+            checker.report(rules.value_passed_around_tape(
+                kernel=kernel_name, argument=name, field=fld.name, element=index,
+                read=Access("read", loc, None, None, None, value)))
 
 
 def _write_events(compiled) -> tuple:
@@ -88,11 +110,6 @@ def _write_events(compiled) -> tuple:
     facts = kernel_facts(compiled)
     return tuple((fld, Access("store", facts.first_store[fld], compiled.ir.name))
                  for fld in facts.written)
-
-
-def _rows_now(rows):
-    """before_forward's `rows`, worked out if they were given as a function."""
-    return rows() if callable(rows) else rows
 
 
 def clear_zeroed_gradients(checker: LaunchChecker, compiled) -> None:

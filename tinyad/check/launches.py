@@ -24,12 +24,18 @@ from tinyad.check.report import Access, Report, bug_of, element_name
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
+_new = object.__new__
 
-@dataclass(slots=True)
+
+@dataclass
 class Launch:
-    """One forward launch of a kernel, as far as its adjoint needs to know."""
+    """One forward launch of a kernel, as far as its adjoint needs to know. new_launch makes
+    one per checked launch without the generated __init__ (a frame setting every field, a
+    sixth of a small launch's checks): it sets the first four and `tape`, and the defaults
+    are the class's (a dataclass without slots keeps them there; Python 3.11 keeps an
+    instance's own attributes inline, no dict each: see below). Its kernel's name (`kernel`)
+    is read only for reports: looked up then."""
     number: int
-    kernel: str
     compiled: object
     scalars: tuple
     time: int
@@ -62,6 +68,10 @@ class Launch:
     # stands for the earlier launch it repeats: one adjoint undoes both.
     repeats: Launch | None = None
 
+    @property
+    def kernel(self) -> str:
+        return self.compiled.ir.name
+
     def add_problem(self, error) -> None:
         if not self.problems:
             self.problems = []
@@ -73,6 +83,13 @@ class Launch:
         while launch.repeats is not None:
             launch = launch.repeats
         return launch
+
+
+# One record made through __init__ as the module loads, every field set in order: Python 3.11
+# keeps an instance's attributes inline only under names its class's shared keys took while
+# few instances existed. A name first set after (adjoint_runs, once a backward pass ran) would
+# give every later record a dict of its own, one more object for the cyclic collector per launch.
+Launch(0, None, (), 0)
 
 
 class RowSpans:
@@ -194,34 +211,42 @@ class LaunchChecker:
         problem.elements.add(r.element_text)
         problem.elements.update(element_name(r.field, e) for e in error.more_elements)
 
-    def new_launch(self, kernel, compiled, scalars, facts=None) -> Launch:
+    def new_launch(self, compiled, scalars, facts=None) -> Launch:
         """The record of a forward launch of `compiled` (its facts: `facts`, None: looked up)."""
-        self.launches += 1
-        launch = Launch(self.launches, kernel, compiled, scalars, self.tick(),
-                        tape=self.tapes if self.tape is not None else 0)
+        launch = _new(Launch)          # (see Launch: its other fields are the class's defaults)
+        launch.number = self.launches = self.launches + 1
+        launch.compiled = compiled
+        launch.scalars = scalars
+        launch.time = self.tick()
+        key = (compiled, scalars)      # (hashable: the dicts below take it as a key)
+        taped = self.tape is not None
+        if taped:
+            launch.tape = self.tapes
         if self.races.tainted:      # (before the launch is filed: this may raise)
             self.races.follow(self, launch)
-        if self.tape is None:     # (a Tape's launch repeats none: the Tape differentiates it)
-            alike = self.undifferentiated.get((compiled, scalars))
+        if not taped:     # (a Tape's launch repeats none: the Tape differentiates it)
+            alike = self.undifferentiated.get(key)
             if alike is None:
-                alike = self.undifferentiated[(compiled, scalars)] = deque()
+                alike = self.undifferentiated[key] = deque()
             # the latest alike if not yet differentiated (a grad_for's recompute repeats its
             # Tape's launch, which no adjoint differentiates), else the latest outside a Tape
             # not yet differentiated
-            earlier = self._latest_alike(compiled, scalars)
+            earlier = self.latest.get(key)       # (_latest_alike, for a hashable key)
             if earlier is None or earlier.adjoint_runs:
                 earlier = alike[-1] if alike else None
             if earlier is None and self.forgotten:
-                earlier = self._forgotten_alike(kernel, compiled, scalars)
+                earlier = self._forgotten_alike(compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
                 launch.repeats = earlier           # launched again, mid-backward
-                self.forgotten.pop((compiled, scalars), None)
+                if self.forgotten:      # (mostly empty)
+                    self.forgotten.pop(key, None)
             alike.append(launch)
-        if len(self.history) == self.history.maxlen:
-            self._forget(self.history[0])
+        history = self.history
+        if len(history) == history.maxlen:
+            self._forget(history[0])
         if self.custom_recording is not None:
             self.custom_recording.append(launch)
-        self.history.append(launch)
+        history.append(launch)
         if launch.tape:
             self.taped.append(launch)
         else:
@@ -230,8 +255,9 @@ class LaunchChecker:
                 if awaiting is None:
                     awaiting = self.awaiting_adjoint[fld] = {}
                 awaiting[launch.number] = launch
-        superseded = self.latest.get((compiled, scalars))
-        self.latest[(compiled, scalars)] = launch
+        latest = self.latest
+        superseded = latest.get(key)
+        latest[key] = launch
         if superseded is not None and superseded.adjoint_runs and not superseded.tape:
             self.superseded(superseded)
         return launch
@@ -262,12 +288,12 @@ class LaunchChecker:
                 del self.forgotten[next(iter(self.forgotten))]
             self.forgotten[key] = (oldest.number, oldest.time)
 
-    def _forgotten_alike(self, kernel, compiled, scalars) -> Launch | None:
+    def _forgotten_alike(self, compiled, scalars) -> Launch | None:
         """A stand-in for the launch alike this one that left the history not yet
         differentiated: a recompute in a long manual sweep repeats it (its round is the
         forward's, not this launch's), though its values are no longer known."""
         found = self._forgotten(compiled, scalars)
-        return None if found is None else Launch(found[0], kernel, compiled, scalars, found[1])
+        return None if found is None else Launch(found[0], compiled, scalars, found[1])
 
     def _forgotten(self, compiled, scalars) -> tuple | None:
         """(number, time) of the launch alike that left the history undifferentiated, or None."""

@@ -115,29 +115,31 @@ class LostGradients:
             if source is not None and target.has_grad:
                 self.cut.setdefault(target, (launch.kernel, loc, source))
 
-    def forward_launch(self, facts, kernel_name: str) -> None:
-        """Before a forward launch (`facts`: the kernel's, tinyad/check/facts.py). Inside a
-        Tape it has something to do only where the kernel loads a gradient or a no-grad
-        kernel cut a field (check/forward.py calls it only then)."""
+    def forward_launch(self, facts, compiled) -> None:
+        """Before a forward launch of `compiled` (`facts`: its facts, tinyad/check/facts.py).
+        Inside a Tape it has something to do only where the kernel loads a gradient or a
+        no-grad kernel cut a field (check/forward.py calls it only then). The kernel's name is
+        looked up only for what names it."""
         checker = self.checker
         owed = checker.nonfinite_owed       # (the non-finite check's hooks: only while it owes)
         if facts.grads_loaded and owed:
-            self.loaded(facts, kernel_name)
+            self.loaded(facts, compiled.ir.name)
         if checker.tape is not None:
             if self.cut:
-                self._reads_cut(facts, kernel_name)
+                self._reads_cut(facts, compiled.ir.name)
             if facts.grads_loaded and not checker.in_custom_primal:
-                self._grads_read_in_tape(facts, kernel_name)
+                self._grads_read_in_tape(facts, compiled.ir.name)
             return
         if self.unwritten_loss is not None and self.unwritten_loss[0] in facts.written:
             loss, tape_loc = self.unwritten_loss
             self.unwritten_loss = None
             self.checker.report(rules.loss_written_after_tape(
-                loss=loss.name, kernel=kernel_name, write_loc=facts.first_store[loss],
+                loss=loss.name, kernel=compiled.ir.name, write_loc=facts.first_store[loss],
                 tape_loc=tape_loc))
         if owed or self.cleared or self.sweeps.adjoint_at:
             for grad in facts.grads_loaded:
-                self.gradient_read(grad, loc=facts.first_grad_load.get(grad), kernel=kernel_name)
+                self.gradient_read(grad, loc=facts.first_grad_load.get(grad),
+                                   kernel=compiled.ir.name)
         else:           # (what gradient_read does then: an optimiser step's every launch)
             for grad in facts.grads_loaded:
                 self.read_at[grad] = checker.tick()
