@@ -305,9 +305,8 @@ class AdjointKernel:
             raise
 
     def replay(self, args, kwargs, launch):
-        """The Tape's call: the adjoint of one recorded launch. Its checker's record (`launch`,
-        None when unchecked) holds the trace and the arguments the launch ran with: they are
-        not bound and looked up again (a tenth of a checked launch pair's Python)."""
+        """The Tape's call: the adjoint of one recorded launch, whose checker record (None:
+        unchecked) holds the trace and arguments it ran with (no binding or lookup again)."""
         try:           # (as Kernel.__call__)
             if launch is not None:
                 if not self.primal.is_no_grad:
