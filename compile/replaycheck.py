@@ -242,7 +242,10 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             held = fields.get(written.site.field)
             if held is None:
                 continue
-            found = held.overlapping(written.box)
+            box = written.box      # (rows no read is filed at: no call, FieldReads.lo)
+            if box and (box[0][1] <= held.lo or held.hi <= box[0][0]):
+                continue
+            found = held.overlapping(box)
             if not found:
                 continue
             made: dict = {}
