@@ -53,7 +53,7 @@ class FieldReads:
 
     NARROW = NARROW_ROWS
 
-    __slots__ = ("rows", "wide", "count", "dead", "lo", "hi")
+    __slots__ = ("count", "dead", "hi", "lo", "rows", "wide")
 
     def __init__(self):
         self.rows: dict = {}      # leading index -> [ReplayedRead]
@@ -70,10 +70,7 @@ class FieldReads:
         self.count += 1
         box = read.box
         lo, hi = box[0] if box else _ALL_ROWS
-        if lo < self.lo:
-            self.lo = lo
-        if hi > self.hi:
-            self.hi = hi
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         if read.rows is None:
             self.wide.append(read)
             return

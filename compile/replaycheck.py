@@ -235,17 +235,21 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 if held is not None and lo < held[1] and held[0] < hi:
                     self._file_waiting()
                     break
-        hits, fields = None, self.reads.fields
+        fields = self.reads.fields
         if not fields:
             return None
+        for fld, lo, hi in plan.write_spans:     # (a field's filed reads' rows, FieldReads.lo)
+            held = fields.get(fld)
+            if held is not None and lo < held.hi and held.lo < hi:
+                break
+        else:
+            return None        # (a time step's write of rows no read is filed at)
+        hits = None
         for written in plan.writes:
             held = fields.get(written.site.field)
             if held is None:
                 continue
-            box = written.box      # (rows no read is filed at: no call, FieldReads.lo)
-            if box and (box[0][1] <= held.lo or held.hi <= box[0][0]):
-                continue
-            found = held.overlapping(box)
+            found = held.overlapping(written.box)
             if not found:
                 continue
             made: dict = {}
