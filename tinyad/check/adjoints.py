@@ -183,13 +183,11 @@ def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool | None)
     for grad in written:          # (the adjoint reads them)
         read_at[grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
-    accumulated_at, points, changes = (checker.grad_accumulated_at, checker.grad_point,
-                                       checker.primal_changed)
     for grad, primal in targets:
-        accumulated_at[grad] = time
-        held = points.get(grad)
+        checker.grad_accumulated_at[grad] = time
+        held = checker.grad_point.get(grad)
         if held:            # (a tuple of three)
-            changed = changes.get(primal)
+            changed = checker.primal_changed.get(primal)
             if changed is None or changed.time < held[2]:
                 continue      # taken at these values already: once per sweep
         if sweep is None:
