@@ -44,21 +44,33 @@ class ReplayedRead:
         self.live = True       # still filed in the index
 
 
+_NO_ROWS = (float("inf"), float("-inf"))     # a span of no leading index
+_ALL_ROWS = (float("-inf"), float("inf"))    # of every one (a 0-D field's read)
+
+
 class FieldReads:
     """The reads of one field that writes must still look at."""
 
     NARROW = NARROW_ROWS
 
-    __slots__ = ("rows", "wide", "count", "dead")
+    __slots__ = ("count", "dead", "hi", "lo", "rows", "wide")
 
     def __init__(self):
         self.rows: dict = {}      # leading index -> [ReplayedRead]
         self.wide: list = []      # reads spanning more rows (or a 0-D field's)
         self.count = 0            # filed
         self.dead = 0             # filed but no longer live (dropped lazily)
+        # The leading indices of every read filed, as one span [lo, hi) (kept by `add`, made
+        # exact again by `compact`): a write of rows outside it overlaps none, which the
+        # checker asks before `overlapping` (a time step writing row t + 1 while one read of
+        # a later row, an untaped forward's, waits for its .grad()).
+        self.lo, self.hi = _NO_ROWS
 
     def add(self, read: ReplayedRead) -> None:
         self.count += 1
+        box = read.box
+        lo, hi = box[0] if box else _ALL_ROWS
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         if read.rows is None:
             self.wide.append(read)
             return
@@ -125,6 +137,12 @@ class FieldReads:
         self.wide = [r for r in self.wide if r.live]
         self.count = len(self.wide) + sum(len(h) for h in rows.values())
         self.dead = 0
+        self.lo, self.hi = _NO_ROWS
+        for read in self.wide:
+            lo, hi = read.box[0] if read.box else _ALL_ROWS
+            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+        if rows:
+            self.lo, self.hi = min(self.lo, min(rows)), max(self.hi, max(rows) + 1)
 
 
 class ReadIndex:

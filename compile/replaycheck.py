@@ -235,9 +235,16 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
                 if held is not None and lo < held[1] and held[0] < hi:
                     self._file_waiting()
                     break
-        hits, fields = None, self.reads.fields
+        fields = self.reads.fields
         if not fields:
             return None
+        for fld, lo, hi in plan.write_spans:     # (a field's filed reads' rows, FieldReads.lo)
+            held = fields.get(fld)
+            if held is not None and lo < held.hi and held.lo < hi:
+                break
+        else:
+            return None        # (a time step's write of rows no read is filed at)
+        hits = None
         for written in plan.writes:
             held = fields.get(written.site.field)
             if held is None:

@@ -83,24 +83,38 @@ def _forward(backend, traced, program, scalars, record, manual):
 def _adjoint(backend, traced, program, scalars, record, manual):
     """An adjoint launch, of the forward launch `record` (None: found by its arguments);
     `manual`: the user called kernel.grad(), not the Tape."""
+    checker = backend.checker
+    if manual or record is None or record.problems or not record.tape or record.repeats:
+        return _adjoint_with_more(backend, traced, program, scalars, record, manual)
+    # The usual: a Tape's adjoint of its own launch, which left no problem to report and
+    # stands for no other launch (a recompute's): no checks before it but its replay's
+    result = backend.CheckedLaunch.run_adjoint(backend, traced, program, scalars, record)
+    adjointchecks.after_adjoint(checker, traced, record, None)     # (None: of a Tape's own)
+    if checker.checks_nonfinite:
+        # (in a Tape's backward that can run again the launch is only noted, as
+        # nonfinite.after_launch would: its gradients are looked at once the pass ends)
+        batch = checker.nonfinite_batch
+        if checker.nonfinite_batching and batch is not None:
+            batch.kernels.append(traced)
+        else:
+            nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)
+    return result, None
+
+
+def _adjoint_with_more(backend, traced, program, scalars, record, manual):
+    """_adjoint's launch with the checks before it: a manual .grad() (its record found by its
+    arguments where not given), or the problems its forward launch left to report."""
     checker, steps = backend.checker, backend.CheckedLaunch    # (its static steps: no object)
     if record is None:
         record = checker.find_launch(traced, scalars)
         if record is None:
             steps.unmatched_adjoint(backend, traced, scalars)
-    # (a Tape's adjoint has only the problems its forward launch left to report: none, mostly)
     if manual or record is not None and record.problems:
         adjointchecks.before_adjoint(checker, traced, traced.ir.name, record, manual)
     result = steps.run_adjoint(backend, traced, program, scalars, record)
     adjointchecks.after_adjoint(checker, traced, record, manual)
     if checker.checks_nonfinite:
-        # (in a Tape's backward the launch is only noted, as nonfinite.after_launch would:
-        # its gradients are looked at once the pass ends)
-        batch = checker.nonfinite_batch
-        if batch is not None and checker.nonfinite_batching:
-            batch.kernels.append(traced)
-        else:
-            nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)
+        nonfinite.after_launch(checker, traced, "adjoint", scalars, record, backend)
     return result, None
 
 

@@ -164,21 +164,32 @@ def _said_or_cleared(checker, grad) -> int:
     return max(checker.grad_cleared_at.get(grad, 0), checker.grad_warned_at.get(grad, 0))
 
 
-def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool) -> None:
-    checker.adjoint_ran(launch)
-    if manual:
-        checker.lost.sweeps.manual_adjoint_ran(launch)
-    time = checker.tick()
+def after_adjoint(checker: LaunchChecker, compiled, launch, manual: bool | None) -> None:
+    """After an adjoint of `compiled` for `launch`: it ran (adjoint_ran), read the gradients
+    of the fields the kernel writes and added to others, taken at the values their primals
+    hold now. `manual` None: a Tape's adjoint of its own launch, one that repeats no other
+    (the usual, tinyad/launch.py says), whose adjoint_ran steps are these few, inline."""
+    if manual is None:
+        time = checker.last_adjoint_at = checker.tick()    # (one tick for both)
+        launch.adjoint_runs += 1       # (its Tape lets it go: tape_differentiated)
+        launch.adjoint_at = time
+    else:
+        checker.adjoint_ran(launch)
+        if manual:
+            checker.lost.sweeps.manual_adjoint_ran(launch)
+        time = checker.tick()
     written, targets = compiled.memos[_adjoint_gradients]   # (no frame: this runs per adjoint)
+    read_at = checker.grad_read_at
     for grad in written:          # (the adjoint reads them)
-        checker.grad_read_at[grad] = time
+        read_at[grad] = time
     sweep = None       # the user's line of this gradient, found once (a walk up the stack)
     for grad, primal in targets:
         checker.grad_accumulated_at[grad] = time
         held = checker.grad_point.get(grad)
-        changed = checker.primal_changed.get(primal)
-        if held is not None and (changed is None or changed.time < held[2]):
-            continue      # taken at these values already: once per sweep
+        if held:            # (a tuple of three)
+            changed = checker.primal_changed.get(primal)
+            if changed is None or changed.time < held[2]:
+                continue      # taken at these values already: once per sweep
         if sweep is None:
             # (a Tape's adjoints run from its `with` block, found once per Tape: a walk up
             # the stack per adjoint costs more than a launch of a small kernel)
