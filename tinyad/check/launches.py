@@ -21,6 +21,7 @@ from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, bug_of, element_name
+from tinyad.check.spans import RowSpans  # noqa: F401  (its users import it from here)
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
@@ -90,22 +91,6 @@ class Launch:
 # few instances existed. A name first set after (adjoint_runs, once a backward pass ran) would
 # give every later record a dict of its own, one more object for the cyclic collector per launch.
 Launch(0, None, (), 0)
-
-
-class RowSpans:
-    """The leading indices a launch may have read or written of one field, as spans (fast mode
-    knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
-
-    def __init__(self):
-        self.spans: set = set()
-
-    def add(self, box: tuple) -> None:
-        self.spans.add(box[0] if box else (0, 1))
-
-    def __and__(self, other) -> bool:
-        if not isinstance(other, RowSpans):
-            return False
-        return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in self.spans for lo2, hi2 in other.spans)
 
 
 @dataclass
@@ -232,7 +217,7 @@ class LaunchChecker:
             history.append(launch)
             self.taped.append(launch)
         else:
-            if self.races.tainted:
+            if self.races.tainted:      # (as above)
                 self.races.follow(self, launch)
             alike = self.undifferentiated.get(key)
             if alike is None:
@@ -255,11 +240,11 @@ class LaunchChecker:
             if self.custom_recording is not None:
                 self.custom_recording.append(launch)
             history.append(launch)
-            awaiting_adjoint = self.awaiting_adjoint
+            by_field = self.awaiting_adjoint
             for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
-                awaiting = awaiting_adjoint.get(fld)
+                awaiting = by_field.get(fld)
                 if awaiting is None:
-                    awaiting = awaiting_adjoint[fld] = {}
+                    awaiting = by_field[fld] = {}
                 awaiting[launch.number] = launch
         latest = self.latest
         superseded = latest.get(key)
@@ -443,9 +428,8 @@ class LaunchChecker:
         beforetape.tape_ends(self)
 
     def tape_differentiated(self):
-        """The latest Tape's backward pass has run."""
+        """The latest Tape's backward pass has run (what LostGradients notes, in line)."""
         self.differentiating = None
-        # (LostGradients.backward_done, in line)
         lost = self.lost
         lost.backward_at, lost.backward_loc = self.tick(), self.backward_loc
         if lost.cleared or lost.held_gradient:
