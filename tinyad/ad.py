@@ -67,10 +67,10 @@ def _set_by_tape(fields, value, loc, grads=None) -> None:
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
+    if log is not None:
+        log.save(fields)
     storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
     for fld in fields:
-        if log is not None:
-            log.save((fld,))
         storage.fill(fld, value)
     runtime.backend.checks.gradients_set(fields, loc, grads)
 
