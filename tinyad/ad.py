@@ -149,7 +149,7 @@ class Tape(Recorder):
         self._checks = runtime.backend.checks
         # the `with` line, for the checker's reports of the Tape's own writes and adjoints
         # (found once here: a walk up the stack from each costs more than a small launch)
-        self._loc = user_loc() if self._checks is not NO_CHECKS else None
+        self._loc = user_loc(1) if self._checks is not NO_CHECKS else None   # (from the caller)
         if self.clear_gradients:
             _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
         checker = getattr(self._checks, "checker", None)

@@ -86,10 +86,11 @@ def _outside_tinyad(frame):
     return frame
 
 
-def user_loc() -> SrcLoc | None:
-    """The user's source line calling into tinyad from Python scope."""
+def user_loc(depth: int = 0) -> SrcLoc | None:
+    """The user's source line calling into tinyad from Python scope (`depth`: frames above the
+    caller known to be tinyad's, skipped first)."""
     # (the walk in line for code objects known already: asked at every Tape and Python write)
-    frame, ours = sys._getframe(1), _OURS
+    frame, ours = sys._getframe(depth + 1), _OURS
     while True:
         mine = ours.get(frame.f_code)
         if mine is None:             # (a code object seen for the first time)
