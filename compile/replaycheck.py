@@ -102,7 +102,6 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
         # and the launches holding them, in order (waiting; some let go since: waiting_live
         # still wait)
         self._no_waiting()
-        self.differentiating = None      # the TapeLog whose backward pass runs now
         self.released_noted: set = set()  # kernels told a re-differentiation is unchecked
 
     def wrote(self, fields) -> None:
@@ -163,15 +162,11 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
     def tape_scope(self):
         return TapeLog(self.taped)      # (begin_tape has made the new Tape's list)
 
-    def end_tape(self, loc=None):
-        self.differentiating = self.tape
-        super().end_tape(loc)
-
     def tape_differentiated(self):
         """The Tape's backward pass has run: the reads its launches filed need no more watching
         (every later write would copy them for nothing). Its launches stay in the history for
         a manual .grad() of one again (`_check_released_replay`)."""
-        log, self.differentiating = self.differentiating, None
+        log = self.differentiating      # (LaunchChecker.end_tape set it: None after)
         if log is not None and log.launches:
             stamp = self.next_version()      # every later write has a later version
             # (_replayed, inline for the usual launches: their reads wait still, or they

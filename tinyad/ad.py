@@ -67,12 +67,22 @@ def _set_by_tape(fields, value, loc, grads=None) -> None:
     for all of them (per-field hooks cost a Tape of a small kernel more than its launches), and
     nothing recorded, as for any write the Tape does itself."""
     log = undo.active_undo.get()
+    if log is not None:
+        log.save(fields)
     storage = python_storage()          # (ti.capture records these fills: tinyad/capture.py)
     for fld in fields:
-        if log is not None:
-            log.save((fld,))
         storage.fill(fld, value)
     runtime.backend.checks.gradients_set(fields, loc, grads)
+
+
+def _fill_loss(loss, checker, loc) -> None:
+    """loss._fill(0, loc, by_tape=True) for a Tape whose launches cannot fail (no undo log): the
+    checker's hooks for it (tinyad/backend.py CheckerHooks) called directly, a Tape of a small
+    kernel paying five frames fewer. The Tape checked its loss is a placed field."""
+    checker.before_write(loss)
+    python_storage().fill(loss, 0)
+    checker.python_write(loss, None, loc)
+    checker.lost.sweeps.written(loss)
 
 
 class Tape(Recorder):
@@ -139,16 +149,19 @@ class Tape(Recorder):
         self._checks = runtime.backend.checks
         # the `with` line, for the checker's reports of the Tape's own writes and adjoints
         # (found once here: a walk up the stack from each costs more than a small launch)
-        self._loc = user_loc() if self._checks is not NO_CHECKS else None
+        self._loc = user_loc(1) if self._checks is not NO_CHECKS else None   # (from the caller)
         if self.clear_gradients:
             _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
+        checker = getattr(self._checks, "checker", None)
         if loss is not None:
-            loss._fill(0, self._loc, by_tape=True)
+            if checker is None or self._undo is not None or loss.is_ndarray:
+                loss._fill(0, self._loc, by_tape=True)
+            else:
+                _fill_loss(loss, checker, self._loc)
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
         self._checks.begin_tape(self._loc)
-        checker = getattr(self._checks, "checker", None)
         self._began = checker.tick() if checker is not None else None
         self._token = active_recorder.set(self)
         return self

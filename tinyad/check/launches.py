@@ -21,6 +21,7 @@ from tinyad.check.lostgrads import CopyFacts, LostGradients
 from tinyad.check.races import RaceWatch
 from tinyad.check.render import print_report
 from tinyad.check.report import Access, Report, bug_of, element_name
+from tinyad.check.spans import RowSpans  # noqa: F401  (its users import it from here)
 from tinyad.core.srcloc import user_loc
 from tinyad.notices import note
 
@@ -92,22 +93,6 @@ class Launch:
 Launch(0, None, (), 0)
 
 
-class RowSpans:
-    """The leading indices a launch may have read or written of one field, as spans (fast mode
-    knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
-
-    def __init__(self):
-        self.spans: set = set()
-
-    def add(self, box: tuple) -> None:
-        self.spans.add(box[0] if box else (0, 1))
-
-    def __and__(self, other) -> bool:
-        if not isinstance(other, RowSpans):
-            return False
-        return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in self.spans for lo2, hi2 in other.spans)
-
-
 @dataclass
 class Problem:
     """One bug as warn mode shows and counts it: the first report of a rule at a pair of source
@@ -157,6 +142,7 @@ class LaunchChecker:
         self.replay_forgotten: dict = {}
         self.replay_retired: list = []
         self.tape = None               # while a Tape records: the backend's scope of it
+        self.differentiating = None    # that scope, while the Tape's backward pass runs
         self.backward_loc = None       # while a Tape's backward runs: the user's line of it
         self.taint: dict = {}          # in a Tape: gradless field with derived data: (loc, kernel)
         self.python_reads: dict = {}   # in a Tape: value -> (field, index, loc) read in Python
@@ -219,12 +205,20 @@ class LaunchChecker:
         launch.scalars = scalars
         launch.time = self.tick()
         key = (compiled, scalars)      # (hashable: the dicts below take it as a key)
-        taped = self.tape is not None
-        if taped:
+        history = self.history
+        if self.tape is not None:      # (a Tape's launch repeats none: the Tape differentiates it)
             launch.tape = self.tapes
-        if self.races.tainted:      # (before the launch is filed: this may raise)
-            self.races.follow(self, launch)
-        if not taped:     # (a Tape's launch repeats none: the Tape differentiates it)
+            if self.races.tainted:      # (before the launch is filed: this may raise)
+                self.races.follow(self, launch)
+            if len(history) == history.maxlen:
+                self._forget(history[0])
+            if self.custom_recording is not None:
+                self.custom_recording.append(launch)
+            history.append(launch)
+            self.taped.append(launch)
+        else:
+            if self.races.tainted:      # (as above)
+                self.races.follow(self, launch)
             alike = self.undifferentiated.get(key)
             if alike is None:
                 alike = self.undifferentiated[key] = deque()
@@ -234,26 +228,23 @@ class LaunchChecker:
             earlier = self.latest.get(key)       # (_latest_alike, for a hashable key)
             if earlier is None or earlier.adjoint_runs:
                 earlier = alike[-1] if alike else None
-            if earlier is None and self.forgotten:
-                earlier = self._forgotten_alike(compiled, scalars)
+                if earlier is None and self.forgotten:
+                    earlier = self._forgotten_alike(compiled, scalars)
             if earlier is not None and earlier.time < self.last_adjoint_at:
                 launch.repeats = earlier           # launched again, mid-backward
                 if self.forgotten:      # (mostly empty)
                     self.forgotten.pop(key, None)
             alike.append(launch)
-        history = self.history
-        if len(history) == history.maxlen:
-            self._forget(history[0])
-        if self.custom_recording is not None:
-            self.custom_recording.append(launch)
-        history.append(launch)
-        if launch.tape:
-            self.taped.append(launch)
-        else:
+            if len(history) == history.maxlen:
+                self._forget(history[0])
+            if self.custom_recording is not None:
+                self.custom_recording.append(launch)
+            history.append(launch)
+            by_field = self.awaiting_adjoint
             for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
-                awaiting = self.awaiting_adjoint.get(fld)
+                awaiting = by_field.get(fld)
                 if awaiting is None:
-                    awaiting = self.awaiting_adjoint[fld] = {}
+                    awaiting = by_field[fld] = {}
                 awaiting[launch.number] = launch
         latest = self.latest
         superseded = latest.get(key)
@@ -421,17 +412,28 @@ class LaunchChecker:
         self.tape, self.taint, self.python_reads = self.tape_scope(), {}, {}
         self.written_in_tape, self.warned_in_tape = {}, set()
         self.derived_in_tape = {}
-        self.lost.tape_begins(loc)
+        # (LostGradients.tape_begins, in line: a Tape of a small kernel pays mostly such calls)
+        lost = self.lost
+        if lost.sweeps.reads:
+            lost.sweeps.used_all()
+        lost.unwritten_loss, lost.tape_loc, lost.backward_at = None, loc, 0
+        if lost.cut or lost.cleared or lost.held_gradient:   # (empty, mostly: kept then)
+            lost.cut, lost.cleared, lost.held_gradient = {}, {}, set()
 
     def end_tape(self, loc=None):
         """The Tape stops recording; its adjoints run next, from the user's line `loc`."""
+        self.differentiating = self.tape
         self.tape, self.taint, self.python_reads = None, {}, {}
         self.backward_loc = loc
         beforetape.tape_ends(self)
 
     def tape_differentiated(self):
-        """The latest Tape's backward pass has run."""
-        self.lost.backward_done(self.backward_loc)
+        """The latest Tape's backward pass has run (what LostGradients notes, in line)."""
+        self.differentiating = None
+        lost = self.lost
+        lost.backward_at, lost.backward_loc = self.tick(), self.backward_loc
+        if lost.cleared or lost.held_gradient:
+            lost.cleared, lost.held_gradient = {}, set()
         self.backward_loc = None
 
     def find_launch(self, compiled, scalars) -> Launch | None:

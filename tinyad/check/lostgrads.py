@@ -54,19 +54,8 @@ class LostGradients:
             self.warned.add(key)
             print_report(report)
 
-    # ---- the Tape's life ------------------------------------------------------------------
-    def tape_begins(self, loc=None) -> None:
-        if self.sweeps.reads:
-            self.sweeps.used_all()
-        self.unwritten_loss, self.tape_loc, self.backward_at = None, loc, 0
-        if self.cut or self.cleared or self.held_gradient:   # (empty, mostly: kept then)
-            self.cut, self.cleared, self.held_gradient = {}, {}, set()
-
-    def backward_done(self, tape_loc) -> None:
-        self.backward_at, self.backward_loc = self.checker.tick(), tape_loc
-        if self.cleared or self.held_gradient:
-            self.cleared, self.held_gradient = {}, set()
-
+    # ---- the Tape's life (its beginning and its backward's end: LaunchChecker.begin_tape,
+    # tape_differentiated set what is here, in line) ------------------------------------------
     def loss_unwritten(self, loss, tape_loc) -> None:
         self.unwritten_loss = (loss, tape_loc)
 

@@ -38,3 +38,19 @@ def span_minus(spans, cut) -> tuple:
 
 def spans_meet(a, b) -> bool:
     return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in a for lo2, hi2 in b)
+
+
+class RowSpans:
+    """The leading indices a launch may have read or written of one field, as spans (fast mode
+    knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
+
+    def __init__(self):
+        self.spans: set = set()
+
+    def add(self, box: tuple) -> None:
+        self.spans.add(box[0] if box else (0, 1))
+
+    def __and__(self, other) -> bool:
+        if not isinstance(other, RowSpans):
+            return False
+        return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in self.spans for lo2, hi2 in other.spans)

@@ -66,7 +66,11 @@ _CACHE_LIMIT = 1 << 14
 def user_frame(depth: int = 1):
     """The innermost stack frame outside tinyad (the user's code calling into it from Python
     scope), or None. `depth` frames above the caller are skipped first."""
-    frame = sys._getframe(depth + 1)
+    return _outside_tinyad(sys._getframe(depth + 1))
+
+
+def _outside_tinyad(frame):
+    """`frame`, or the first frame above it, whose code is not tinyad's (None: none)."""
     ours = _OURS
     while frame is not None:
         code = frame.f_code
@@ -82,11 +86,23 @@ def user_frame(depth: int = 1):
     return frame
 
 
-def user_loc() -> SrcLoc | None:
-    """The user's source line calling into tinyad from Python scope."""
-    frame = user_frame()
-    if frame is None:
-        return None
+def user_loc(depth: int = 0) -> SrcLoc | None:
+    """The user's source line calling into tinyad from Python scope (`depth`: frames above the
+    caller known to be tinyad's, skipped first)."""
+    # (the walk in line for code objects known already: asked at every Tape and Python write)
+    frame, ours = sys._getframe(depth + 1), _OURS
+    while True:
+        mine = ours.get(frame.f_code)
+        if mine is None:             # (a code object seen for the first time)
+            frame = _outside_tinyad(frame)
+            if frame is None:
+                return None
+            break
+        if not mine:
+            break
+        frame = frame.f_back
+        if frame is None:
+            return None
     code = frame.f_code
     key = (code, frame.f_lineno)
     loc = _LOCS.get(key)
