@@ -118,6 +118,25 @@ def test_a_successful_tape_keeps_its_results(mode):
     np.testing.assert_allclose(x.grad.to_numpy(), 8 * np.arange(4.0))
 
 
+def test_a_tape_that_cannot_begin_changes_nothing_and_leaves_nothing_behind(mode):
+    """A Tape refused as it begins (grad_check takes a list of fields, as in Taichi) has
+    cleared the gradients already: they are put back, and no later launch runs inside its undo
+    log (a launch that fails afterwards must still change nothing). d/dx sum((2x)^2) = 8x."""
+    x, y, loss, overruns, double, total = program(mode)
+    before = state(x, y, loss)
+    with pytest.raises(ti.TinyadError, match="grad_check should be a list"), \
+            ti.ad.Tape(loss, grad_check=x):
+        pass
+    assert state(x, y, loss) == before
+    with pytest.raises(ti.TinyadIndexError):
+        overruns(5)
+    assert state(x, y, loss) == before
+    with ti.ad.Tape(loss=loss):
+        double()
+        total()
+    np.testing.assert_allclose(x.grad.to_numpy(), 8 * np.arange(4.0))
+
+
 def test_fast_mode_without_debug_keeps_going_after_a_failed_tape():
     """Unchecked compiled launches copy nothing: a Tape stopped by an exception leaves the
     values it had made, and the next Tape starts clean and gets the true gradient."""

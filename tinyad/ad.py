@@ -146,10 +146,21 @@ class Tape(Recorder):
         # them all back (tinyad/undo.py), where launches are checked (interp, debug=True)
         self._undo = undo.UndoLog() if runtime.backend.launches_can_fail else None
         self._undo_token = undo.active_undo.set(self._undo)
+        try:
+            self._begin(loss)
+        except BaseException:    # (a grad_check of an f32 loss, say): as if never entered
+            self._restore()
+            undo.active_undo.reset(self._undo_token)
+            raise
+        self._token = active_recorder.set(self)
+        return self
+
+    def _begin(self, loss) -> None:
+        """__enter__'s writes and hooks: gradients cleared, the loss zeroed, the checker told."""
         self._checks = runtime.backend.checks
         # the `with` line, for the checker's reports of the Tape's own writes and adjoints
         # (found once here: a walk up the stack from each costs more than a small launch)
-        self._loc = user_loc(1) if self._checks is not NO_CHECKS else None   # (from the caller)
+        self._loc = user_loc(2) if self._checks is not NO_CHECKS else None   # (__enter__'s caller)
         if self.clear_gradients:
             _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
         checker = getattr(self._checks, "checker", None)
@@ -163,8 +174,6 @@ class Tape(Recorder):
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
         self._checks.begin_tape(self._loc)
         self._began = checker.tick() if checker is not None else None
-        self._token = active_recorder.set(self)
-        return self
 
     def record(self, kernel, args, kwargs, launch=None):
         """Called by each kernel launched while this Tape is active."""
