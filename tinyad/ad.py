@@ -75,16 +75,6 @@ def _set_by_tape(fields, value, loc, grads=None) -> None:
     runtime.backend.checks.gradients_set(fields, loc, grads)
 
 
-def _fill_loss(loss, checker, loc) -> None:
-    """loss._fill(0, loc, by_tape=True) for a Tape whose launches cannot fail (no undo log): the
-    checker's hooks for it (tinyad/backend.py CheckerHooks) called directly, a Tape of a small
-    kernel paying five frames fewer. The Tape checked its loss is a placed field."""
-    checker.before_write(loss)
-    python_storage().fill(loss, 0)
-    checker.python_write(loss, None, loc)
-    checker.lost.sweeps.written(loss)
-
-
 class Tape(Recorder):
     """`with ti.ad.Tape(loss): ...` records launches, then differentiates them on exit."""
 
@@ -163,16 +153,13 @@ class Tape(Recorder):
         self._loc = user_loc(2) if self._checks is not NO_CHECKS else None   # (__enter__'s caller)
         if self.clear_gradients:
             _set_by_tape(placed_twins("grad"), 0, self._loc, placed_grads())
-        checker = getattr(self._checks, "checker", None)
         if loss is not None:
-            if checker is None or self._undo is not None or loss.is_ndarray:
-                loss._fill(0, self._loc, by_tape=True)
-            else:
-                _fill_loss(loss, checker, self._loc)
+            loss._fill(0, self._loc, by_tape=True)
         if self.grad_check:
             from tinyad.tapecheck import GradChecker  # noqa: PLC0415
             self._grad_checker = GradChecker(loss, self.grad_check)   # saves every field
         self._checks.begin_tape(self._loc)
+        checker = getattr(self._checks, "checker", None)
         self._began = checker.tick() if checker is not None else None
 
     def record(self, kernel, args, kwargs, launch=None):
