@@ -324,17 +324,20 @@ class AccessRecorder:
 
 
 def _path_in(stmt, node) -> list | None:
-    """Where `node` runs within `stmt`'s blocks: (block, position) down to the statement that
-    holds it, and None after each loop on the way, where that loop's pass goes."""
+    """Where `node` runs within `stmt`'s blocks, as a key that sorts in the order of a run:
+    (block, position) down to the statement that holds it, then 0 where `node` is in that
+    statement's own expressions (an If's condition, a loop's bounds: they run first) or 1 and
+    the path on within its blocks; and None after each loop on the way, where that loop's
+    pass goes."""
     for b, block in enumerate(ir.child_blocks(stmt)):
         for p, inner in enumerate(block):
             if inner is node or any(x is node for e in ir.stmt_exprs(inner)
                                     for x in ir.walk_expr(e)):
-                return [b, p]
+                return [b, p, 0]
             below = _path_in(inner, node)
             if below is not None:
                 loop = [None] if isinstance(inner, (ir.For, ir.While)) else []
-                return [b, p, *loop, *below]
+                return [b, p, 1, *loop, *below]
     return None
 
 

@@ -85,13 +85,15 @@ def test_both_modes_report_each_planted_bug_alike(rule):
 
 @pytest.mark.skipif(MODES != ["interp", "fast"], reason="needs both modes")
 @pytest.mark.parametrize(("seed", "rule"), [(158, "outside"), (5009, "overwrite"),
-                                            (5006, "python"), (5014, "outside")])
+                                            (5006, "python"), (5014, "outside"),
+                                            (20144, "overwrite")])
 def test_findings_of_the_planted_fuzzer_are_reported_alike(seed, rule):
     """Fast mode named a read its copies held but no iteration made: in a branch never taken
     (158: k5's, so it raised at k5's adjoint, launch #3, interp mode at k8's, launch #1), on
     the side of a ti.select not chosen (5009), through a gather that did not reach the
     element (5006); and a replay divergence at the least changed element, where interp mode
-    named the first its adjoint met (5014). (Full profile only: tests/conftest.py.)"""
+    named the first its adjoint met (5014); a read in a branch's body named before the one in
+    its condition (20144). (Full profile only: tests/conftest.py.)"""
     planted, outcome = plantcheck.check_seeded(seed, rule, small=True)
     assert outcome.kind == "caught", outcome.reason
 

@@ -397,6 +397,39 @@ def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
     assert line_text(read) == "s += w[i + j] * x[i] * 2.0" and read.iteration == 0
 
 
+def test_a_branchs_condition_reads_before_its_body(mode):
+    """Iteration 2 reads w[3] in the If's condition, then in its body: the condition's read
+    came first. Fast mode's recording ordered an iteration's columns by the path to each
+    access, and a path into the body (If, block, statement) sorted before the condition's
+    (If, then the access's number): it named the body's line. Found by the planted-bug
+    fuzzer (seed 20144, --small)."""
+    ti.init(mode=mode, default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=5, needs_grad=True)
+    w = ti.field(ti.f64, shape=5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def branch():
+        for i in range(1, 4):
+            a = w[i - 1] * x[i]
+            if w[i + 1] > 0.0:
+                a += w[i + 1] * x[i]
+            loss[None] += a
+
+    @ti.kernel
+    def bump():
+        w[3] = 5.0
+
+    x.from_numpy(np.linspace(0.1, 0.5, 5))
+    w.from_numpy(np.linspace(1.0, 2.0, 5))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        branch()
+        bump()
+    read = info.value.report.read
+    assert (info.value.report.element_text, read.iteration) == ("w[3]", 2)
+    assert line_text(read) == "if w[i + 1] > 0.0:"
+
+
 def _stored_then_read_and_stored(mode):
     ti.init(mode=mode)
     y = ti.field(ti.f64, shape=4, needs_grad=True)
