@@ -239,14 +239,9 @@ def _clashing_loop(iteration, flat, value, slots, store, size, every):
     return np.array(found, np.int64)
 
 
-def same_value(a, b) -> bool:
-    """Within a launch a value is the same only if equal (NaN equals NaN: nothing changed);
-    across launches the judge allows rounding (check/changes.py `changed`)."""
-    return bool(a == b) or (a != a and b != b)
-
-
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`same_value`, element-wise."""
+    """Within a launch a value is the same only if equal (NaN equals NaN: nothing changed);
+    across launches the judge allows rounding (check/changes.py `changed`). Element-wise."""
     same = a == b
     if a.dtype.kind == "f":
         same |= np.isnan(a) & np.isnan(b)
