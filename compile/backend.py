@@ -10,10 +10,9 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
     launched so far are queued too, latest first;
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
-With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
-every launch: the sequence interp mode runs (tinyad/launch.py, with the launch checks of
-tinyad/check/forward.py and adjoints.py), and the replay witness of tinyad/check/replaycheck.py, both
-at compiled speed; its own steps of a checked launch are tinyad/checkedlaunch.py's.
+With checks on (ti.init's check, "error" by default) it runs the rule checker every backend
+runs (tinyad/check/checker.py, around each launch by tinyad/launch.py), with the recording
+variants it asks for compiled as any kernel.
 """
 from __future__ import annotations
 

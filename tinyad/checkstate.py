@@ -65,7 +65,7 @@ CHECKER_STATE = {
         "derived_in_tape": ("dict", "P"), "written_in_tape": ("dict", "P"),
         "warned_in_tape": ("set", "P"), "paths_checked": "memo", "lost": "const",
         "races": "const",
-        # fast mode's (tinyad/check/replaycheck.py, pointcopies.py; check/nonfinite.py)
+        # the witness's (tinyad/check/replaycheck.py, pointcopies.py; check/nonfinite.py)
         "host": "special", "python_writes": "log", "reads": "launch", "buffers": "launch",
         "kept": "launch", "kept_bytes": "launch", "dropped_noted": "keep",
         "versions": ("dict", "V"), "next_version": "special", "waiting": "launch",
