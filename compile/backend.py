@@ -10,15 +10,14 @@ Besides compiling and launching, it owns two things a fast-mode program needs ac
     launched so far are queued too, latest first;
   * on CUDA, the fields' device copies (compile/devicemirror.py), its `storage`.
 
-With checks on (ti.init's check, "error" by default) it runs the autodiff rule checks around
-every launch: the sequence interp mode runs (tinyad/launch.py, with the launch checks of
-tinyad/check/forward.py and adjoints.py), and the replay witness of compile/replaycheck.py, both
-at compiled speed; its own steps of a checked launch are compile/checkedlaunch.py's.
+With checks on (ti.init's check, "error" by default) it runs the rule checker every backend
+runs (tinyad/check/checker.py, around each launch by tinyad/launch.py), with the recording
+variants it asks for compiled as any kernel.
 """
 from __future__ import annotations
 
 from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
-from tinyad.check.nonfinite import NonFiniteChecks
+from tinyad.check.checker import Checker, Recordings
 from tinyad.compile import (
     ahead,
     backend_for,
@@ -26,24 +25,14 @@ from tinyad.compile import (
     compile_kernel,
     cuda_unavailable_reason,
 )
-from tinyad.check.facts import kernel_facts
-from tinyad.compile.accessrecord import AccessRecorder
-from tinyad.compile.checkedlaunch import FastLaunch
 from tinyad.compile.finite import all_finite
-from tinyad.compile.readevidence import draws_random, recorded_again
-from tinyad.compile.replaycheck import FastChecker
 from tinyad.compile.sequence import sequence_runner
 from tinyad.core import ir
 
 
-class CheckerWithNonFinite(NonFiniteChecks, FastChecker):
-    """Fast mode's rule checker, with NaN and infinity in gradients (check/nonfinite.py)."""
-
-
-class FastBackend(Backend):
+class FastBackend(Recordings, Backend):
     name = "fast"
     arrays_as_parameters = True   # compiled code takes every array as a parameter
-    CheckedLaunch = FastLaunch
     all_finite = staticmethod(all_finite)    # compiled (compile/finite.py)
 
     def __init__(self, config, rng):
@@ -56,24 +45,20 @@ class FastBackend(Backend):
             from tinyad.compile.devicemirror import DeviceMirror  # noqa: PLC0415  (imports CUDA)
             self.storage = DeviceMirror()
         # Compiled kernels raise part way only with debug=True's bounds checks (tinyad/undo.py)
-        self.launches_can_fail = bool(config.debug)
+        self.launches_can_fail = self.checks_every_index = bool(config.debug)
         self.launched: dict = {}         # traced kernel -> number of its latest primal launch
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
         self.asked_ahead: set = set()    # traced kernels whose adjoints were queued ahead
-        self.checker = (CheckerWithNonFinite(config.check, self.storage.to_host)
+        self.checker = (Checker(config.check, self.storage.to_host)
                         if config.check != "off" else None)
         self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
         if self.checker is not None:
             self.checker.checks_nonfinite = config.check_nonfinite
-            self.checker.evidence_of = self._read_evidence
+            self.start_recordings(self.checker)
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None
-        self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
-        self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
-        self.evidence_recorders: dict = {}  # (traced, id(field)) -> the recorder of its
-        # replayed loads of that field, or None
         if self.target == "cpu":
             ahead.start()    # ready by the first adjoint queued (compile/ahead.py)
 
@@ -100,24 +85,6 @@ class FastBackend(Backend):
                 self._first_launch(traced)
             self.launches += 1
             self.launched[traced] = self.launches
-
-    def _read_evidence(self, launch, fld):
-        """What a launch's replayed loads of `fld` read, run again for a report that names one
-        (compile/readevidence.py), or None where that cannot be known."""
-        traced = launch.compiled
-        key = (traced, id(fld))
-        if key not in self.evidence_recorders:
-            self.evidence_recorders[key] = None if draws_random(traced.ir) else \
-                AccessRecorder.of(traced.ir, [fld], kernel_facts(traced).replayed,
-                                  replayed_only=True)
-        recorder = self.evidence_recorders[key]
-        if recorder is None:
-            return None
-        try:
-            return recorded_again(recorder, launch, self.storage, self.rng, self.prepare)
-        except Exception:  # noqa: BLE001  (the report names the box's read then, as before)
-            self.evidence_recorders[key] = None
-            return None
 
     def locate_nonfinite(self, traced, variant, scalars, targets):
         """The interpreter's re-run of one launch, on the fields' host copies."""

@@ -168,15 +168,11 @@ class _Compiler:
             try:
                 for i in indices:
                     env[var] = i32(i)
-                    if parallel:
-                        fr.mem.begin_iteration(s, i)
                     if outermost:
                         fr.state = random_stream.stream(fr.seed + ordinal, i)
                     body(fr)
             except _Break:
                 pass
-            if parallel:
-                fr.mem.begin_iteration(s, None)
             if outermost:
                 fr.state = outer_state
         if self.domain is not NUMERIC or not lanes.enabled() or self.kernel is None:
@@ -227,8 +223,8 @@ class Program:
         seed = random_stream.launch_seed(rng) if self.uses_random else 0   # as fast mode draws
         echo = self.domain is NUMERIC if echo is None else echo
         frame = Frame(env, memory or Memory(), rng, seed, echo)
-        # A launch makes no reference cycles, but the access log makes many objects, which would
-        # set off the cyclic collector again and again: pause it for the launch.
+        # A launch makes no reference cycles, but many objects (frames, lanes' arrays), which
+        # would set off the cyclic collector again and again: pause it for the launch.
         collecting = gc.isenabled()
         gc.disable()
         try:

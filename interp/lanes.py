@@ -15,8 +15,8 @@ How a loop body runs here:
     is not made (it may be out of bounds, as in `select(i > 0, x[i - 1], 0.0)`);
   * an inner serial loop runs as a Python loop; bounds that differ between lanes run from the
     lowest start to the highest stop, each lane active inside its own bounds;
-  * loads, stores and atomics go to a lane memory (`PlainLanes` here; the checked one is
-    interp/lanelog.py) as index arrays of the active lanes: loads by fancy indexing, stores by
+  * loads, stores and atomics go to a lane memory (`PlainLanes`; a custom gradient check's,
+    tinyad/customcheck.py) as index arrays of the active lanes: loads by fancy indexing, stores by
     assignment (the last lane wins, as the last iteration does in the scalar path), atomics by
     `np.add.at` & co, which apply lane after lane in order.
 What is left to the scalar path: `while`, `break`, `return` in the loop, atomics whose old value
@@ -72,18 +72,10 @@ def _merge(mask, new, old, n):
 
 
 class PlainLanes:
-    """Lane access to plain memory (no access log): bounds-checked fancy indexing."""
+    """Lane access to plain memory: bounds-checked fancy indexing."""
 
     def __init__(self, memory):
         self.memory = memory
-
-    def begin(self, loop, iters):
-        """A chunk of the loop's iterations starts (the checked memory keys accesses by it)."""
-
-    def end(self, loop) -> bool:
-        """The loop has ended; -> False when its effects were undone, to run it on the
-        scalar path instead (interp/lanelog.py)."""
-        return True
 
     def locate(self, fld, idx, n, site):
         """-> (array, where, flat): `array[where]` are the n active lanes' elements, `flat`
@@ -415,15 +407,12 @@ def compile_loop(s: ir.For, scalar_run, bounds, outer: frozenset = frozenset()):
             iters = order[begin:begin + CHUNK]
             chunk = LaneRun(dict(fr.env), iters, lanes_memory)
             chunk.env[var] = iters
-            lanes_memory.begin(s, iters)
             body(chunk, None)
-        if not lanes_memory.end(s):   # the checked log found a violation: the scalar path,
-            scalar_run(fr)            # whose log reports it element by element
     return run
 
 
-# Memory classes with a lane form: type -> factory(memory) -> lane memory. The checked memory
-# (interp/lanelog.py) adds itself here.
+# Memory classes with a lane form: type -> factory(memory) -> lane memory (tinyad/customcheck.py
+# adds its own here).
 LANE_MEMORIES: dict = {}
 
 

@@ -1,5 +1,5 @@
-"""Global memory as the interpreter sees it: every access bounds-checked, with hooks that the
-access log (a subclass) uses to record each read, store and atomic.
+"""Global memory as the interpreter sees it: every access bounds-checked (subclasses keep the
+values elsewhere: wider copies, sympy objects, a custom gradient check's access sets).
 
 Each access names its `site`: the IR node doing it (a Load, Store or AtomicOp), whose `.loc` is
 the user's source line."""
@@ -48,7 +48,3 @@ class Memory:
         data = self.array(field)
         data[index] = ATOMIC_UFUNCS[op](old, value)
         return old
-
-    def begin_iteration(self, loop, index):
-        """Iteration `index` of a parallel loop starts (None: the loop has ended). The access
-        log keys accesses by it."""

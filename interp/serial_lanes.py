@@ -16,9 +16,9 @@ What stays exactly as the scalar path does it:
   * values: the atomics are applied element by element in iteration order (`ufunc.at` is
     unbuffered and in order), so an f32 sum rounds as the scalar loop's does;
   * the checks: each element a load reads, and each element an atomic updates, goes once through
-    the scalar memory (`Memory.load`, `Memory.atomic`: the access log, the replay check, bounds),
-    in the current parallel iteration. Repeating the same read, or the same atomic, within one
-    iteration changes nothing the log keeps, except which value a report names;
+    the scalar memory (`Memory.load`, `Memory.atomic`: bounds, and a custom gradient check's
+    access sets, tinyad/customcheck.py). Repeating the same read, or the same atomic, changes
+    nothing those keep;
   * errors: out-of-bounds indices raise the scalar path's error (the lanes check them first).
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _reads_outside(kernel: ir.Kernel, loop: ir.For) -> set:
 
 class _Buffered(lanes.PlainLanes):
     """Lane memory for one chunk: loads read the arrays (each element read once through the
-    scalar memory, which logs and checks it); atomics wait in order until `flush`."""
+    scalar memory, which checks it); atomics wait in order until `flush`."""
 
     def __init__(self, memory):
         super().__init__(memory)
@@ -118,7 +118,7 @@ class _Buffered(lanes.PlainLanes):
         for element in _elements(self.memory.array(fld), idx):
             if (id(site), element) not in self.reads_logged:
                 self.reads_logged.add((id(site), element))
-                self.memory.load(fld, element, site)     # the log, the replay check, bounds
+                self.memory.load(fld, element, site)     # bounds, a custom check's sets
         return super().load(fld, idx, lanes_, site)
 
     def atomic(self, op, fld, idx, values, lanes_, site):
@@ -128,7 +128,7 @@ class _Buffered(lanes.PlainLanes):
 
     def flush(self):
         """Apply this chunk's atomics in iteration order; each element's last one goes through
-        the scalar memory, so the access log sees one atomic per element and iteration."""
+        the scalar memory, so a custom check's sets see one atomic per element."""
         by_field: dict = {}
         for event in self.events:
             by_field.setdefault(id(event[1]), []).append(event)

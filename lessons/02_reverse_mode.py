@@ -45,8 +45,10 @@ print(energy.grad.ir)
 # Read it bottom-up against the primal: `loss[None] += s * x[i]` passes `loss.grad` on to
 # `s` (times `x[i]`) and to `x[i]` (times `s`); then `s = sin(x[i])` passes `s_adj * cos(x[i])`
 # to `x.grad[i]`. The Tape records launches and, on exit, seeds `loss.grad = 1` and runs the
-# adjoints in reverse order. Inside the Tape, interp mode's access log already holds what
-# the adjoint will need: the first read of `x[1]` whose value it replays.
+# adjoints in reverse order. Inside the Tape, the rule checker's replay witness already
+# knows what the adjoint will need: `energy`'s adjoint replays its read of `x[1]`. Nothing is
+# copied while no write comes near that element; a write that might would copy it first, and
+# a change is a Global Data Access Rule 1 error naming both lines.
 
 # %%
 with ti.ad.Tape(loss=loss) as tape:

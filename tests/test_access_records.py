@@ -1,4 +1,4 @@
-"""Fast mode's recorded accesses (compile/accessrecord.py) decide what the interpreter decides.
+"""Fast mode's recorded accesses (tinyad/check/accessrecord.py) decide what the interpreter decides.
 
 Each program breaks a rule within one launch in a way neither the IR nor the indices alone
 settle (or is a clean twin of one). Interp mode checks it element by element; fast mode, with
@@ -183,7 +183,7 @@ def test_a_nested_range_loop_is_recorded_per_inner_iteration(recorded):
 
 def test_an_access_in_a_loop_of_unknown_length_is_recorded(recorded, capsys):
     """Accesses in a loop whose length is known only when it runs take trail rows through an
-    atomic cursor (compile/accessrecord.py): checked, where fast mode said "unchecked"."""
+    atomic cursor (tinyad/check/accessrecord.py): checked, where fast mode said "unchecked"."""
     x, y, pos, loss = fields()
 
     @ti.kernel

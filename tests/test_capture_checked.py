@@ -403,7 +403,7 @@ def _recomputed_read_changed(bad: bool):
                            fields=[x, w, loss, x.grad])
 
 
-# (program, compile/pointcopies.py SMALL_FIELD: 4 copies p's point box by box, as mpm's F)
+# (program, tinyad/check/pointcopies.py SMALL_FIELD: 4 copies p's point box by box, as mpm's F)
 VALUE_CHECKS = [pytest.param(_unseeded_output, None, id="unseeded"),
                 pytest.param(_point_changed, None, id="point"),
                 pytest.param(_point_changed, 4, id="point-by-box"),
@@ -424,7 +424,7 @@ def test_a_value_check_that_fails_in_a_later_call_is_reported_as_uncaptured(
             pytest.skip("interp mode runs no captured program")
         monkeypatch.setattr("tinyad.compile.sequence._callable_from_numba", lambda k: False)
     if small_field:
-        monkeypatch.setattr("tinyad.compile.pointcopies.SMALL_FIELD", small_field)
+        monkeypatch.setattr("tinyad.check.pointcopies.SMALL_FIELD", small_field)
     replays = _compare(mode, check, functools.partial(program, True))
     if mode == "fast":
         assert replays >= 1
@@ -434,7 +434,7 @@ def test_a_value_check_that_fails_in_a_later_call_is_reported_as_uncaptured(
 def test_a_clean_sweep_whose_checks_read_values_replays(mode, program, small_field,
                                                         monkeypatch):
     if small_field:
-        monkeypatch.setattr("tinyad.compile.pointcopies.SMALL_FIELD", small_field)
+        monkeypatch.setattr("tinyad.check.pointcopies.SMALL_FIELD", small_field)
     replays = _compare(mode, "error", functools.partial(program, False))
     if mode == "fast":
         assert replays >= 2

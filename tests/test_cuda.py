@@ -339,7 +339,7 @@ RECORDED_SCRIPT = simulator_program('''
 
 
 def test_a_recorded_launch_runs_on_cuda(tmp_path):
-    """The recording variant (compile/accessrecord.py: its cursor's atomic, its record arrays
+    """The recording variant (tinyad/check/accessrecord.py: its cursor's atomic, its record arrays
     sent to the device and back) runs in the simulator: the clean launch's gradient is the
     analytic one, and a race is the report interp mode gives."""
     out = run_script(RECORDED_SCRIPT, tmp_path, NUMBA_ENABLE_CUDASIM="1",

@@ -13,13 +13,14 @@ shrink. Each check is shown to fail on a made-up bad import graph (the tests at 
                                  builder, printer, well-formedness; it raises, never prints
     analysis  tinyad/analysis/   IR queries the transforms, code generators and checker share
     notices   tinyad/notices.py  notices on stderr, for every layer above the core
-    check     tinyad/check/      the rule catalogue (every rule's error, report and rendering),
-                                 the launch checks both backends run, and their proofs from the IR
+    check     tinyad/check/      the rule checker every backend runs: the rule catalogue (every
+                                 rule's error, report and rendering), the launch checks, the
+                                 replay witness, the recording variants, their proofs from the IR
     autodiff  tinyad/autodiff/   IR -> IR transforms (reverse and forward mode)
     frontend  tinyad/frontend/   Python source -> IR, and the kernel language (lang, math, matrix)
     backend   tinyad/backend.py  the protocol a backend implements, and the registry of backends
-    interp    interp/            the interpreter backend, its rule checker and the sympy domain
-    compile   compile/           the numba backend (CPU and CUDA) and its rule checker
+    interp    interp/            the interpreter backend and the sympy domain
+    compile   compile/           the numba backend (CPU and CUDA)
     api       tinyad/*.py        what users call: fields, kernels, Tape, verification, runtime
                                  (on the floors of API_FLOORS)
     tools     cli, lessons       commands on top of the API
@@ -72,7 +73,8 @@ API_FLOORS = [
                  "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
     ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals", "tinyad.twins"}),
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
-    ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.tapekernels"}),  # launch: its checks
+    ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.checkedlaunch",  # launch: its checks
+                "tinyad.tapekernels"}),
     ("tape", {"tinyad.ad", "tinyad.tapecheck"}),        # ad.py: Tape and FwdMode (and ti.ad)
     ("capture", {"tinyad.capture", "tinyad.checkedreplay", "tinyad.checkwatch",  # replayed
                  "tinyad.checkpredicates", "tinyad.replaystate",

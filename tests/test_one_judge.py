@@ -112,13 +112,13 @@ def test_a_decider_outside_the_judge_is_caught():
         JUDGE: "from tinyad.check import rules\nrules.parallel_conflict(kernel='k')\n",
         "interp/accesslog.py": "from tinyad.check import rules\n"
                                "def f():\n    return rules.overwrite_after_read(field='x')\n",
-        "compile/replaycheck.py": "from tinyad.check.rules import read_then_overwrite as r1\n"
+        "tinyad/check/replaycheck.py": "from tinyad.check.rules import read_then_overwrite as r1\n"
                                   "r1(field='x')\n",
     }
     callers = rule_callers(files)
     assert callers["parallel_conflict"] == {JUDGE}
     assert callers["overwrite_after_read"] == {"interp/accesslog.py"}
-    assert callers["read_then_overwrite"] == {"compile/replaycheck.py"}
+    assert callers["read_then_overwrite"] == {"tinyad/check/replaycheck.py"}
     # a backend that builds one of the judge's reports (a replay divergence, say) is a second
     # decider: the checks above fail on it
     files["interp/accesslog.py"] += "rules.replay_divergence(kernel='k')\n"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tinyad as ti
-from tinyad.compile.regions import regions_of
+from tinyad.check.regions import regions_of
 
 
 def test_a_time_step_one_past_the_end_is_refused_before_the_launch(mode):

@@ -1,4 +1,4 @@
-"""The replayed reads a write must look at (compile/readwitness.py): a field's filed reads keep
+"""The replayed reads a write must look at (tinyad/check/readwitness.py): a field's filed reads keep
 the span of their leading indices, and a write of rows outside it looks at none of them. A read
 filed beside others must still be found by the first write that changes it."""
 import random
@@ -8,8 +8,8 @@ import pytest
 
 import tinyad as ti
 from tinyad.check.boxes import boxes_overlap
-from tinyad.compile.readwitness import FieldReads, ReadIndex, ReplayedRead
-from tinyad.compile.regions import NARROW_ROWS, PlannedRead
+from tinyad.check.readwitness import FieldReads, ReadIndex, ReplayedRead
+from tinyad.check.regions import NARROW_ROWS, PlannedRead
 
 N = 8
 
@@ -115,4 +115,4 @@ def test_a_0d_fields_read_spans_every_row():
     class Scalar:
         shape = ()
     reads.add(ReplayedRead(None, PlannedRead(_Site(Scalar), ()), 0))
-    assert reads.lo < 0 and reads.hi > 1      # (a 0-D write spans row 0: compile/regions.py)
+    assert reads.lo < 0 and reads.hi > 1      # (a 0-D write spans row 0: tinyad/check/regions.py)

@@ -191,7 +191,7 @@ def test_a_replay_divergence_names_the_element_the_first_iteration_read():
     """Fast mode named the box's least changed element (w[0]), interp mode the first its
     adjoint replayed (w[1]). Both name the element the forward read first in a serial run
     (iteration 0 read w[1]); fast mode finds that by running the launch again, recorded
-    (compile/readevidence.py). Fuzzer finding tests/fuzz/findings/plant-outside-seed32.py"""
+    (tinyad/check/readevidence.py). Fuzzer finding tests/fuzz/findings/plant-outside-seed32.py"""
     interp, fast = (_shifted_read_then_bumped(mode) for mode in ("interp", "fast"))
     assert interp.element_text == "w[1]" and interp.read.iteration == 0
     assert fast.to_dict() == interp.to_dict()
@@ -236,7 +236,7 @@ def test_a_write_to_an_element_no_read_reached_is_clean(mode, reader, writer, ca
     box and reports Rule 1 on w[2], a read that never happened (found through the fuzzer's
     findings tests/fuzz/findings/plant-python-seed159.py and plant-outside-seed158.py, where
     fast mode named such a read). Fast mode now asks, before it reports, which elements the
-    launch read (compile/readevidence.py)."""
+    launch read (tinyad/check/readevidence.py)."""
     ti.init(mode=mode)
     x = ti.field(ti.f64, shape=4, needs_grad=True)
     w = ti.field(ti.f64, shape=4)
@@ -315,7 +315,7 @@ def test_an_overwrite_names_the_read_that_came_first_in_a_serial_run(mode):
     statement) and at iteration 1 (w[i + 1]): interp mode, whose lanes run one statement over
     all iterations before the next, named iteration 3's. The first read in a serial run is
     iteration 1's: both modes name it, and fast mode finds it by running the launch again,
-    recorded (compile/readevidence.py)."""
+    recorded (tinyad/check/readevidence.py)."""
     with pytest.raises(ti.ReadThenOverwriteRuleError) as info:
         _read_then_bumped(mode)
     report = info.value.report

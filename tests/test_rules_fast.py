@@ -1,4 +1,4 @@
-"""How fast mode checks the rules (compile/regions.py, compile/replaycheck.py): the boxes each
+"""How fast mode checks the rules (tinyad/check/regions.py, tinyad/check/replaycheck.py): the boxes each
 access may touch, the copies of what adjoints replay, and the in-launch hazards the IR settles
 or leaves to the interpreter. test_rules.py runs every rule in both modes; these pin down the
 machinery."""
@@ -7,7 +7,7 @@ import pytest
 
 import tinyad as ti
 from tinyad.compile import backend as fast_backend
-from tinyad.compile.regions import regions_of
+from tinyad.check.regions import regions_of
 from tinyad.runtime import runtime
 
 
@@ -126,7 +126,7 @@ def test_waiting_reads_are_filed_when_a_write_comes_near_their_rows(fast):
 
 def test_a_waiting_read_sees_a_change_after_older_ones_left_the_history(monkeypatch):
     from tinyad.check import launches
-    monkeypatch.setattr(launches, "FAST_HISTORY", 8)
+    monkeypatch.setattr(launches, "HISTORY", 8)
     ti.init(mode="fast", default_fp=ti.f64)
     fast = runtime.backend
     x = ti.field(ti.f64, shape=(100, 4), needs_grad=True)
@@ -280,7 +280,7 @@ def test_copies_past_the_memory_budget_are_dropped_and_said_so(fast, capsys, mon
 
 
 def test_a_gradient_point_is_copied_row_by_row_and_still_sees_a_changed_row(fast, monkeypatch):
-    from tinyad.compile import pointcopies
+    from tinyad.check import pointcopies
     monkeypatch.setattr(pointcopies, "SMALL_FIELD", 0)     # (small fields are copied whole)
     x = ti.field(ti.f64, shape=(4, 3), needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)

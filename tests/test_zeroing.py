@@ -85,7 +85,7 @@ def test_a_proven_clear_keeps_no_copy_of_what_it_overwrites(mode, monkeypatch):
     overwrites the grid: nothing of the grid is copied for it (fast mode copies the boxes a
     launch writes, interp the fields, before the launch), and the next sweep is clean."""
     from tinyad.check.launches import LaunchChecker
-    from tinyad.compile import pointcopies
+    from tinyad.check import pointcopies
     copied = []
     monkeypatch.setattr(pointcopies.PartialPoint, "save",
                         lambda self, box, current: copied.append(box))

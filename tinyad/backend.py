@@ -3,7 +3,7 @@
 To add a backend, subclass `Backend` in its own package and name its module and class in
 `BACKENDS` below; `ti.init(mode=<name>)` then selects it, and nothing else in tinyad changes.
 
-    interp  interp/backend.py    InterpBackend: the tree-walking interpreter, with the checker
+    interp  interp/backend.py    InterpBackend: the tree-walking interpreter
     fast    compile/backend.py   FastBackend: numba on the CPU, or CUDA with device mirrors
 
 tinyad/kernel.py keeps one `TracedKernel` per traced kernel: its IR variants ("primal",
@@ -18,9 +18,9 @@ tinyad/kernel.py keeps one `TracedKernel` per traced kernel: its IR variants ("p
     mirror for CUDA. `tinyad/field.py` reads and writes its values only through it;
   * `checks` are the autodiff rule checker's hooks that tinyad/ad.py (the Tape) and field.py
     (Python-scope accesses) call (`CheckHooks`): no-ops for a backend that runs no checks;
-  * `checker`, for a backend that checks, is the rule checker the launch sequence drives, and
-    `CheckedLaunch` the backend's way of taking the steps where backends differ (how a launch
-    logs or records its accesses).
+  * `checker`, for a backend that checks, is the rule checker the launch sequence drives
+    (tinyad/check/checker.py, the same for every backend: it runs the kernels' recording
+    variants as any other, with `prepare`).
 
 `BACKENDS` is the only place that maps a mode's name to its implementation; the modules are
 imported when a mode is first used, so interp mode never imports numba.
@@ -197,72 +197,6 @@ class CheckerHooks(CheckHooks):
         return list(self.checker.problems.values())
 
 
-class CheckedLaunch:
-    """One launch the rule checker watches, while it runs: what the sequence of checks around
-    it (tinyad/launch.py, the same for every backend) and the backend's own steps hand each
-    other. Where a backend takes a step its own way (interp logs every access as the program
-    runs; fast mode plans the launch's regions and records only what its IR leaves open), it
-    subclasses this and overrides the step. The sequence calls each step only in the variants
-    its section names.
-
-    tinyad/launch.py makes one per checked forward or tangent launch and sets these (no
-    __init__: its frame would cost a checked launch more than all its other bookkeeping):
-      backend, checker    the backend and its checker
-      traced, scalars     the traced kernel and the launch's scalar arguments
-      program             the backend's program of the variant
-      record              the checker's record of the launch
-      facts               the checker's facts about the kernel (tinyad/check/facts.py), set
-                          before a forward or tangent launch's first step"""
-
-    __slots__ = ("backend", "checker", "facts", "program", "record", "scalars", "traced")
-
-    def run(self):
-        """Run the program once, plainly; -> the kernel's return value."""
-        return self.program.run(self.scalars, self.backend.rng)
-
-    def adjoint_unchecked(self, traced, scalars) -> None:
-        """Run `traced`'s adjoint once, unchecked (tinyad/check/handgrads.py runs a forward
-        launch's adjoint on copies to judge a gradient kernel written by hand)."""
-        traced.program("adjoint", self.backend).run(scalars, self.backend.rng)
-
-    # ---- a forward (primal) launch ------------------------------------------------------------
-    def plan_forward(self) -> tuple:
-        """Before its first check: -> (the kernel's argument names, the rows the launch may
-        read and write: ({field: spans read}, {field: spans written}), a function that works
-        them out when a check needs them, or None for every row)."""
-        return [a.name for a in self.traced.ir.args], None
-
-    def run_forward(self):
-        """Run the program as the forward launch the checker watches (its record made,
-        `self.record`), with the backend's checks around the run: before it writes its primal
-        fields, where a gradient was taken at their values, those values are kept
-        (tinyad/check/launches.py before_write). An override runs a gradient kernel written
-        by hand (`self.facts.hand_gradient`) inside tinyad/check/handgrads.py's checked_run,
-        which judges it (this layer imports no check). -> the kernel's return value."""
-        return self.run()
-
-    # ---- an adjoint launch: its steps need no launch object (static: none is made) ---------
-    @staticmethod
-    def unmatched_adjoint(backend, traced, scalars) -> None:
-        """No forward launch alike precedes this adjoint of `traced` with these arguments."""
-
-    @staticmethod
-    def run_adjoint(backend, traced, program, scalars, record):
-        """Run `program`, `traced`'s adjoint, as the adjoint the checker watches of the forward
-        launch `record` (its replayed reads must read what that launch read: the checker's
-        witness of them is asked first); -> its return value."""
-        backend.checker.check_replay(record, traced.ir.name)
-        return program.run(scalars, backend.rng)
-
-    # ---- a tangent (forward-mode) launch ------------------------------------------------------
-    def before_tangent_writes(self) -> None:
-        """The tangent launch is about to write its primal fields (as run_forward keeps
-        what a gradient needs of them)."""
-
-    def after_tangent(self) -> None:
-        """The tangent launch has run."""
-
-
 class ProgramStopped(Exception):
     """A checked replay's program stopped part way: a look for NaN and infinity found one
     (compile/sequence.py). The fields hold what it wrote until then."""
@@ -277,7 +211,6 @@ class Backend(ABC):
     # The rule checker tinyad/launch.py drives around each launch (check/launches.py's
     # LaunchChecker or one built on it), with the backend's own steps; None: no checks.
     checker = None
-    CheckedLaunch: type = CheckedLaunch
     # Told the time of each launch, checks included (interp/progress.py warns when a program
     # is slow); None: launches are not timed.
     progress = None
@@ -286,6 +219,11 @@ class Backend(ABC):
     # (tinyad/undo.py). Where launches are compiled and unchecked the copies would cost as much
     # as a memory-bound forward pass, so they are left out.
     launches_can_fail: bool = True
+    # True: the program checks every index it uses as it runs (the interpreter; fast mode with
+    # ti.init(debug=True)), so the error names the element reached. False: a launch the plan
+    # from its IR shows certainly reaching out of bounds is refused before it runs
+    # (tinyad/check/reached.py), and the rest are not checked.
+    checks_every_index: bool = False
     # True: a program reads every field through the IR's field objects at each launch, so
     # one program serves a kernel's ndarray arguments bound to any arrays of their shape
     # (tinyad/arrayparams.py). False: a program per set of arrays, from the IR bound to them.

@@ -5,8 +5,8 @@ A manual sweep that recomputes its forward steps (mpm's) makes three such checks
   * before an adjoint, is its output's gradient seeded, a nonzero where the adjoint reads it
     (tinyad/check/adjoints.py `_seeded`)?
   * is a parameter still at the point its gradient was taken (`unchanged_since`: a compare with
-    the copy the checker made of it before it was next written, compile/pointcopies.py)?
-  * does a box an adjoint replays hold what its forward launch read (compile/replaycheck.py
+    the copy the checker made of it before it was next written, tinyad/check/pointcopies.py)?
+  * does a box an adjoint replays hold what its forward launch read (tinyad/check/replaycheck.py
     `check_replay`: a compare with the copy the checker made before a write came near it)?
 While a call is watched (tinyad/checkwatch.py), `Predicates` wraps these and notes each outcome,
 where in the call's events it came, and where the copy it compared was made. A replay makes the
@@ -33,12 +33,12 @@ def _sites() -> dict:
     """The code of the checks whose reads of values are predicates -> which one."""
     from tinyad.check import adjoints
     from tinyad.check.launches import LaunchChecker
-    from tinyad.compile import pointcopies, replaycheck
+    from tinyad.check import pointcopies, replaycheck
     return {adjoints._seeded.__code__: "seed",
             pointcopies.PointCopies.unchanged_since.__code__: "point",
             LaunchChecker.unchanged_since.__code__: "point",
-            replaycheck.FastChecker.check_replay.__code__: "replay",
-            replaycheck.FastChecker._changed_reads.__code__: "replay"}
+            replaycheck.WitnessChecker.check_replay.__code__: "replay",
+            replaycheck.WitnessChecker._changed_reads.__code__: "replay"}
 
 
 class Predicates:
@@ -55,7 +55,7 @@ class Predicates:
     # ---- while the call runs -------------------------------------------------------------------
     def install(self) -> None:
         from tinyad.check import adjoints, nonfinite
-        from tinyad.compile import replaycheck
+        from tinyad.check import replaycheck
         c = self.checker
         _sites()         # (found before the checks are wrapped: their own code)
         self._patch(vars(nonfinite), "_first_in", self._first_in(nonfinite._first_in))

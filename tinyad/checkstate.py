@@ -65,7 +65,7 @@ CHECKER_STATE = {
         "derived_in_tape": ("dict", "P"), "written_in_tape": ("dict", "P"),
         "warned_in_tape": ("set", "P"), "paths_checked": "memo", "lost": "const",
         "races": "const",
-        # fast mode's (compile/replaycheck.py, pointcopies.py; check/nonfinite.py)
+        # the witness's (tinyad/check/replaycheck.py, pointcopies.py; check/nonfinite.py)
         "host": "special", "python_writes": "log", "reads": "launch", "buffers": "launch",
         "kept": "launch", "kept_bytes": "launch", "dropped_noted": "keep",
         "versions": ("dict", "V"), "next_version": "special", "waiting": "launch",
@@ -74,7 +74,7 @@ CHECKER_STATE = {
         "partial_points": ("dict", "PP"), "checks_nonfinite": "const",
         "nonfinite_seen": ("dict", "T", "pop"), "nonfinite_owed": ("dict", "P", "pop"),
         "nonfinite_warned": "keep", "nonfinite_batch": "const", "nonfinite_batching": "const",
-        "evidence_of": "const", "evidence_kept": "launch",    # (compile/readevidence.py)
+        "evidence_of": "const", "evidence_kept": "launch",    # (tinyad/check/readevidence.py)
     },
     "lost": {   # tinyad/check/lostgrads.py
         "checker": "const", "warned": "keep", "cut": ("dict", "P", "pop"),
@@ -122,7 +122,7 @@ def norm(kind: str, value):
     if kind == "PT":
         values, sweep, time = value
         return ("PT", values is None, _norm_access(sweep), ("T", time))
-    if kind == "PP":        # (a PartialPoint, compile/pointcopies.py: which boxes it holds)
+    if kind == "PP":        # (a PartialPoint, tinyad/check/pointcopies.py: which boxes it holds)
         return ("PP", frozenset(value.saved), value.complete)
     return _plain(value)
 

@@ -67,7 +67,7 @@ class _Sites:
     finite: set = field(default_factory=set)     # NaN and infinity looked for
     arithmetic: set = field(default_factory=set)  # the Tape's own work, the recording's
     launch: object = None
-    partial: object = None                       # compile/pointcopies.py PartialPoint
+    partial: object = None                       # tinyad/check/pointcopies.py PartialPoint
 
 
 @functools.cache
@@ -83,7 +83,7 @@ def _sites() -> _Sites | None:
 def _find_sites() -> _Sites:
     # (fast mode's modules: imported only when a checked fast-mode call is watched)
     from tinyad.check import launches, nonfinite
-    from tinyad.compile import pointcopies, replaycheck
+    from tinyad.check import pointcopies, replaycheck
     from tinyad.field import Field
     from tinyad.kernel import TracedKernel
     from tinyad.tapeops import _take_gradient
@@ -91,8 +91,8 @@ def _find_sites() -> _Sites:
     sites.point = {launches.LaunchChecker.before_write.__code__,
                    pointcopies.PointCopies.before_kernel_write.__code__,
                    pointcopies.PointCopies.before_write.__code__}
-    sites.witness = {replaycheck.FastChecker._copy.__code__,
-                     replaycheck.FastChecker.before_write.__code__}
+    sites.witness = {replaycheck.WitnessChecker._copy.__code__,
+                     replaycheck.WitnessChecker.before_write.__code__}
     sites.finite = {nonfinite.after_launch.__code__, nonfinite.Batch.finish.__code__}
     sites.arithmetic = {_take_gradient.__code__}
     sites.launch = TracedKernel.launch.__code__

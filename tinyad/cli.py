@@ -288,8 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "and go on. It runs in fast mode when numba is installed: "
                                  "every rule at compiled speed, with the accesses the IR "
                                  "cannot settle recorded element by element inside the compiled "
-                                 "kernel, so it reports what interp mode reports; without numba, "
-                                 "or with --mode interp, every access is checked in the "
+                                 "kernel; --mode interp runs the same checks in the "
                                  "interpreter, 100-1000x slower")):
         sub = commands.add_parser(name, help=text, parents=[options],
                                   description=text + "; `import taichi` inside it gets tinyad")
@@ -451,7 +450,7 @@ def _run_check(options) -> str | None:
 
 def default_check_mode() -> str:
     """`tinyad check`'s mode when --mode is not given: fast mode where numba is installed.
-    Within a launch it records the accesses the IR cannot settle (compile/accessrecord.py), so
+    Within a launch it records the accesses the IR cannot settle (tinyad/check/accessrecord.py), so
     small programs lose nothing, and real programs finish (interp mode runs them 100-1000x
     slower than fast mode)."""
     return "fast" if importlib.util.find_spec("numba") is not None else "interp"

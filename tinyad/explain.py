@@ -147,31 +147,31 @@ def formula_panel(run, loss) -> Panel:
 
 
 def element_panel(field, index) -> Panel:
-    """What interp mode's access log knows about one element: inside a Tape, the first read
-    whose value the adjoint will replay and the first write; always, the latest write."""
+    """What the rule checker's replay witness holds for one element inside a Tape: each launch
+    whose adjoint replays a read of it, the line, and whether the value read is still in the
+    field (no write has come near it: nothing is copied) or kept in a copy made just before a
+    write that might change it (tinyad/check/replaycheck.py)."""
     from tinyad.runtime import runtime  # noqa: PLC0415
     index = index if isinstance(index, tuple) else (index,)
-    title = f"access log of {field.name}[{', '.join(map(str, index))}]"
+    title = f"replay witness of {field.name}[{', '.join(map(str, index))}]"
     checker = getattr(runtime.backend, "checker", None)
-    if checker is None or not hasattr(checker, "last_writer"):
-        return Panel(title, "kept in interp mode with the checks on: ti.init(mode=\"interp\")")
-    events = []
-    if checker.tape is not None:
-        events += [("replayed read", checker.tape.reads.get(field, index)),
-                   ("first write", checker.tape.first_write.get(field, index))]
-    events.append(("latest write", checker.last_writer(field, index)))
-    lines = [f"{label}: {_event(access)}" for label, access in events]
-    return Panel(title, "\n".join(lines))
-
-
-def _event(access) -> str:
-    if access is None:
-        return "none"
-    where = f"line {access.loc.line}" if access.loc is not None else "Python scope"
-    who = f" in {access.kernel}" if access.kernel else ""
-    launch = f" (launch #{access.launch})" if access.launch is not None else ""
-    value = f", value {access.value:.6g}" if isinstance(access.value, numbers.Real) else ""
-    return f"{access.kind} at {where}{who}{launch}{value}"
+    if checker is None:
+        return Panel(title, "kept with the checks on (ti.init's check, \"error\" by default)")
+    lines = []
+    for launch in checker.taped:
+        filed = launch.waiting is None
+        for read in (launch.snapshots if filed else launch.waiting[0].reads):
+            if read.field is not field or not all(
+                    lo <= i < hi for i, (lo, hi) in zip(index, read.box)):
+                continue
+            where = f"{launch.kernel} (launch #{launch.number}) replays its read at line " \
+                f"{read.site.node.loc.line}: "
+            if filed and read.values is not None:
+                copy = read.values[tuple(i - lo for i, (lo, _) in zip(index, read.box))]
+                lines.append(where + f"kept in a copy, value {float(copy):.6g}")
+            else:
+                lines.append(where + "still in the field (nothing has written near it)")
+    return Panel(title, "\n".join(lines) or "no launch of this Tape replays it")
 
 
 # ---- what the adjoint replays -------------------------------------------------------------

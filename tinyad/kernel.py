@@ -367,8 +367,8 @@ class Memos(dict):
     asked for several times per launch). The builders, each a module-level function or
     class: the rule checker's facts (tinyad/check/facts.py), rows (check/rows.py), write
     events and derivations (check/forward.py), race flows (check/races.py), the fields its
-    NaN check looks at (check/nonfinite.py); interp's unproven fields (interp/lanelog.py);
-    fast mode's regions (compile/regions.py) and adjoint bounds (compile/checkedlaunch.py)."""
+    NaN check looks at (check/nonfinite.py), its regions (tinyad/check/regions.py) and adjoint
+    bounds (tinyad/checkedlaunch.py)."""
 
     __slots__ = ("traced",)
 

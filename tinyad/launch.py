@@ -5,14 +5,13 @@ of the backend's program, per variant.
       backend.launching(traced, variant)                fast mode: compiles adjoints ahead
       program = traced.program(variant, backend)        prepared on first use
       no checker: program.run(scalars, backend.rng)
-      else: VARIANTS[variant](backend, traced, ...)     with a backend.CheckedLaunch: the
+      else: VARIANTS[variant](backend, traced, ...)     with a CheckedLaunch: the
             checks before, launch.run_...(), the checks after
 
-A backend takes the steps where backends genuinely differ its own way, as methods of its
-CheckedLaunch (tinyad/backend.py): interp mode logs every access as the program runs
-(interp/backend.py); fast mode plans the launch's regions, decides its in-launch hazards
-before it runs and records only what its IR leaves open (compile/checkedlaunch.py). A new
-variant is one more row of VARIANTS, for every backend at once.
+The steps of a checked launch are the same for every backend (tinyad/checkedlaunch.py): the
+launch's regions planned, its in-launch hazards decided before it runs, and only what its IR
+leaves open recorded, by the kernel's recording variant, which the backend runs as any other
+kernel. A new variant is one more row of VARIANTS, for every backend at once.
 
 Each variant's sequence is one function, its steps written out in order (no table of steps
 called one by one): a checked launch of a small kernel costs mostly this bookkeeping, and a
@@ -26,6 +25,7 @@ from tinyad.check import adjoints as adjointchecks
 from tinyad.check import forward as forwardchecks
 from tinyad.check import nonfinite
 from tinyad.check.facts import analyse, kernel_facts
+from tinyad.checkedlaunch import CheckedLaunch
 
 _new = object.__new__
 
@@ -61,7 +61,7 @@ def _timed(backend, traced, variant, program, scalars, record, manual):
 
 def _forward(backend, traced, program, scalars, record, manual):
     """A forward (primal) launch (`record`, `manual`: an adjoint's, unused here)."""
-    launch = _new(backend.CheckedLaunch)    # (its fields set here: no __init__ frame, and
+    launch = _new(CheckedLaunch)    # (its fields set here: no __init__ frame, and
     checker = launch.checker = backend.checker      # one statement each: no tuple built)
     launch.backend = backend
     launch.traced = traced
@@ -88,7 +88,7 @@ def _adjoint(backend, traced, program, scalars, record, manual):
         return _adjoint_with_more(backend, traced, program, scalars, record, manual)
     # The usual: a Tape's adjoint of its own launch, which left no problem to report and
     # stands for no other launch (a recompute's): no checks before it but its replay's
-    result = backend.CheckedLaunch.run_adjoint(backend, traced, program, scalars, record)
+    result = CheckedLaunch.run_adjoint(backend, traced, program, scalars, record)
     adjointchecks.after_adjoint(checker, traced, record, None)     # (None: of a Tape's own)
     if checker.checks_nonfinite:
         # (in a Tape's backward that can run again the launch is only noted, as
@@ -104,7 +104,7 @@ def _adjoint(backend, traced, program, scalars, record, manual):
 def _adjoint_with_more(backend, traced, program, scalars, record, manual):
     """_adjoint's launch with the checks before it: a manual .grad() (its record found by its
     arguments where not given), or the problems its forward launch left to report."""
-    checker, steps = backend.checker, backend.CheckedLaunch    # (its static steps: no object)
+    checker, steps = backend.checker, CheckedLaunch    # (its static steps: no object)
     if record is None:
         record = checker.find_launch(traced, scalars)
         if record is None:
@@ -122,7 +122,7 @@ def _tangent(backend, traced, program, scalars, record, manual):
     """A tangent (forward-mode) launch."""
     # Forward mode replays nothing, so no read can go stale (no Rule 1 or 2): the one way to
     # lose a tangent is a store into a field without .dual.
-    launch = _new(backend.CheckedLaunch)
+    launch = _new(CheckedLaunch)
     checker = launch.checker = backend.checker
     launch.backend, launch.traced, launch.scalars, launch.program = (
         backend, traced, scalars, program)

@@ -113,7 +113,7 @@ def accumulate(g, d, extra):
 
 # Where a race plant puts its access in the iteration: as it is, in a branch always taken, in a
 # loop whose length only the launch knows, or in a while loop (the last three are what fast
-# mode records through a cursor, compile/accessrecord.py).
+# mode records through a cursor, tinyad/check/accessrecord.py).
 RACE_WRAPS = {
     "plain": lambda body: [body],
     "branch": lambda body: ["if x[i] > -1.0e9:", "    " + body],

@@ -141,9 +141,9 @@ def check(planted: plant.Planted, modes=("interp", "fast"), seed: int = 0) -> Pl
 
 
 # Where the second mode's report may say less than interp's: which iteration of another launch
-# made a read, fast mode learns by running that launch again, recorded (compile/readevidence.py),
+# made a read, fast mode learns by running that launch again, recorded (tinyad/check/readevidence.py),
 # except for a kernel that draws random numbers; there it works out the iteration from the
-# access's indices (compile/iterations.py) and names none where they use what only that launch
+# access's indices (tinyad/check/iterations.py) and names none where they use what only that launch
 # knew (a load). A report that differs only there is "caught-no-iteration"; one that names
 # another iteration (not None) disagrees.
 UNKNOWN_IN_FAST = "iteration"

@@ -69,9 +69,10 @@ def _check_gradient_point(checker, facts, kernel_name):
 
 def _seeded(grad, launch) -> bool:
     """Does `grad` hold a nonzero where `launch`'s adjoint reads it? That is where the launch
-    wrote its primal: fast mode knows boxes holding every element each of its stores may write
-    (an adjoint reads a store's gradient at the store's index), so only those are looked at, not
-    a time-indexed field's every step. Otherwise (interp mode, no launch) the whole field."""
+    wrote its primal: the launch's plan knows boxes holding every element each of its stores may
+    write (an adjoint reads a store's gradient at the store's index), so only those are looked
+    at, not a time-indexed field's every step. Otherwise (no launch, or a box unknown) the whole
+    field."""
     data = grad.data
     boxes = seeded_boxes(grad, launch)
     if boxes is not None:

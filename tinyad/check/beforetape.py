@@ -34,8 +34,6 @@ def untaped_launch(checker, compiled, rows) -> None:
         if derived is None:
             derived_fields.pop(target, None)
             continue
-        if callable(rows):        # (worked out now, once: see check/forward.py)
-            rows = rows()
         spans = ALL_ROWS if rows is None else rows[1].get(target, ALL_ROWS)
         held = derived_fields.get(target)
         if held is not None:
@@ -49,16 +47,14 @@ def taped_launch(checker, compiled, facts, rows) -> None:
     """Inside a Tape, before a launch of `compiled` (`facts`: its KernelFacts): the reads
     check_reads checks, then the rows it writes and (outside a grad_replaced function, whose
     kernels' adjoints never run) what it derives, for the reads after it and the Tapes after
-    this one. `rows`: ({field: spans read}, {field: spans written}) (a LaunchRows), None:
-    every row, or a function that works them out. The one-span case, a time step's row, in
-    line: this runs at every launch of a long Tape."""
+    this one. `rows`: ({field: spans read}, {field: spans written}) (a LaunchRows), or None:
+    every row. The one-span case, a time step's row, in line: this runs at every launch of a
+    long Tape."""
     try:
         steps = rows.steps      # (a LaunchRows' own, once made)
-    except AttributeError:      # (None: every row; interp mode's function of them)
+    except AttributeError:      # (None: every row)
         steps = None
     if steps is None:
-        if callable(rows):        # (worked out now: see check/forward.py)
-            rows = rows()
         steps = _steps(compiled, facts, rows)
     written = checker.written_in_tape
     outside = checker.derived_outside_tape

@@ -1,5 +1,5 @@
 """The box of elements each global access may touch, as a function of the launch's integer
-arguments (fast mode's rule checker: compile/regions.py, compile/readwitness.py, check/rows.py)."""
+arguments (fast mode's rule checker: tinyad/check/regions.py, tinyad/check/readwitness.py, check/rows.py)."""
 from __future__ import annotations
 
 from tinyad.analysis.sites import Site

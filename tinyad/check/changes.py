@@ -8,11 +8,10 @@ judges what happens within one launch's trail):
   * a grad_for function's store replaced a nonzero gradient with another value, discarding
     what earlier adjoints added (`gradient_assigned`).
 
-Each backend finds where to look with its own memory of what launches read (interp: its element
-summaries and witnesses, interp/elementlog.py; fast: its copies of the replayed boxes,
-compile/readwitness.py) and hands the judge the evidence: the values read (or held before the
-store) and held now, the element, its read or store. What counts as a change (`changed`,
-`assigned`) and what each report says are decided here only, so the two modes cannot drift.
+The replay witness (tinyad/check/replaycheck.py, its copies of the replayed boxes
+tinyad/check/readwitness.py) finds where to look and hands the judge the evidence: the values
+read (or held before the store) and held now, the element, its read or store. What counts as a
+change (`changed`, `assigned`) and what each report says are decided here only.
 """
 from __future__ import annotations
 

@@ -19,9 +19,8 @@ from tinyad.check.report import Access
 # ---- before a forward launch ----------------------------------------------------------------
 
 def before_forward(checker: LaunchChecker, compiled, arg_names, scalars, rows, facts) -> None:
-    """`rows`, where the backend knows them before the launch: ({field: spans read},
-    {field: spans written}) of leading indices (None: every row of every field it touches), or
-    a function that works them out, called only if a check needs them (most launches' do not).
+    """`rows`, from the launch's plan: ({field: spans read}, {field: spans written}) of leading
+    indices (None: every row of every field it touches).
     `facts`: the kernel's KernelFacts. A long Tape of small kernels runs this at every launch:
     what is empty for most launches is asked once, not looped over, and the kernel's name is
     looked up only for a check that uses it."""

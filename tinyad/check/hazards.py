@@ -1,6 +1,6 @@
 """Which fields one launch may break a rule on within itself: reads and writes of one field in
-one launch, proven free of in-launch hazards from the IR where they can be (fast mode's rule
-checker, compile/regions.py; interp's lanes, interp/lanelog.py)."""
+one launch, proven free of in-launch hazards from the IR where they can be (the rule checker's
+launch plans, tinyad/check/regions.py)."""
 from __future__ import annotations
 
 from tinyad.analysis.sites import access_sites

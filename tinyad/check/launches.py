@@ -3,8 +3,8 @@ checks (interp and fast mode): `LaunchChecker`, its record of each forward launc
 and the bugs warn mode counts (`Problem`). The checks themselves need only facts about each
 kernel, taken from its IR (tinyad/check/facts.py), and fields' values, never a per-element log:
 before a forward or tangent launch in tinyad/check/forward.py, around an adjoint launch in
-tinyad/check/adjoints.py. A backend's checker extends `LaunchChecker` with its own
-per-element witness (interp/accesslog.py, compile/replaycheck.py).
+tinyad/check/adjoints.py. The checker extends `LaunchChecker` with the per-element witness
+(tinyad/check/replaycheck.py).
 """
 from __future__ import annotations
 
@@ -42,28 +42,27 @@ class Launch:
     time: int
     # (Empty tuples until set: a launch's own containers would be thousands of objects a Tape
     # for Python's cyclic collector to go through again and again, 70 ms a full collection.)
-    reads: object = None     # interp: the values replayed (a Witness)
-    snapshots: list | tuple = ()   # fast mode: values of the regions replayed
-    # fast mode: (its LaunchPlan, the Tape number its reads belong to, in a grad_replaced
-    # function?) while no write has come near what it read, which is not filed then
-    # (compile/replaycheck.py)
+    snapshots: list | tuple = ()   # its replayed reads, filed (check/readwitness.py)
+    # (its LaunchPlan, the Tape number its reads belong to, in a grad_replaced function?)
+    # while no write has come near what it read, which is not filed then
+    # (tinyad/check/replaycheck.py)
     waiting: tuple | None = None
-    writes: list | tuple = ()      # fast mode: the regions this launch may write
+    writes: list | tuple = ()      # the regions this launch may write
     problems: list | tuple = ()    # violations to raise if it is differentiated (add_problem)
     adjoint_runs: int = 0
     adjoint_at: int = 0    # when its adjoint last ran (the checker's tick)
-    # Fast mode, once its Tape's backward has run, or no .grad() can find it again: (the write
+    # Once its Tape's backward has run, or no .grad() can find it again: (the write
     # version then, the fields its adjoint replays), as what it read is no longer watched
     # (replaycheck.py)
     released: tuple | None = None
     tape: int = 0          # the number of the Tape that recorded it (0: none)
     # The leading index of every element read / written, per field: enough to tell the
-    # time steps of a time-indexed field apart (the order check), and small. Interp mode's
-    # log fills dicts; None until then (two dicts a launch are a tenth of a launch's checks).
+    # time steps of a time-indexed field apart (the order check), and small. None until the
+    # order check asks (most launches are never asked: two dicts a launch are a tenth of a
+    # launch's checks), from `row_source`: (loads, writes, f) where f(loads, writes) ->
+    # (read_rows, wrote_rows).
     read_rows: dict | None = None
     wrote_rows: dict | None = None
-    # Fast mode: (loads, writes, f) where f(loads, writes) -> (read_rows, wrote_rows), made
-    # only when the order check asks (most launches are never asked).
     row_source: tuple | None = None
     # A recompute (DiffTaichi's checkpointing: the same launch again in the backward phase)
     # stands for the earlier launch it repeats: one adjoint undoes both.
@@ -103,11 +102,10 @@ class Problem:
 
 # The launches remembered for a manual kernel.grad() to find its forward launch by (a Tape keeps
 # its own launches until its backward ran). A bound, so that a long run never differentiated
-# does not grow without end (interp keeps what each launch read; fast mode, whose launches hold
-# copies only under its memory budget, keeps FAST_HISTORY); an adjoint whose launch left it
-# says it is unchecked. mpm's manual sweep (4 launches a step) fits 128 steps in 512.
-HISTORY = 512
-FAST_HISTORY = 4096
+# does not grow without end (the launches hold copies only under the witness's memory budget,
+# tinyad/check/replaycheck.py); an adjoint whose launch left it says it is unchecked. mpm's
+# manual sweep (4 launches a step) fits 1024 steps.
+HISTORY = 4096
 FORGOTTEN_KEPT = 1 << 16
 
 

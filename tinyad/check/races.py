@@ -15,9 +15,8 @@ error there. A field set whole from Python (fill, from_numpy) is no longer watch
 go through Python scope (a field read into a kernel argument) are not followed: the gradient of
 a launch given a number is the gradient at that number.
 
-Every checker that finds a conflict asks `RaceWatch.decide` (interp/accesslog.py for the
-interpreter, lanes included; compile/backend.py for fast mode's scatter check, recorded
-accesses and interpreted launches); the checker calls `follow` for each new launch.
+A launch that shows a conflict asks `RaceWatch.decide` (tinyad/checkedlaunch.py, for the
+scatter check and the recorded accesses); the checker calls `follow` for each new launch.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ constants (times constants, floor-divided by constants, modulo a constant where 
 runs through at least that many consecutive values; through integer locals assigned once: a
 flattened ndrange's I // n and I % n), each loop variable at most once, the two ends of the
 index's interval over the launch are indices that some iteration touches: an end outside the
-field is an access out of bounds, certainly. compile/regions.py asks this of every access when
+field is an access out of bounds, certainly. tinyad/check/regions.py asks this of every access when
 it plans a launch, and checked fast mode raises the bounds error interp mode would, naming the
 access's line, before the launch runs; compile/backend.py asks the same of an adjoint launched
 with no forward launch alike before it (a manual sweep one step too long).
@@ -31,7 +31,7 @@ from tinyad.core import ir
 class CertainBounds:
     """One kernel's accesses whose index ends are certain (see the module), and which of them
     a launch reaches outside its field: for a kernel's primal, once per launch plan
-    (compile/regions.py); for its adjoint, at a `.grad()` of a launch that never ran."""
+    (tinyad/check/regions.py); for its adjoint, at a `.grad()` of a launch that never ran."""
 
     def __init__(self, kernel: ir.Kernel, sites=None):
         self.args = fixed_int_args(kernel)

@@ -29,7 +29,7 @@ SLOTS = {"read": 0, "store": 1, "atomic_add": 2, "atomic_sub": 2, "atomic_min": 
 
 @dataclass(slots=True)
 class Access:
-    """One event of the access log."""
+    """One access a report names: a read, a store or an atomic (or a Python-scope write)."""
     kind: str                 # "read", "store", "atomic_add", ..., "python write"
     loc: SrcLoc | None
     kernel: str | None = None  # None for Python scope

@@ -76,11 +76,6 @@ def _rows(compiled) -> KernelRows:
     return KernelRows(compiled.ir)
 
 
-def launch_rows(compiled, scalars: tuple) -> tuple:
-    """The rows a launch of `compiled` with these arguments may read and write (KernelRows.of)."""
-    return rows_of(compiled).of(scalars)
-
-
 def spans_of(boxes) -> dict:
     """{field: spans of leading indices} of (field, box) pairs."""
     rows: dict = {}

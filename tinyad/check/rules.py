@@ -1,7 +1,8 @@
 """The autodiff rules tinyad checks: one error class per kind of violation, and one constructor
-per rule that writes its report (title, explanation, fix). The checks that find violations live
-with the backend that runs kernels (interp/accesslog.py, tinyad/check/launches.py, compile/replaycheck.py) and call these
-constructors with what they saw.
+per rule that writes its report (title, explanation, fix). The checks that find violations
+(tinyad/check/launches.py and the launch checks, the judge of one launch's accesses,
+tinyad/check/trail.py, and of values changed between launches, tinyad/check/changes.py) call
+these constructors with what they saw.
 
 Why these rules are exactly the conditions for a right gradient (tinyad/autodiff/reverse.py): an
 adjoint kernel recomputes every value it needs from the fields as they are when it runs, and the

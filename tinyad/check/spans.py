@@ -41,7 +41,7 @@ def spans_meet(a, b) -> bool:
 
 
 class RowSpans:
-    """The leading indices a launch may have read or written of one field, as spans (fast mode
+    """The leading indices a launch may have read or written of one field, as spans (its plan
     knows boxes, not elements). `a & b` is true when they share a row, like two sets of rows."""
 
     def __init__(self):

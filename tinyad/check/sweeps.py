@@ -34,8 +34,7 @@ LOOK_BACK = 64
 
 
 def rows_touched(launch):
-    """(rows read, rows written) per field: sets of 1-tuples of leading indices (interp mode)
-    or RowSpans (fast mode)."""
+    """(rows read, rows written) per field, as RowSpans."""
     if launch.row_source is not None:
         loads, writes, make = launch.row_source
         launch.read_rows, launch.wrote_rows = make(loads, writes)
@@ -175,7 +174,4 @@ def _nonzero_on(grad, rows) -> bool:
         return False
     if rows is None or data.ndim == 0:
         return bool(data.any())
-    spans = getattr(rows, "spans", None)
-    if spans is not None:
-        return any(data[lo:hi].any() for lo, hi in spans)
-    return any(data[row[0]].any() for row in rows)     # (interp: 1-tuples of leading indices)
+    return any(data[lo:hi].any() for lo, hi in rows.spans)

@@ -1,6 +1,6 @@
 """One launch's accesses to the fields being checked (its trail), and the rules they show
-broken within the launch. Whoever ran the launch wrote the trail (fast mode: a recording variant
-of the kernel, compile/accessrecord.py); the judgement here does not depend on how.
+broken within the launch. The launch wrote the trail as it ran (its recording variant
+of the kernel, tinyad/check/accessrecord.py); the judgement here does not depend on how.
 
 A trail lists the accesses as columns, one entry an access, ordered by segment, then iteration,
 then program order within the iteration:
@@ -24,9 +24,8 @@ From it:
 
 The two verdicts that name what a report says, `conflict` (which pair of accesses a parallel
 conflict names) and `changed_after_read` (which rule an overwrite of a replayed read breaks),
-are the only ones for every checker: interp mode's access log asks them at the access that
-makes the violation (so a loop that breaks a rule stops there), fast mode's trail after its
-launch, and fast mode's copies when a later write or its own-element compare changes a read.
+are the only ones: a launch's trail asks them after the launch, and the witness's copies when a
+later write or a launch's own-element compare changes a read.
 """
 from __future__ import annotations
 
@@ -240,14 +239,9 @@ def _clashing_loop(iteration, flat, value, slots, store, size, every):
     return np.array(found, np.int64)
 
 
-def same_value(a, b) -> bool:
-    """Within a launch a value is the same only if equal (NaN equals NaN: nothing changed);
-    across launches the judge allows rounding (check/changes.py `changed`)."""
-    return bool(a == b) or (a != a and b != b)
-
-
 def same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`same_value`, element-wise."""
+    """Within a launch a value is the same only if equal (NaN equals NaN: nothing changed);
+    across launches the judge allows rounding (check/changes.py `changed`). Element-wise."""
     same = a == b
     if a.dtype.kind == "f":
         same |= np.isnan(a) & np.isnan(b)

@@ -1,6 +1,6 @@
 """What fast mode's checker needs of a kernel, from its IR, and of each launch, from its integer
 arguments: the boxes its replayed loads may read and its primal stores may write, and the fields
-on which one launch may break a rule within itself (compile/replaycheck.py checks them)."""
+on which one launch may break a rule within itself (tinyad/check/replaycheck.py checks them)."""
 from __future__ import annotations
 
 from tinyad.check.boxes import box_contains, box_function, boxes_overlap
@@ -10,7 +10,7 @@ from tinyad.check.launches import RowSpans
 from tinyad.check.reached import CertainBounds
 from tinyad.check.rows import rows_of
 from tinyad.check.zeroing import gradient_resets
-from tinyad.compile.scattercheck import ScatterCheck
+from tinyad.check.scattercheck import ScatterCheck
 from tinyad.core import ir
 from tinyad.core.printer import format_expr
 
@@ -144,7 +144,7 @@ class KernelRegions:
         self._bounds: CertainBounds | None = None   # its accesses' certain index ends
 
     def scatter_check(self, kernel: ir.Kernel, fld):
-        """The index-only check of `fld`'s stores (compile/scattercheck.py), or None."""
+        """The index-only check of `fld`'s stores (tinyad/check/scattercheck.py), or None."""
         if fld not in self._scatter_checks:
             self._scatter_checks[fld] = ScatterCheck.of(kernel, fld)
         return self._scatter_checks[fld]

@@ -1,25 +1,26 @@
-"""Fast mode's rule checker: the launch checks (tinyad/check/launches.py) plus a witness for the
-replayed reads that runs at compiled speed.
+"""The rule checker of both modes: the launch checks (tinyad/check/launches.py) plus a witness
+for the replayed reads, whose copies and compares are numpy's (fast mode's compiled replays
+compile them into the program: tinyad/checkedreplay.py).
 
 The witness: every element an adjoint replays must hold, when the adjoint runs, the value the
 forward launch left there. Per kernel the IR gives the box each replayed load may read, as a
-function of the launch's integer arguments (compile/regions.py, from check/boxes.py `box`:
+function of the launch's integer arguments (tinyad/check/regions.py, from check/boxes.py `box`:
 affine indices give their range, a gather its whole dimension). After each forward launch those
 boxes wait, unfiled, with only their leading indices summed up per field: most are never
 written again before the backward pass (a kernel at step t reads row t, the next writes row
 t + 1), and a read no write came near needs nothing. A write that may come near waiting rows
-files them all first (compile/readwitness.py; the field still holds what they read). Nothing
+files them all first (tinyad/check/readwitness.py; the field still holds what they read). Nothing
 is copied then either: a filed box is copied just before a write that may overlap it (a
 launch's write boxes, a Python-scope write, a tangent launch), and compared:
   * inside a Tape, right after that write: the writer is known, so the report names it and the
-    rule (1, 2, read during accumulation) as interp mode would;
+    rule (1, 2, read during accumulation);
   * before the launch's adjoint, if a write outside the Tape's compares may have changed it (a
     kernel outside the Tape, a write before a manual .grad()): a replay divergence, blamed on
     the latest possible writer. A box no write overlapped since is the forward's still.
 What happens within one launch (a read, then a store to the same element; two parallel
 iterations on one element) the boxes settle where they can, and an iteration overwriting its
 own element the values before and after the launch (`own_overwrite`); otherwise the launch
-records its accesses (compile/accessrecord.py, judged by tinyad/check/trail.py).
+records its accesses (tinyad/check/accessrecord.py, judged by tinyad/check/trail.py).
 """
 from __future__ import annotations
 
@@ -31,17 +32,17 @@ from tinyad.check import changes, launches, trail
 from tinyad.check.changes import differences, value_at
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
-from tinyad.compile.customstores import CustomGradientStores
-from tinyad.compile.iterations import launch_iteration, written_access
-from tinyad.compile.pointcopies import PointCopies
-from tinyad.compile.readevidence import (
+from tinyad.check.customstores import CustomGradientStores
+from tinyad.check.iterations import launch_iteration, written_access
+from tinyad.check.pointcopies import PointCopies
+from tinyad.check.readevidence import (
     FirstReadReports,
     changed_and_read,
     in_trail_order,
     in_writer_order,
 )
-from tinyad.compile.readwitness import CopyBuffers, ReadIndex, ReplayedRead, in_field
-from tinyad.compile.regions import KernelRegions, LaunchPlan, Written, leading_span
+from tinyad.check.readwitness import CopyBuffers, ReadIndex, ReplayedRead, in_field
+from tinyad.check.regions import KernelRegions, LaunchPlan, Written, leading_span
 from tinyad.core import ir
 from tinyad.notices import note
 
@@ -76,14 +77,14 @@ def _counting(more: list, error):
     return error
 
 
-class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChecker):
+class WitnessChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChecker):
     """The launch checks' memory plus the replayed reads' witness (one per ti.init)."""
 
     # The copies kept for adjoints not yet run, at most (oldest launches' copies go first).
     MEMORY_BUDGET = 1 << 30
 
     def __init__(self, mode: str, host):
-        super().__init__(mode, launches.FAST_HISTORY)
+        super().__init__(mode)
         self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> Written of its latest 64 Python-scope writes
@@ -208,15 +209,16 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
     def _check_released_replay(self, launch: Launch, kernel_name: str) -> None:
         """A .grad() of a launch differentiated already (by its Tape, or by hand): a field it
         replays that nothing wrote since still holds what it read; one written since cannot
-        be compared any more (rare: interp mode compares it), and the user is told so."""
+        be compared any more (rare: keeping every Tape's copies after its backward pass would
+        cost every Tape), and the user is told so."""
         stamp, fields = launch.released
         written = [f for f in fields if self.versions.get(f, 0) > stamp]
         if written and launch.compiled not in self.released_noted:
             self.released_noted.add(launch.compiled)
-            note(f"fast mode: {kernel_name}.grad() differentiates launch #{launch.number} "
-                 f"again, after its adjoint ran; {written[0].name} has been written since, "
-                 "and what that launch read of it is no longer kept, so this replay is not "
-                 "checked (tinyad check --mode interp checks it)")
+            note(f"{kernel_name}.grad() differentiates launch #{launch.number} again, after "
+                 f"its adjoint ran; {written[0].name} has been written since, and what that "
+                 "launch read of it is no longer kept, so this replay is not checked (launch "
+                 f"{kernel_name} again before its .grad() to have it checked)")
 
     # ---- a forward launch ----------------------------------------------------------------------
     def before_launch(self, plan: LaunchPlan):
@@ -451,7 +453,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
 
     # ---- before an adjoint ---------------------------------------------------------------------
     def _keep_within_budget(self) -> None:
-        """Launches are let go when they leave the history (launches.FAST_HISTORY), but not those
+        """Launches are let go when they leave the history (launches.HISTORY), but not those
         of the latest Tape before its backward ran (it replays them however long it is);
         before that, if their copies pass the budget (a kernel gathering from a huge field),
         the oldest are let go, and said so."""
@@ -461,7 +463,7 @@ class FastChecker(FirstReadReports, CustomGradientStores, PointCopies, LaunchChe
             oldest = self.kept.popleft()
             if oldest.snapshots and oldest.number >= first_kept and not self.dropped_noted:
                 self.dropped_noted = True
-                note(f"fast mode: the copies of what adjoints replay passed "
+                note(f"the checker's copies of what adjoints replay passed "
                      f"{self.MEMORY_BUDGET >> 20} MiB; the oldest launches' (from "
                      f"{oldest.kernel}, launch #{oldest.number}) are dropped, so their "
                      "replays go unchecked")

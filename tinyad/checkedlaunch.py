@@ -1,31 +1,53 @@
-"""Fast mode's steps of a checked launch (tinyad/launch.py runs the checks around them, the same
-sequence interp mode runs).
+"""The steps of a checked launch, the same in every backend (tinyad/launch.py runs the checks
+around them).
 
-Before a forward launch runs, its plan (compile/regions.py) says which rows it reads and
+Before a forward launch runs, its plan (tinyad/check/regions.py) says which rows it reads and
 writes and which indices it certainly reaches out of bounds. Within one launch, what the IR
 cannot settle it decides from values (an iteration overwriting its own element: before and
 after the launch) or from indices alone (a scatter through an index field:
-compile/scattercheck.py) where it can, at any size; the rest from the accesses the launch
-records as it runs (compile/accessrecord.py), judged by tinyad/check/trail.py. An adjoint's
-replayed reads are checked against the replay witness (compile/replaycheck.py) before it runs.
+tinyad/check/scattercheck.py) where it can, at any size; the rest from the accesses the launch
+records as it runs (tinyad/check/accessrecord.py), judged by tinyad/check/trail.py. An adjoint's
+replayed reads are checked against the replay witness (tinyad/check/replaycheck.py) before it runs.
 """
 from __future__ import annotations
 
-from tinyad.backend import CheckedLaunch
 from tinyad.check import handgrads
 from tinyad.check.reached import CertainBounds
 from tinyad.check.rules import ParallelConflictRuleError
-from tinyad.compile.accessrecord import AccessRecorder
-from tinyad.compile.regions import KernelRegions, regions_of
-from tinyad.compile.scattercheck import CLEAN, UNDECIDED
+from tinyad.check.accessrecord import AccessRecorder
+from tinyad.check.regions import KernelRegions, regions_of
+from tinyad.check.scattercheck import CLEAN, UNDECIDED
 from tinyad.core.errors import reached_out_of_bounds
 from tinyad.notices import note
 
 
-class FastLaunch(CheckedLaunch):
-    """A checked launch of a compiled kernel."""
+class CheckedLaunch:
+    """One launch the rule checker watches, while it runs: what the sequence of checks around
+    it (tinyad/launch.py) and these steps hand each other. The sequence calls each step only in
+    the variants its section names.
 
-    __slots__ = ("plan", "regions")
+    tinyad/launch.py makes one per checked forward or tangent launch and sets these (no
+    __init__: its frame would cost a checked launch more than all its other bookkeeping):
+      backend, checker    the backend and its checker
+      traced, scalars     the traced kernel and the launch's scalar arguments
+      program             the backend's program of the variant
+      record              the checker's record of the launch
+      facts               the checker's facts about the kernel (tinyad/check/facts.py), set
+                          before a forward or tangent launch's first step
+    and its steps set `plan` (a forward launch's, tinyad/check/regions.py) and `regions` (a
+    tangent launch's kernel regions)."""
+
+    __slots__ = ("backend", "checker", "facts", "program", "record", "scalars", "traced",
+                 "plan", "regions")
+
+    def run(self):
+        """Run the program once, plainly; -> the kernel's return value."""
+        return self.program.run(self.scalars, self.backend.rng)
+
+    def adjoint_unchecked(self, traced, scalars) -> None:
+        """Run `traced`'s adjoint once, unchecked (tinyad/check/handgrads.py runs a forward
+        launch's adjoint on copies to judge a gradient kernel written by hand)."""
+        traced.program("adjoint", self.backend).run(scalars, self.backend.rng)
 
     # ---- a forward launch ---------------------------------------------------------------------
     def plan_forward(self):
@@ -38,14 +60,14 @@ class FastLaunch(CheckedLaunch):
         if plan is None:
             plan = regions.plan(scalars)
         self.plan = plan
-        if plan.out_of_bounds is not None and not self.backend.config.debug:
+        if plan.out_of_bounds is not None and not self.backend.checks_every_index:
             _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
         return plan.names_and_rows
 
     def run_forward(self):
         """The checks around the run: the replayed reads its writes may change are copied
         before it and compared after it, and what it reads is left waiting for its adjoint
-        (compile/replaycheck.py); the gradient points of fields it writes are copied first."""
+        (tinyad/check/replaycheck.py); the gradient points of fields it writes are copied first."""
         checker, plan = self.checker, self.plan
         if plan.more or checker.in_custom_grad:
             return self._run_forward_with_more()
@@ -95,7 +117,7 @@ class FastLaunch(CheckedLaunch):
 
     def _decide_hazards(self, hazards) -> tuple:
         """The fields this launch may read and write in a way its IR does not settle: a
-        scatter's indices may prove it clean now (compile/scattercheck.py); an iteration
+        scatter's indices may prove it clean now (tinyad/check/scattercheck.py); an iteration
         overwriting its own element is compared after the launch (-> [(field, its values
         before)]); the rest are recorded (-> the AccessRecorder the launch runs, or None), and
         only their records build a report."""
@@ -114,7 +136,7 @@ class FastLaunch(CheckedLaunch):
         return own, (self._recorder(rest) if rest else None)
 
     def _recorder(self, hazards):
-        """The recording variant of the kernel for these fields (compile/accessrecord.py), made
+        """The recording variant of the kernel for these fields (tinyad/check/accessrecord.py), made
         once per ti.init, or None (said unchecked)."""
         traced, recorders = self.traced, self.backend.recorders
         key = (traced, tuple(id(f) for f in hazards))
@@ -144,9 +166,9 @@ class FastLaunch(CheckedLaunch):
         if traced_name in noted:
             return
         noted.add(traced_name)
-        note(f"fast mode: {traced_name} may read and write {fld.name} in one launch in a way "
-             f"its IR does not settle, and {why}: that part is unchecked here (tinyad check "
-             "--mode interp checks it)")
+        note(f"{traced_name} may read and write {fld.name} in one launch in a way its IR does "
+             f"not settle, and {why}: that part is unchecked (the same program on smaller "
+             "fields checks it)")
 
     def _launch_problem(self, error) -> None:
         """A rule this launch breaks within itself: raised now inside a Tape, else when (if
@@ -163,9 +185,12 @@ class FastLaunch(CheckedLaunch):
             record.add_problem(error)
 
     # ---- an adjoint launch --------------------------------------------------------------------
+    # ---- an adjoint launch: its steps need no launch object (static: none is made) ---------
     @staticmethod
     def run_adjoint(backend, traced, program, scalars, record):
-        """As CheckedLaunch's. A launch whose replayed reads still wait (no write came near
+        """Run `program`, `traced`'s adjoint, as the adjoint the checker watches of the forward
+        launch `record` (its replayed reads must read what that launch read: the checker's
+        witness of them is asked first); -> its return value. A launch whose replayed reads still wait (no write came near
         them since it ran: most of a Tape's), or that replays none, has nothing to compare:
         no call for it (check_replay returns at once), unless its reads were let go."""
         if record is not None and record.waiting is None and (
@@ -179,7 +204,7 @@ class FastLaunch(CheckedLaunch):
         arguments: an adjoint touches the indices its forward launch did) may reach past a
         field, as a manual sweep one step too long does (Taichi issue 8119). With
         ti.init(debug=True) every element is checked instead."""
-        if backend.config.debug:
+        if backend.checks_every_index:
             return
         bounds = traced.memos[_adjoint_bounds]
         found = bounds.outside(scalars)
@@ -189,7 +214,7 @@ class FastLaunch(CheckedLaunch):
 
     # ---- a tangent launch ---------------------------------------------------------------------
     def before_tangent_writes(self) -> None:
-        self.regions, _ = _plan(self.traced, self.scalars, self.backend.config.debug)
+        self.regions, _ = _plan(self.traced, self.scalars, self.backend.checks_every_index)
         for fld in self.regions.written_fields:
             self.checker.before_write(fld)
 
@@ -197,13 +222,13 @@ class FastLaunch(CheckedLaunch):
         self.checker.tangent_wrote(self.regions.written_fields)   # values too
 
 
-def _plan(traced, scalars, debug: bool):
+def _plan(traced, scalars, checks_every_index: bool):
     """-> (the kernel's KernelRegions, this launch's LaunchPlan), once the plan shows no
     index the launch certainly reaches out of bounds (else the bounds error, before it
-    runs; with ti.init(debug=True) every element is checked instead)."""
+    runs; where the program checks every index as it runs, that check names the element)."""
     regions = regions_of(traced)
     plan = regions.plan(scalars)
-    if plan.out_of_bounds is not None and not debug:
+    if plan.out_of_bounds is not None and not checks_every_index:
         _raise_out_of_bounds(plan.out_of_bounds, regions.names, scalars)
     return regions, plan
 

@@ -1,12 +1,12 @@
-"""Which elements a launch's replayed loads read, and which read came first: what fast mode's
-reports name, found only when a report needs it.
+"""Which elements a launch's replayed loads read, and which read came first: what the replay
+witness's reports name, found only when a report needs it.
 
-Fast mode keeps copies of the boxes a launch's adjoint replays (compile/readwitness.py), not of
+The witness keeps copies of the boxes a launch's adjoint replays (tinyad/check/readwitness.py), not of
 the elements it read: a gather reads part of its box, a load in a branch not taken or on the
 side of a `ti.select` not chosen reads nothing. When a compare finds an element of a box
 changed, the report must name a read that happened (none may have: then nothing is reported)
-and the first one, as interp mode does. So the launch is run again, once, as the variant of its
-kernel that records its replayed loads (compile/accessrecord.py), on the values it read: the
+and the first one. So the launch is run again, once, as the variant of its
+kernel that records its replayed loads (tinyad/check/accessrecord.py), on the values it read: the
 fields as they are now, with the copies of what it read put back where writes have changed them
 since (a copy is made before the first write that may change a box, so each holds what the
 launch read). Every field the kernel touches, and the random stream, are put back afterwards.
@@ -14,7 +14,7 @@ A program that breaks no rule never pays for this.
 
 The first read is the first along the launch's trail (tinyad/check/trail.py): segments in
 order, a parallel loop's iterations by the loop variable, each iteration's accesses in program
-order: the order of a serial run, as interp mode keeps it.
+order: the order of a serial run.
 
 A kernel that draws random numbers cannot be run again on the same stream: no evidence (the
 reports then name the box's reads as before).
@@ -28,7 +28,7 @@ from tinyad.check import trail
 from tinyad.check.changes import differences, value_at
 from tinyad.check.report import Access
 from tinyad.check.trail import Trail
-from tinyad.compile.iterations import first_iterations, written_access
+from tinyad.check.iterations import first_iterations, written_access
 from tinyad.core import ir
 
 
@@ -132,7 +132,7 @@ def changed_and_read(fld, reads: list, now: np.ndarray, evidence_of) -> tuple[li
 
 
 class FirstReadReports:
-    """What fast mode's checker (compile/replaycheck.py) needs of evidence for its reports:
+    """What fast mode's checker (tinyad/check/replaycheck.py) needs of evidence for its reports:
     each launch's, found once (`evidence_of`, which the backend gives), and the reads a report
     names."""
 
@@ -180,8 +180,8 @@ class FirstReadReports:
     def with_earlier_writes(self, error, launch):
         """An overwrite a launch made within itself (its trail, or its own elements compared),
         told again with the writes of the element earlier in the Tape: a store in an earlier
-        launch, then the read and a store in this one, is Rule 2, as interp mode's log of the
-        whole Tape has it (the launch alone shows Rule 1)."""
+        launch, then the read and a store in this one, is Rule 2, as the whole Tape has it (the
+        launch alone shows Rule 1)."""
         r = error.report
         if self.tape is None or r.rule not in OVERWRITES or r.read is None or \
                 r.write is None:

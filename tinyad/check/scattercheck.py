@@ -11,7 +11,7 @@ op, the op table's own numpy function), and counting finds two iterations on one
 Values never enter, so a clean answer is the interpreter's.
 
 It is a filter: it proves a launch clean, or leaves it to the launch's recorded accesses
-(compile/accessrecord.py), which the one judge of a launch's accesses reads
+(tinyad/check/accessrecord.py), which the one judge of a launch's accesses reads
 (tinyad/check/trail.py) and which name what a report names. `ScatterCheck.of(kernel, field)`
 says whether a field qualifies (None if not); `verdict` evaluates one launch: CLEAN, MEETS
 (two iterations meet on an element, one storing it: the records decide), or UNDECIDED (an

@@ -101,7 +101,7 @@ def launch_iteration(site, element: tuple, launch) -> int | None:
 
 
 def written_access(launch, written, element: tuple, value=None) -> Access:
-    """A launch's write of `element` (a compile/regions.py Written; None: unknown, a store at
+    """A launch's write of `element` (a tinyad/check/regions.py Written; None: unknown, a store at
     no line) as a report names it, with the iteration its indices give."""
     site = None if written is None else written.site
     return Access("store" if written is None else written.kind,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from tinyad.check import changes
 from tinyad.check.report import Access
-from tinyad.compile.regions import box_slices, regions_of
+from tinyad.check.regions import box_slices, regions_of
 
 
 class CustomGradientStores:
-    """A mixin of fast mode's checker (compile/replaycheck.py FastChecker)."""
+    """A mixin of fast mode's checker (tinyad/check/replaycheck.py WitnessChecker)."""
 
     def before_custom_grad(self, traced, scalars):
         """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""

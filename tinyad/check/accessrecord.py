@@ -182,7 +182,7 @@ class AccessRecorder:
     def of(cls, kernel: ir.Kernel, fields, replayed: frozenset,
            replayed_only: bool = False) -> "AccessRecorder | None":
         """The recorder of `fields`' accesses (`replayed_only`: of the loads the adjoint
-        replays, compile/readevidence.py), or None where there are none, or its columns
+        replays, tinyad/check/readevidence.py), or None where there are none, or its columns
         alone would take more than MAX_ENTRIES records."""
         wanted = {id(f) for f in fields}
         sites = [s for s in access_sites(kernel) if id(s.field) in wanted and (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyad.check.boxes import boxes_overlap
-from tinyad.compile.regions import NARROW_ROWS
+from tinyad.check.regions import NARROW_ROWS
 
 
 class ReplayedRead:
@@ -30,7 +30,7 @@ class ReplayedRead:
 
     def __init__(self, launch, planned, tape):
         self.launch = launch
-        # what compile/regions.py's PlannedRead says of the box (copied: read on every write)
+        # what tinyad/check/regions.py's PlannedRead says of the box (copied: read on every write)
         self.site, self.field, self.box = planned.site, planned.field, planned.box
         self.slices, self.rows = planned.slices, planned.rows
         self.values = None     # None: no write that may overlap the box since: unchanged
