@@ -60,7 +60,7 @@ CHECKER_STATE = {
         "grad_warned_at": ("dict", "T"),
         "hand_gradient_at": ("dict", "T"), "grad_read_at": ("dict", "T"),
         "last_adjoint_at": ("scalar", "T"), "primal_changed": ("dict", "A"),
-        "grad_point": ("dict", "PT", "pop"), "copies_before_writes": "const",
+        "grad_point": ("dict", "PT", "pop"),
         "uncopied_points": ("dict", "P"), "derived_outside_tape": ("dict", "P", "pop"),
         "derived_in_tape": ("dict", "P"), "written_in_tape": ("dict", "P"),
         "warned_in_tape": ("set", "P"), "paths_checked": "memo", "lost": "const",

@@ -209,10 +209,7 @@ def _adjoint_gradients(compiled) -> tuple:
 
 
 def _remember_gradient_point(checker: LaunchChecker, grad, sweep: Access) -> None:
-    """Keep the point `sweep` took `grad` at: the values its primal holds now (copied when
-    the primal is next written, where the backend says before each write)."""
-    if checker.copies_before_writes:     # copied by the first write after this (before_write)
-        checker.grad_point[grad] = (None, sweep, checker.tick())
-        checker.uncopied_points.setdefault(grad.primal, []).append(grad)
-    else:
-        checker.grad_point[grad] = (grad.primal.data.copy(), sweep, checker.tick())
+    """Keep the point `sweep` took `grad` at: the values its primal holds now, copied by the
+    first write of the primal after this (before_write)."""
+    checker.grad_point[grad] = (None, sweep, checker.tick())
+    checker.uncopied_points.setdefault(grad.primal, []).append(grad)

@@ -163,10 +163,10 @@ class LaunchChecker:
         # for each gradient, its primal's values (and when) when an adjoint last added to it.
         self.primal_changed: dict = {}        # primal field -> Access of its latest write
         self.grad_point: dict = {}            # grad field -> (primal values, Access, time)
-        # A backend that calls before_write ahead of every write of a primal field (fast mode)
-        # copies those values only when the primal is next written (None until then: a sweep
-        # per Tape would otherwise copy every field it differentiates, time-indexed ones too).
-        self.copies_before_writes = False
+        # The launch sequence calls before_write ahead of every write of a primal field, so
+        # those values are copied only when the primal is next written (None until then: a
+        # sweep per Tape would otherwise copy every field it differentiates, time-indexed ones
+        # too; tinyad/check/pointcopies.py).
         self.uncopied_points: dict = {}       # primal field -> [grad fields awaiting a copy]
         # Computed before the Tape (tinyad/check/beforetape.py says what each holds): fields
         # derived before the Tape (field -> (kernel, store loc, source field, spans derived)),

@@ -85,7 +85,6 @@ class WitnessChecker(FirstReadReports, CustomGradientStores, PointCopies, Launch
 
     def __init__(self, mode: str, host):
         super().__init__(mode)
-        self.copies_before_writes = True     # the backend calls before_write ahead of writes
         self.host = host                 # field -> its host array, current (the storage's)
         self.python_writes: dict = {}    # field -> Written of its latest 64 Python-scope writes
         self.reads = ReadIndex()         # replayed reads that a write must copy first

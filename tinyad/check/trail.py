@@ -30,6 +30,7 @@ later write or a launch's own-element compare changes a read.
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,8 +180,11 @@ def changed_after_read(field: str, element: tuple, read: Access, write: Access,
 
 
 def _clashing(*columns):
-    """`_clashing_loop` compiled by numba on first use (fast mode's trails; interp mode,
-    which asks only `conflict` and `changed_after_read`, never imports numba)."""
+    """`_clashing_loop`, compiled by numba on first use where numba is loaded already (fast
+    mode); interp mode, which never imports numba, runs it as Python: its trails are as long as
+    the accesses the interpreter has just walked one by one."""
+    if "numba" not in sys.modules:
+        return _clashing_loop(*columns)
     return _compiled_clashing()(*columns)
 
 
