@@ -69,6 +69,8 @@ def test_progress_promises_a_backward_pass_only_while_one_is_owed(monkeypatch, c
 
 def test_a_warning_set_off_by_many_quick_launches_says_so(monkeypatch, capsys):
     """Not 'kernel step took 0.0 s': the run's total set it off."""
+    monkeypatch.setattr(progress, "LONG_LAUNCH_S", 1.0)
+    monkeypatch.setattr(progress, "LONG_RUN_S", 20.0)
     ti.init(mode="interp")
     step = _program()
     shown = progress.Progress()
