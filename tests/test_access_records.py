@@ -1,10 +1,9 @@
-"""Fast mode's recorded accesses (tinyad/check/accessrecord.py) decide what the interpreter decides.
+"""A launch's recorded accesses (tinyad/check/accessrecord.py, judged by tinyad/check/trail.py).
 
 Each program breaks a rule within one launch in a way neither the IR nor the indices alone
-settle (or is a clean twin of one). Interp mode checks it element by element; fast mode, with
-the interpreter's size limit forced to 0, runs the kernel's recording variant instead. Both
-must raise the same rule at the same element, or say nothing, and the clean twins' gradients
-are the analytic ones.
+settle (or is a clean twin of one), so the launch runs its kernel's recording variant: walked by
+the interpreter in interp mode, compiled in fast mode. Both modes must raise the same rule at
+the same element, or say nothing, and the clean twins' gradients are the analytic ones.
 """
 import numpy as np
 import pytest
@@ -33,11 +32,11 @@ def fields():
 
 
 def used_records(mode, kernel) -> None:
-    """In fast mode the kernel's launch ran its recording variant."""
-    if mode == "fast":
-        traced = kernel.ir_for({})
-        assert any(key[0] is traced and r is not None
-                   for key, r in runtime.backend.recorders.items())
+    """The kernel's launch ran its recording variant (compiled in fast mode, walked by the
+    interpreter in interp mode)."""
+    traced = kernel.ir_for({})
+    assert any(key[0] is traced and r is not None
+               for key, r in runtime.backend.recorders.items())
 
 
 def raised_in_tape(mode, error, kernel, loss):

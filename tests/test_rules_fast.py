@@ -1,7 +1,7 @@
-"""How fast mode checks the rules (tinyad/check/regions.py, tinyad/check/replaycheck.py): the boxes each
-access may touch, the copies of what adjoints replay, and the in-launch hazards the IR settles
-or leaves to the interpreter. test_rules.py runs every rule in both modes; these pin down the
-machinery."""
+"""How the checker checks the rules (tinyad/check/regions.py, tinyad/check/replaycheck.py): the
+boxes each access may touch, the copies of what adjoints replay, and the in-launch hazards the
+IR settles or leaves to a recording. test_rules.py runs every rule in both modes; these pin down
+the machinery, most of them in fast mode."""
 import numpy as np
 import pytest
 
@@ -243,9 +243,8 @@ def test_a_scatter_through_float_indices_is_checked_at_mid_size(mode, capsys):
         scatter()
         total()
     np.testing.assert_allclose(x.grad.to_numpy(), 18.0 * x.to_numpy(), rtol=1e-12)
-    if mode == "fast":
-        assert "unchecked" not in capsys.readouterr().err
-        assert [r for r in runtime.backend.recorders.values() if r is not None]
+    assert "unchecked" not in capsys.readouterr().err
+    assert [r for r in runtime.backend.recorders.values() if r is not None]
     y[7] = 6.5 / n                            # iterations 6 and 7 both store z[6]
     with pytest.raises(ti.ParallelConflictRuleError) as info:
         with ti.ad.Tape(loss):
