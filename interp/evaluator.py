@@ -168,11 +168,15 @@ class _Compiler:
             try:
                 for i in indices:
                     env[var] = i32(i)
+                    if parallel:
+                        fr.mem.begin_iteration(s, i)
                     if outermost:
                         fr.state = random_stream.stream(fr.seed + ordinal, i)
                     body(fr)
             except _Break:
                 pass
+            if parallel:
+                fr.mem.begin_iteration(s, None)
             if outermost:
                 fr.state = outer_state
         if self.domain is not NUMERIC or not lanes.enabled() or self.kernel is None:

@@ -48,3 +48,7 @@ class Memory:
         data = self.array(field)
         data[index] = ATOMIC_UFUNCS[op](old, value)
         return old
+
+    def begin_iteration(self, loop, index):
+        """Iteration `index` of a parallel loop starts (None: the loop has ended). The NaN
+        locator's memory (interp/nanwatch.py) names the iteration a value went bad in by it."""
