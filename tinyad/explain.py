@@ -8,7 +8,6 @@ wide goes below the others instead. Used by `tinyad explain` and by the lessons.
 from __future__ import annotations
 
 import inspect
-import numbers
 import os
 import re
 import shutil
@@ -168,7 +167,8 @@ def element_panel(field, index) -> Panel:
                 f"{read.site.node.loc.line}: "
             if filed and read.values is not None:
                 copy = read.values[tuple(i - lo for i, (lo, _) in zip(index, read.box))]
-                lines.append(where + f"kept in a copy, value {float(copy):.6g}")
+                lines.append(where + "kept in a copy, value " + (
+                    f"{float(copy):.6g}" if np.ndim(copy) == 0 else _short(copy)))
             else:
                 lines.append(where + "still in the field (nothing has written near it)")
     return Panel(title, "\n".join(lines) or "no launch of this Tape replays it")
