@@ -290,6 +290,9 @@ def test_explain(capsys):
     out = capsys.readouterr().out
     assert "adjoint IR (kernel.grad.ir)" in out and "b.grad[] += g * x[1]" in out
     assert "reads b[]  (line 22)" in out and "line 23 writes b[] (+=)" in out
+    # the recording variant: b is read for the adjoint, then added to, in one launch
+    assert "accesses to b. Where neither" in out
+    assert "_values_func_broke_rule_1[_row0] = f64(b[])" in out
     assert main(["explain", f"{example}::nope"]) == 2
     assert "defines no kernel 'nope'" in capsys.readouterr().err
 

@@ -306,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "side with Taichi, Warp and JAX where installed (its options "
                              "follow: tinyad bench --help)")
     sub = commands.add_parser("explain", help="show a kernel's source, IR and adjoint IR side by "
-                              "side, and the reads its adjoint replays", parents=[options])
+                              "side, the reads its adjoint replays, and the recording variant "
+                              "the rule checker runs where the IR leaves a launch's accesses "
+                              "open", parents=[options])
     sub.add_argument("target", metavar="prog.py[::kernel]", help="the program (it is run with "
                      "the rule checks off, to define its kernels), and one kernel of it")
     sub = commands.add_parser("example", help="list the examples, or run one", parents=[options])

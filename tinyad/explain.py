@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyad.analysis.queries import replayed_loads
+from tinyad.check.accessrecord import AccessRecorder
+from tinyad.check.hazards import unproven_fields
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
 from tinyad.core.printer import format_expr
@@ -210,6 +212,30 @@ def _access(field, indices) -> str:
     return f"{field.name}[{', '.join(format_expr(i) for i in indices)}]"
 
 
+def recording_notes(kernel) -> str:
+    """The kernel's recording variant, where its IR does not prove one launch free of
+    in-launch hazards on some fields (a scatter, a read another iteration may overwrite): the
+    checker runs it for a launch whose boxes do not settle them either, in either mode
+    (tinyad/check/accessrecord.py); '' where the IR settles every field."""
+    try:
+        replayed = frozenset(id(load) for load in replayed_loads(kernel.grad.ir))
+    except TinyadError:
+        replayed = frozenset()
+    fields = list(unproven_fields(kernel.ir, replayed))
+    recorder = AccessRecorder.of(kernel.ir, fields, replayed) if fields else None
+    if recorder is None:
+        return ""
+    names = ", ".join(f.name for f in fields)
+    return (f"The IR alone does not settle one launch's accesses to {names}. Where neither "
+            "the launch's index boxes nor its values before and after settle them, the checker "
+            "runs this variant instead: it records each access's element, and the value a "
+            "replayed read read, for tinyad/check/trail.py to judge.\n" +
+            compact_ir(str(recorder.ir)))
+
+
 def explain(kernel, width: int | None = None) -> str:
-    """Source, IR and adjoint IR side by side, then the reads the adjoint replays."""
-    return side_by_side(*kernel_panels(kernel), width=width) + "\n\n" + replay_notes(kernel)
+    """Source, IR and adjoint IR side by side, the reads the adjoint replays, and the
+    recording variant where the checker may need one."""
+    text = side_by_side(*kernel_panels(kernel), width=width) + "\n\n" + replay_notes(kernel)
+    recorded = recording_notes(kernel)
+    return text + "\n\n" + recorded if recorded else text
