@@ -16,8 +16,8 @@ variants it asks for compiled as any kernel.
 """
 from __future__ import annotations
 
-from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
-from tinyad.check.checker import Checker, Recordings
+from tinyad.backend import Backend, CheckerHooks
+from tinyad.check.checker import CheckingBackend
 from tinyad.compile import (
     ahead,
     backend_for,
@@ -30,7 +30,7 @@ from tinyad.compile.sequence import sequence_runner
 from tinyad.core import ir
 
 
-class FastBackend(Recordings, Backend):
+class FastBackend(CheckingBackend, Backend):
     name = "fast"
     arrays_as_parameters = True   # compiled code takes every array as a parameter
     all_finite = staticmethod(all_finite)    # compiled (compile/finite.py)
@@ -50,12 +50,9 @@ class FastBackend(Recordings, Backend):
         self.launches = 0
         self.adjoints_queued = False     # compile/ahead.py has been given the adjoints
         self.asked_ahead: set = set()    # traced kernels whose adjoints were queued ahead
-        self.checker = (Checker(config.check, self.storage.to_host)
-                        if config.check != "off" else None)
-        self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
-        if self.checker is not None:
-            self.checker.checks_nonfinite = config.check_nonfinite
-            self.start_recordings(self.checker)
+        if config.check != "off":      # (else Backend's: no checker, no-op hooks)
+            self.checker = self.start_checker(config)
+            self.checks = CheckerHooks(self.checker)
         # (traced, variant, scalars, targets) -> where a NaN or infinity a launch wrote came
         # from: interp/nanwatch.py's locate, given by tinyad/backend.py's create()
         self.nonfinite_locator = None

@@ -9,25 +9,22 @@ access as the program runs, so a launch's plan never refuses one before it runs
 """
 from __future__ import annotations
 
-from tinyad.backend import NO_CHECKS, Backend, CheckerHooks
-from tinyad.check.checker import Checker, Recordings
+from tinyad.backend import Backend, CheckerHooks
+from tinyad.check.checker import CheckingBackend
 from tinyad.interp.evaluator import Program
 from tinyad.interp.nanwatch import locate
 from tinyad.interp.progress import Progress
 
 
-class InterpBackend(Recordings, Backend):
+class InterpBackend(CheckingBackend, Backend):
     name = "interp"
     checks_every_index = True
 
     def __init__(self, config, rng):
         super().__init__(config, rng)
-        self.checker = Checker(config.check, self.storage.to_host) \
-            if config.check != "off" else None
-        self.checks = CheckerHooks(self.checker) if self.checker is not None else NO_CHECKS
-        if self.checker is not None:
-            self.checker.checks_nonfinite = config.check_nonfinite
-            self.start_recordings(self.checker)
+        if config.check != "off":      # (else Backend's: no checker, no-op hooks)
+            self.checker = self.start_checker(config)
+            self.checks = CheckerHooks(self.checker)
         self.progress = Progress()
 
     def prepare(self, kernel_ir) -> Program:

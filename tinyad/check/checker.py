@@ -18,17 +18,21 @@ class Checker(NonFiniteChecks, WitnessChecker):
     """The rule checker of one ti.init."""
 
 
-class Recordings:
-    """A checking backend's recording variants (a mixin of the backends: they call
-    `start_recordings` with their checker, and run what it makes with their `prepare`,
-    `storage` and `rng`)."""
+class CheckingBackend:
+    """What a backend that checks keeps: its checker and its kernels' recording variants (a
+    mixin of the backends: they call `start_checker` once their storage is set, and run the
+    variants with their `prepare`, `storage` and `rng`)."""
 
-    def start_recordings(self, checker) -> None:
+    def start_checker(self, config) -> Checker:
+        """The rule checker of ti.init's `config` (its check is not "off")."""
+        checker = Checker(config.check, self.storage.to_host)
+        checker.checks_nonfinite = config.check_nonfinite
+        checker.evidence_of = self._read_evidence
         self.unchecked_noted: set = set()   # kernels whose in-launch check the user was told of
         self.recorders: dict = {}           # (traced, fields) -> AccessRecorder or None
         self.evidence_recorders: dict = {}  # (traced, id(field)) -> the recorder of its
         # replayed loads of that field, or None
-        checker.evidence_of = self._read_evidence
+        return checker
 
     def _read_evidence(self, launch, fld):
         """What a launch's replayed loads of `fld` read, run again for a report that names one

@@ -203,20 +203,12 @@ class LaunchChecker:
         launch.scalars = scalars
         launch.time = self.tick()
         key = (compiled, scalars)      # (hashable: the dicts below take it as a key)
-        history = self.history
-        if self.tape is not None:      # (a Tape's launch repeats none: the Tape differentiates it)
+        taped = self.tape is not None
+        if taped:       # (a Tape's launch repeats none: the Tape differentiates it)
             launch.tape = self.tapes
-            if self.races.tainted:      # (before the launch is filed: this may raise)
-                self.races.follow(self, launch)
-            if len(history) == history.maxlen:
-                self._forget(history[0])
-            if self.custom_recording is not None:
-                self.custom_recording.append(launch)
-            history.append(launch)
-            self.taped.append(launch)
-        else:
-            if self.races.tainted:      # (as above)
-                self.races.follow(self, launch)
+        if self.races.tainted:      # (before the launch is filed: this may raise)
+            self.races.follow(self, launch)
+        if not taped:
             alike = self.undifferentiated.get(key)
             if alike is None:
                 alike = self.undifferentiated[key] = deque()
@@ -233,11 +225,15 @@ class LaunchChecker:
                 if self.forgotten:      # (mostly empty)
                     self.forgotten.pop(key, None)
             alike.append(launch)
-            if len(history) == history.maxlen:
-                self._forget(history[0])
-            if self.custom_recording is not None:
-                self.custom_recording.append(launch)
-            history.append(launch)
+        history = self.history
+        if len(history) == history.maxlen:
+            self._forget(history[0])
+        if self.custom_recording is not None:
+            self.custom_recording.append(launch)
+        history.append(launch)
+        if taped:
+            self.taped.append(launch)
+        else:
             by_field = self.awaiting_adjoint
             for fld in (kernel_facts(compiled) if facts is None else facts).loads_differentiable:
                 awaiting = by_field.get(fld)
