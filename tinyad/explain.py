@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,17 +168,17 @@ def element_panel(field, index) -> Panel:
                 continue
             where = f"{launch.kernel} (launch #{launch.number}) replays its read at line " \
                 f"{read.site.node.loc.line}: "
-            if filed and read.values is not None:
+            if filed and read.values is not None:    # (a write came near it: copied first)
                 copy = read.values[tuple(i - lo for i, (lo, _) in zip(index, read.box))]
                 lines.append(where + "kept in a copy, value " + (
                     f"{float(copy):.6g}" if np.ndim(copy) == 0 else _short(copy)))
-            else:
-                lines.append(where + "still in the field (nothing has written near it)")
+            else:                                    # (nothing has written near it)
+                lines.append(where + "still in the field")
     return Panel(title, "\n".join(lines) or "no launch of this Tape replays it")
 
 
 # ---- what the adjoint replays -------------------------------------------------------------
-def replay_notes(kernel) -> str:
+def replay_notes(kernel, width: int | None = None) -> str:
     """Which forward reads the adjoint replays, and which writes in this kernel would change
     their element before the adjoint runs."""
     try:
@@ -201,9 +202,10 @@ def replay_notes(kernel) -> str:
         for write in writes:
             if write.field is load.field:
                 kind = "+=" if isinstance(write, ir.AtomicOp) else "="
-                out.append(f"    line {write.loc.line} writes {_access(write.field, write.indices)}"
-                           f" ({kind}): where that changes an element read here, the adjoint "
-                           "replays the new value")
+                out.append(_wrapped(
+                    f"    line {write.loc.line} writes {_access(write.field, write.indices)} "
+                    f"({kind}): where that changes an element read here, the adjoint replays "
+                    "the new value", width, "      "))
     out.append("Any later kernel of the Tape that writes one of these elements breaks it too.")
     return "\n".join(out)
 
@@ -212,7 +214,7 @@ def _access(field, indices) -> str:
     return f"{field.name}[{', '.join(format_expr(i) for i in indices)}]"
 
 
-def recording_notes(kernel) -> str:
+def recording_notes(kernel, width: int | None = None) -> str:
     """The kernel's recording variant, where its IR does not prove one launch free of
     in-launch hazards on some fields (a scatter, a read another iteration may overwrite): the
     checker runs it for a launch whose boxes do not settle them either, in either mode
@@ -226,16 +228,23 @@ def recording_notes(kernel) -> str:
     if recorder is None:
         return ""
     names = ", ".join(f.name for f in fields)
-    return (f"The IR alone does not settle one launch's accesses to {names}. Where neither "
-            "the launch's index boxes nor its values before and after settle them, the checker "
-            "runs this variant instead: it records each access's element, and the value a "
-            "replayed read read, for tinyad/check/trail.py to judge.\n" +
-            compact_ir(str(recorder.ir)))
+    return _wrapped(f"The IR alone does not settle one launch's accesses to {names}. Where "
+                    "neither the launch's index boxes nor its values before and after settle "
+                    "them, the checker runs this variant instead: it records each access's "
+                    "element, and the value a replayed read read, for tinyad/check/trail.py to "
+                    "judge.", width) + "\n" + compact_ir(str(recorder.ir))
+
+
+def _wrapped(text: str, width: int | None, indent: str = "") -> str:
+    """A paragraph of prose broken between words to the output's width (IR lines are not)."""
+    return textwrap.fill(text, width or output_width(), subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def explain(kernel, width: int | None = None) -> str:
     """Source, IR and adjoint IR side by side, the reads the adjoint replays, and the
     recording variant where the checker may need one."""
-    text = side_by_side(*kernel_panels(kernel), width=width) + "\n\n" + replay_notes(kernel)
-    recorded = recording_notes(kernel)
+    text = side_by_side(*kernel_panels(kernel), width=width) + "\n\n" + \
+        replay_notes(kernel, width)
+    recorded = recording_notes(kernel, width)
     return text + "\n\n" + recorded if recorded else text
