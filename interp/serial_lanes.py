@@ -15,10 +15,11 @@ t's values depend on t alone, and the fields change only by the atomics.
 What stays exactly as the scalar path does it:
   * values: the atomics are applied element by element in iteration order (`ufunc.at` is
     unbuffered and in order), so an f32 sum rounds as the scalar loop's does;
-  * the checks: each element a load reads, and each element an atomic updates, goes once through
-    the scalar memory (`Memory.load`, `Memory.atomic`: bounds, and a custom gradient check's
-    access sets, tinyad/customcheck.py). Repeating the same read, or the same atomic, changes
-    nothing those keep;
+  * the checks: the lanes check every index's bounds. A memory that sees each access (a custom
+    gradient check's access sets, tinyad/customcheck.py; the f64 shadow; the NaN locator) sees
+    each element a load reads, and each element an atomic updates, once through its scalar
+    `load` and `atomic`: repeating the same read, or the same atomic, changes nothing those
+    keep. Plain memory sees nothing more there, so its loops skip that pass;
   * errors: out-of-bounds indices raise the scalar path's error (the lanes check them first).
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from tinyad.core import ir
 from tinyad.interp import lanes
+from tinyad.interp.memory import Memory
 
 # Below this many iterations the scalar walk is as quick: the loop runs there.
 MIN_ITERATIONS = 32
@@ -107,14 +109,18 @@ def _reads_outside(kernel: ir.Kernel, loop: ir.For) -> set:
 
 class _Buffered(lanes.PlainLanes):
     """Lane memory for one chunk: loads read the arrays (each element read once through the
-    scalar memory, which checks it); atomics wait in order until `flush`."""
+    scalar memory, where a subclass of Memory watches accesses); atomics wait in order until
+    `flush`."""
 
     def __init__(self, memory):
         super().__init__(memory)
         self.events: list = []          # (op, field, flat indices, values, site)
         self.reads_logged: set = set()  # (site, element): read through the scalar memory
+        self.watched = type(memory) is not Memory   # (plain memory: the lanes' bounds suffice)
 
     def load(self, fld, idx, lanes_, site):
+        if not self.watched:
+            return super().load(fld, idx, lanes_, site)
         for element in _elements(self.memory.array(fld), idx):
             if (id(site), element) not in self.reads_logged:
                 self.reads_logged.add((id(site), element))
@@ -127,8 +133,9 @@ class _Buffered(lanes.PlainLanes):
         self.events.append((op, fld, flat, np.asarray(values, dtype=data.dtype), site))
 
     def flush(self):
-        """Apply this chunk's atomics in iteration order; each element's last one goes through
-        the scalar memory, so a custom check's sets see one atomic per element."""
+        """Apply this chunk's atomics in iteration order; where the memory watches accesses,
+        each element's last one goes through its scalar `atomic`, so a custom check's sets see
+        one atomic per element."""
         by_field: dict = {}
         for event in self.events:
             by_field.setdefault(id(event[1]), []).append(event)
@@ -142,6 +149,10 @@ class _Buffered(lanes.PlainLanes):
                 values = np.stack([e[3] for e in events], axis=1).ravel()
             sites = [e[4] for e in events]
             data = self.memory.array(fld)
+            view = data.reshape(-1)
+            if not self.watched:
+                lanes.ATOMIC_UFUNCS[op].at(view, flat, values)
+                continue
             if flat.min() == flat.max():      # one element (a sum into a scalar): no sort
                 uniques, last = flat[:1], np.array([len(flat) - 1])
             else:
@@ -149,7 +160,6 @@ class _Buffered(lanes.PlainLanes):
                 last = len(flat) - 1 - first_from_end
             rest = np.ones(len(flat), dtype=bool)
             rest[last] = False
-            view = data.reshape(-1)
             lanes.ATOMIC_UFUNCS[op].at(view, flat[rest], values[rest])
             for element, position in zip(uniques, last):
                 index = np.unravel_index(int(element), data.shape) if data.ndim else ()

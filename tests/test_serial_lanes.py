@@ -212,3 +212,45 @@ def test_the_compiled_program_uses_lanes_for_the_serial_loop(monkeypatch):
     x.fill(0.25)
     Program(reduction.ir).run(())
     assert s[None] == 25.0 and flushes == [1]
+
+
+@pytest.mark.parametrize("factor", [2.0, 3.0])
+def test_a_custom_gradient_check_sees_the_elements_a_laned_loop_reads(factor):
+    """Plain memory skips the scalar pass over each element; the custom gradient check's
+    memory (it watches accesses) does not: its inputs are every x the reduction reads, so a
+    wrong gradient is caught and the right one matches the analytic gradient."""
+    ti.init(mode="interp", default_fp=ti.f64)
+    n = 100
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def cubes():
+        for _ in range(1):
+            for j in range(n):
+                loss[None] += x[j] ** 3
+
+    @ti.kernel
+    def cubes_grad():
+        for j in range(n):
+            x.grad[j] += factor * x[j] ** 2 * loss.grad[None]
+
+    @ti.ad.grad_replaced
+    def forward():
+        cubes()
+
+    @ti.ad.grad_for(forward)
+    def backward():
+        cubes_grad()
+
+    values = np.linspace(-1.0, 1.0, n)
+    x.from_numpy(values)
+    if factor == 3.0:
+        with ti.ad.Tape(loss):
+            forward()
+        np.testing.assert_allclose(x.grad.to_numpy(), 3 * values ** 2, rtol=1e-12)
+        return
+    with pytest.raises(ti.CustomGradientRuleError) as caught:
+        with ti.ad.Tape(loss):
+            forward()
+    assert f"on forward's inputs (x (all {n}))" in str(caught.value)
