@@ -289,3 +289,28 @@ def test_the_conflict_named_is_the_first_to_arise(recorded):
     report = raised_in_tape(recorded, ti.ParallelConflictRuleError, scatter, loss)
     assert report.element == (5,)
     assert {a.iteration for a in (*report.earlier, report.write)} == {1, 2}
+
+
+def test_kernel_checked_ir_shows_the_variant_a_launch_runs(recorded):
+    """`kernel.checked.ir` prints the recording variant, the one the launch ran; a kernel whose
+    IR settles every field's accesses has none: its checked IR is its own."""
+    x, y, pos, loss = fields()
+
+    @ti.kernel
+    def scatter():
+        for i in x:
+            y[ti.cast(pos[i] * N, ti.i32)] = x[i] * 3.0
+
+    @ti.kernel
+    def in_place():
+        for i in x:
+            y[i] = x[i] * 3.0
+
+    scatter()
+    ran = [r for key, r in runtime.backend.recorders.items()
+           if key[0] is scatter.ir_for({}) and r is not None]
+    assert len(ran) == 1 and str(scatter.checked.ir) == str(ran[0].ir)
+    printed = str(scatter.checked.ir)
+    assert "_touched_scatter_0[i, 0] = i64(i32(pos[i] * 16.0))" in printed, printed
+    assert scatter.checked.ir is not scatter.ir
+    assert in_place.checked.ir is in_place.ir

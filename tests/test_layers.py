@@ -69,8 +69,8 @@ DEBT: dict[tuple[str, str], str] = {
 # its own floor and those below. Every API module stands on one.
 API_FLOORS = [
     ("helpers", {"tinyad.absent", "tinyad.algorithms", "tinyad.allocation", "tinyad.arrayparams",
-                 "tinyad.colors", "tinyad.excepthook", "tinyad.gradreport", "tinyad.sequence",
-                 "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
+                 "tinyad.colors", "tinyad.excepthook", "tinyad.funcs", "tinyad.gradreport",
+                 "tinyad.sequence", "tinyad.simt", "tinyad.unknown_names", "tinyad.varnames"}),
     ("runtime", {"tinyad.runtime", "tinyad.undo", "tinyad.taichi_internals", "tinyad.twins"}),
     ("field", {"tinyad.field", "tinyad.tapeops", "tinyad.ndarray", "tinyad.structfield"}),
     ("kernel", {"tinyad.kernel", "tinyad.launch", "tinyad.checkedlaunch",  # launch: its checks

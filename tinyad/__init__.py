@@ -84,7 +84,8 @@ from tinyad.frontend.math import (
 )
 from tinyad.frontend.matrix import Matrix, Vector
 from tinyad.frontend.structs import Struct, dataclass
-from tinyad.kernel import data_oriented, func, kernel, real_func
+from tinyad.funcs import func, real_func
+from tinyad.kernel import data_oriented, kernel
 from tinyad.ndarray import Ndarray, ndarray
 from tinyad.runtime import init, reset, sync
 from tinyad.structfield import StructField

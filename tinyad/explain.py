@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyad.analysis.queries import replayed_loads
-from tinyad.check.accessrecord import AccessRecorder
 from tinyad.check.hazards import unproven_fields
 from tinyad.core import ir
 from tinyad.core.errors import TinyadError
@@ -215,24 +214,23 @@ def _access(field, indices) -> str:
 
 
 def recording_notes(kernel, width: int | None = None) -> str:
-    """The kernel's recording variant, where its IR does not prove one launch free of
-    in-launch hazards on some fields (a scatter, a read another iteration may overwrite): the
-    checker runs it for a launch whose boxes do not settle them either, in either mode
-    (tinyad/check/accessrecord.py); '' where the IR settles every field."""
+    """The kernel's checked variant (`kernel.checked.ir`), where its IR does not prove one launch
+    free of in-launch hazards on some fields (a scatter, a read another iteration may
+    overwrite): the checker runs it for a launch whose boxes do not settle them either, in
+    either mode (tinyad/check/accessrecord.py); '' where the IR settles every field."""
+    checked = kernel.checked.ir
+    if checked is kernel.ir:
+        return ""
     try:
         replayed = frozenset(id(load) for load in replayed_loads(kernel.grad.ir))
     except TinyadError:
         replayed = frozenset()
-    fields = list(unproven_fields(kernel.ir, replayed))
-    recorder = AccessRecorder.of(kernel.ir, fields, replayed) if fields else None
-    if recorder is None:
-        return ""
-    names = ", ".join(f.name for f in fields)
+    names = ", ".join(f.name for f in unproven_fields(kernel.ir, replayed))
     return _wrapped(f"The IR alone does not settle one launch's accesses to {names}. Where "
                     "neither the launch's index boxes nor its values before and after settle "
-                    "them, the checker runs this variant instead: it records each access's "
-                    "element, and the value a replayed read read, for tinyad/check/trail.py to "
-                    "judge.", width) + "\n" + compact_ir(str(recorder.ir))
+                    "them, the checker runs this variant instead (kernel.checked.ir): it "
+                    "records each access's element, and the value a replayed read read, for "
+                    "tinyad/check/trail.py to judge.", width) + "\n" + compact_ir(str(checked))
 
 
 def _wrapped(text: str, width: int | None, indent: str = "") -> str:

@@ -12,6 +12,7 @@ from tinyad import undo
 from tinyad.arrayparams import bind, bind_arrays, set_bound
 from tinyad.autodiff.forward import forward
 from tinyad.autodiff.reverse import reverse
+from tinyad.check.accessrecord import checked_ir
 from tinyad.core import ir
 from tinyad.core import types as T
 from tinyad.core.errors import (
@@ -29,11 +30,9 @@ from tinyad.explain import compact_ir
 from tinyad.field import settle_layout, unrequested_grads
 from tinyad.frontend import lang
 from tinyad.frontend.matrix import Matrix
-from tinyad.frontend.scope import Source
 from tinyad.frontend.tracer import parameter_kinds, trace_kernel
 from tinyad.launch import run as run_launch
 from tinyad.ndarray import as_argument, parameter, trace_signature
-from tinyad.notices import note
 from tinyad.runtime import active_capture, active_forward_mode, active_recorder, runtime
 from tinyad.taichi_internals import AutodiffMode
 
@@ -72,33 +71,6 @@ def _raised_in_tinyad(exc: BaseException) -> bool:
     return tb is None or tb.tb_frame.f_globals.get("__name__", "").startswith("tinyad")
 
 
-class Func:
-    """A @ti.func: inlined into the kernels that call it."""
-
-    is_tinyad_func = True     # how the frontend recognises one (frontend/exprs.py)
-
-    def __init__(self, fn):
-        self.fn = fn
-        functools.update_wrapper(self, fn)
-        self._source = None
-
-    @property
-    def source(self) -> Source:
-        if self._source is None:
-            self._source = Source.of(self.fn)
-        return self._source
-
-    def __get__(self, instance, owner=None):
-        return self if instance is None else BoundFunc(self, instance)
-
-    def bound_arguments(self, args):
-        return args
-
-    def __call__(self, *args, **kwargs):
-        raise TinyadTypeError(f"ti.func {self.fn.__name__} can only be called from a kernel or "
-                              "another ti.func", hint="wrap the call in a @ti.kernel")
-
-
 class Kernel:
     """A @ti.kernel. Traced to IR on first call (and per template argument set)."""
 
@@ -114,7 +86,10 @@ class Kernel:
         self._last_plain = None   # (key, trace) of the last launch without template arguments
         self._scalar_params = None   # set by kinds(): ((name, dtype), ...) if all are scalars
         self.grad = AdjointKernel(self)
-        self.fwd = TangentKernel(self)
+        self.fwd = VariantView(self, lambda traced: traced.variant_ir("tangent"),
+                               AutodiffMode.FORWARD)
+        self.checked = VariantView(self, lambda traced: traced.memos[checked_ir],
+                                   AutodiffMode.NONE)
         self.is_no_grad = False
         self.trusted = False      # ti.ad.trust: a gradient written by hand, not compared
         self.autodiff_mode = AutodiffMode.NONE   # VALIDATION while in Tape(validation=True)
@@ -268,22 +243,6 @@ class BoundKernel:
         return functools.partial(self.kernel.grad, self.instance)
 
 
-class BoundFunc:
-    """`self.helper` for a ti.func method, seen while tracing: inlined with `self` first."""
-
-    is_tinyad_func = True
-
-    def __init__(self, func: "Func", instance):
-        self.fn, self.instance, self.func = func.fn, instance, func
-
-    @property
-    def source(self):
-        return self.func.source
-
-    def bound_arguments(self, args):
-        return (self.instance, *args)
-
-
 def data_oriented(cls):
     """`@ti.data_oriented`: a class whose methods may be kernels and funcs. Nothing to do in
     tinyad: kernels and funcs bind `self` themselves (Kernel.__get__, Func.__get__)."""
@@ -330,18 +289,21 @@ class AdjointKernel:
         return _user_facing(traced.adjoint_ir)
 
 
-class TangentKernel:
-    """`kernel.fwd`: the forward-mode (tangent) variant of a kernel, built on first use. Kernels
-    launched inside ti.ad.FwdMode run it; `kernel.fwd.ir` shows it."""
+class VariantView:
+    """A variant of a kernel that `.ir` shows, built on first use by `derive(traced kernel)`:
+    `kernel.fwd`, the forward-mode (tangent) one that launches inside ti.ad.FwdMode run;
+    `kernel.checked`, the one the rule checker runs where the IR leaves a launch's accesses
+    open (tinyad/check/accessrecord.py `checked_ir`)."""
 
-    def __init__(self, primal: Kernel):
-        self.autodiff_mode = AutodiffMode.FORWARD
+    def __init__(self, primal: Kernel, derive, autodiff_mode: AutodiffMode):
+        self.autodiff_mode = autodiff_mode
         self.primal = primal
+        self.derive = derive
 
     @property
     def ir(self) -> ir.Kernel:
         traced = self.primal._traced_for_inspection()
-        return _user_facing(lambda: traced.variant_ir("tangent"))
+        return _user_facing(lambda: self.derive(traced))
 
 
 def _adjoint_ir(traced: "TracedKernel") -> ir.Kernel:
@@ -367,8 +329,8 @@ class Memos(dict):
     asked for several times per launch). The builders, each a module-level function or
     class: the rule checker's facts (tinyad/check/facts.py), rows (check/rows.py), write
     events and derivations (check/forward.py), race flows (check/races.py), the fields its
-    NaN check looks at (check/nonfinite.py), its regions (tinyad/check/regions.py) and adjoint
-    bounds (tinyad/checkedlaunch.py)."""
+    NaN check looks at (check/nonfinite.py), its regions (tinyad/check/regions.py), adjoint
+    bounds (tinyad/checkedlaunch.py) and checked variant (check/accessrecord.py)."""
 
     __slots__ = ("traced",)
 
@@ -586,15 +548,3 @@ def kernel(fn=None, **_options):
     if fn is None:
         return lambda f: Kernel(f)
     return Kernel(fn)
-
-
-def func(fn=None, **_options):
-    """`@ti.func`: a function inlined into the kernels that call it."""
-    if fn is None:
-        return lambda f: Func(f)
-    return Func(fn)
-
-
-def real_func(fn):
-    note(f"ti.real_func {fn.__name__} is inlined like a ti.func in tinyad")
-    return Func(fn)

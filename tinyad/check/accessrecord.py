@@ -1,8 +1,10 @@
-"""Fast mode's check of one launch's accesses to some fields, element by element, at compiled
-speed: the launch runs a variant of the kernel that also records each access to those fields,
-and the records, read as a trail (tinyad/check/trail.py), decide the rules the launch broke
-within itself. For kernels whose hazards neither the IR nor the indices alone settle (a scatter
-through indices computed from floats, an access in a branch or a loop of unknown length).
+"""The checked variant: the check of one launch's accesses to some fields, element by element,
+in either mode (the interpreter walks the variant, fast mode compiles it): the launch runs a
+variant of the kernel that also records each access to those fields, and the records, read as a
+trail (tinyad/check/trail.py), decide the rules the launch broke within itself. For kernels
+whose hazards neither the IR nor the indices alone settle (a scatter through indices computed
+from floats, an access in a branch or a loop of unknown length). `kernel.checked.ir` shows the
+variant for every field the IR leaves open (`checked_ir`).
 
 The variant is an IR -> IR transform: before each statement that accesses a recorded field, it
 stores which element the access touches (its flat index) and, for a read the adjoint replays,
@@ -28,6 +30,8 @@ import numpy as np
 from tinyad.analysis.queries import live_locals
 from tinyad.analysis.sites import access_sites
 from tinyad.check import trail as trails
+from tinyad.check.facts import kernel_facts
+from tinyad.check.hazards import unproven_fields
 from tinyad.check.trail import SERIAL, Trail, TrailSite
 from tinyad.core import ir
 from tinyad.core import types as T
@@ -156,6 +160,18 @@ class Rows:
         return rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], values[order]
 
 
+def checked_ir(traced) -> ir.Kernel:
+    """A traced kernel's checked variant as `kernel.checked.ir` shows it (a memo of `traced`):
+    the recording of every field its IR leaves open (check/hazards.py), or the kernel itself
+    where the IR settles them all (or their records would be too many: the launch is then said
+    unchecked). A launch records those of them its index boxes do not settle either
+    (tinyad/checkedlaunch.py): these or fewer."""
+    kernel, replayed = traced.ir, kernel_facts(traced).replayed
+    fields = list(unproven_fields(kernel, replayed))
+    recorder = AccessRecorder.of(kernel, fields, replayed) if fields else None
+    return kernel if recorder is None else recorder.ir
+
+
 class AccessRecorder:
     """The recording variant of a kernel for some fields, and its trail after a launch."""
 
@@ -255,16 +271,16 @@ class AccessRecorder:
             if isinstance(index, ir.Const):
                 const += int(index.value)
                 continue
-            term = _op("cast", index, dtype=T.i64)
+            term = _cast(index, T.i64)
             flat = term if flat is None else _op("add", flat, term)
         if flat is None or const:
             constant = ir.Const(const, T.i64, loc)
             flat = constant if flat is None else _op("add", flat, constant)
         value = None
         if self.trail_sites[k].replayed and self.values:
-            value = _op("cast", node, dtype=T.f64)
+            value = _cast(node, T.f64)
         elif isinstance(node, ir.Store):      # what the element holds after the store
-            value = _op("cast", _op("cast", stored, dtype=node.field.dtype), dtype=T.f64)
+            value = _cast(_cast(stored, node.field.dtype), T.f64)
         columns = self.columns.get(segment)
         if columns is not None:
             return columns.stores(columns.numbers.index(k), site, flat, value)
@@ -454,6 +470,10 @@ def _kind(node) -> str:
     if isinstance(node, ir.Store):
         return "store"
     return "atomic_" + node.op
+
+
+def _cast(value: ir.Expr, dtype) -> ir.Expr:
+    return value if value.dtype == dtype else _op("cast", value, dtype=dtype)
 
 
 def _op(name, *args, dtype=None, loc=None):
