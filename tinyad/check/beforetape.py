@@ -156,8 +156,8 @@ def _steps(compiled, facts, rows) -> tuple:
     itself; (target, its taped_derivations entry, its rows as written_in_tape has them,
     [written_in_tape's entry before, after its latest launch, lo, hi]) per float field it
     writes), lo and hi the rows' one span (None: more, or every row), made once per `rows` (a
-    LaunchRows, one per time step in fast mode, kept with them) or per kernel where the rows
-    are not known."""
+    LaunchRows, one per time step, kept with them) or per kernel where the rows are not
+    known."""
     if rows is None:
         return compiled.memos[_steps_every_row]
     if rows.steps is not None:       # (rows worked out just now, alike an earlier launch's)

@@ -1,5 +1,5 @@
 """The box of elements each global access may touch, as a function of the launch's integer
-arguments (fast mode's rule checker: tinyad/check/regions.py, tinyad/check/readwitness.py, check/rows.py)."""
+arguments (for the rule checker: tinyad/check/regions.py, readwitness.py, rows.py)."""
 from __future__ import annotations
 
 from tinyad.analysis.sites import Site
@@ -96,7 +96,7 @@ def _interval_src(expr, env, bind):
 
 
 def boxes_overlap(a: tuple, b: tuple) -> bool:
-    for (lo1, hi1), (lo2, hi2) in zip(a, b):   # (a loop, not all(...): fast mode's checker
+    for (lo1, hi1), (lo2, hi2) in zip(a, b):   # (a loop, not all(...): the checker
         if lo1 >= hi2 or lo2 >= hi1:           # asks at every write of a watched field)
             return False
     return True

@@ -1,4 +1,4 @@
-"""Fast mode's check of a custom gradient (a `grad_for` function) that assigns a gradient
+"""The check of a custom gradient (a `grad_for` function) that assigns a gradient
 instead of adding to it: a store that replaces a nonzero gradient discards what earlier
 adjoints added (`custom_gradient_assigns`). The boxes such a kernel may store into are copied
 before it runs; after it, the judge compares them (tinyad/check/changes.py)."""
@@ -10,7 +10,7 @@ from tinyad.check.regions import box_slices, regions_of
 
 
 class CustomGradientStores:
-    """A mixin of fast mode's checker (tinyad/check/replaycheck.py WitnessChecker)."""
+    """A mixin of the checker (tinyad/check/replaycheck.py WitnessChecker)."""
 
     def before_custom_grad(self, traced, scalars):
         """Inside a grad_for function: the .grad boxes a kernel may store into, before it does."""

@@ -1,6 +1,6 @@
 """Which iteration of its parallel loop an access touched an element in, worked out from the
-access's indices: fast mode keeps copies of what launches read, not who read it, and its
-reports name the iteration as interp mode's do.
+access's indices: the replay witness keeps copies of what launches read, not who read it, and
+its reports name the iteration too.
 
 Only indices computed from the loop variable, constants, the launch's integer arguments and the
 integer locals the loop assigns once (an ndrange's flattened indices, a neighbour's index) are

@@ -487,7 +487,7 @@ class LaunchChecker:
 
     def unchanged_since(self, primal, values, since) -> bool:
         """Does `primal` hold `values` still? Only the boxes written since need comparing, where
-        the backend knows them (fast mode); otherwise the whole field."""
+        the checker knows them (boxes_written_since); otherwise the whole field."""
         boxes = self.boxes_written_since(primal, since)
         data = primal.data
         if boxes is None:

@@ -3,7 +3,7 @@
 The launch checks (tinyad/check/launches.py) keep, for each gradient, its primal's values when
 an adjoint last added to it, and compare them before the next manual sweep adds more: a
 gradient taken at two points is reported. Those values are copied just before the primal is
-next written. Fast mode knows the boxes each launch writes, so instead of the whole field it
+next written. The checker knows the boxes each launch writes, so instead of the whole field it
 copies only those boxes, each the first time it is written: a recomputing backward pass that
 rewrites one row of a time-indexed field per step copies that row, not the field every step.
 
@@ -66,7 +66,7 @@ SMALL_FIELD = 4096    # values: a gradient point of a field this small is copied
 
 
 class PointCopies:
-    """Fast mode's checker's gradient points, box by box (a mixin before LaunchChecker, whose
+    """The checker's gradient points, box by box (a mixin before LaunchChecker, whose
     grad_point and uncopied_points it fills; `host` gives a field's current array)."""
 
     def __init__(self, *args, **kwargs):

@@ -132,7 +132,7 @@ def changed_and_read(fld, reads: list, now: np.ndarray, evidence_of) -> tuple[li
 
 
 class FirstReadReports:
-    """What fast mode's checker (tinyad/check/replaycheck.py) needs of evidence for its reports:
+    """What the checker (tinyad/check/replaycheck.py) needs of evidence for its reports:
     each launch's, found once (`evidence_of`, which the backend gives), and the reads a report
     names."""
 
@@ -216,7 +216,7 @@ def in_trail_order(first) -> tuple:
 
 def in_writer_order(fld, changed: list, writer) -> list:
     """`changed` (FirstReads, by element) in the order the writer launch's parallel loop wrote
-    their elements (its least iteration, then its first store among several), as interp mode
+    their elements (its least iteration, then its first store among several), as a serial run
     meets the first change: where the write's indices say; else as they are."""
     kernel = writer.compiled.ir
     sites = [s for s in access_sites(kernel)

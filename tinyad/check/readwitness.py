@@ -1,4 +1,4 @@
-"""The replayed reads fast mode's checker watches, copied only when something may overwrite them.
+"""The replayed reads the checker watches, copied only when something may overwrite them.
 
 After a forward launch, each box its adjoint will replay is filed here as a `ReplayedRead`
 without copying anything: as long as no write that may overlap the box has happened, the field

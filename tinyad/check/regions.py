@@ -1,4 +1,4 @@
-"""What fast mode's checker needs of a kernel, from its IR, and of each launch, from its integer
+"""What the checker needs of a kernel, from its IR, and of each launch, from its integer
 arguments: the boxes its replayed loads may read and its primal stores may write, and the fields
 on which one launch may break a rule within itself (tinyad/check/replaycheck.py checks them)."""
 from __future__ import annotations

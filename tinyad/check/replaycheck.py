@@ -72,7 +72,7 @@ def _size(box: tuple) -> int:
 
 def _counting(more: list, error):
     """`error`, carrying the other elements the same compare found changed (warn mode counts
-    a bug's elements; interp mode reports each)."""
+    a bug's elements)."""
     error.more_elements = more
     return error
 
@@ -383,7 +383,7 @@ class WitnessChecker(FirstReadReports, CustomGradientStores, PointCopies, Launch
     def _after_write(self, fld, found, writer: Launch | None, tape, access=None) -> None:
         """After a write that may have changed the reads `found` (copied before it): each
         element changed that a launch of this Tape read is reported with its first read, the
-        one the writer changed first first, as interp mode reports the first change."""
+        one the writer changed first first (the first change a serial run would make)."""
         mine = []
         for read in found:
             if read.reported or read.values is None:   # (None: no before-write call copied it)
@@ -514,8 +514,8 @@ class WitnessChecker(FirstReadReports, CustomGradientStores, PointCopies, Launch
     def _changed_reads(self, launch: Launch, fields=None) -> list:
         """The elements `launch`'s adjoint replays (of `fields`; None: all) that a write may
         have changed outside the Tape's compares and that hold another value now, each with
-        the launch's first read of it, in its trail's order (a serial run's, as interp mode
-        names them): [(field, FirstRead)]. A changed read is reported once."""
+        the launch's first read of it, in its trail's order (a serial run's): [(field,
+        FirstRead)]. A changed read is reported once."""
         by_field: dict = {}
         wanted = None if fields is None else {id(f) for f in fields}
         for read in launch.snapshots:

@@ -2,21 +2,18 @@
 and the launch's integer arguments: what the check "computed before the Tape" compares
 (tinyad/check/launches.py). A time-stepped kernel at step t reads row t and writes row t + 1;
 without its rows, a Tape that recomputes every step would look as if it read the rows a forward
-pass before the Tape had computed. Both backends ask here (fast mode through its LaunchPlan)."""
+pass before the Tape had computed. A launch's plan asks here (tinyad/check/regions.py)."""
 from __future__ import annotations
 
 from tinyad.analysis.sites import access_sites, fixed_int_args
-from tinyad.check.boxes import box_function
 from tinyad.check.spans import span_union
 from tinyad.core import ir
 from tinyad.core.printer import format_expr
 
 
 class KernelRows:
-    """One kernel's primal loads and writes, and their rows per launch. A launch alike the
-    kernel's previous one (no arguments, or the same) shares its rows: read them, never change
-    them. Only the latest are kept: a time-stepped kernel, whose every step differs, would
-    keep a kilobyte a step (fast mode keeps them in its per-arguments LaunchPlan instead)."""
+    """One kernel's primal loads and writes, and their rows per launch (kept in the launch's
+    plan: the launches alike share them, and may read them, never change them)."""
 
     def __init__(self, kernel: ir.Kernel):
         sites = self.sites = access_sites(kernel)
@@ -29,32 +26,11 @@ class KernelRows:
         # read of what came before the launch
         self.loads = [s for s in primal if isinstance(s.node, ir.Load) and id(s) not in own]
         self.writes = [s for s in primal if not isinstance(s.node, ir.Load)]
-        self._functions = [box_function(s, s.field.shape, self.args)
-                           for s in (*self.loads, *self.writes)]
-        self._latest = (None, None)     # (argument values, their rows) of the latest launch
 
-    def of(self, scalars: tuple) -> tuple:
-        """({field: spans read}, {field: spans written}) of a launch with these arguments."""
-        return self.of_values(tuple(int(scalars[i]) for i in self.positions))
-
-    def of_values(self, values: tuple) -> tuple:
-        """The same, given the values of the integer arguments `self.args`."""
-        latest, rows = self._latest
-        if values != latest:
-            rows = self._rows(values)
-            self._latest = (values, rows)
-        return rows
-
-    def _rows(self, values: tuple) -> tuple:
-        boxes = [f(*values) for f in self._functions]
-        n = len(self.loads)
-        return LaunchRows(
-            (spans_of((s.field, b) for s, b in zip(self.loads, boxes[:n]) if b is not None),
-             spans_of((s.field, b) for s, b in zip(self.writes, boxes[n:]) if b is not None)))
-
-    def of_boxes(self, box_of) -> tuple:
-        """The same, given `box_of(site)` for the sites in `self.sites` (fast mode's plan
-        has worked them out already)."""
+    def of_boxes(self, box_of) -> LaunchRows:
+        """({field: spans read}, {field: spans written}) of a launch, given `box_of(site)`, its
+        box for each site in `self.sites` (the launch's plan has worked them out:
+        tinyad/check/regions.py)."""
         return LaunchRows(
             (spans_of((s.field, b) for s in self.loads if (b := box_of(s)) is not None),
              spans_of((s.field, b) for s in self.writes if (b := box_of(s)) is not None)))
@@ -63,7 +39,7 @@ class KernelRows:
 class LaunchRows(tuple):
     """({field: spans read}, {field: spans written}) of one launch, and what a check made of
     them once (`steps`: tinyad/check/beforetape.py's), kept with them: a time-stepped
-    kernel's launches share a few such rows, one per argument value (fast mode's plans)."""
+    kernel's launches share a few such rows, one per argument value (their plans')."""
     steps = None
 
 

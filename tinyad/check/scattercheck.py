@@ -1,4 +1,4 @@
-"""Fast mode's check of a parallel loop's accesses to one field, from their indices alone, at
+"""The check of a parallel loop's accesses to one field, from their indices alone, at
 any size.
 
 `y[idx[i]] = f(x[i])` or `x[i] = g(x[i + 1])` in a parallel loop breaks a rule when two
