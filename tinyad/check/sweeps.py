@@ -125,17 +125,23 @@ class ManualSweeps:
         at = launch.number - history[0].number if history else -1
         if not 0 <= at < len(history) or history[at] is not launch:
             return []          # (left the history)
-        found = []
-        for fld in kernel_facts(launch.compiled).loads_differentiable:
-            for back in range(at - 1, max(at - 1 - LOOK_BACK, -1), -1):
-                source = history[back]
-                if fld not in kernel_facts(source.compiled).written:
-                    continue
-                if _pending(source) and self.python_wrote.get(fld, 0) < source.time and \
-                        _rows_meet(rows_touched(source)[1].get(fld),
-                                   rows_touched(launch)[0].get(fld)):
-                    found.append((fld, source))
+        loaded = kernel_facts(launch.compiled).loads_differentiable
+        writers, unseen = {}, set(loaded)     # field -> its latest writer (one walk back)
+        for back in range(at - 1, max(at - 1 - LOOK_BACK, -1), -1):
+            if not unseen:
                 break
+            source = history[back]
+            for fld in kernel_facts(source.compiled).written:
+                if fld in unseen:
+                    unseen.discard(fld)
+                    writers[fld] = source
+        found = []
+        for fld in loaded:
+            source = writers.get(fld)
+            if source is not None and _pending(source) and \
+                    self.python_wrote.get(fld, 0) < source.time and \
+                    _rows_meet(rows_touched(source)[1].get(fld), rows_touched(launch)[0].get(fld)):
+                found.append((fld, source))
         return found
 
     def _reaches(self, launch, grad):
