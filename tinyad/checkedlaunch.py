@@ -190,9 +190,10 @@ class CheckedLaunch:
     def run_adjoint(backend, traced, program, scalars, record):
         """Run `program`, `traced`'s adjoint, as the adjoint the checker watches of the forward
         launch `record` (its replayed reads must read what that launch read: the checker's
-        witness of them is asked first); -> its return value. A launch whose replayed reads still wait (no write came near
-        them since it ran: most of a Tape's), or that replays none, has nothing to compare:
-        no call for it (check_replay returns at once), unless its reads were let go."""
+        witness of them is asked first); -> its return value. A launch whose replayed reads
+        still wait (no write came near them since it ran: most of a Tape's), or that replays
+        none, has nothing to compare: no call for it (check_replay returns at once), unless its
+        reads were let go."""
         if record is not None and record.waiting is None and (
                 record.snapshots or record.released is not None):
             backend.checker.check_replay(record, traced.ir.name)

@@ -16,9 +16,10 @@ is certain to run (see below), so a failed check is never a false report.
 
 An access is covered when it is one of the body's own statements (not inside a branch, a
 `select`'s operands or an inner loop) in a `for` loop with no `break` out of it, so that it
-runs whenever the check does, and each of its indices is a constant or `v + c`: c a constant (a static offset), v an
-integer local assigned once in the kernel, by one of the same body's statements before the
-check. Any other access keeps its own guard (tinyad/check/reached.py IndexProof says which).
+runs whenever the check does, and each of its indices is a constant or `v + c`: c a constant
+(a static offset), v an integer local assigned once in the kernel, by one of the same body's
+statements before the check. Any other access keeps its own guard (tinyad/check/reached.py
+IndexProof says which).
 """
 from __future__ import annotations
 

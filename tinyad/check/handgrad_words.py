@@ -11,7 +11,8 @@ from tinyad.core.srcloc import SrcLoc
 def hand_gradient_mismatch(*, kernel: str, launch: int, forward: str, forward_launch: int,
                            forward_loc: SrcLoc, field: str, element: tuple, write_loc: SrcLoc,
                            value: float, expected: float, before: float, assigns: bool,
-                           count: int, f32: bool, call_loc: SrcLoc | None) -> CustomGradientRuleError:
+                           count: int, f32: bool,
+                           call_loc: SrcLoc | None) -> CustomGradientRuleError:
     """`kernel`, written by hand to undo launch #forward_launch of `forward`, left `value` in
     `field`[element] where tinyad's adjoint of that launch leaves `expected` (from `before`)."""
     name = element_name(field, element)

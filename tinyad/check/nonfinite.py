@@ -216,10 +216,11 @@ def after_launch(checker, traced, variant: str, scalars, launch, backend) -> Non
     to (the duals it wrote) is located and reported (raised, or shown in warn mode). In a
     Tape's backward pass that can run again (`checker.nonfinite_batching`, set by the Tape)
     the launches are only noted, and their gradients looked at once when it ends
-    (finish_batch, which the Tape calls once its checks of the pass are done): a pass per Tape over the
-    gradients of its parameters, not one per launch over every gradient. The `backend` gives
-    a field's host array and the re-run that locates a value (interp/nanwatch.py). Called
-    only where `checker.checks_nonfinite` (tinyad/launch.py asks)."""
+    (finish_batch, which the Tape calls once its checks of the pass are done): a pass per Tape
+    over the gradients of its parameters, not one per launch over every gradient. The
+    `backend` gives a field's host array and the re-run that locates a value
+    (interp/nanwatch.py). Called only where `checker.checks_nonfinite` (tinyad/launch.py
+    asks)."""
     if variant == "adjoint" and checker.nonfinite_batching:
         batch = checker.nonfinite_batch
         if batch is None:

@@ -1,8 +1,8 @@
 """Which elements a launch's replayed loads read, and which read came first: what the replay
 witness's reports name, found only when a report needs it.
 
-The witness keeps copies of the boxes a launch's adjoint replays (tinyad/check/readwitness.py), not of
-the elements it read: a gather reads part of its box, a load in a branch not taken or on the
+The witness keeps copies of the boxes a launch's adjoint replays (tinyad/check/readwitness.py),
+not of the elements it read: a gather reads part of its box, a load in a branch not taken or on the
 side of a `ti.select` not chosen reads nothing. When a compare finds an element of a box
 changed, the report must name a read that happened (none may have: then nothing is reported)
 and the first one. So the launch is run again, once, as the variant of its

@@ -61,19 +61,19 @@ class LaunchPlan:
     that only an element-by-element check can clear."""
 
     __slots__ = ("reads", "writes", "loads", "hazards", "more", "written_fields", "rows",
-                 "names_and_rows", "row_source", "kernel", "read_spans", "spans_with_fixed", "write_spans",
-                 "read_fields", "load_sites", "made_rows", "out_of_bounds")
+                 "names_and_rows", "row_source", "kernel", "read_spans", "spans_with_fixed",
+                 "write_spans", "read_fields", "load_sites", "made_rows", "out_of_bounds")
 
     def __init__(self, kernel, reads, writes, loads, hazards, rows, load_sites,
                  out_of_bounds=None):
         self.reads, self.writes, self.loads = reads, writes, loads
         self.hazards, self.written_fields = hazards, kernel.written_fields
         # (a launch with in-launch hazards or of a gradient kernel written by hand takes the
-        # checked launch's longer way: FastLaunch.run_forward)
+        # checked launch's longer way: CheckedLaunch.run_forward, tinyad/checkedlaunch.py)
         self.more = bool(hazards) or kernel.hand_gradient
         # ({field: leading-index spans read}, {field: spans written}): launches.before_forward
         self.rows = rows
-        self.names_and_rows = (kernel.names, rows)     # (what FastLaunch.plan_forward returns)
+        self.names_and_rows = (kernel.names, rows)     # (what CheckedLaunch.plan_forward returns)
         # a launch's Launch.row_source: its rows, made once per plan when the order check
         # first asks (a recomputing sweep asks at every adjoint, for the same few plans)
         self.load_sites, self.made_rows = load_sites, None
@@ -130,7 +130,7 @@ class KernelRegions:
         self._scatter_checks: dict = {}    # field -> ScatterCheck or None
         self.written_fields = tuple({id(s.field): s.field for s in self.writes}.values())
         self._cache: dict = {}          # integer argument values -> LaunchPlan
-        # a launch's scalar arguments -> LaunchPlan (FastLaunch.plan_forward looks here first)
+        # a launch's scalar arguments -> LaunchPlan (CheckedLaunch.plan_forward looks here first)
         self.by_scalars: dict = {}
         self._functions: dict = {}     # id(site) -> its box function
         self._fixed: dict = {}         # id(site) -> its box, where no argument moves it
