@@ -28,7 +28,7 @@ from collections import deque
 
 import numpy as np
 
-from tinyad.check import changes, launches, trail
+from tinyad.check import changes, trail
 from tinyad.check.changes import differences, value_at
 from tinyad.check.launches import Launch, LaunchChecker
 from tinyad.check.report import Access
