@@ -365,35 +365,44 @@ def test_an_overwrite_names_the_element_the_writer_changed_first(mode):
     assert (report.read.iteration, report.write.iteration) == (5, 0)
 
 
+def _weights_read_then_bumped(mode, n: int, make_kernel, bumped: int):
+    """In one Tape, the kernel `make_kernel(x, w, loss)` returns (x of n elements, w of 5),
+    then a kernel storing into w[bumped]: -> the Rule 1 report."""
+    ti.init(mode=mode, default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=n, needs_grad=True)
+    w = ti.field(ti.f64, shape=5)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    kernel = make_kernel(x, w, loss)
+
+    @ti.kernel
+    def bump():
+        w[bumped] = 5.0
+
+    x.from_numpy(np.linspace(0.1, 0.1 * n, n))
+    w.from_numpy(np.linspace(1.0, 2.0, 5))
+    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
+        kernel()
+        bump()
+    return info.value.report
+
+
 def test_a_read_in_an_inner_loop_is_first_by_the_pass_it_ran_in(mode):
     """Iteration 0 reads w[0] at its second statement in the inner loop's first pass, and at
     its first statement in the second pass: the second statement's read came first. Fast
     mode's recording kept an inner loop's accesses site by site, and named the first
     statement's."""
-    ti.init(mode=mode, default_fp=ti.f64)
-    x = ti.field(ti.f64, shape=4, needs_grad=True)
-    w = ti.field(ti.f64, shape=5)
-    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    def make(x, w, loss):
+        @ti.kernel
+        def passes():
+            for i in range(4):
+                s = ti.cast(0.0, ti.f64)
+                for j in range(2):
+                    s += w[i + 1 - j] * x[i]
+                    s += w[i + j] * x[i] * 2.0
+                loss[None] += s
+        return passes
 
-    @ti.kernel
-    def passes():
-        for i in range(4):
-            s = ti.cast(0.0, ti.f64)
-            for j in range(2):
-                s += w[i + 1 - j] * x[i]
-                s += w[i + j] * x[i] * 2.0
-            loss[None] += s
-
-    @ti.kernel
-    def bump():
-        w[0] = 5.0
-
-    x.from_numpy(np.linspace(0.1, 0.4, 4))
-    w.from_numpy(np.linspace(1.0, 2.0, 5))
-    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
-        passes()
-        bump()
-    read = info.value.report.read
+    read = _weights_read_then_bumped(mode, 4, make, 0).read
     assert line_text(read) == "s += w[i + j] * x[i] * 2.0" and read.iteration == 0
 
 
@@ -403,31 +412,19 @@ def test_a_branchs_condition_reads_before_its_body(mode):
     access, and a path into the body (If, block, statement) sorted before the condition's
     (If, then the access's number): it named the body's line. Found by the planted-bug
     fuzzer (seed 20144, --small)."""
-    ti.init(mode=mode, default_fp=ti.f64)
-    x = ti.field(ti.f64, shape=5, needs_grad=True)
-    w = ti.field(ti.f64, shape=5)
-    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    def make(x, w, loss):
+        @ti.kernel
+        def branch():
+            for i in range(1, 4):
+                a = w[i - 1] * x[i]
+                if w[i + 1] > 0.0:
+                    a += w[i + 1] * x[i]
+                loss[None] += a
+        return branch
 
-    @ti.kernel
-    def branch():
-        for i in range(1, 4):
-            a = w[i - 1] * x[i]
-            if w[i + 1] > 0.0:
-                a += w[i + 1] * x[i]
-            loss[None] += a
-
-    @ti.kernel
-    def bump():
-        w[3] = 5.0
-
-    x.from_numpy(np.linspace(0.1, 0.5, 5))
-    w.from_numpy(np.linspace(1.0, 2.0, 5))
-    with pytest.raises(ti.ReadThenOverwriteRuleError) as info, ti.ad.Tape(loss):
-        branch()
-        bump()
-    read = info.value.report.read
-    assert (info.value.report.element_text, read.iteration) == ("w[3]", 2)
-    assert line_text(read) == "if w[i + 1] > 0.0:"
+    report = _weights_read_then_bumped(mode, 5, make, 3)
+    assert (report.element_text, report.read.iteration) == ("w[3]", 2)
+    assert line_text(report.read) == "if w[i + 1] > 0.0:"
 
 
 def _stored_then_read_and_stored(mode):

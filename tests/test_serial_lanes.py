@@ -215,11 +215,12 @@ def test_the_compiled_program_uses_lanes_for_the_serial_loop(monkeypatch):
 
 
 @pytest.mark.parametrize("factor", [2.0, 3.0])
-def test_a_custom_gradient_check_sees_the_elements_a_laned_loop_reads(factor):
+def test_a_custom_gradient_check_sees_the_elements_a_laned_loop_reads(mode, factor):
     """Plain memory skips the scalar pass over each element; the custom gradient check's
     memory (it watches accesses) does not: its inputs are every x the reduction reads, so a
-    wrong gradient is caught and the right one matches the analytic gradient."""
-    ti.init(mode="interp", default_fp=ti.f64)
+    wrong gradient is caught and the right one matches the analytic gradient. (The check
+    replays the primal in the interpreter in both modes.)"""
+    ti.init(mode=mode, default_fp=ti.f64)
     n = 100
     x = ti.field(ti.f64, shape=n, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
